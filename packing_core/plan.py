@@ -1,0 +1,175 @@
+"""Plan: where every piece of every document sits, and what that costs.
+
+A ``Plan`` knows only lengths. It never holds a token id, so a comparison of
+every strategy over 200,000 documents stays cheap.
+
+Eight documents at context 512, concatenated and cut into full rows::
+
+    lengths   120  90 300  40  55  30 210  65      (910 real tokens)
+    row 0     [doc0 120][doc1 90][doc2 300][doc3 2]         512 slots
+    row 1     [doc3 38][doc4 55][doc5 30][doc6 210][doc7 65][pad 114]
+    utilisation = 910 / (2 * 512) = 0.889
+
+The same documents padded one per row use 8 * 512 = 4,096 slots (0.222).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PlanMetrics:
+    """The numbers of one plan. Attention and linear costs are in FLOP-proportional units."""
+
+    strategy: str
+    context: int
+    documents: int
+    rows: int
+    slots: int                   # allocated positions: sum of row widths
+    real_tokens: int             # tokens placed in rows
+    pad_tokens: int              # slots - real_tokens
+    utilisation: float           # real_tokens / slots
+    tokens_lost: int             # tokens_truncated + tokens of dropped documents
+    tokens_truncated: int
+    docs_truncated: int
+    docs_dropped: int
+    docs_split: int              # documents placed in more than one piece
+    attention_cost_padded: int   # sum(row_width**2): full square per row (padded, or packed without a mask)
+    attention_cost_packed: int   # sum(piece_len**2): block-diagonal mask / varlen kernel
+    linear_cost: int             # = slots: every slot goes through the MLPs
+    lower_bound_rows: int        # ceil(real_tokens / context): no plan of full rows can do better
+    rows_over_lower_bound: float  # rows / lower_bound_rows (1.0 is optimal)
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, eq=False)
+class Pieces:
+    """Piece arrays in the order a strategy placed them (not sorted)."""
+
+    doc: np.ndarray     # int64: which document
+    start: np.ndarray   # int64: first token of the piece inside its document
+    length: np.ndarray  # int64: tokens in the piece
+    row: np.ndarray     # int64: which row
+    offset: np.ndarray  # int64: first slot of the piece inside its row
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """Rows of document pieces.
+
+    Piece ``k`` is tokens ``[piece_start[k], piece_start[k] + piece_len[k])`` of
+    document ``piece_doc[k]``, placed at ``[piece_offset[k], ...)`` of row ``piece_row[k]``.
+    The ``piece_*`` arrays are sorted by row, then offset (sorted on first access, so
+    a plan used only for its metrics never pays for the sort). ``row_width[r]`` is the
+    allocated width of row ``r``: the context for packing and plain padding, the
+    batch's longest sample for dynamic padding and bucketing.
+    """
+
+    strategy: str
+    context: int
+    overlong: str
+    lengths: np.ndarray       # int64 [documents]: the input lengths
+    pieces: Pieces            # placement order
+    row_width: np.ndarray     # int64 [rows]
+    packed: bool              # rows may hold several documents: needs a block-diagonal mask
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def _sorted(self, name: str) -> np.ndarray:
+        if "order" not in self._cache:
+            p = self.pieces
+            key = p.row * (self.context + 1) + p.offset
+            # (row, offset) pairs are unique, so one plain sort of the combined key is exact
+            self._cache["order"] = None if (np.diff(key) > 0).all() else np.argsort(key)
+        order, arr = self._cache["order"], getattr(self.pieces, name)
+        if order is None:
+            return arr
+        if name not in self._cache:
+            self._cache[name] = arr[order]
+        return self._cache[name]
+
+    piece_doc = property(lambda self: self._sorted("doc"), doc="int64 [pieces]: document of each piece")
+    piece_start = property(lambda self: self._sorted("start"), doc="int64 [pieces]: start inside the document")
+    piece_len = property(lambda self: self._sorted("length"), doc="int64 [pieces]: tokens in the piece")
+    piece_row = property(lambda self: self._sorted("row"), doc="int64 [pieces]: row of the piece")
+    piece_offset = property(lambda self: self._sorted("offset"), doc="int64 [pieces]: offset inside the row")
+
+    @property
+    def n_rows(self) -> int:
+        return int(len(self.row_width))
+
+    @property
+    def kept(self) -> np.ndarray:
+        """Tokens of each document that made it into a row."""
+        if "kept" not in self._cache:
+            self._cache["kept"] = np.bincount(
+                self.pieces.doc, weights=self.pieces.length, minlength=len(self.lengths)
+            ).astype(np.int64)
+        return self._cache["kept"]
+
+    @property
+    def dropped(self) -> np.ndarray:
+        """Boolean per document: left out entirely."""
+        return self.kept == 0
+
+    @property
+    def split(self) -> np.ndarray:
+        """Boolean per document: placed in more than one piece."""
+        counts = np.bincount(self.pieces.doc, minlength=len(self.lengths))
+        return counts > 1
+
+    def row_bounds(self) -> np.ndarray:
+        """Index of each row's first piece, plus the total: pieces of row r are [b[r], b[r+1])."""
+        if "row_bounds" not in self._cache:
+            self._cache["row_bounds"] = np.searchsorted(
+                self.piece_row, np.arange(self.n_rows + 1), side="left"
+            )
+        return self._cache["row_bounds"]
+
+    def row_pieces(self, row: int) -> slice:
+        """Slice of the piece arrays that lie in ``row``."""
+        if not 0 <= row < self.n_rows:
+            raise ValueError(f"row {row} does not exist: this plan has rows 0..{self.n_rows - 1}")
+        b = self.row_bounds()
+        return slice(int(b[row]), int(b[row + 1]))
+
+    def metrics(self) -> PlanMetrics:
+        if "metrics" in self._cache:
+            return self._cache["metrics"]
+        slots = int(self.row_width.sum())
+        real = int(self.pieces.length.sum())
+        total = int(self.lengths.sum())
+        kept = self.kept
+        dropped = kept == 0
+        truncated = (~dropped) & (kept < self.lengths)
+        lower = -(-real // self.context) if real else 0
+        m = PlanMetrics(
+            strategy=self.strategy,
+            context=self.context,
+            documents=int(len(self.lengths)),
+            rows=self.n_rows,
+            slots=slots,
+            real_tokens=real,
+            pad_tokens=slots - real,
+            utilisation=real / slots if slots else 0.0,
+            tokens_lost=total - real,
+            tokens_truncated=int((self.lengths - kept)[truncated].sum()),
+            docs_truncated=int(truncated.sum()),
+            docs_dropped=int(dropped.sum()),
+            docs_split=int(self.split.sum()),
+            attention_cost_padded=int((self.row_width**2).sum()),
+            attention_cost_packed=int((self.pieces.length**2).sum()),
+            linear_cost=slots,
+            lower_bound_rows=lower,
+            rows_over_lower_bound=self.n_rows / lower if lower else 1.0,
+        )
+        self._cache["metrics"] = m
+        return m
+
+    @property
+    def boundaries(self) -> np.ndarray:
+        """Document boundary offsets of the concatenated kept stream: ``np.cumsum`` with a 0 first."""
+        return np.concatenate([[0], np.cumsum(self.kept[self.kept > 0])])
