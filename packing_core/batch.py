@@ -44,3 +44,209 @@ def segment_layout(lengths, positions: str = "reset") -> SegmentLayout:
     if positions == "reset":
         position_ids = position_ids - cu[:-1][segment_ids]
     return SegmentLayout(segment_ids, position_ids, cu.astype(np.int32))
+
+
+IGNORE_INDEX = -100  # the target value that cross-entropy skips (torch and transformers default)
+
+
+@dataclass(frozen=True)
+class FlatBatch:
+    """Valid tokens of a batch laid end to end (pads removed): what a varlen kernel consumes."""
+
+    input_ids: "torch.Tensor"       # long [T]
+    position_ids: "torch.Tensor"    # long [T]
+    cu_seqlens: "torch.Tensor"      # int32 [pieces + 1]: one segment per document piece
+    max_seqlen: int
+    row_cu_seqlens: "torch.Tensor"  # int32 [rows + 1]: row boundaries (what the mask bug attends over)
+
+
+@dataclass(frozen=True, eq=False)
+class PackedBatch:
+    """The tensors of one packed batch, from token ids and a Plan.
+
+    Two documents ``a b c`` and ``d e`` (no prompts) in one row of context 6::
+
+        input_ids     a  b  c  d  e  <pad>
+        segment_ids   0  0  0  1  1  -1        attention: block-diagonal causal
+        position_ids  0  1  2  0  1   0        reset at every document
+        targets       b  c  -  e  -   -        '-' = -100: never across a document edge
+        loss_mask     1  1  0  1  0   0        a separate tensor from the attention description
+        cu_seqlens    [0 3 5]                  over valid tokens, pads removed
+
+    With ``prompt_lengths=[2, 0]`` the target ``b`` (a prompt token) leaves the loss
+    but ``a b`` stay in attention: the answer must read the question.
+
+    A document longer than the context is split (``overlong="split"``); its
+    continuation piece is a new segment in its row: it cannot attend to its first
+    part, so it gets position ids from 0 again, like any document start.
+    ``positions="continuous"`` counts across the whole row instead: the twin bug.
+    """
+
+    plan: "Plan"
+    input_ids: "torch.Tensor"     # long [rows, width]; pad_id on pads
+    segment_ids: "torch.Tensor"   # long [rows, width]; index of the piece within its row, -1 on pads
+    document_ids: "torch.Tensor"  # long [rows, width]; global document index, -1 on pads
+    position_ids: "torch.Tensor"  # long [rows, width]
+    targets: "torch.Tensor"       # long [rows, width]; next token inside the piece, else -100
+    loss_mask: "torch.Tensor"     # bool [rows, width]; positions whose target is trained
+    answer_mask: "torch.Tensor"   # bool [rows, width]; tokens the data marks as trainable (not prompt, not pad)
+    cu_seqlens: "torch.Tensor"    # int32 [pieces + 1] over valid tokens of all rows
+    row_cu_seqlens: tuple         # per row: int32 [pieces_in_row + 1], offsets inside the row
+    max_seqlen: int
+    pad_id: int
+    positions: str
+
+    @property
+    def valid(self) -> "torch.Tensor":
+        """bool [rows, width]: real tokens (not pads)."""
+        return self.segment_ids >= 0
+
+    @staticmethod
+    def from_documents(
+        documents,
+        context: int,
+        strategy: str = "bfd",
+        *,
+        prompt_lengths=None,
+        pad_id: int = 0,
+        eos_id: int | None = None,
+        positions: str = "reset",
+        **plan_kwargs,
+    ) -> "PackedBatch":
+        """Plan and fill a batch from token-id lists.
+
+        ``prompt_lengths[i]`` tokens at the start of document ``i`` are prompt: they
+        stay in attention but leave the loss. ``eos_id`` appends an EOS token to each
+        document (it belongs to the data, so it is trained). Other keyword arguments go
+        to ``make_plan`` (``overlong``, ``batch_size``, ``shuffle``, ``seed`` ...).
+        """
+        import torch
+
+        from .strategies import make_plan
+
+        docs = [list(map(int, d)) for d in documents]
+        if not docs:
+            raise ValueError("no documents given: pass at least one list of token ids")
+        for i, d in enumerate(docs):
+            if not d:
+                raise ValueError(f"document {i} is empty; every document needs at least one token id")
+        if positions not in ("reset", "continuous"):
+            raise ValueError(f"positions must be 'reset' or 'continuous', got {positions!r}")
+        prompts = np.zeros(len(docs), np.int64) if prompt_lengths is None else np.asarray(prompt_lengths, np.int64)
+        if prompts.shape != (len(docs),):
+            raise ValueError(f"prompt_lengths needs one entry per document ({len(docs)}), got {len(prompts)}")
+        if eos_id is not None:
+            docs = [d + [int(eos_id)] for d in docs]
+        lengths = np.array([len(d) for d in docs], dtype=np.int64)
+        if ((prompts < 0) | (prompts >= lengths)).any():
+            i = int(np.argmax((prompts < 0) | (prompts >= lengths)))
+            raise ValueError(
+                f"prompt_lengths[{i}] = {prompts[i]} leaves no answer in a document of {lengths[i]} tokens; "
+                "a prompt must be shorter than its document"
+            )
+        plan = make_plan(lengths, context, strategy, **plan_kwargs)
+        return PackedBatch.from_plan(plan, np.concatenate(docs), prompts, pad_id=pad_id, positions=positions)
+
+    @staticmethod
+    def from_plan(plan, tokens: np.ndarray, prompt_lengths: np.ndarray, *, pad_id: int = 0,
+                  positions: str = "reset") -> "PackedBatch":
+        """Fill ``plan`` from all documents' tokens concatenated in document order."""
+        import torch
+
+        doc_start = np.concatenate([[0], np.cumsum(plan.lengths)])
+        n_rows, width = plan.n_rows, int(plan.row_width.max())
+        p_doc, p_start, p_len = plan.piece_doc, plan.piece_start, plan.piece_len
+        p_row, p_off = plan.piece_row, plan.piece_offset
+        # one entry per placed token, vectorised over all pieces
+        piece = np.repeat(np.arange(len(p_len)), p_len)
+        within = np.arange(len(piece)) - np.repeat(np.cumsum(p_len) - p_len, p_len)
+        in_doc = p_start[piece] + within
+        dest = p_row[piece] * width + p_off[piece] + within
+        first_in_row = np.searchsorted(p_row, p_row, side="left")
+
+        def grid(fill, values, dtype):
+            out = np.full(n_rows * width, fill, dtype=dtype)
+            out[dest] = values
+            return out.reshape(n_rows, width)
+
+        ids = tokens[doc_start[p_doc[piece]] + in_doc]
+        answer = in_doc >= prompt_lengths[p_doc[piece]]
+        last = within == p_len[piece] - 1
+        nxt_ok = ~last & np.r_[answer[1:], False]  # the next token is in this piece and trainable
+        tgt = np.where(nxt_ok, np.r_[ids[1:], 0], IGNORE_INDEX)
+        if positions == "reset":
+            pos = within
+        else:
+            pos = p_off[piece] + within
+        cu_pieces = np.concatenate([[0], np.cumsum(p_len)]).astype(np.int32)
+        row_bounds = plan.row_bounds()
+        row_cu = tuple(
+            torch.from_numpy(np.concatenate([[0], np.cumsum(p_len[row_bounds[r]:row_bounds[r + 1]])]).astype(np.int32))
+            for r in range(n_rows)
+        )
+        t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+        return PackedBatch(
+            plan=plan,
+            input_ids=t(grid(pad_id, ids, np.int64)),
+            segment_ids=t(grid(-1, (np.arange(len(p_len)) - first_in_row)[piece], np.int64)),
+            document_ids=t(grid(-1, p_doc[piece], np.int64)),
+            position_ids=t(grid(0, pos, np.int64)),
+            targets=t(grid(IGNORE_INDEX, tgt, np.int64)),
+            loss_mask=t(grid(False, nxt_ok, bool)),
+            answer_mask=t(grid(False, answer, bool)),
+            cu_seqlens=t(cu_pieces),
+            row_cu_seqlens=row_cu,
+            max_seqlen=int(p_len.max()),
+            pad_id=int(pad_id),
+            positions=positions,
+        )
+
+    def flat(self) -> FlatBatch:
+        """Valid tokens only, rows laid end to end, with document and row boundaries."""
+        import torch
+
+        valid = self.valid
+        per_row = valid.sum(dim=1)
+        row_cu = torch.zeros(len(per_row) + 1, dtype=torch.int32)
+        row_cu[1:] = torch.cumsum(per_row, 0)
+        return FlatBatch(
+            input_ids=self.input_ids[valid], position_ids=self.position_ids[valid],
+            cu_seqlens=self.cu_seqlens, max_seqlen=self.max_seqlen, row_cu_seqlens=row_cu,
+        )
+
+    def dense_mask(self, row: int) -> "torch.Tensor":
+        """bool [width, width] block-diagonal causal mask of one row: True where query i may read key j.
+
+        ``j <= i and segment[i] == segment[j]`` (pads read nothing and are read by nobody).
+        Only for pictures and the dense reference backend: varlen kernels take ``cu_seqlens``.
+        """
+        import torch
+
+        seg = self.segment_ids[row]
+        width = seg.shape[0]
+        causal = torch.ones(width, width, dtype=torch.bool).tril()
+        return causal & (seg[:, None] == seg[None, :]) & (seg[:, None] >= 0)
+
+    def to_hf(self) -> dict:
+        """The padding-free format of transformers' ``DataCollatorWithFlattening``.
+
+        ``labels`` are unshifted (the model shifts them) with -100 at every document's
+        first token and on prompt tokens; ``cu_seq_lens_q/k`` tell flash-style attention
+        where documents start, so no attention mask is needed.
+        """
+        import torch
+
+        f = self.flat()
+        valid = self.valid
+        labels = torch.where(self.answer_mask, self.input_ids, torch.full_like(self.input_ids, IGNORE_INDEX))[valid]
+        starts = f.cu_seqlens[:-1].long()
+        labels[starts] = IGNORE_INDEX
+        return {
+            "input_ids": f.input_ids[None],
+            "position_ids": f.position_ids[None],
+            "labels": labels[None],
+            "cu_seq_lens_q": f.cu_seqlens,
+            "cu_seq_lens_k": f.cu_seqlens,
+            "max_length_q": f.max_seqlen,
+            "max_length_k": f.max_seqlen,
+        }
