@@ -76,14 +76,26 @@ def _load_lengths(args):
         return L.parse_lengths(args.lengths)
     if args.synthetic is not None:
         return L.synthetic_lengths(args.synthetic, seed=args.seed)
-    tokenizer = None
-    try:  # the real tokenizer when installed; lengths_from_file falls back to bytes otherwise
-        from .hf import real_tokenizer
+    return L.lengths_from_file(args.file, column=args.column, tokenizer=_lazy_real_tokenizer())
 
-        tokenizer = real_tokenizer()
-    except ImportError:
-        pass
-    return L.lengths_from_file(args.file, column=args.column, tokenizer=tokenizer)
+
+def _lazy_real_tokenizer():
+    """The real tokenizer, loaded only if a text column needs it (a length column does not)."""
+    loaded = []
+
+    def tokenize(texts):
+        if not loaded:
+            from .lengths import byte_tokenizer
+
+            try:
+                from .hf import real_tokenizer
+
+                loaded.append(real_tokenizer() or byte_tokenizer)
+            except ImportError:
+                loaded.append(byte_tokenizer)
+        return loaded[0](texts)
+
+    return tokenize
 
 
 def _report(args, out) -> int:

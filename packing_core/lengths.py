@@ -1,0 +1,351 @@
+"""Document lengths: the only thing a packing plan needs to know about a dataset.
+
+Every source ends as a 1-D ``np.int64`` array, one entry per document, each >= 1::
+
+    as_lengths([120, 90, 300])              -> array([120,  90, 300])
+    parse_lengths("120, 90\\n300")           -> array([120,  90, 300])
+    synthetic_lengths("support-tickets")    -> 200,000 lengths, mean ~114
+    lengths_from_file("docs.parquet", column="text", tokenizer=my_tokenizer)
+
+Files are read in batches (see ``readers``) and only the lengths are kept, so a file
+larger than memory works. A text column is turned into lengths by a ``Tokenizer``:
+any callable ``list[str] -> list[list[int]]``; ``byte_tokenizer`` (UTF-8 bytes) is the
+dependency-free default.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from packing_core import readers
+
+Tokenizer = Callable[[list[str]], list[list[int]]]
+LENGTH_COLUMNS = ("length", "lengths", "n_tokens", "num_tokens")
+TOKENIZER_BATCH = 1024  # texts per tokenizer call: bounds the memory of the id lists
+
+SYNTHETIC: dict[str, str] = {
+    "support-tickets": "200,000 support tickets, mean ~114 tokens, long right tail; for context 512",
+    "bimodal": "100,000 docs: short chat turns (~40 tokens) and long documents (~400); for context 512",
+    "long-tailed": "100,000 docs, Pareto: many short (median ~27), a few very long (>512, up to 8192)",
+}
+SYNTHETIC_CONTEXT: dict[str, int] = {"support-tickets": 512, "bimodal": 512, "long-tailed": 512}
+_DEFAULT_N = {"support-tickets": 200_000, "bimodal": 100_000, "long-tailed": 100_000}
+
+
+# --- lists of numbers ----------------------------------------------------------------
+
+def as_lengths(values) -> np.ndarray:
+    """Validate document lengths: a 1-D sequence of whole numbers, each >= 1.
+
+    >>> as_lengths([3, 2, 5.0]).tolist()     # whole floats (3.0) are accepted
+    [3, 2, 5]
+    >>> as_lengths([3, 0])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: length 0 at position 1 is not >= 1; every document needs at least one token: ...
+
+    Floats like 3.5, NaN, booleans and text are refused (for text use ``parse_lengths``).
+    Returns a new int64 array.
+    """
+    if isinstance(values, (str, bytes)):
+        raise ValueError(f"lengths must be numbers, got text {values[:40]!r}; "
+                         "use parse_lengths() for text")
+    if isinstance(values, (list, tuple)):
+        bad = next((i for i, v in enumerate(values) if isinstance(v, (bool, np.bool_, str, bytes))
+                    or v is None), None)
+        if bad is not None:
+            raise ValueError(f"length {values[bad]!r} at position {bad} is not an integer; lengths "
+                             "must be whole numbers >= 1 (for text like '120, 90' use parse_lengths())")
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        fix = "wrap a single number in a list: [n]" if arr.ndim == 0 else "flatten it first"
+        raise ValueError(f"lengths must be a 1-D list, got shape {arr.shape}; {fix}")
+    if arr.size == 0:
+        raise ValueError("no lengths given; pass at least one document length, e.g. [120, 90, 300]")
+    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
+        raise ValueError(f"lengths must be whole numbers, got dtype {arr.dtype} (first value "
+                         f"{arr[0]!r}); convert them to integers first (for text use parse_lengths())")
+    if arr.dtype.kind == "f":
+        whole = np.isfinite(arr) & (arr == np.floor(arr))
+        if not whole.all():
+            i = int(np.argmin(whole))
+            raise ValueError(f"length {arr[i].item()!r} at position {i} is not a whole number; "
+                             "lengths count tokens, so round or fix it")
+    bad = arr < 1
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"length {arr[i].item()!r} at position {i} is not >= 1; every document needs "
+                         "at least one token: drop empty documents or fix the value")
+    return arr.astype(np.int64)  # astype copies: callers may keep editing their input
+
+
+_SEPARATORS = re.compile(r"[\s,;]+")
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def parse_lengths(text: str) -> np.ndarray:
+    """Lengths typed by a person: numbers separated by commas, semicolons, spaces or new lines.
+
+    >>> parse_lengths("120, 90,300\\n 7").tolist()
+    [120, 90, 300, 7]
+    """
+    tokens = [t for t in _SEPARATORS.split(str(text)) if t]
+    if not tokens:
+        raise ValueError("no lengths given; type whole numbers separated by commas, e.g. '120, 90, 300'")
+    for i, token in enumerate(tokens):
+        if not _INTEGER.fullmatch(token):
+            raise ValueError(f"could not read {token!r} (item {i + 1}) as a length; type whole numbers "
+                             "separated by commas, spaces or new lines, e.g. '120, 90, 300'")
+        if len(token) > 18:
+            raise ValueError(f"length {token} (item {i + 1}) is too large; lengths count tokens")
+    return as_lengths(np.array(tokens).astype(np.int64))
+
+
+# --- synthetic datasets --------------------------------------------------------------
+
+def _lognormal(rng: np.random.Generator, n: int, means, sigmas, component=None) -> np.ndarray:
+    """Lognormal (mixture) draws: draw ``i`` has mean ``means[component[i]]`` (mean, not median).
+
+    float32 keeps 10 million draws fast.
+    """
+    means, sigmas = np.float32(means), np.float32(sigmas)
+    mus = np.log(means) - sigmas * sigmas / 2
+    pick = 0 if component is None else component
+    z = rng.standard_normal(n, dtype=np.float32)
+    z *= sigmas[pick]
+    z += mus[pick]
+    return np.exp(z, out=z)
+
+
+def synthetic_lengths(name: str, n: int | None = None, seed: int = 0) -> np.ndarray:
+    """Seeded synthetic lengths; ``SYNTHETIC`` describes each name.
+
+    >>> x = synthetic_lengths("support-tickets", n=100_000)
+    >>> round(float(x.mean())), int(x.min()) >= 1, float((x > 512).mean()) < 0.01
+    (114, True, True)
+
+    Padding every support ticket to 512 leaves about three quarters of the slots as pads
+    (1 - 114/512 = 0.78): the waste that packing removes.
+    """
+    if name not in SYNTHETIC:
+        raise ValueError(f"unknown synthetic dataset {name!r}; choose one of {sorted(SYNTHETIC)}")
+    n = _DEFAULT_N[name] if n is None else n
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a whole number >= 1, got {n!r}; e.g. n=10_000")
+    n = int(n)
+    rng = np.random.default_rng(seed)
+    if name == "support-tickets":
+        x = _lognormal(rng, n, [114.0], [0.7])  # sigma 0.7: ~0.6 % of tickets exceed 512
+    elif name == "bimodal":
+        is_doc = (rng.random(n, dtype=np.float32) < 0.3).view(np.int8)  # 70 % chat, 30 % documents
+        x = _lognormal(rng, n, [40.0, 400.0], [0.5, 0.12], component=is_doc)
+    else:  # long-tailed: Pareto(alpha 1.3) above 16 tokens = 16 * exp(Exp(1) / 1.3), capped at 8192
+        x = rng.standard_exponential(n, dtype=np.float32)
+        x /= np.float32(1.3)
+        np.exp(x, out=x)
+        x *= np.float32(16.0)
+        np.minimum(x, np.float32(8192.0), out=x)
+    np.rint(x, out=x)
+    np.maximum(x, 1.0, out=x)
+    return x.astype(np.int64)
+
+
+# --- tokenizers ----------------------------------------------------------------------
+
+def byte_tokenizer(texts: list[str]) -> list[list[int]]:
+    """UTF-8 bytes as token ids: a tokenizer without a vocabulary file.
+
+    >>> byte_tokenizer(["hé", "ok"])
+    [[104, 195, 169], [111, 107]]
+    """
+    return [list(t.encode("utf-8")) for t in texts]
+
+
+def _token_lengths(texts: pa.Array, tokenizer: Tokenizer, where) -> np.ndarray:
+    if tokenizer is byte_tokenizer:  # same numbers, computed in C without building id lists
+        return pc.binary_length(texts).to_numpy(zero_copy_only=False).astype(np.int64)
+    parts = []
+    for start in range(0, len(texts), TOKENIZER_BATCH):
+        batch = texts.slice(start, TOKENIZER_BATCH).to_pylist()
+        ids = tokenizer(batch)
+        if isinstance(ids, Mapping) and "input_ids" in ids:  # a Hugging Face BatchEncoding
+            ids = ids["input_ids"]
+        if len(ids) != len(batch):
+            raise ValueError(f"the tokenizer returned {len(ids)} id lists for {len(batch)} texts; a "
+                             "Tokenizer must map list[str] -> one list of token ids per text")
+        parts.append(np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(batch)))
+    lengths = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    if (lengths == 0).any():
+        raise ValueError(f"the tokenizer returned no tokens for the document at "
+                         f"{where(int(np.argmin(lengths)))}; make it return at least one id per "
+                         "non-blank text (e.g. add a BOS token)")
+    return lengths
+
+
+# --- files ---------------------------------------------------------------------------
+
+def describe_columns(source, fmt: str | None = None) -> list[str]:
+    """Column names of a file, for a column picker; a ``.txt`` file has one: ``text``.
+
+    For JSON Lines these are the keys seen in the first batch (about ``readers.BATCH_BYTES``).
+    """
+    return readers.columns(readers.as_source(source, fmt))
+
+
+def _pick_column(src: readers.Source, column: str | None, want: str) -> str:
+    """The column to read: the one asked for, else a length column, else ``text``, else the only one."""
+    if src.fmt == "txt":
+        return "text"  # one document per line; there is no other column
+    names = readers.columns(src)
+    if not names:
+        raise ValueError(f"no documents found in {src.name}")
+    if column is not None:
+        if column not in names:
+            raise ValueError(f"{src.name} has no column {column!r}; available columns: {names}. "
+                             "Pass one of them as column=")
+        return column
+    lower = {c.lower(): c for c in names}
+    preferred = (LENGTH_COLUMNS if want == "lengths" else ()) + ("text",)
+    for c in preferred:
+        if c in lower:
+            return lower[c]
+    if len(names) == 1:
+        return names[0]
+    wanted = "a length column (integers) or a text column" if want == "lengths" else "a text column"
+    raise ValueError(f"{src.name} has columns {names}; pass column= naming {wanted}")
+
+
+def _batches(src: readers.Source, column: str, text_only: bool):
+    """Yield ``(kind, values, where)``: kind 'lengths' (int64 numpy) or 'text' (non-blank strings)."""
+    kind = None
+    for values, where in readers.iter_column(src, column):
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        t = values.type
+        if pa.types.is_null(t):  # all missing: a length column fails on it, a text column skips it
+            batch_kind = kind or ("lengths" if column.lower() in LENGTH_COLUMNS else "text")
+        elif pa.types.is_string(t) or pa.types.is_large_string(t):
+            sniff = src.fmt in ("csv", "tsv") and not text_only
+            batch_kind = "lengths" if kind == "lengths" or (
+                kind is None and _looks_like_lengths(values, column, sniff)) else "text"
+        elif pa.types.is_integer(t) or pa.types.is_floating(t):
+            batch_kind = "lengths"
+        else:
+            raise ValueError(f"{src.name}: column {column!r} has type {t}, neither integer lengths "
+                             "nor text; pick another column")
+        if kind is not None and batch_kind != kind:
+            raise ValueError(f"{src.name}: column {column!r} changes from {kind} to {batch_kind} at "
+                             f"{where(0)}; a column must hold only integer lengths or only text")
+        kind = batch_kind
+        if kind == "lengths":
+            yield kind, _file_lengths(values, where, src, column), where
+        else:
+            values = values.cast(pa.string())
+            blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(values), ""), True)
+            keep = np.flatnonzero(~blank.to_numpy(zero_copy_only=False))
+            # blank texts (empty, whitespace, missing) are no documents and are skipped
+            yield kind, values.take(pa.array(keep)), (lambda i, k=keep, w=where: w(int(k[i])))
+
+
+def _looks_like_lengths(values: pa.Array, column: str, sniff: bool) -> bool:
+    """Strings that are lengths: in a column named like one, or (sniff) a column of integers."""
+    if column.lower() in LENGTH_COLUMNS:
+        return True
+    if column.lower() == "text" or not sniff:
+        return False
+    filled = values.filter(pc.not_equal(values, ""))
+    return len(filled) > 0 and pc.all(pc.match_substring_regex(filled, r"^\s*-?\d+\s*$")).as_py()
+
+
+def _file_lengths(values: pa.Array, where, src, column) -> np.ndarray:
+    """A batch of a length column as int64, naming the first row that is not a length >= 1."""
+    def fail(i: int, problem: str):
+        raise ValueError(f"{src.name}: column {column!r} at {where(i)} {problem}; lengths must be whole "
+                         "numbers >= 1: fix or drop that row, or pick a text column")
+    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+        ok = pc.fill_null(pc.match_substring_regex(values, r"^\s*-?\d{1,18}\s*$"), False)
+        ok = ok.to_numpy(zero_copy_only=False)
+        if not ok.all():
+            i = int(np.argmin(ok))
+            fail(i, f"holds {values[i].as_py()!r}" if values[i].as_py() else "has no value")
+        values = pc.cast(pc.utf8_trim_whitespace(values), pa.int64())
+    if values.null_count:
+        fail(int(np.argmax(values.is_null().to_numpy(zero_copy_only=False))), "has no value")
+    arr = values.to_numpy(zero_copy_only=False)
+    if arr.dtype.kind == "f":
+        whole = np.isfinite(arr) & (arr == np.floor(arr)) & (np.abs(arr) < 2.0**62)
+        if not whole.all():
+            i = int(np.argmin(whole))
+            fail(i, f"holds {arr[i].item()!r}, not a whole number")
+    bad = arr < 1
+    if bad.any():
+        fail(int(np.argmax(bad)), f"holds {arr[int(np.argmax(bad))].item()!r}")
+    return arr.astype(np.int64)
+
+
+def _check_limit(limit) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer))
+                              or limit < 1):
+        raise ValueError(f"limit must be None or a whole number >= 1, got {limit!r}")
+
+
+def lengths_from_file(source, column: str | None = None, tokenizer: Tokenizer | None = None,
+                      fmt: str | None = None, *, limit: int | None = None) -> np.ndarray:
+    """Document lengths from a CSV/TSV, JSONL, Parquet or text file, read in batches.
+
+    ``source`` is a path, bytes, or a binary file-like object with a ``.name`` (an upload);
+    the format comes from the suffix or ``fmt=``. ``column`` is a length column (integers)
+    or a text column, whose texts are run through ``tokenizer`` (default ``byte_tokenizer``)::
+
+        data.csv: length,text          lengths_from_file("data.csv")                -> [3, 5]
+                  3,hi!                lengths_from_file("data.csv", column="text") -> [3, 5]
+                  5,hello
+
+    With ``column=None`` a column named length/lengths/n_tokens/num_tokens is used, else
+    ``text``, else the only column. In a ``.txt`` file each line is a document and blank
+    lines are skipped; blank or missing texts in a text column are skipped too.
+    ``limit`` stops after that many documents.
+    """
+    tokenizer = byte_tokenizer if tokenizer is None else tokenizer
+    if not callable(tokenizer):
+        raise ValueError(f"tokenizer must be a callable list[str] -> list[list[int]], got {tokenizer!r}")
+    _check_limit(limit)
+    src = readers.as_source(source, fmt)
+    column = _pick_column(src, column, "lengths")
+    parts, total = [], 0
+    for kind, values, where in _batches(src, column, text_only=False):
+        if limit is not None:
+            values = values[: limit - total]  # tokenize no more than asked for
+        parts.append(values if kind == "lengths" else _token_lengths(values, tokenizer, where))
+        total += len(parts[-1])
+        if limit is not None and total >= limit:
+            break
+    if total == 0:
+        raise ValueError(f"no documents found in {src.name} (column {column!r})")
+    return np.concatenate(parts)
+
+
+def texts_from_file(source, column: str | None = None, fmt: str | None = None,
+                    limit: int | None = None) -> list[str]:
+    """The non-blank texts of a text column (or the lines of a ``.txt`` file), in file order.
+
+    Reading stops after ``limit`` texts, so a preview of a huge file stays cheap.
+    """
+    _check_limit(limit)
+    src = readers.as_source(source, fmt)
+    column = _pick_column(src, column, "text")
+    texts: list[str] = []
+    for kind, values, _ in _batches(src, column, text_only=True):
+        if kind != "text":
+            raise ValueError(f"{src.name}: column {column!r} holds lengths, not text; pass a text "
+                             f"column as column= (columns: {readers.columns(src)})")
+        texts.extend((values if limit is None else values[: limit - len(texts)]).to_pylist())
+        if limit is not None and len(texts) >= limit:
+            break
+    if not texts:
+        raise ValueError(f"no documents found in {src.name} (column {column!r})")
+    return texts

@@ -1,0 +1,79 @@
+"""The command line, run as a user runs it: a subprocess, exit codes, stdout and stderr."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKED = "120,90,300,40,55,30,210,65"
+
+
+def run(*args, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "packing_core", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_report_json_has_one_object_per_strategy_with_the_worked_example_numbers():
+    r = run("report", "--lengths", WORKED, "--context", "512", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = {x["strategy"]: x for x in json.loads(r.stdout)}
+    assert list(rows) == ["pad", "pad-longest", "bucket", "concat-cut", "next-fit", "ffd", "bfd"]
+    required = {"strategy", "rows", "slots", "real_tokens", "pad_tokens", "utilisation", "tokens_lost",
+                "docs_split", "attention_cost_padded", "attention_cost_packed", "lower_bound_rows"}
+    assert required <= set(rows["pad"])
+    assert (rows["pad"]["slots"], round(rows["pad"]["utilisation"], 3)) == (4096, 0.222)
+    assert (rows["concat-cut"]["rows"], rows["concat-cut"]["slots"]) == (2, 1024)
+    assert round(rows["concat-cut"]["utilisation"], 3) == 0.889
+    assert rows["bfd"]["lower_bound_rows"] == 2
+
+
+def test_report_table_for_one_strategy_on_a_synthetic_set():
+    r = run("report", "--synthetic", "support-tickets", "--strategy", "bfd")
+    assert r.returncode == 0, r.stderr
+    assert "200,000 documents" in r.stdout
+    assert r.stdout.count("bfd") >= 2  # the table row and its description
+
+
+def test_report_reads_a_real_parquet_length_column(tmp_path):
+    path = tmp_path / "lengths.parquet"
+    pq.write_table(pa.table({"n_tokens": [120, 90, 300, 40, 55, 30, 210, 65]}), path)
+    r = run("report", str(path), "--column", "n_tokens", "--strategy", "concat-cut", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)[0]["slots"] == 1024
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["report", "--lengths", "10,abc"], "abc"),
+        (["report", "--lengths", "10,-4"], "-4"),
+        (["report", "--lengths", "10,0"], "0"),
+        (["report", "--lengths", "1.5,2"], "1.5"),
+        (["report", "--lengths", ""], "no lengths"),
+        (["report", "--lengths", "10", "--context", "0"], "context"),
+        (["report", "--lengths", "10", "--strategy", "magic"], "magic"),
+        (["report", "no/such/file.csv"], "file.csv"),
+        (["report", "--synthetic", "nope"], "nope"),
+        (["report"], "no data given"),
+        (["verify", "--mask", "maybe"], "maybe"),
+        (["frobnicate"], "frobnicate"),
+    ],
+)
+def test_bad_input_prints_one_error_line_and_exits_2(args, words):
+    r = run(*args)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], r.stderr
+
+
+def test_unknown_column_names_the_columns_that_exist(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("id,text\n1,hello\n2,world\n")
+    r = run("report", str(path), "--column", "body")
+    assert r.returncode == 2 and "body" in r.stderr and "text" in r.stderr and "Traceback" not in r.stderr

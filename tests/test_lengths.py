@@ -1,0 +1,599 @@
+"""Specification of packing_core.lengths: every source ends as int64 lengths >= 1."""
+from __future__ import annotations
+
+import io
+import json
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from packing_core import lengths, readers
+from packing_core.lengths import (SYNTHETIC, as_lengths, byte_tokenizer, describe_columns,
+                                  lengths_from_file, parse_lengths, synthetic_lengths,
+                                  texts_from_file)
+
+TEXTS = ["hello world", "héllo wörld, ça va?", "日本語のテキスト", "a", "tabs\tand, commas"]
+
+
+def whitespace_tokenizer(texts: list[str]) -> list[list[int]]:
+    """A second, real tokenizer: one id per whitespace-separated word."""
+    return [[hash(w) % 1000 for w in t.split()] for t in texts]
+
+
+def write(tmp_path, name: str, content: str | bytes):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    return path
+
+
+# --- as_lengths ----------------------------------------------------------------------
+
+def test_as_lengths_returns_int64_array():
+    out = as_lengths([3, 2, 5])
+    assert out.dtype == np.int64 and out.tolist() == [3, 2, 5]
+
+
+def test_as_lengths_accepts_numpy_ints_and_whole_floats():
+    assert as_lengths(np.array([4, 1], dtype=np.int32)).tolist() == [4, 1]
+    assert as_lengths([3.0, 2.0]).tolist() == [3, 2]
+
+
+def test_as_lengths_returns_a_copy():
+    src = np.array([3, 4], dtype=np.int64)
+    as_lengths(src)[0] = 99
+    assert src[0] == 3
+
+
+@pytest.mark.parametrize("values, shown", [([3, 3.5], "3.5"), ([1, float("nan")], "nan"),
+                                           ([1, float("inf")], "inf")])
+def test_as_lengths_rejects_non_whole_numbers(values, shown):
+    with pytest.raises(ValueError, match=rf"{shown} at position 1 is not a whole number"):
+        as_lengths(values)
+
+
+@pytest.mark.parametrize("values", [[True, False], [3, True], np.array([True])])
+def test_as_lengths_rejects_booleans(values):
+    with pytest.raises(ValueError, match="(not an integer|whole numbers)"):
+        as_lengths(values)
+
+
+@pytest.mark.parametrize("values", ["12, 3", ["12", "3"], [3, "4"], [3, None]])
+def test_as_lengths_rejects_text_and_none_pointing_to_parse_lengths(values):
+    with pytest.raises(ValueError, match="parse_lengths"):
+        as_lengths(values)
+
+
+@pytest.mark.parametrize("values, bad, pos", [([5, 0, 3], "0", 1), ([5, 2, -4, 0], "-4", 2)])
+def test_as_lengths_names_first_non_positive_value_and_position(values, bad, pos):
+    with pytest.raises(ValueError, match=rf"length {bad} at position {pos} is not >= 1.*drop empty"):
+        as_lengths(values)
+
+
+def test_as_lengths_rejects_empty_scalar_and_2d():
+    with pytest.raises(ValueError, match="no lengths given"):
+        as_lengths([])
+    with pytest.raises(ValueError, match=r"wrap a single number in a list"):
+        as_lengths(5)
+    with pytest.raises(ValueError, match=r"shape \(2, 2\).*flatten"):
+        as_lengths([[1, 2], [3, 4]])
+
+
+@given(st.lists(st.integers(1, 10**12), min_size=1, max_size=50))
+def test_as_lengths_keeps_every_positive_integer_list(values):
+    assert as_lengths(values).tolist() == values
+
+
+@given(st.lists(st.integers(-10**6, 10**6), min_size=1, max_size=30).filter(lambda v: min(v) < 1))
+def test_as_lengths_reports_the_first_bad_position(values):
+    first = next(i for i, v in enumerate(values) if v < 1)
+    with pytest.raises(ValueError, match=rf"length {values[first]} at position {first} "):
+        as_lengths(values)
+
+
+# --- parse_lengths -------------------------------------------------------------------
+
+def test_parse_lengths_reads_commas_spaces_and_newlines():
+    assert parse_lengths("120, 90,300\n 7\t8;9").tolist() == [120, 90, 300, 7, 8, 9]
+
+
+def test_parse_lengths_names_the_junk_token():
+    with pytest.raises(ValueError, match=r"'abc' \(item 2\)"):
+        parse_lengths("12,abc")
+    with pytest.raises(ValueError, match=r"'3.5'"):
+        parse_lengths("1 3.5")
+
+
+@pytest.mark.parametrize("text", ["", "  ,\n ", ",,"])
+def test_parse_lengths_empty_says_no_lengths_given(text):
+    with pytest.raises(ValueError, match="no lengths given"):
+        parse_lengths(text)
+
+
+def test_parse_lengths_rejects_zero_with_position():
+    with pytest.raises(ValueError, match="length 0 at position 1"):
+        parse_lengths("4, 0, 2")
+
+
+@given(st.lists(st.integers(1, 10**9), min_size=1, max_size=40),
+       st.lists(st.sampled_from([",", " ", "\n", ", ", " ,\n", "\t"]), min_size=40, max_size=40))
+def test_parse_lengths_round_trips_any_separators(values, seps):
+    text = "".join(f"{v}{s}" for v, s in zip(values, seps))
+    assert parse_lengths(text).tolist() == values
+
+
+# --- synthetic -----------------------------------------------------------------------
+
+def test_synthetic_names_have_one_line_descriptions():
+    assert set(SYNTHETIC) == {"support-tickets", "bimodal", "long-tailed"}
+    assert all(d and "\n" not in d for d in SYNTHETIC.values())
+
+
+@pytest.fixture(scope="module")
+def tickets():
+    return synthetic_lengths("support-tickets")
+
+
+def test_support_tickets_has_200k_docs_mean_about_114(tickets):
+    assert len(tickets) == 200_000 and tickets.dtype == np.int64
+    assert 110 <= tickets.mean() <= 118
+    assert tickets.min() >= 1
+
+
+def test_support_tickets_has_a_long_right_tail_under_one_percent_over_512(tickets):
+    over = (tickets > 512).mean()
+    assert 0 < over < 0.01
+    assert np.median(tickets) < tickets.mean()  # right skew
+
+
+def test_padding_support_tickets_to_512_wastes_about_three_quarters(tickets):
+    assert 0.74 <= 1 - tickets.mean() / 512 <= 0.80
+
+
+def test_bimodal_has_short_chat_and_long_documents():
+    x = synthetic_lengths("bimodal")
+    short, middle, long = ((x < 100).mean(), ((x >= 150) & (x < 250)).mean(),
+                           ((x >= 300) & (x <= 512)).mean())
+    assert short > 0.5 and long > 0.2 and middle < 0.02
+    assert np.median(x[x < 100]) == pytest.approx(40, abs=8)
+    assert np.median(x[x >= 300]) == pytest.approx(400, abs=20)
+
+
+def test_long_tailed_has_many_short_and_some_over_512():
+    x = synthetic_lengths("long-tailed")
+    assert np.median(x) < 64
+    assert 0 < (x > 512).mean() < 0.05
+    assert x.max() > 4 * 512
+
+
+@pytest.mark.parametrize("name", sorted(SYNTHETIC))
+def test_synthetic_is_seeded(name):
+    a, b = synthetic_lengths(name, n=1000, seed=7), synthetic_lengths(name, n=1000, seed=7)
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, synthetic_lengths(name, n=1000, seed=8))
+    assert a.min() >= 1
+
+
+@pytest.mark.parametrize("name", sorted(SYNTHETIC))
+def test_synthetic_default_size_is_the_one_described(name):
+    described = int(SYNTHETIC[name].split()[0].replace(",", ""))
+    assert len(synthetic_lengths(name)) == described
+
+
+def test_synthetic_unknown_name_lists_valid_names():
+    with pytest.raises(ValueError, match="bimodal.*long-tailed.*support-tickets"):
+        synthetic_lengths("tickets")
+
+
+@pytest.mark.parametrize("n", [0, -5, 2.5, True])
+def test_synthetic_rejects_bad_n(n):
+    with pytest.raises(ValueError, match="n must be a whole number >= 1"):
+        synthetic_lengths("bimodal", n=n)
+
+
+@pytest.mark.parametrize("name", sorted(SYNTHETIC))
+def test_synthetic_generates_ten_million_lengths_in_under_a_second(name):
+    best = float("inf")
+    for _ in range(3):  # best of three: measures the code, not a busy neighbour
+        start = time.perf_counter()
+        x = synthetic_lengths(name, n=10_000_000)
+        best = min(best, time.perf_counter() - start)
+    assert best < 1.0
+    assert len(x) == 10_000_000
+
+
+# --- tokenizers ----------------------------------------------------------------------
+
+def test_byte_tokenizer_yields_utf8_bytes():
+    assert byte_tokenizer(["hé", ""]) == [[104, 195, 169], []]
+
+
+# --- files: happy paths --------------------------------------------------------------
+
+def test_parquet_length_column_is_read(tmp_path):
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"n_tokens": [3, 1, 7], "other": ["x", "y", "z"]}), path)
+    assert lengths_from_file(path).tolist() == [3, 1, 7]
+
+
+def test_parquet_text_column_counts_utf8_bytes(tmp_path):
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": TEXTS}), path)
+    assert lengths_from_file(path).tolist() == [len(t.encode()) for t in TEXTS]
+
+
+def test_parquet_in_many_row_groups_read_in_small_batches_keeps_every_row(tmp_path, monkeypatch):
+    path = tmp_path / "d.parquet"
+    lengths = np.arange(1, 1001, dtype=np.int64)
+    pq.write_table(pa.table({"length": lengths}), path, row_group_size=64)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 16
+    monkeypatch.setattr(readers, "BATCH_BYTES", 300)
+    batches = list(readers.iter_column(readers.as_source(path), "length"))
+    assert max(len(values) for values, _ in batches) < 64 and len(batches) > 16
+    assert np.array_equal(lengths_from_file(path), lengths)
+
+
+def test_csv_text_column_with_byte_tokenizer_gives_exact_byte_lengths(tmp_path):
+    path = tmp_path / "d.csv"
+    pa_csv.write_csv(pa.table({"id": list(range(len(TEXTS))), "text": TEXTS}), path)
+    assert lengths_from_file(path, column="text").tolist() == [len(t.encode()) for t in TEXTS]
+
+
+def test_csv_quoted_newlines_stay_inside_one_document(tmp_path):
+    path = write(tmp_path, "d.csv", 'text\n"line one\nline two"\nsolo\n')
+    assert texts_from_file(path) == ["line one\nline two", "solo"]
+
+
+def test_custom_tokenizer_is_used_for_text_columns(tmp_path):
+    path = tmp_path / "d.csv"
+    pa_csv.write_csv(pa.table({"text": TEXTS}), path)
+    got = lengths_from_file(path, tokenizer=whitespace_tokenizer)
+    assert got.tolist() == [len(t.split()) for t in TEXTS]
+
+
+def test_byte_fast_path_equals_calling_the_tokenizer(tmp_path):
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": TEXTS * 3}), path)
+    generic = lengths_from_file(path, tokenizer=lambda texts: byte_tokenizer(texts))
+    assert np.array_equal(lengths_from_file(path), generic)
+
+
+def test_tokenizer_sees_only_one_batch_at_a_time(tmp_path, monkeypatch):
+    path = tmp_path / "d.jsonl"
+    texts = [f"doc {i} " + "w " * (i % 7) for i in range(500)]
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    monkeypatch.setattr(lengths, "TOKENIZER_BATCH", 64)
+    seen = []
+
+    def spy(batch):
+        seen.append(len(batch))
+        return whitespace_tokenizer(batch)
+    got = lengths_from_file(path, tokenizer=spy)
+    assert max(seen) <= 64 and sum(seen) == 500
+    assert got.tolist() == [len(t.split()) for t in texts]
+
+
+@pytest.mark.parametrize("name", ["d.jsonl", "d.txt"])
+def test_jsonl_and_txt_stream_in_small_blocks(tmp_path, monkeypatch, name):
+    texts = [f"document number {i}" for i in range(300)]
+    body = "".join((json.dumps({"text": t}) if name == "d.jsonl" else t) + "\n" for t in texts)
+    path = write(tmp_path, name, body)
+    monkeypatch.setattr(readers, "BATCH_BYTES", 500)
+    assert len(list(readers.iter_column(readers.as_source(path), "text"))) > 5
+    assert texts_from_file(path) == texts
+
+
+def test_csv_streams_in_small_blocks(tmp_path, monkeypatch):
+    path = tmp_path / "d.csv"
+    lengths = np.arange(1, 3001)
+    pa_csv.write_csv(pa.table({"length": lengths}), path)
+    monkeypatch.setattr(readers, "BATCH_BYTES", 512)
+    batches = list(readers.iter_column(readers.as_source(path), "length"))
+    assert len(batches) > 5
+    assert np.array_equal(lengths_from_file(path), lengths)
+
+
+def test_tsv_is_read_with_tabs(tmp_path):
+    path = write(tmp_path, "d.tsv", "length\ttext\n3\ta, b\n4\tc\n")
+    assert lengths_from_file(path).tolist() == [3, 4]
+    assert texts_from_file(path) == ["a, b", "c"]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".ndjson", ".json"])
+def test_jsonl_text_and_length_columns(tmp_path, suffix):
+    rows = [{"text": t, "length": i + 1} for i, t in enumerate(TEXTS)]
+    path = write(tmp_path, "d" + suffix, "\n".join(json.dumps(r) for r in rows) + "\n\n")
+    assert lengths_from_file(path).tolist() == [1, 2, 3, 4, 5]
+    assert lengths_from_file(path, column="text").tolist() == [len(t.encode()) for t in TEXTS]
+
+
+def test_txt_is_one_document_per_line_and_skips_blank_lines(tmp_path):
+    path = write(tmp_path, "d.txt", "first doc\r\n\n   \nsecond\n")
+    assert texts_from_file(path) == ["first doc", "second"]
+    assert lengths_from_file(path, column="ignored").tolist() == [9, 6]
+
+
+def test_blank_texts_in_a_text_column_are_skipped(tmp_path):
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": ["ab", "", None, "  ", "cde"]}), path)
+    assert lengths_from_file(path).tolist() == [2, 3]
+
+
+def test_auto_column_prefers_length_then_text_then_the_only_column(tmp_path):
+    both = write(tmp_path, "both.csv", "text,num_tokens\nabcdef,2\n")
+    text = write(tmp_path, "text.csv", "id,text\n1,abc\n")
+    only = write(tmp_path, "only.csv", "body\nabcd\n")
+    assert lengths_from_file(both).tolist() == [2]
+    assert lengths_from_file(text).tolist() == [3]
+    assert lengths_from_file(only).tolist() == [4]
+
+
+def test_integer_csv_column_is_lengths_and_text_column_is_tokenized(tmp_path):
+    path = write(tmp_path, "d.csv", "size,body\n12,hello\n7,hi\n")
+    assert lengths_from_file(path, column="size").tolist() == [12, 7]
+    assert lengths_from_file(path, column="body").tolist() == [5, 2]
+
+
+def test_ambiguous_columns_ask_for_column(tmp_path):
+    path = write(tmp_path, "d.csv", "a,b\n1,x\n")
+    with pytest.raises(ValueError, match=r"\['a', 'b'\].*pass column="):
+        lengths_from_file(path)
+
+
+def test_fmt_overrides_the_suffix(tmp_path):
+    path = write(tmp_path, "export.dat", "length\n5\n6\n")
+    assert lengths_from_file(path, fmt="csv").tolist() == [5, 6]
+
+
+def test_uploads_are_read_from_memory(tmp_path):
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"length": [2, 9]}), path)
+    upload = io.BytesIO(path.read_bytes())
+    upload.name = "upload.parquet"
+    assert lengths_from_file(upload).tolist() == [2, 9]
+    assert lengths_from_file(upload).tolist() == [2, 9]  # rewound for a second read
+    assert lengths_from_file(b"text\nabc\n", fmt="csv").tolist() == [3]
+
+
+def test_streamlit_upload_is_read():
+    uploads = pytest.importorskip("streamlit.runtime.uploaded_file_manager")
+    record = uploads.UploadedFileRec("id", "upload.jsonl", "application/json", b'{"text": "abc"}\n')
+    upload = uploads.UploadedFile(record, None)
+    assert describe_columns(upload) == ["text"]
+    assert lengths_from_file(upload).tolist() == [3]
+    assert texts_from_file(upload) == ["abc"]
+
+
+def test_non_seekable_stream_is_read(tmp_path):
+    class Stream:  # an HTTP body, say: read() only
+        name = "body.csv"
+
+        def __init__(self):
+            self._data = io.BytesIO(b"length\n3\n4\n")
+
+        def read(self, *args):
+            return self._data.read(*args)
+    assert lengths_from_file(Stream()).tolist() == [3, 4]
+
+
+def test_jsonl_length_column_of_digit_strings_is_lengths(tmp_path):
+    path = write(tmp_path, "d.jsonl", '{"length": "12"}\n{"length": "7"}\n')
+    assert lengths_from_file(path).tolist() == [12, 7]
+
+
+def test_jsonl_with_byte_order_mark_and_crlf(tmp_path):
+    path = write(tmp_path, "d.jsonl", b'\xef\xbb\xbf{"text": "ab"}\r\n{"text": "c"}\r\n')
+    assert describe_columns(path) == ["text"]
+    assert lengths_from_file(path).tolist() == [2, 1]
+
+
+def test_limit_tokenizes_only_what_is_asked(tmp_path):
+    path = write(tmp_path, "d.txt", "".join(f"doc {i}\n" for i in range(500)))
+    seen = []
+    got = lengths_from_file(path, tokenizer=lambda t: seen.extend(t) or whitespace_tokenizer(t), limit=10)
+    assert got.tolist() == [2] * 10 and len(seen) == 10
+
+
+def test_limit_stops_early(tmp_path):
+    path = write(tmp_path, "d.txt", "".join(f"doc {i}\n" for i in range(100)))
+    assert len(lengths_from_file(path, limit=7)) == 7
+    assert texts_from_file(path, limit=3) == ["doc 0", "doc 1", "doc 2"]
+
+
+def test_texts_from_file_refuses_a_length_column(tmp_path):
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"length": [1, 2]}), path)
+    with pytest.raises(ValueError, match="holds lengths, not text"):
+        texts_from_file(path, column="length")
+    with pytest.raises(ValueError, match="holds lengths, not text"):
+        texts_from_file(write(tmp_path, "d.csv", "length\n3\n"))
+
+
+def test_describe_columns_for_each_format(tmp_path):
+    pq.write_table(pa.table({"a": [1], "text": ["x"]}), tmp_path / "d.parquet")
+    assert describe_columns(tmp_path / "d.parquet") == ["a", "text"]
+    assert describe_columns(write(tmp_path, "d.csv", "x,y\n1,2\n")) == ["x", "y"]
+    assert describe_columns(write(tmp_path, "d.jsonl", '{"u": 1}\n{"v": "s", "u": 2}\n')) == ["u", "v"]
+    assert describe_columns(write(tmp_path, "d.txt", "hi\n")) == ["text"]
+
+
+# --- files: every bad input names the problem and the fix ------------------------------
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ValueError, match="file not found.*check the path"):
+        lengths_from_file(tmp_path / "nope.csv")
+
+
+def test_folder_instead_of_file(tmp_path):
+    with pytest.raises(ValueError, match="is a folder"):
+        lengths_from_file(tmp_path)
+
+
+def test_unknown_suffix_lists_formats(tmp_path):
+    with pytest.raises(ValueError, match=r"'\.xlsx'.*\.parquet.*fmt="):
+        lengths_from_file(write(tmp_path, "d.xlsx", "x"))
+    with pytest.raises(ValueError, match="unknown fmt='excel'"):
+        lengths_from_file(write(tmp_path, "d.csv", "x\n1\n"), fmt="excel")
+
+
+def test_binary_file_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="looks binary.*NUL byte at byte 4"):
+        lengths_from_file(write(tmp_path, "d.csv", b"text\x00\x01\x02"))
+
+
+@pytest.mark.parametrize("head, hint", [(b"\x1f\x8b\x08\x00", "gzip-compressed"),
+                                        (b"\xff\xfet\x00e\x00", "UTF-16"),
+                                        (b"PK\x03\x04rest", "zip archive")])
+def test_known_binary_formats_get_a_hint(tmp_path, head, hint):
+    with pytest.raises(ValueError, match=hint):
+        lengths_from_file(write(tmp_path, "d.txt", head))
+
+
+@pytest.mark.parametrize("batch_bytes", [8 << 20, 40])  # 40: line 1 is a batch of its own
+def test_missing_value_in_jsonl_length_column_names_the_line(tmp_path, monkeypatch, batch_bytes):
+    monkeypatch.setattr(readers, "BATCH_BYTES", batch_bytes)
+    path = write(tmp_path, "d.jsonl", '{"text": "a", "length": null}\n{"text": "b", "length": 2}\n')
+    with pytest.raises(ValueError, match="'length' at line 1 has no value"):
+        lengths_from_file(path)
+
+
+def test_parquet_named_csv_is_recognised(tmp_path):
+    pq.write_table(pa.table({"length": [1]}), tmp_path / "d.parquet")
+    path = write(tmp_path, "d.csv", (tmp_path / "d.parquet").read_bytes())
+    with pytest.raises(ValueError, match="looks like Parquet.*fmt='parquet'"):
+        lengths_from_file(path)
+
+
+@pytest.mark.parametrize("name", ["d.txt", "d.jsonl", "d.csv"])
+def test_non_utf8_file_names_the_line(tmp_path, name):
+    body = {"d.txt": b"ok\nfine\n\xe9t\xe9\n", "d.jsonl": b'{"text": "a"}\n{"text": "\xff"}\n',
+            "d.csv": b"text\nabc\n\xff oops\n"}[name]
+    line = {"d.txt": 3, "d.jsonl": 2, "d.csv": 3}[name]
+    with pytest.raises(ValueError, match=rf"not UTF-8 text \(line {line}, byte .*re-save it as UTF-8"):
+        lengths_from_file(write(tmp_path, name, body))
+
+
+def test_corrupt_parquet(tmp_path):
+    with pytest.raises(ValueError, match="not a readable Parquet file"):
+        lengths_from_file(write(tmp_path, "d.parquet", b"not parquet at all"))
+
+
+@pytest.mark.parametrize("header, sep", [("length;text", "';'"), ("length\ttext", r"'\\t'.*fmt='tsv'")])
+def test_wrong_delimiter_is_named(tmp_path, header, sep):
+    path = write(tmp_path, "d.csv", header + "\n3" + header[6] + "hi\n")
+    with pytest.raises(ValueError, match=rf"parsed as one column.*{sep}"):
+        lengths_from_file(path, column="length")
+    with pytest.raises(ValueError, match="parsed as one column"):
+        describe_columns(path)
+
+
+def test_ragged_csv_rows(tmp_path):
+    with pytest.raises(ValueError, match="could not parse.*Expected 2 columns.*delimiter"):
+        lengths_from_file(write(tmp_path, "d.csv", "a,b\n1,2\n1,2,3\n"), column="a")
+
+
+def test_unknown_column_lists_available(tmp_path):
+    path = write(tmp_path, "d.csv", "length,text\n3,hi\n")
+    with pytest.raises(ValueError, match=r"no column 'txt'.*\['length', 'text'\].*column="):
+        lengths_from_file(path, column="txt")
+
+
+@pytest.mark.parametrize("cell, shown", [("0", "holds 0"), ("-2", "holds -2"), ("abc", "holds 'abc'"),
+                                         ("3.5", "holds '3.5'"), ('""', "has no value")])
+def test_bad_csv_length_names_the_row(tmp_path, cell, shown):
+    path = write(tmp_path, "d.csv", f"length\n4\n{cell}\n5\n")
+    with pytest.raises(ValueError, match=rf"'length' at data row 2 {shown}.*>= 1"):
+        lengths_from_file(path)
+
+
+@pytest.mark.parametrize("table, shown", [({"length": [4, 0]}, "holds 0"),
+                                          ({"length": [4.0, 2.5]}, "holds 2.5, not a whole"),
+                                          ({"length": [4, None]}, "has no value")])
+def test_bad_parquet_length_names_the_row(tmp_path, table, shown):
+    pq.write_table(pa.table(table), tmp_path / "d.parquet")
+    with pytest.raises(ValueError, match=rf"at row 2 {shown}"):
+        lengths_from_file(tmp_path / "d.parquet")
+
+
+def test_later_non_integer_in_a_streamed_csv_names_its_row(tmp_path, monkeypatch):
+    path = write(tmp_path, "d.csv", "length\n" + "7\n" * 500 + "oops\n")
+    monkeypatch.setattr(readers, "BATCH_BYTES", 256)
+    with pytest.raises(ValueError, match="data row 501 holds 'oops'"):
+        lengths_from_file(path)
+
+
+@pytest.mark.parametrize("content", ["", "length,text\n", "\n\n"])
+def test_empty_data_says_no_documents_found(tmp_path, content):
+    path = write(tmp_path, "d.csv" if content != "\n\n" else "d.txt", content)
+    with pytest.raises(ValueError, match="no documents found in .*d\\."):
+        lengths_from_file(path)
+
+
+def test_malformed_json_names_the_line(tmp_path):
+    with pytest.raises(ValueError, match="line 2 is not valid JSON"):
+        lengths_from_file(write(tmp_path, "d.jsonl", '{"length": 3}\n{"length": \n'))
+
+
+def test_json_array_file_gets_a_jsonl_hint(tmp_path):
+    with pytest.raises(ValueError, match="line 1 is a JSON list, not an object.*jq"):
+        lengths_from_file(write(tmp_path, "d.json", '[{"length": 3}]\n'))
+
+
+def test_deeply_nested_json_line_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="line 2 is nested too deeply"):
+        lengths_from_file(write(tmp_path, "d.jsonl", '{"length": 3}\n' + "[" * 100_000 + "\n"))
+
+
+@pytest.mark.parametrize("value, what", [('{"en": "hi"}', "an object"), ("[1, 2]", "an array"),
+                                         ("true", "a boolean")])
+def test_json_column_holding_nested_or_boolean_values(tmp_path, value, what):
+    path = write(tmp_path, "d.jsonl", '{"text": "ok"}\n{"text": %s}\n' % value)
+    with pytest.raises(ValueError, match=f"line 2: 'text' holds {what}"):
+        lengths_from_file(path)
+
+
+def test_nested_parquet_column_is_neither_lengths_nor_text(tmp_path):
+    pq.write_table(pa.table({"ids": [[1, 2], [3]]}), tmp_path / "d.parquet")
+    with pytest.raises(ValueError, match="'ids' has type list<.*neither integer lengths nor text"):
+        lengths_from_file(tmp_path / "d.parquet")
+
+
+def test_json_length_too_large_names_the_line(tmp_path):
+    path = write(tmp_path, "d.jsonl", '{"length": 3}\n{"length": %d}\n' % 2**70)
+    with pytest.raises(ValueError, match="line 2: 'length' holds 1180591620717411303424, too large"):
+        lengths_from_file(path)
+
+
+def test_json_column_mixing_types_names_the_line(tmp_path):
+    path = write(tmp_path, "d.jsonl", '{"length": 3}\n{"length": "x"}\n')
+    with pytest.raises(ValueError, match="line 2: 'length' holds 'x'"):
+        lengths_from_file(path)
+
+
+def test_tokenizer_returning_wrong_count_is_refused(tmp_path):
+    path = write(tmp_path, "d.txt", "a\nb\n")
+    with pytest.raises(ValueError, match="returned 1 id lists for 2 texts"):
+        lengths_from_file(path, tokenizer=lambda texts: [[1]])
+
+
+def test_tokenizer_returning_no_ids_names_the_document(tmp_path):
+    path = write(tmp_path, "d.txt", "a\n\n!!\n")
+    with pytest.raises(ValueError, match="no tokens for the document at line 3"):
+        lengths_from_file(path, tokenizer=lambda texts: [[1] if t.isalpha() else [] for t in texts])
+
+
+def test_line_numbers_stay_right_across_batches(tmp_path, monkeypatch):
+    monkeypatch.setattr(readers, "BATCH_BYTES", 50)
+    path = write(tmp_path, "d.txt", "word\n" * 69 + "!!\n" + "word\n" * 10)
+    with pytest.raises(ValueError, match="document at line 70;"):
+        lengths_from_file(path, tokenizer=lambda texts: [[1] if t.isalpha() else [] for t in texts])
+
+
+def test_non_callable_tokenizer_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="tokenizer must be a callable"):
+        lengths_from_file(write(tmp_path, "d.txt", "a\n"), tokenizer="gpt2")
