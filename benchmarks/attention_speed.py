@@ -1,0 +1,46 @@
+"""Attention throughput, padded vs packed, on the support-tickets lengths.
+
+    python benchmarks/attention_speed.py                 # CPU, float32, table
+    python benchmarks/attention_speed.py --device cuda --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from packing_core.bench import format_table, run_benchmark  # noqa: E402
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--docs", type=int, default=256, help="documents taken from the dataset")
+    p.add_argument("--dataset", default="support-tickets")
+    p.add_argument("--context", type=int, default=512)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=3, help="rounds; the best of each is kept")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="auto", help="auto (bfloat16 on CUDA, float32 on CPU), "
+                                                   "float32, bfloat16, float16")
+    p.add_argument("--backends", nargs="+", default=None, help="packed backends to time")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    args = p.parse_args(argv)
+    try:
+        result = run_benchmark(docs=args.docs, context=args.context, heads=args.heads,
+                               head_dim=args.head_dim, repeats=args.repeats, device=args.device,
+                               dtype=args.dtype, backends=args.backends, dataset=args.dataset,
+                               seed=args.seed)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""Attention throughput: padded rows against packed rows, beside the FLOP ratio.
+
+Padding puts every document in its own row of ``context`` slots, so attention pays
+``rows x context**2``. Packing with a block-diagonal mask pays ``sum(len**2)``::
+
+    lengths [300, 100, 100] at context 512
+      padded  3 x 512**2         = 786,432
+      packed  300**2 + 2 x 100**2 = 110,000      ratio 7.1
+
+The benchmark times both on random q, k, v of realistic width and checks the goal:
+packed tokens/s >= 0.8 x (that ratio) x padded tokens/s.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .attention import attend, available_backends
+
+GOAL_FACTOR = 0.8
+PACKED_BACKENDS = ("varlen", "segments", "dense")
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Bytes of q, k, v and output held at once by the padded baseline (it runs in chunks).
+_PADDED_CHUNK_BYTES = 512 * 2**20
+
+Progress = Callable[[float, str], None]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _best_times(fns: dict[str, Callable[[], object]], repeats: int,
+                device: torch.device) -> dict[str, float]:
+    """Best-of-``repeats`` seconds per function, measured in interleaved rounds.
+
+    Interleaving and taking the minimum keep the ratios honest on a shared machine:
+    a noisy neighbour slows some rounds, rarely the best one of each function.
+    """
+    best = {name: float("inf") for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            _sync(device)
+            start = time.perf_counter()
+            fn()
+            _sync(device)
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def machine_info(device: torch.device) -> dict:
+    name = (torch.cuda.get_device_name(device) if device.type == "cuda"
+            else platform.processor() or platform.machine())
+    return {"torch": torch.__version__, "device": str(device), "device_name": name,
+            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "python": platform.python_version()}
+
+
+def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
+    """``None``/"auto": bfloat16 on CUDA (what flash kernels run), float32 on CPU."""
+    if dtype in (None, "auto"):
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if dtype not in _DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}: choose auto, {', '.join(_DTYPES)}")
+    return _DTYPES[dtype]
+
+
+def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_dim: int = 64,
+                  repeats: int = 3, device: str = "cpu", dtype: str | None = None,
+                  backends=None, dataset: str = "support-tickets", seed: int = 0,
+                  progress: Progress | None = None) -> dict:
+    """Time padded against packed attention on ``docs`` documents of ``dataset``.
+
+    ``progress(fraction, message)`` is called as each stage starts. Returns a JSON-ready
+    dict: machine, config, plans, padded figures and one entry per packed backend.
+    """
+    from .lengths import synthetic_lengths
+    from .strategies import make_plan
+
+    report = progress or (lambda fraction, message: None)
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available: use --device cpu")
+    dt = resolve_dtype(dtype, dev)
+    usable = available_backends(dev)
+    if backends is None:
+        backends = [b for b in PACKED_BACKENDS if b in usable]
+    for b in backends:
+        if b not in usable:
+            raise ValueError(f"backend {b!r} does not run on {dev.type}: choose from "
+                             f"{', '.join(x for x in PACKED_BACKENDS if x in usable)}")
+
+    report(0.0, f"planning {docs} documents of {dataset}")
+    lengths = synthetic_lengths(dataset, n=docs, seed=seed)
+    pad = make_plan(lengths, context, "pad")
+    bfd = make_plan(lengths, context, "bfd")
+    pad_m, bfd_m = pad.metrics(), bfd.metrics()
+    flop_ratio = pad_m.attention_cost_padded / bfd_m.attention_cost_packed
+    tokens = bfd_m.real_tokens
+
+    g = torch.Generator().manual_seed(seed)
+    # Padded: one document per row, [B, H, context, D]; run in chunks to bound memory.
+    bytes_per_row = 4 * heads * context * head_dim * torch.finfo(dt).bits // 8
+    chunk = max(1, min(pad.n_rows, _PADDED_CHUNK_BYTES // bytes_per_row))
+    qkv_pad = [torch.randn(chunk, heads, context, head_dim, generator=g).to(dev, dt)
+               for _ in range(3)]
+    sizes = [chunk] * (pad.n_rows // chunk) + ([pad.n_rows % chunk] if pad.n_rows % chunk else [])
+
+    def padded():
+        for n in sizes:
+            F.scaled_dot_product_attention(*(t[:n] for t in qkv_pad), is_causal=True)
+
+    # Packed: the bfd plan's pieces back to back, row by row, no pads.
+    piece_len = bfd.piece_len
+    cu = torch.from_numpy(np.concatenate([[0], np.cumsum(piece_len)]).astype(np.int32))
+    row_tokens = np.bincount(bfd.piece_row, weights=piece_len, minlength=bfd.n_rows)
+    row_cu = torch.from_numpy(np.concatenate([[0], np.cumsum(row_tokens)]).astype(np.int32))
+    q, k, v = (torch.randn(tokens, heads, head_dim, generator=g).to(dev, dt) for _ in range(3))
+    cu, row_cu = cu.to(dev), row_cu.to(dev)
+    max_len = int(piece_len.max())
+
+    def packed(backend):
+        return lambda: attend(q, k, v, cu, max_len, backend, row_cu_seqlens=row_cu)
+
+    fns = {"padded": padded, **{b: packed(b) for b in backends}}
+    report(0.05, "warm-up")
+    F.scaled_dot_product_attention(*(t[:1] for t in qkv_pad), is_causal=True)
+    for b in backends:
+        fns[b]()
+    best = {name: float("inf") for name in fns}
+    for r in range(repeats):
+        report(0.1 + 0.9 * r / repeats, f"round {r + 1} of {repeats}: padded "
+               f"{pad.n_rows} rows, packed {bfd.n_rows} rows ({', '.join(backends)})")
+        for name, seconds in _best_times(fns, 1, dev).items():
+            best[name] = min(best[name], seconds)
+
+    padded_s = best["padded"]
+    results = {}
+    for backend in backends:
+        seconds = best[backend]
+        speedup = padded_s / seconds
+        results[backend] = {
+            "seconds": seconds, "tokens_per_s": tokens / seconds, "speedup": speedup,
+            "flop_ratio": flop_ratio, "goal_speedup": GOAL_FACTOR * flop_ratio,
+            "goal_pass": bool(speedup >= GOAL_FACTOR * flop_ratio),
+            "of_flop_ratio": speedup / flop_ratio,
+        }
+    report(1.0, "done")
+    return {
+        "machine": machine_info(dev),
+        "config": {"dataset": dataset, "docs": int(docs), "context": context, "heads": heads,
+                   "head_dim": head_dim, "repeats": repeats,
+                   "dtype": str(dt).replace("torch.", ""), "seed": seed},
+        "plans": {
+            "pad": {"rows": pad_m.rows, "attention_cost": pad_m.attention_cost_padded},
+            "bfd": {"rows": bfd_m.rows, "attention_cost": bfd_m.attention_cost_packed},
+        },
+        "tokens": tokens,
+        "flop_ratio": flop_ratio,
+        "goal_factor": GOAL_FACTOR,
+        "padded": {"seconds": padded_s, "tokens_per_s": tokens / padded_s},
+        "backends": results,
+    }
+
+
+def format_table(result: dict) -> str:
+    """Plain-text table of a :func:`run_benchmark` result."""
+    m, c = result["machine"], result["config"]
+    lines = [
+        f"{c['dataset']}: {c['docs']} documents, {result['tokens']} tokens, context "
+        f"{c['context']}, {c['heads']} heads x {c['head_dim']}, {c['dtype']}",
+        f"torch {m['torch']} on {m['device']} ({m['device_name']}, {m['cpu_count']} CPUs, "
+        f"{m['torch_threads']} threads)",
+        f"FLOP ratio padded/packed: {result['flop_ratio']:.2f} "
+        f"(pad {result['plans']['pad']['rows']} rows, bfd {result['plans']['bfd']['rows']} rows)",
+        "",
+        f"{'layout':<10} {'seconds':>9} {'tokens/s':>12} {'speedup':>8} {'goal':>7}  result",
+        f"{'padded':<10} {result['padded']['seconds']:>9.3f} "
+        f"{result['padded']['tokens_per_s']:>12,.0f} {1.0:>8.2f} {'':>7}  baseline",
+    ]
+    for name, r in result["backends"].items():
+        lines.append(
+            f"{name:<10} {r['seconds']:>9.3f} {r['tokens_per_s']:>12,.0f} {r['speedup']:>8.2f} "
+            f"{r['goal_speedup']:>7.2f}  {'PASS' if r['goal_pass'] else 'fail'} "
+            f"({r['of_flop_ratio']:.2f} x FLOP ratio)")
+    lines.append(f"goal: speedup >= {result['goal_factor']} x FLOP ratio = "
+                 f"{result['goal_factor'] * result['flop_ratio']:.2f}")
+    return "\n".join(lines)

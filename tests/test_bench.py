@@ -1,0 +1,71 @@
+"""The attention benchmark: small enough to run in a test, same code path as the CLI."""
+import json
+import runpy
+from pathlib import Path
+
+import pytest
+
+from packing_core.bench import format_table, run_benchmark
+from packing_core.lengths import synthetic_lengths
+from packing_core.strategies import make_plan
+
+SMALL = dict(docs=12, context=64, heads=2, head_dim=8, repeats=1)
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_speed.py"
+
+
+@pytest.fixture(scope="module")
+def result():
+    return run_benchmark(**SMALL)
+
+
+def test_flop_ratio_is_padded_cost_over_packed_cost(result):
+    lengths = synthetic_lengths("support-tickets", n=12, seed=0)
+    pad = make_plan(lengths, 64, "pad").metrics()
+    bfd = make_plan(lengths, 64, "bfd").metrics()
+    assert result["flop_ratio"] == pytest.approx(pad.attention_cost_padded
+                                                 / bfd.attention_cost_packed)
+    assert result["tokens"] == bfd.real_tokens
+
+
+def test_each_cpu_backend_reports_throughput_and_a_goal_verdict(result):
+    assert set(result["backends"]) == {"segments", "dense"}
+    for r in result["backends"].values():
+        assert r["tokens_per_s"] == pytest.approx(result["tokens"] / r["seconds"])
+        assert r["goal_pass"] == (r["speedup"] >= 0.8 * result["flop_ratio"])
+
+
+def test_machine_info_names_torch_and_the_cpus(result):
+    assert result["machine"]["torch"]
+    assert result["machine"]["cpu_count"] >= 1
+    assert json.loads(json.dumps(result)) == result
+
+
+def test_table_has_a_row_per_layout(result):
+    table = format_table(result)
+    for name in ("padded", "segments", "dense", "FLOP ratio"):
+        assert name in table
+
+
+def test_progress_reaches_one():
+    seen = []
+    run_benchmark(**SMALL, backends=["segments"], progress=lambda f, m: seen.append(f))
+    assert seen == sorted(seen) and seen[-1] == 1.0
+
+
+def test_varlen_on_cpu_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="segments"):
+        run_benchmark(**SMALL, backends=["varlen"])
+
+
+def test_cli_prints_json(capsys):
+    main = runpy.run_path(str(SCRIPT))["main"]
+    code = main(["--docs", "8", "--context", "64", "--heads", "2", "--head-dim", "8",
+                 "--repeats", "1", "--json"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["config"]["docs"] == 8
+
+
+def test_cli_turns_a_bad_dtype_into_one_line(capsys):
+    main = runpy.run_path(str(SCRIPT))["main"]
+    assert main(["--docs", "8", "--context", "64", "--dtype", "float8"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown dtype")

