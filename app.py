@@ -1,6 +1,27 @@
-"""Packing Lab: entry point. Routes to the pages; the lab's logic lives in packing_core."""
+"""Packing Lab: the entry point. It routes to the pages and draws the shared sidebar.
+
+Run with ``streamlit run app.py``. The lab's logic lives in ``packing_core``; each page
+in ``pages/`` is a thin file: widgets -> a call into packing_core -> a figure.
+"""
+import os
+
 import streamlit as st
 
-st.set_page_config(page_title="Packing Lab", layout="wide")
-st.title("Packing Lab")
-st.write("Pages are being added.")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at run time
+
+from app_pages._lab import sidebar  # noqa: E402
+
+st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", layout="wide")
+
+PAGES = [
+    st.Page("app_pages/why_packing.py", title="Why packing", icon=":material/lightbulb:", default=True),
+    st.Page("app_pages/padded_vs_packed.py", title="Padded vs packed", icon=":material/view_week:"),
+    st.Page("app_pages/masks_and_labels.py", title="Masks and labels", icon=":material/grid_on:"),
+    st.Page("app_pages/dataset_explorer.py", title="Dataset explorer", icon=":material/bar_chart:"),
+    st.Page("app_pages/leakage_lab.py", title="Leakage lab", icon=":material/science:"),
+    st.Page("app_pages/benchmark.py", title="Benchmark", icon=":material/speed:"),
+]
+
+page = st.navigation(PAGES)
+sidebar()
+page.run()

@@ -1,0 +1,197 @@
+"""What every page shares: the sidebar settings, cached calls into packing_core, safe text and errors.
+
+Settings live under plain ``st.session_state`` keys (``context``, ``dataset``): the source of
+truth. A widget gets its own key (``w_<name>``) and copies its value back on change, so a
+setting survives pages that do not draw its widget (Streamlit clears widget keys there).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from contextlib import contextmanager
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from packing_core import datasets, report
+from packing_core.strategies import PACKING_STRATEGIES, make_plan
+
+log = logging.getLogger("packing_lab")
+
+CONTEXTS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+DEFAULT_CONTEXT = 512
+DEFAULT_DATASET = "support-tickets"
+UPLOAD = "uploaded file"
+
+
+# ---------------------------------------------------------------- state
+def _copy(key: str) -> None:
+    st.session_state[key] = st.session_state["w_" + key]
+
+
+def bind(key: str, default):
+    """Widget kwargs bound to the plain session key ``key``; the plain key wins at creation.
+
+    ``st.slider("x", 0, 9, **bind("x", 3))``: no ``value=`` argument, the state holds it.
+    """
+    ss = st.session_state
+    if key not in ss:
+        ss[key] = default
+    wkey = "w_" + key
+    written = ss.setdefault("_bound", {})  # what bind last put into each widget
+    if wkey in ss and key in written and ss[wkey] != written[key]:
+        ss[key] = ss[wkey]      # the user moved the widget (even if no callback ran)
+    elif wkey not in ss or ss[wkey] != ss[key]:
+        ss[wkey] = ss[key]      # first visit, a page that cleared the widget, or a programmatic change
+    written[key] = ss[key]
+    return {"key": wkey, "on_change": _copy, "args": (key,)}
+
+
+def setting(key: str, default):
+    """The current value of a setting, initialising it if no page has set it yet."""
+    return st.session_state.setdefault(key, default)
+
+
+# ---------------------------------------------------------------- text and errors
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def esc(text) -> str:
+    """Markdown-safe text: ``esc("a_b *c*") == r"a\\_b \\*c\\*"``; user text never renders as markup."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+@contextmanager
+def guard(action: str):
+    """Turn a failure inside the block into one ``st.error`` line and stop the page.
+
+    ``ValueError`` from packing_core already says what is wrong and how to fix it; anything
+    else is a bug: a short message on the page, the traceback in the server log.
+    """
+    try:
+        yield
+    except ValueError as e:
+        st.error(f"Could not {esc(action)}: {esc(e)}")
+        st.stop()
+    except Exception as e:  # noqa: BLE001  (no traceback may reach the page)
+        log.exception("unexpected error while trying to %s", action)
+        st.error(f"Could not {esc(action)}: an unexpected {type(e).__name__} occurred. "
+                 "Try other settings; the details are in the server log.")
+        st.stop()
+
+
+def figure(fig, key: str | None = None) -> None:
+    st.plotly_chart(fig, width="stretch", key=key, config={"displaylogo": False})
+
+
+# ---------------------------------------------------------------- datasets
+@st.cache_resource(show_spinner=False)
+def sources() -> dict:
+    """name -> SourceInfo for every built-in source (available or not)."""
+    return {s.name: s for s in datasets.list_sources()}
+
+
+@st.cache_data(show_spinner="Reading the dataset...", max_entries=8)
+def source_lengths(name: str) -> np.ndarray:
+    return datasets.load_lengths(name)
+
+
+@st.cache_resource(show_spinner=False)
+def pretrained_status() -> tuple[bool, str]:
+    """(available, message) for SmolLM2 and its tokenizer; imports transformers on first use."""
+    try:
+        from packing_core.hf import pretrained_status as status
+    except ImportError as e:
+        return False, f"transformers is not importable ({e}): pip install -r requirements.txt"
+    return status()
+
+
+def dataset_names() -> list[str]:
+    names = [n for n, s in sources().items() if s.available]
+    if "upload" in st.session_state:
+        names.append(UPLOAD)
+    return names
+
+
+def dataset_label(name: str) -> str:
+    if name == UPLOAD:
+        return f"uploaded: {st.session_state['upload']['name']}"
+    return name
+
+
+def dataset_kind(name: str) -> str:
+    """'instruction' or 'pretraining': how over-long documents should be handled."""
+    if name == UPLOAD:
+        return st.session_state["upload"]["kind"]
+    return "instruction" if sources()[name].kind == "instruction" else "pretraining"
+
+
+def current_lengths() -> tuple[str, np.ndarray]:
+    """(name, lengths) of the dataset chosen in the sidebar."""
+    name = setting("dataset", DEFAULT_DATASET)
+    if name == UPLOAD:
+        return name, st.session_state["upload"]["lengths"]
+    return name, source_lengths(name)
+
+
+def sidebar() -> None:
+    """The shared settings, drawn on every page."""
+    with st.sidebar:
+        st.subheader("Shared settings")
+        st.select_slider("Context length (tokens per row)", options=CONTEXTS, **bind("context", DEFAULT_CONTEXT),
+                         help="The row length every strategy packs or pads to.")
+        names = dataset_names()
+        if setting("dataset", DEFAULT_DATASET) not in names:
+            st.session_state["dataset"] = DEFAULT_DATASET
+        st.selectbox("Dataset", names, format_func=dataset_label, **bind("dataset", DEFAULT_DATASET),
+                     help="Used by the explorer, the random draw and the benchmark.")
+        name = st.session_state["dataset"]
+        if name != UPLOAD:
+            st.caption(esc(sources()[name].description))
+        missing = [s for s in sources().values() if not s.available]
+        for s in missing:
+            st.caption(f"Not available: {esc(s.name)}: {esc(s.reason)}")
+
+
+# ---------------------------------------------------------------- cached core calls
+@st.cache_data(show_spinner=False, max_entries=64)
+def plan(lengths: tuple, context: int, strategy: str, **kwargs):
+    return make_plan(np.asarray(lengths, dtype=np.int64), context, strategy, **kwargs)
+
+
+@st.cache_data(show_spinner="Comparing every strategy...", max_entries=32)
+def strategy_table(lengths: np.ndarray, context: int, **kwargs) -> list:
+    return report.strategy_table(lengths, context, **kwargs)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def length_summary(lengths: np.ndarray, context: int):
+    return report.length_stats(lengths, context), report.length_histogram(lengths, context)
+
+
+def strategy_dataframe(rows) -> None:
+    """The side-by-side table of every strategy."""
+    df = pd.DataFrame({
+        "strategy": [r.strategy for r in rows],
+        "kind": ["packing" if r.strategy in PACKING_STRATEGIES else "padding" for r in rows],
+        "rows": [r.rows for r in rows],
+        "slots": [r.slots for r in rows],
+        "utilisation %": [100 * r.utilisation for r in rows],
+        "pads": [r.pad_tokens for r in rows],
+        "tokens lost": [r.tokens_lost for r in rows],
+        "docs split": [r.docs_split for r in rows],
+        "attention cost": [r.attention_cost for r in rows],
+        "attention speed-up": [r.attention_speedup for r in rows],
+        "what it does": [r.description for r in rows],
+    })
+    st.dataframe(df, hide_index=True, width="stretch", column_config={
+        "utilisation %": st.column_config.NumberColumn(format="%.1f %%"),
+        "attention cost": st.column_config.NumberColumn(
+            format="%.3e", help="padding: rows x width²; packing: Σ len² (block-diagonal mask)"),
+        "attention speed-up": st.column_config.NumberColumn(format="%.1fx", help="vs padding every sample to the context"),
+        "rows": st.column_config.NumberColumn(format="localized"),
+        "slots": st.column_config.NumberColumn(format="localized"),
+        "pads": st.column_config.NumberColumn(format="localized"),
+        "tokens lost": st.column_config.NumberColumn(format="localized"),
+    })

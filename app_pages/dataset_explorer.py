@@ -1,0 +1,117 @@
+"""Dataset explorer: a length histogram, the summary numbers, every strategy, and a recommendation."""
+import hashlib
+
+import streamlit as st
+
+from app_pages._lab import (UPLOAD, bind, current_lengths, dataset_kind, dataset_label, esc, figure,
+                            guard, length_summary, pretrained_status, setting, sources, strategy_dataframe, strategy_table)
+from packing_core import report
+from packing_core.lengths import describe_columns, lengths_from_file
+from packing_core.plots import length_histogram_figure, strategy_figure
+from packing_core.strategies import OVERLONG_POLICIES
+
+FILE_TYPES = ["csv", "tsv", "jsonl", "json", "ndjson", "parquet", "txt"]
+KINDS = ("pretraining", "instruction")
+
+st.title("Dataset explorer")
+st.markdown(
+    "How much padding a dataset causes depends on its length distribution against the context. "
+    "The built-in support tickets are short with a long tail: most rows would be mostly pads. "
+    "Pick another dataset in the sidebar, or upload your own file below, and see which "
+    "strategy fits."
+)
+
+
+@st.cache_data(show_spinner="Reading the file...", max_entries=8)
+def file_lengths(digest: str, name: str, _data: bytes, column: str | None, tokenizer: str):
+    """Lengths of an uploaded file, keyed by its content hash (``_data`` is not hashed again)."""
+    import io
+    buf = io.BytesIO(_data)
+    buf.name = name
+    tok = None
+    if tokenizer == "SmolLM2":
+        from packing_core.hf import real_tokenizer
+        tok = real_tokenizer()
+    return lengths_from_file(buf, column=column, tokenizer=tok)
+
+
+def _use_file() -> None:
+    """Read the uploaded file and make it the sidebar's dataset (a button callback)."""
+    up = st.session_state.get("w_upload")
+    st.session_state.pop("upload_error", None)
+    if up is None:
+        st.session_state["upload_error"] = "choose a file first"
+        return
+    data = up.getvalue()
+    column = st.session_state.get("w_upload_column")
+    try:
+        lengths = file_lengths(hashlib.sha1(data).hexdigest(), up.name, data, column,
+                               st.session_state.get("w_upload_tok", "bytes"))
+    except ValueError as e:
+        st.session_state["upload_error"] = str(e)
+        return
+    except Exception as e:  # noqa: BLE001  (no traceback may reach the page)
+        st.session_state["upload_error"] = f"an unexpected {type(e).__name__} while reading {up.name}"
+        return
+    st.session_state["upload"] = {"name": up.name, "lengths": lengths,
+                                  "kind": st.session_state.get("w_upload_kind", "pretraining")}
+    st.session_state["dataset"] = UPLOAD
+
+
+with st.expander("Use your own file (CSV, TSV, JSONL, Parquet or TXT)", expanded="upload" not in st.session_state):
+    st.caption("One document per row (per line for TXT). Pick a column of token counts, or a text "
+               "column to tokenise. The file stays in this session; nothing is stored.")
+    # a new file starts clean: an error about the previous one would mislead
+    up = st.file_uploader("File", type=FILE_TYPES, key="w_upload",
+                          on_change=lambda: st.session_state.pop("upload_error", None))
+    if up is not None:
+        try:
+            columns = describe_columns(up)
+        except ValueError as e:
+            columns = []
+            st.error(f"Could not read {esc(up.name)}: {esc(e)}")
+        if columns:
+            u1, u2, u3 = st.columns(3)
+            u1.selectbox("Column", columns, key="w_upload_column",
+                         help="a column of integers is read as lengths; a text column is tokenised")
+            smol, _ = pretrained_status()  # the real tokenizer ships with the pretrained model
+            u2.radio("Tokenizer for text", ["bytes", "SmolLM2"] if smol else ["bytes"], key="w_upload_tok",
+                     horizontal=True, help="bytes: one token per UTF-8 byte (no vocabulary needed)")
+            u3.radio("What is this data?", KINDS, key="w_upload_kind", horizontal=True)
+            st.button("Analyse this file", on_click=_use_file, type="primary")
+    if "upload_error" in st.session_state:
+        st.error(f"Could not use the file: {esc(st.session_state['upload_error'])}")
+
+# ---------------------------------------------------------------- the dataset
+context = setting("context", 512)
+name = setting("dataset", "support-tickets")
+with guard(f"load {dataset_label(name)}"):
+    name, lengths = current_lengths()
+    stats, hist = length_summary(lengths, context)
+
+st.subheader(f"{esc(dataset_label(name))} at context {context}")
+if name != UPLOAD:
+    st.caption(esc(sources()[name].description))
+m = st.columns(6)
+m[0].metric("Documents", f"{stats.count:,}")
+m[1].metric("Mean", f"{stats.mean:.0f}")
+m[2].metric("Median (p50)", f"{stats.p50:.0f}")
+m[3].metric("p95", f"{stats.p95:.0f}")
+m[4].metric("Longest", f"{stats.max:,}")
+m[5].metric("Over the context", f"{stats.share_over:.1%}", help=f"{stats.over_context:,} documents")
+figure(length_histogram_figure(hist, title="Tokens per document (red: longer than the context)"), key="p4_hist")
+
+# ---------------------------------------------------------------- strategies
+st.subheader("Every strategy on this dataset")
+o1, o2 = st.columns(2)
+overlong = o1.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
+                    **bind("p4_overlong", "split"))
+kind = o2.radio("What is this data?", KINDS, horizontal=True, key=f"p4_kind_{name}",
+                index=KINDS.index(dataset_kind(name)),
+                help="instruction data (prompt + answer) must not be split; plain text may be")
+with guard("compare the strategies"):
+    rows = strategy_table(lengths, context, overlong=overlong)
+    advice = report.recommend(stats, rows, kind)
+st.info(f"**Recommendation.** {advice}")
+figure(strategy_figure(rows), key="p4_strategies")
+strategy_dataframe(rows)

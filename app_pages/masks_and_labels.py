@@ -1,0 +1,112 @@
+"""Masks and labels: one packed row, its attention mask, positions, targets and loss mask; break it."""
+import numpy as np
+import streamlit as st
+import torch
+
+from app_pages._lab import bind, figure, guard, setting
+from packing_core import report
+from packing_core.attention import block_causal_mask
+from packing_core.batch import PackedBatch
+from packing_core.checks import VIOLATIONS, check_batch
+from packing_core.plots_row import layout_figure, mask_figure, targets_figure
+
+WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
+PROMPT_BREAKS = ("prompts in the loss", "prompts cut from attention")
+
+st.title("Masks and labels")
+st.markdown(
+    "Below is one packed row of short documents; each character is one token. Packing is "
+    "correct only if every document gets exactly the computation it would get alone. Three "
+    "things make sure of that: the attention mask, the position ids and the targets. A fourth, "
+    "the loss mask, decides what is trained."
+)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def build(width: int, instruction: bool):
+    """The example row (next-fit: documents in order) and its continuous-position twin."""
+    docs = report.row_documents(width, instruction)
+    kw = dict(prompt_lengths=docs.prompt_lengths)
+    batch = PackedBatch.from_documents(docs.documents, width, "next-fit", **kw)
+    twin = PackedBatch.from_documents(docs.documents, width, "next-fit", positions="continuous", **kw)
+    return docs, batch, twin.position_ids[0].numpy()
+
+
+c1, c2, c3 = st.columns([2, 1, 2], vertical_alignment="bottom")
+width = c1.select_slider("Row width (tokens)", options=WIDTHS, **bind("p3_width", 64),
+                         help="64 shows every token; 2,048 is downsampled to colour only.")
+instruction = c2.toggle("Instruction tuning", **bind("p3_instruction", False),
+                        help="Each document becomes a question (prompt) and its answer.")
+breaks = [b for b in report.BREAKS if instruction or b not in PROMPT_BREAKS]
+if setting("p3_break", "none") not in breaks:
+    st.session_state["p3_break"] = "none"
+how = c3.selectbox("Break it: plant a classic bug", breaks, **bind("p3_break", "none"))
+st.caption(report.BREAKS[how])
+
+with guard(f"build a row of {width} tokens"):
+    docs, good, continuous = build(width, instruction)
+    shown = report.broken_batch(good, how)
+    violations = check_batch(shown)
+    loss_positions, answers = report.loss_vs_answers(shown)
+doc = shown.document_ids[0].numpy()
+in_row = np.unique(doc[doc >= 0])
+n_docs = len(in_row)
+
+# ---------------------------------------------------------------- the check
+if not violations:
+    st.success(f"check_batch: no violation. In this batch, loss positions = answer targets: "
+               f"{loss_positions} = {answers}.")
+else:
+    st.warning(f"check_batch caught {len(violations)} violation(s). Loss positions: {loss_positions}, "
+               f"answer targets: {answers}.")
+    st.dataframe({"violation": [v.name for v in violations],
+                  "rule": [VIOLATIONS[v.name] for v in violations],
+                  "where": [v.detail for v in violations]}, hide_index=True, width="stretch")
+
+# ---------------------------------------------------------------- attention
+st.subheader("Attention: a causal mask is not a boundary mask")
+st.markdown(
+    f"Row 0 holds {n_docs} documents. **Left**, the ordinary causal triangle (j ≤ i): every red "
+    "cell is a token reading another document. **Right**, the block-diagonal causal mask: "
+    "j ≤ i *and* segment[i] == segment[j], one triangle per document. Hover a cell to see which "
+    "query reads which key."
+)
+n_valid = int(good.valid[0].sum())  # the row's real tokens, whatever a planted bug did to their segments
+causal = block_causal_mask(torch.tensor([0, n_valid]), total=width).numpy()
+figure(mask_figure({"causal only (j ≤ i)": causal,
+                    "block-diagonal (j ≤ i and same document)": shown.dense_mask(0).numpy()},
+                   doc, shown.position_ids[0].numpy()), key="p3_masks")
+offsets = good.row_cu_seqlens[0].tolist()
+listed = ", ".join(map(str, offsets[:12])) + (", ..." if len(offsets) > 12 else "")
+st.markdown(
+    f"A varlen kernel never builds this {width} x {width} matrix. It reads the document offsets, "
+    f"`cu_seqlens` = `[{listed}]` for this row (the cumulative sum of the "
+    "lengths), and computes only the blocks."
+)
+
+# ---------------------------------------------------------------- positions
+st.subheader("Positions restart at every document")
+st.markdown(
+    "With continuous positions the second document thinks it starts at position "
+    f"{int(continuous[doc == in_row[min(1, n_docs - 1)]][0])}, which never happens when "
+    "it is used alone. Red cells differ from the reset positions. Whether that changes the output "
+    "depends on the model: see the *Leakage lab*."
+)
+figure(layout_figure(shown, 0, continuous_positions=continuous), key="p3_layout")
+
+# ---------------------------------------------------------------- targets and loss
+st.subheader("Targets stop at the document edge; the loss mask is its own tensor")
+st.markdown(
+    "Shifting the whole row by one makes the last token of a document predict the first token "
+    "of the next one (red): an artificial transition. The batch's targets stop at each edge "
+    "(–); the other fix is to end every document with an EOS token that belongs to the data. "
+    "This is separate from attention: a batch can isolate its documents perfectly and still "
+    "train on a wrong boundary target (try *row-shifted targets* above). "
+    "The loss mask is separate from the attention mask: "
+    + ("prompt tokens (P) stay in attention, because the answer must read the question, but "
+       "leave the loss." if instruction else
+       "switch on instruction tuning to see prompt tokens that are attended but not trained.")
+)
+figure(targets_figure(shown, 0, report.naive_targets(good, 0)), key="p3_targets")
+with st.expander("The documents in this row"):
+    st.code("\n".join(docs.texts), language=None)

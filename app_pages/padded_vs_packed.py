@@ -1,0 +1,126 @@
+"""Padded vs packed: edit the lengths, pick a strategy, watch the rows, the waste and the attention cost."""
+import streamlit as st
+
+from app_pages._lab import (bind, current_lengths, dataset_label, esc, figure, guard, plan, setting,
+                        strategy_dataframe, strategy_table)
+from packing_core import report
+from packing_core.lengths import parse_lengths
+from packing_core.plots import plan_strip, strategy_figure
+from packing_core.strategies import OVERLONG_POLICIES, STRATEGIES, STRATEGY_INFO
+
+WORKED = ", ".join(map(str, report.WORKED_LENGTHS))
+MAX_ROWS = 24
+
+st.title("Padded vs packed")
+st.markdown(
+    "The page opens on the eight samples of the first page, laid out by one strategy. Padding "
+    "strategies give each sample its own row; packing strategies fill rows with several "
+    "samples. Edit the lengths, draw a random batch from the dataset, or change the strategy, "
+    "and watch the rows, the pads and the attention cost move."
+)
+
+
+def _draw() -> None:
+    """Replace the lengths by a random batch of the sidebar's dataset (a new one each click)."""
+    st.session_state["draws"] = st.session_state.get("draws", 0) + 1
+    _, lengths = current_lengths()
+    drawn = report.sample_lengths(lengths, int(st.session_state["p2_draw_n"]), seed=st.session_state["draws"])
+    st.session_state["p2_lengths"] = ", ".join(map(str, drawn))
+
+
+# ---------------------------------------------------------------- controls
+left, right = st.columns([3, 2], gap="large")
+with left:
+    st.text_area("Document lengths (tokens), separated by commas or spaces", height=90,
+                 **bind("p2_lengths", WORKED))
+    c1, c2, c3 = st.columns([1, 2, 1], vertical_alignment="bottom")
+    c1.number_input("How many", min_value=1, max_value=4096, step=8, **bind("p2_draw_n", 32))
+    c2.button(f"Draw at random from {esc(dataset_label(setting('dataset', 'support-tickets')))}",
+              on_click=_draw, width="stretch")
+    c3.button("Reset", on_click=lambda: st.session_state.update(p2_lengths=WORKED),
+              width="stretch")
+with right:
+    strategy = st.selectbox("Strategy", STRATEGIES, **bind("p2_strategy", "concat-cut"))
+    st.caption(STRATEGY_INFO[strategy])
+    overlong = st.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
+                        **bind("p2_overlong", "split"))
+
+batched = strategy in ("pad-longest", "bucket")
+with st.expander("Batching options (pad-longest, bucket) and shuffling", expanded=batched):
+    b1, b2, b3, b4 = st.columns(4)
+    batch_size = b1.number_input("Batch size (rows)", min_value=1, max_value=4096, disabled=not batched,
+                                 **bind("p2_batch", 32))
+    buckets = b2.number_input("Buckets", min_value=1, max_value=64, disabled=strategy != "bucket",
+                              **bind("p2_buckets", 8))
+    sort = b3.checkbox("Sort by length first", disabled=strategy != "pad-longest", **bind("p2_sort", False))
+    shuffle = b4.checkbox("Shuffle packed rows", **bind("p2_shuffle", False))
+    st.caption("ffd and bfd place the longest documents first, so their rows come out sorted by "
+               "what they hold; shuffling the rows restores a random order. Bucketing shuffles "
+               "inside each bucket and then the batches.")
+
+context = setting("context", 512)
+with guard("read the lengths"):
+    lengths = tuple(parse_lengths(st.session_state["p2_lengths"]).tolist())
+kwargs = dict(overlong=overlong, batch_size=int(batch_size), buckets=int(buckets), shuffle=shuffle, seed=0)
+with guard(f"plan these documents at context {context}"):
+    p = plan(lengths, context, strategy, sort=sort, **kwargs)
+    pad = plan(lengths, context, "pad", **kwargs)
+m, pm = p.metrics(), pad.metrics()
+cost, pad_cost = report.attention_cost(m), report.attention_cost(pm)
+
+# ---------------------------------------------------------------- numbers
+st.subheader(f"{strategy} at context {context} (change it in the sidebar)")
+n1, n2, n3, n4, n5, n6 = st.columns(6)
+n1.metric("Rows", f"{m.rows:,}", help=f"the lower bound is {m.lower_bound_rows:,} full rows")
+n2.metric("Slots", f"{m.slots:,}", help="rows x their width: the positions the GPU computes")
+n3.metric("Utilisation", f"{m.utilisation:.1%}", help="real tokens / slots")
+n4.metric("Pads", f"{m.pad_tokens:,}")
+n5.metric("Tokens lost", f"{m.tokens_lost:,}", help="truncated or dropped by the over-long policy")
+n6.metric("Attention speed-up", f"{pad_cost / cost:.1f}x", help="vs padding every sample to the context")
+
+first = 0
+if m.rows > MAX_ROWS:
+    if st.session_state.get("p2_first_row", 0) >= m.rows:
+        st.session_state["p2_first_row"] = 0
+    first = st.slider("First row shown", 0, m.rows - 1, step=1, key="p2_first_row")
+figure(plan_strip(p, first_row=first, max_rows=MAX_ROWS,
+                  title=f"rows {first} to {min(m.rows, first + MAX_ROWS) - 1} of {m.rows}"), key="p2_strip")
+st.caption("Each colour is one document, grey is padding, white is outside a row. A black tick ends "
+           "a document; a red tick marks a document split at a row edge.")
+
+st.markdown(
+    f"**Attention is quadratic in the row length.** Padded to the context, attention costs "
+    f"rows x context² = {pm.rows:,} x {context}² = **{pad_cost:,}**. "
+    + (f"Packed with a block-diagonal mask (or a varlen kernel fed `cu_seqlens`) it costs Σ len² over "
+       f"the documents = **{cost:,}**, "
+       if p.packed else
+       f"This plan pads each row to its batch's longest sample: Σ width² = **{cost:,}**, ")
+    + f"{pad_cost / cost:.1f}x less. The linear layers pay per slot: {pm.slots:,} against {m.slots:,}, "
+    f"{pm.slots / m.slots:.1f}x less."
+)
+
+# ---------------------------------------------------------------- all strategies
+st.subheader("Every strategy on these lengths")
+with guard("compare the strategies"):
+    rows = strategy_table(lengths, context, **kwargs)
+figure(strategy_figure(rows), key="p2_strategies")
+strategy_dataframe(rows)
+
+# ---------------------------------------------------------------- one outlier
+st.subheader("The longest sample sets the width")
+short, spiked = report.outlier_lengths()
+with guard("plan the outlier example"):
+    calm = plan(tuple(short.tolist()), 512, "pad-longest").metrics()
+    stretched_plan = plan(tuple(spiked.tolist()), 512, "pad-longest")
+stretched = stretched_plan.metrics()
+st.markdown(
+    f"Padding to the batch's longest sample beats padding to the context, until one sample is long. "
+    f"A batch of {len(short)} samples of about {int(short.mean())} tokens is padded to "
+    f"{calm.slots // calm.rows} and uses **{calm.utilisation:.1%}** of its slots. Replace one of them by "
+    f"a {int(spiked.max())}-token outlier and all {len(short)} rows stretch to {int(spiked.max())}: "
+    f"**{stretched.utilisation:.1%}**, {stretched.pad_tokens - calm.pad_tokens:,} more pads in the "
+    f"other {len(short) - 1} rows."
+)
+figure(plan_strip(stretched_plan, max_rows=len(short), row_height=12, show_ticks=False,
+                  title=f"pad-longest, one batch of {len(short)} with a {int(spiked.max())}-token outlier"),
+       key="p2_outlier")

@@ -1,0 +1,265 @@
+"""Figure builders: pure functions from plans and reports to plotly figures (no Streamlit).
+
+One colour per document everywhere: document ``d`` is ``PALETTE[d % len(PALETTE)]`` in
+the token strips, the masks and the logit differences, so a document is recognisable
+from one picture to the next. Pads are grey, slots outside a row are white, and red
+means something crossed a document edge.
+
+Every grid is one heatmap trace over *colour codes* (never one shape per cell)::
+
+    codes  -2 outside the row   -1 pad   0..9 document d % 10   10 alert (a leak)
+
+Wide grids are downsampled by a stride (one cell per k tokens) so 2,048 tokens stay usable.
+This module holds the palette, the shared heatmap helper and the length/plan/benchmark
+figures; the per-token pictures of one packed row live in :mod:`packing_core.plots_row`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .strategies import PACKING_STRATEGIES
+
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2",
+           "#edc948", "#9c755f", "#ff9da7", "#17becf", "#8cd17d")
+EMPTY_COLOUR = "#ffffff"
+PAD_COLOUR = "#d0d0d0"
+ALERT_COLOUR = "#d62728"
+EMPTY, PAD, ALERT = -2, -1, len(PALETTE)
+_CODE_COLOURS = (EMPTY_COLOUR, PAD_COLOUR, *PALETTE, ALERT_COLOUR)  # codes -2 .. 10 in order
+PACKED_COLOUR, PADDED_COLOUR = "#4e79a7", "#bab0ac"
+FONT = dict(family="Inter, Segoe UI, sans-serif", size=13)
+
+
+def doc_colour(doc: int) -> str:
+    """``doc_colour(0) == doc_colour(10) == PALETTE[0]``; a pad (-1) is grey."""
+    return PAD_COLOUR if doc < 0 else PALETTE[int(doc) % len(PALETTE)]
+
+
+def colour_codes(doc_ids) -> np.ndarray:
+    """Document ids -> colour codes: ``[0, 1, 11, -1] -> [0, 1, 1, -1]`` (-1 stays a pad)."""
+    d = np.asarray(doc_ids, dtype=np.int64)
+    return np.where(d >= 0, d % len(PALETTE), PAD)
+
+
+def _colourscale() -> list:
+    """A stepped scale: each code gets one flat band, so a code maps to exactly one colour."""
+    n = len(_CODE_COLOURS)
+    scale = []
+    for k, c in enumerate(_CODE_COLOURS):
+        scale += [[k / n, c], [(k + 1) / n, c]]
+    return scale
+
+
+_SCALE = _colourscale()
+
+
+def code_heatmap(codes: np.ndarray, *, x=None, y=None, text=None, show_text: bool = False,
+                 hovertemplate: str | None = None, customdata=None, gaps: bool = False,
+                 name: str = "") -> go.Heatmap:
+    """A heatmap whose integer ``codes`` map through the shared palette (see module doc)."""
+    return go.Heatmap(
+        z=codes, x=x, y=y, zmin=EMPTY - 0.5, zmax=ALERT + 0.5, colorscale=_SCALE,
+        showscale=False, text=text, texttemplate="%{text}" if show_text and text is not None else None,
+        textfont=dict(size=11), hovertemplate=hovertemplate, customdata=customdata,
+        xgap=1 if gaps else 0, ygap=2 if gaps else 0, name=name,
+    )
+
+
+def stride_for(n: int, max_cells: int) -> int:
+    """Tokens per cell so that ``n`` tokens fit in ``max_cells`` cells: ``stride_for(2048, 512) == 4``."""
+    return max(1, -(-int(n) // int(max_cells)))
+
+
+def downsample_codes(codes: np.ndarray, k: int, axes=(-1,)) -> np.ndarray:
+    """One cell per ``k`` along ``axes``: the block's first code, or ALERT if any cell alerts.
+
+    ``downsample_codes(np.array([0, ALERT, 1, 1]), 2) -> [ALERT, 1]``: a leak never vanishes
+    between the sampled cells.
+    """
+    out = np.asarray(codes)
+    if k == 1:
+        return out
+    for axis in axes:
+        moved = np.moveaxis(out, axis, -1)
+        n = moved.shape[-1]
+        padded = np.pad(moved, [(0, 0)] * (moved.ndim - 1) + [(0, (-n) % k)], constant_values=EMPTY)
+        blocks = padded.reshape(*moved.shape[:-1], -1, k)
+        pooled = np.where((blocks == ALERT).any(-1), ALERT, blocks[..., 0])
+        out = np.moveaxis(pooled, -1, axis)
+    return out
+
+
+def legend_swatch(fig: go.Figure, name: str, colour: str, symbol: str = "square", **kw) -> None:
+    """A legend entry without data: tells what a colour means."""
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, showlegend=True,
+                             marker=dict(color=colour, symbol=symbol, size=12,
+                                         line=dict(color="#888", width=1)), **kw))
+
+
+def _layout(fig: go.Figure, *, title: str | None, height: int, top: int | None = None, **kw) -> go.Figure:
+    """Title top left, legend in one line under the x axis (never over the title), white plot."""
+    top = (40 if title else 12) if top is None else top
+    bottom, legend_px = 40, 30
+    plot_px = max(40, height - top - bottom - legend_px)
+    fig.update_layout(title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
+                      height=height + legend_px, margin=dict(l=10, r=10, t=top, b=bottom + legend_px),
+                      font=FONT, plot_bgcolor="white",
+                      legend=dict(orientation="h", yanchor="top", y=-(bottom + 14) / plot_px, x=0,
+                                  xanchor="left"), **kw)
+    return fig
+
+
+# ---------------------------------------------------------------- plans
+def plan_grid(plan, first_row: int = 0, max_rows: int = 32):
+    """Per-slot document ids and token indices of rows ``first_row ..`` of a plan.
+
+    Returns ``(rows, doc, token)``: ``doc`` is -1 on pads and -2 past a row's width.
+    """
+    if not 0 <= first_row < plan.n_rows:
+        raise ValueError(f"first_row {first_row} does not exist: the plan has rows 0..{plan.n_rows - 1}")
+    rows = np.arange(first_row, min(plan.n_rows, first_row + max_rows))
+    width = int(plan.row_width[rows].max())
+    slot = np.arange(width)
+    doc = np.where(slot[None, :] < plan.row_width[rows][:, None], PAD, EMPTY).astype(np.int64)
+    token = np.full_like(doc, -1)
+    b = plan.row_bounds()
+    lo, hi = int(b[rows[0]]), int(b[rows[-1] + 1])
+    p_len = plan.piece_len[lo:hi]
+    piece = np.repeat(np.arange(hi - lo), p_len)
+    within = np.arange(len(piece)) - np.repeat(np.cumsum(p_len) - p_len, p_len)
+    r = plan.piece_row[lo:hi][piece] - first_row
+    c = plan.piece_offset[lo:hi][piece] + within
+    doc[r, c] = plan.piece_doc[lo:hi][piece]
+    token[r, c] = plan.piece_start[lo:hi][piece] + within
+    return rows, doc, token
+
+
+def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 1024,
+               title: str | None = None, show_ticks: bool = True, row_height: int = 30) -> go.Figure:
+    """Rows of a plan as coloured token strips: documents in colour, pads grey, ticks at document ends.
+
+    A piece that does not finish its document (split at a row edge) ends in a red tick.
+    """
+    rows, doc, token = plan_grid(plan, first_row, max_rows)
+    width = doc.shape[1]
+    k = stride_for(width, max_cols)
+    x = np.arange(0, width, k)
+    labels = np.where(doc >= 0, np.char.add(np.char.add("document ", doc.astype(str)),
+                                            np.char.add(", token ", token.astype(str))),
+                      np.where(doc == PAD, "pad", "outside the row"))
+    codes = np.where(doc == EMPTY, EMPTY, colour_codes(doc))
+    fig = go.Figure(code_heatmap(
+        codes[:, ::k], x=x, y=rows, text=labels[:, ::k], gaps=k == 1 and width <= 256,
+        hovertemplate="row %{y}, slot %{x}<br>%{text}<extra></extra>"))
+    if show_ticks:
+        b = plan.row_bounds()
+        sl = slice(int(b[rows[0]]), int(b[rows[-1] + 1]))
+        end = plan.piece_offset[sl] + plan.piece_len[sl]
+        finishes = plan.piece_start[sl] + plan.piece_len[sl] == plan.lengths[plan.piece_doc[sl]]
+        for mask, name, colour in ((finishes, "document ends", "#222"),
+                                   (~finishes, "document split here", ALERT_COLOUR)):
+            if mask.any():
+                fig.add_trace(go.Scatter(
+                    x=end[mask] - 0.5, y=plan.piece_row[sl][mask], mode="markers", name=name,
+                    marker=dict(symbol="line-ns", size=max(8, min(26, row_height - 4)),
+                                line=dict(width=3, color=colour), color=colour),
+                    customdata=plan.piece_doc[sl][mask],
+                    hovertemplate=f"{name}: document %{{customdata}} at slot %{{x:.0f}}<extra></extra>"))
+    legend_swatch(fig, "pad", PAD_COLOUR)
+    step = max(1, len(rows) // 12)  # at most ~12 row labels
+    fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=rows[::step],
+                     ticktext=[f"row {r}" for r in rows[::step]], showgrid=False)
+    fig.update_xaxes(title=f"slot{f' (1 cell = {k} tokens)' if k > 1 else ''}", showgrid=False,
+                     range=[-0.5, width - 0.5])
+    return _layout(fig, title=title, height=110 + row_height * len(rows))
+
+
+# ---------------------------------------------------------------- lengths and strategies
+def length_histogram_figure(hist, title: str | None = None) -> go.Figure:
+    """Bars from a :class:`~packing_core.report.Histogram`, the context as a dashed line."""
+    centres = (hist.edges[:-1] + hist.edges[1:]) / 2
+    widths = np.diff(hist.edges)
+    over = hist.edges[:-1] > hist.context  # report.length_histogram puts an edge at context + 0.5
+    colours = np.where(over, ALERT_COLOUR, PACKED_COLOUR)
+    fig = go.Figure(go.Bar(
+        x=centres, y=hist.counts, width=widths, marker=dict(color=colours, line=dict(width=0)),
+        customdata=np.stack([hist.edges[:-1], hist.edges[1:]], axis=1), name="documents",
+        hovertemplate="%{customdata[0]:.0f} to %{customdata[1]:.0f} tokens: %{y:,} documents<extra></extra>"))
+    fig.add_vline(x=hist.context, line=dict(color="#222", dash="dash", width=2),
+                  annotation_text=f"context {hist.context}", annotation_position="top right")
+    if hist.clipped:
+        fig.add_annotation(x=centres[-1], y=hist.counts[-1], text=f"+ {hist.clipped:,} longer",
+                           showarrow=True, arrowhead=0, ay=-30, font=dict(size=11))
+    fig.update_xaxes(title="tokens per document", showgrid=False)
+    fig.update_yaxes(title="documents", gridcolor="#eee")
+    return _layout(fig, title=title, height=320, bargap=0, showlegend=False)
+
+
+def strategy_figure(rows, title: str | None = None) -> go.Figure:
+    """Utilisation and attention speed-up of every strategy (rows of ``report.strategy_table``)."""
+    names = [r.strategy for r in rows]
+    colours = [PACKED_COLOUR if n in PACKING_STRATEGIES else PADDED_COLOUR for n in names]
+    fig = make_subplots(1, 2, subplot_titles=("utilisation (real tokens / slots)",
+                                              "attention speed-up vs padding to the context"),
+                        horizontal_spacing=0.12)
+    util = np.array([r.utilisation for r in rows])
+    speed = np.array([r.attention_speedup for r in rows])
+    fig.add_trace(go.Bar(y=names, x=util, orientation="h", marker_color=colours, showlegend=False,
+                         text=[f"{u:.1%}" for u in util], textposition="outside", textangle=0,
+                         cliponaxis=False, hovertemplate="%{y}: %{x:.1%}<extra></extra>"), 1, 1)
+    fig.add_trace(go.Bar(y=names, x=speed, orientation="h", marker_color=colours, showlegend=False,
+                         text=[f"{s:.1f}x" for s in speed], textposition="outside", textangle=0,
+                         cliponaxis=False,
+                         hovertemplate="%{y}: %{x:.2f}x less attention work<extra></extra>"), 1, 2)
+    fig.update_xaxes(range=[0, 1.18], tickvals=[0, 0.25, 0.5, 0.75, 1], tickformat=".0%",
+                     gridcolor="#eee", row=1, col=1)
+    fig.update_xaxes(gridcolor="#eee", range=[0, float(speed.max()) * 1.2], row=1, col=2)
+    fig.update_yaxes(autorange="reversed")
+    legend_swatch(fig, "packing (needs a block-diagonal mask)", PACKED_COLOUR)
+    legend_swatch(fig, "padding (one sample per row)", PADDED_COLOUR)
+    return _layout(fig, title=title, height=120 + 34 * len(rows), top=70 if title else 40)
+
+
+def slot_use_figure(rows, title: str | None = None) -> go.Figure:
+    """Stacked bars: real tokens and pads per strategy, in slots."""
+    names = [r.strategy for r in rows]
+    real = np.array([r.slots - r.pad_tokens for r in rows])
+    pads = np.array([r.pad_tokens for r in rows])
+    fig = go.Figure([
+        go.Bar(y=names, x=real, orientation="h", name="real tokens", marker_color=PACKED_COLOUR,
+               hovertemplate="%{y}: %{x:,} real tokens<extra></extra>"),
+        go.Bar(y=names, x=pads, orientation="h", name="pads", marker_color=PAD_COLOUR,
+               text=[f"{p / max(1, p + r):.0%} pads" for p, r in zip(pads, real)], textposition="inside",
+               hovertemplate="%{y}: %{x:,} pads<extra></extra>"),
+    ])
+    fig.update_xaxes(title="slots", gridcolor="#eee")
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title=title, height=110 + 40 * len(rows), barmode="stack")
+
+
+# ---------------------------------------------------------------- benchmark
+def benchmark_figure(result: dict, title: str | None = None) -> go.Figure:
+    """Tokens/s of the padded baseline and each packed backend, beside the FLOP-ratio bound.
+
+    The bound is padded tokens/s x (padded FLOPs / packed FLOPs): what packing would reach
+    if time followed attention FLOPs exactly. The goal line is ``goal_factor`` x the bound.
+    """
+    padded = result["padded"]["tokens_per_s"]
+    names = ["padded"] + list(result["backends"])
+    tps = [padded] + [r["tokens_per_s"] for r in result["backends"].values()]
+    colours = [PADDED_COLOUR] + [PACKED_COLOUR] * (len(names) - 1)
+    bound = padded * result["flop_ratio"]
+    fig = go.Figure(go.Bar(x=names, y=tps, marker_color=colours, name="measured",
+                           text=[f"{t:,.0f}" for t in tps], textposition="outside",
+                           hovertemplate="%{x}: %{y:,.0f} tokens/s<extra></extra>"))
+    fig.add_hline(y=bound, line=dict(color="#222", dash="dash"),
+                  annotation_text=f"FLOP-ratio bound ({result['flop_ratio']:.1f}x padded)",
+                  annotation_position="top left")
+    fig.add_hline(y=bound * result["goal_factor"], line=dict(color=ALERT_COLOUR, dash="dot"),
+                  annotation_text=f"goal: {result['goal_factor']:.0%} of the bound",
+                  annotation_position="bottom left")
+    fig.update_yaxes(title="attention tokens per second", gridcolor="#eee", rangemode="tozero",
+                     range=[0, max(max(tps), bound) * 1.18])
+    return _layout(fig, title=title, height=380, showlegend=False)

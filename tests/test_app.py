@@ -1,0 +1,279 @@
+"""Every page of the lab through Streamlit's AppTest, asserting on the numbers it shows.
+
+Each test starts from ``app.py`` (the real router and sidebar) and switches to its page.
+"""
+import io
+import re
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from packing_core import report
+from packing_core.checks import VIOLATIONS
+
+TIMEOUT = 90  # the first run imports torch (and, on the leakage page, transformers)
+
+
+def open_page(name: str) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.switch_page(f"app_pages/{name}.py").run()
+    assert_clean(at)
+    return at
+
+
+def assert_clean(at: AppTest) -> None:
+    """No traceback and no error box: what a user sees after a sound interaction."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label.startswith(label))
+
+
+def percent(text: str) -> float:
+    return float(re.search(r"([\d.]+)%", text).group(1)) / 100
+
+
+def markdown(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def errors(at: AppTest) -> str:
+    return " ".join(e.value for e in at.error).replace("\\", "")
+
+
+# ---------------------------------------------------------------- why packing
+def test_why_packing_shows_the_worked_example_at_22_and_89_percent():
+    at = open_page("why_packing")
+    assert metric(at, "Padded to the context") == "22.2%"
+    assert metric(at, "Concatenated and cut") == "88.9%"
+    assert "[0, 120, 210, 510, 550, 605, 635, 845, 910]" in markdown(at)
+    assert len(at.get("plotly_chart")) == 3
+
+
+def test_why_packing_computes_that_three_quarters_of_the_ticket_slots_are_pads():
+    at = open_page("why_packing")
+    assert metric(at, "Tickets") == "200,000"
+    assert 0.70 < percent(metric(at, "Pads when padded")) < 0.80
+    assert "three quarters" in markdown(at)
+
+
+# ---------------------------------------------------------------- padded vs packed
+def test_padded_vs_packed_starts_on_the_worked_example_packed():
+    at = open_page("padded_vs_packed")
+    assert (metric(at, "Rows"), metric(at, "Utilisation")) == ("2", "88.9%")
+
+
+def test_changing_the_strategy_changes_the_numbers():
+    at = open_page("padded_vs_packed")
+    at.selectbox(key="w_p2_strategy").set_value("pad").run()
+    assert_clean(at)
+    assert (metric(at, "Rows"), metric(at, "Slots"), metric(at, "Utilisation")) == ("8", "4,096", "22.2%")
+    assert metric(at, "Attention speed-up") == "1.0x"
+
+
+def test_attention_cost_is_quadratic_padded_rows_against_sum_of_squares():
+    at = open_page("padded_vs_packed")
+    text = markdown(at)
+    assert f"8 x 512² = **{8 * 512 ** 2:,}**" in text
+    table = at.dataframe[0].value
+    assert list(table["strategy"]) == ["pad", "pad-longest", "bucket", "concat-cut", "next-fit", "ffd", "bfd"]
+
+
+def test_one_500_token_outlier_pads_the_other_31_rows():
+    at = open_page("padded_vs_packed")
+    para = next(m.value for m in at.markdown if "outlier" in m.value)
+    calm, stretched = [float(v) / 100 for v in re.findall(r"\*\*([\d.]+)%\*\*", para)]
+    assert "all 32 rows stretch to 500" in para and "other 31 rows" in para
+    assert stretched < calm / 3
+
+
+def test_editing_the_lengths_replans_and_bad_lengths_say_what_is_wrong():
+    at = open_page("padded_vs_packed")
+    at.text_area(key="w_p2_lengths").set_value("512, 512, 256, 256").run()
+    assert (metric(at, "Rows"), metric(at, "Utilisation")) == ("3", "100.0%")
+    at.text_area(key="w_p2_lengths").set_value("120, abc").run()
+    assert not at.exception and "abc" in errors(at)
+
+
+def test_an_extreme_setting_is_an_error_message_not_a_traceback():
+    at = open_page("padded_vs_packed")
+    at.sidebar.select_slider[0].set_value(16)
+    at.radio(key="w_p2_overlong").set_value("drop").run()
+    assert not at.exception and "overlong='drop' dropped them all" in errors(at)
+
+
+def test_a_random_draw_replaces_the_lengths_with_a_batch_of_the_dataset():
+    at = open_page("padded_vs_packed")
+    at.number_input(key="w_p2_draw_n").set_value(40).run()
+    at.button[0].click().run()
+    assert_clean(at)
+    drawn = at.text_area(key="w_p2_lengths").value
+    assert len(drawn.split(",")) == 40 and drawn != ", ".join(map(str, report.WORKED_LENGTHS))
+
+
+def test_shared_settings_survive_switching_pages():
+    at = open_page("padded_vs_packed")
+    at.sidebar.select_slider[0].set_value(1024).run()
+    at.sidebar.selectbox[0].set_value("bimodal").run()
+    at.switch_page("app_pages/dataset_explorer.py").run()
+    assert_clean(at)
+    assert at.session_state["context"] == 1024 and at.sidebar.select_slider[0].value == 1024
+    assert any("bimodal at context 1024" in h.value for h in at.subheader)
+
+
+# ---------------------------------------------------------------- masks and labels
+def test_masks_page_passes_the_check_on_the_batch_as_built():
+    at = open_page("masks_and_labels")
+    assert "no violation" in at.success[0].value
+    assert "`cu_seqlens` = `[0, 23, 57]`" in markdown(at)
+
+
+@pytest.mark.parametrize("how", ["pads in the loss", "prompts cut from attention", "row-shifted targets"])
+def test_masks_page_catches_each_planted_bug_by_name(how):
+    at = open_page("masks_and_labels")
+    at.toggle(key="w_p3_instruction").set_value(True).run()
+    assert "no violation" in at.success[0].value
+    at.selectbox(key="w_p3_break").set_value(how).run()
+    assert_clean(at)
+    caught = set(at.dataframe[0].value["violation"])
+    assert "caught" in at.warning[0].value and caught <= set(VIOLATIONS) and caught
+
+
+def test_masks_page_is_usable_at_2048_tokens():
+    at = open_page("masks_and_labels")
+    at.select_slider(key="w_p3_width").set_value(2048).run()
+    assert_clean(at)
+    assert "2048 x 2048" in markdown(at)
+
+
+# ---------------------------------------------------------------- dataset explorer
+def test_explorer_opens_on_the_support_tickets_with_a_recommendation():
+    at = open_page("dataset_explorer")
+    assert metric(at, "Documents") == "200,000" and metric(at, "Mean") == "114"
+    assert at.info[0].value.startswith("**Recommendation.** Pack with")
+    assert len(at.dataframe[0].value) == 7
+
+
+def test_explorer_recommends_dropping_overlong_instruction_data():
+    at = open_page("dataset_explorer")
+    at.radio(key="p4_kind_support-tickets").set_value("instruction").run()
+    assert "Drop the 1,269 documents" in at.info[0].value
+
+
+def _upload(at, name, data, mime="text/csv"):
+    at.file_uploader(key="w_upload").set_value((name, data, mime)).run()
+    assert_clean(at)
+    return at
+
+
+def test_an_uploaded_csv_becomes_the_dataset():
+    at = _upload(open_page("dataset_explorer"), "mine.csv", b"length,text\n3,a\n700,b\n10,c\n")
+    at.button[0].click().run()
+    assert_clean(at)
+    assert metric(at, "Documents") == "3" and metric(at, "Longest") == "700"
+    assert at.session_state["dataset"] == "uploaded file"
+    assert at.sidebar.selectbox[0].value == "uploaded file"
+
+
+def test_an_uploaded_parquet_text_column_is_tokenised():
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": [1, 2], "body": ["hello", "packing lab"]}), buf)
+    at = _upload(open_page("dataset_explorer"), "texts.parquet", buf.getvalue(), "application/octet-stream")
+    at.selectbox(key="w_upload_column").set_value("body")
+    at.button[0].click().run()
+    assert_clean(at)
+    assert metric(at, "Documents") == "2" and metric(at, "Longest") == "11"
+
+
+@pytest.mark.parametrize("name,data,fragment", [
+    ("bad.csv", b"length\n5\n-3\n", "-3"),
+    ("empty.csv", b"length\n", "no documents"),
+    ("broken.parquet", b"PAR1 not really", "Parquet"),
+])
+def test_a_bad_upload_says_what_is_wrong(name, data, fragment):
+    at = open_page("dataset_explorer")
+    at.file_uploader(key="w_upload").set_value((name, data, "application/octet-stream")).run()
+    if at.button:
+        at.button[0].click().run()
+    assert not at.exception and fragment.lower() in errors(at).lower()
+    assert metric(at, "Documents") == "200,000"   # the page still works on the built-in data
+
+
+def test_an_error_about_a_previous_file_goes_when_another_file_is_chosen():
+    at = open_page("dataset_explorer")
+    at.file_uploader(key="w_upload").set_value(("neg.csv", b"length\n5\n-3\n", "text/csv")).run()
+    at.button[0].click().run()
+    assert "-3" in errors(at)
+    _upload(at, "good.csv", b"length\n5\n3\n8\n")
+    at.button[0].click().run()
+    assert_clean(at)
+    assert metric(at, "Documents") == "3"
+
+
+def test_explorer_reads_a_real_dataset_chosen_in_the_sidebar():
+    at = open_page("dataset_explorer")
+    real = [o for o in at.sidebar.selectbox[0].options if o in ("fortunes", "gsm8k")]
+    if not real:
+        pytest.skip("no real dataset installed (fortunes: apt-get install fortunes)")
+    at.sidebar.selectbox[0].set_value(real[0]).run()
+    assert_clean(at)
+    assert int(metric(at, "Documents").replace(",", "")) > 1000
+    assert at.info[0].value.startswith("**Recommendation.**")
+
+
+# ---------------------------------------------------------------- leakage lab
+def _lab(mask="on", positions="reset", model="tiny-rope", backend="segments") -> AppTest:
+    at = open_page("leakage_lab")
+    at.checkbox(key="w_p5_skip").check()
+    at.radio(key="w_p5_mask").set_value(mask)
+    at.radio(key="w_p5_positions").set_value(positions)
+    at.selectbox(key="w_p5_model").set_value(model)
+    at.selectbox(key="w_p5_backend").set_value(backend)
+    at.run()
+    assert_clean(at)
+    return at
+
+
+def _verdict(at) -> str:
+    return " ".join(x.value for x in [*at.success, *at.warning] if x.value.startswith("Verdict"))
+
+
+def test_leakage_lab_asks_for_a_prediction_before_it_reveals():
+    at = open_page("leakage_lab")
+    assert not _verdict(at) and "prediction" in at.info[0].value
+    at.radio(key="p5_guess_tiny-rope_on_reset_segments").set_value("They change").run()
+    assert_clean(at)
+    assert "EQUIVALENT" in _verdict(at) and at.info[0].value.startswith("Not this time")
+
+
+@pytest.mark.parametrize("settings,equivalent", [
+    (dict(), True),
+    (dict(mask="off"), False),
+    (dict(backend="causal_only"), False),
+    (dict(model="tiny-abs", positions="continuous"), False),
+    (dict(model="tiny-rope", positions="continuous"), True),
+])
+def test_leakage_lab_verdict_follows_the_mask_positions_and_model(settings, equivalent):
+    verdict = _verdict(_lab(**settings))
+    assert verdict.startswith("Verdict: EQUIVALENT" if equivalent else "Verdict: NOT EQUIVALENT")
+
+
+# ---------------------------------------------------------------- benchmark
+def test_benchmark_shows_the_flop_ratio_before_running_and_the_measurement_after():
+    at = open_page("benchmark")
+    at.select_slider(key="w_p6_docs").set_value(32)
+    at.select_slider(key="w_p6_heads").set_value(1)
+    at.select_slider(key="w_p6_repeats").set_value(1)
+    at.run()
+    assert re.search(r"FLOP ratio \*\*[\d.]+x\*\*", markdown(at))
+    at.button[0].click().run()
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert table["layout"][0] == "padded" and "segments" in set(table["layout"])
+    assert (pd.to_numeric(table["tokens/s"]) > 0).all()
+    assert len(at.get("plotly_chart")) == 1
