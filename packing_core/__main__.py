@@ -61,7 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--model", default="tiny-rope", help="tiny-rope, tiny-abs or smollm2")
     v.add_argument("--mask", default="on", choices=("on", "off"), help="block-diagonal mask on, or one causal triangle")
     v.add_argument("--positions", default="reset", choices=("reset", "continuous"))
-    v.add_argument("--backend", default="segments", help="attention backend (segments, dense, varlen on CUDA)")
+    v.add_argument("--backend", default="segments",
+                   help="segments, dense, padded, causal_only, varlen (CUDA); for smollm2 also the model's own sdpa or eager")
+    v.add_argument("--use-cache", action="store_true",
+                   help="smollm2 with sdpa/eager: leave use_cache on, as transformers does by default (it leaks)")
     v.add_argument("--format", default="table", choices=("table", "json"))
     return p
 
@@ -129,7 +132,12 @@ def _report(args, out) -> int:
 def _verify(args, out) -> int:
     from .verify import verify_model
 
-    report = verify_model(args.model, mask=args.mask, positions=args.positions, backend=args.backend)
+    if args.model == "smollm2":
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one report on stdout, no loading bars on stderr
+    report = verify_model(args.model, mask=args.mask, positions=args.positions, backend=args.backend,
+                          use_cache=args.use_cache)
     if args.format == "json":
         json.dump(report.to_dict(), out, indent=2)
         out.write("\n")

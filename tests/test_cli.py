@@ -77,3 +77,30 @@ def test_unknown_column_names_the_columns_that_exist(tmp_path):
     path.write_text("id,text\n1,hello\n2,world\n")
     r = run("report", str(path), "--column", "body")
     assert r.returncode == 2 and "body" in r.stderr and "text" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_verify_with_the_mask_on_exits_0_and_reports_every_document_the_same():
+    r = run("verify", "--model", "tiny-rope", "--mask", "on", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["equivalent"] is True
+
+
+def test_verify_with_the_mask_off_exits_1_and_names_the_later_documents():
+    r = run("verify", "--model", "tiny-abs", "--mask", "off")
+    assert r.returncode == 1, r.stderr
+    assert "NOT EQUIVALENT" in r.stdout and "document(s) 1, 2" in r.stdout
+
+
+def test_verify_continuous_positions_break_absolute_embeddings_but_not_rope():
+    assert run("verify", "--model", "tiny-abs", "--positions", "continuous").returncode == 1
+    assert run("verify", "--model", "tiny-rope", "--positions", "continuous").returncode == 0
+
+
+def test_verify_varlen_on_a_cpu_machine_says_which_backend_to_use():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: varlen is available")
+    r = run("verify", "--backend", "varlen")
+    assert r.returncode == 2 and "segments" in r.stderr and "Traceback" not in r.stderr
