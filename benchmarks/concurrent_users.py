@@ -1,0 +1,364 @@
+"""Many people on one server at once: the leakage lab and the dataset explorer, in real Chromium.
+
+    python benchmarks/concurrent_users.py                     # own server, 10 users, a table
+    python benchmarks/concurrent_users.py --json              # machine-readable
+    python benchmarks/concurrent_users.py --users 4 --model tiny-rope \\
+        --url http://127.0.0.1:8501 --pid 1234 --log server.log   # a server that is already up
+
+Every user is a fresh browser context (its own Streamlit session) in one headless Chromium.
+All start together. Each one opens the Leakage lab, picks a mask and positions, reads the
+verdict, then opens the Dataset explorer, picks a dataset in the sidebar and reads its
+document count. Measured:
+
+    time to complete     per user, from the common start to both answers read (p50, max)
+    server memory        RSS of the server's process tree, sampled every 0.1 s (peak, growth)
+    model loads          transformers' "Loading weights" bars in the server log (SmolLM2 only)
+
+Goals: every user sees the verdict its settings imply and the right document count, no
+exception anywhere; the server grows by less than 1.5 GB; the pretrained model loads at most
+once (``st.cache_resource``), however many people ask for it at the same moment.
+Exit code 0 when every goal is met, 1 otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CHROMIUM = os.environ.get("PACKING_LAB_CHROMIUM", "/usr/bin/chromium")
+if not Path(CHROMIUM).is_file():
+    CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or CHROMIUM
+GOAL_GROWTH_MB = 1536
+STEP_MS = 60_000  # one step may wait for a model load behind other users on two cores
+MODEL_LABELS = {"tiny-rope": "tiny model, RoPE positions", "tiny-abs": "tiny model, learned absolute positions",
+                "smollm2": "SmolLM2-135M-Instruct (pretrained)"}
+DATASETS = ("support-tickets", "bimodal")
+LOAD_BAR = re.compile(r"Loading weights:\s+0%")
+
+
+def run_finished(payload) -> bool:
+    """Is this websocket frame the server's "script finished" message (a full or fragment run)?"""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    if not isinstance(payload, (bytes, bytearray)):
+        return False
+    msg = ForwardMsg.FromString(payload)
+    return msg.WhichOneof("type") == "script_finished" and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN
+
+
+# ---------------------------------------------------------------- server and memory
+def start_server(log_path: Path, timeout_s: float = 90) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
+             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+             "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return proc, url
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError(f"streamlit did not become healthy:\n{log_path.read_text(errors='replace')[-2000:]}")
+
+
+def tree_rss(pid: int) -> int:
+    """Resident memory of a process and all its children, in bytes."""
+    proc = psutil.Process(pid)
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:  # a child that just exited
+            pass
+    return total
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) used so far by a process and its children."""
+    proc = psutil.Process(pid)
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+class PeakRss(threading.Thread):
+    """Samples ``tree_rss(pid)`` every ``every`` seconds until stopped; keeps the peak."""
+
+    def __init__(self, pid: int, every: float = 0.1):
+        super().__init__(daemon=True)
+        self.pid, self.every, self.peak, self._stop_event = pid, every, tree_rss(pid), threading.Event()
+
+    def run(self):
+        while not self._stop_event.wait(self.every):
+            self.peak = max(self.peak, tree_rss(self.pid))
+
+    def stop(self) -> int:
+        self._stop_event.set()
+        self.join()
+        return self.peak
+
+
+# ---------------------------------------------------------------- one user
+def expected_verdict(model: str, mask: str, positions: str) -> str:
+    """TEACHING 6-9: a leak breaks equivalence; continuous positions only matter to absolute ones."""
+    broken = mask == "off" or (positions == "continuous" and model == "tiny-abs")
+    return "NOT EQUIVALENT" if broken else "EQUIVALENT"
+
+
+class Session:
+    """The few async steps a user takes, each waiting for the script run it causes."""
+
+    def __init__(self, page, url: str):
+        self.page, self.url, self.problems, self.step, self.ws = page, url, [], "start", None
+        page.on("websocket", lambda ws: setattr(self, "ws", ws))
+        page.on("dialog", lambda d: (self.problems.append(f"dialog: {d.message}"), asyncio.ensure_future(d.dismiss())))
+        page.on("pageerror", lambda e: self.problems.append(f"javascript: {e}"))
+
+    async def settle(self):
+        app = self.page.locator("[data-testid='stApp']")
+        await app.and_(self.page.locator("[data-test-connection-state='CONNECTED']")).wait_for(
+            state="attached", timeout=STEP_MS)
+        await app.and_(self.page.locator("[data-test-script-state='notRunning']")).wait_for(
+            state="attached", timeout=STEP_MS)
+
+    async def open(self, path: str):
+        self.step = f"open {path}"
+        await self.page.goto(f"{self.url}/{path}", wait_until="domcontentloaded", timeout=STEP_MS)
+        await self.settle()  # a new page's script state goes initial -> running -> notRunning
+
+    async def act(self, action):
+        """Do ``action`` and wait for the end of the script run it causes."""
+        async with self.ws.expect_event("framereceived", predicate=run_finished, timeout=STEP_MS):
+            await action()
+        await self.settle()
+
+    def named(self, role: str, label: str):
+        return self.page.get_by_role(role, name=re.compile("^" + re.escape(label))).first
+
+    async def radio(self, label: str, option: str):
+        self.step = f"{label} = {option}"
+        await self.act(lambda: self.named("radiogroup", label).get_by_text(option, exact=True).click())
+
+    async def select(self, label: str, option: str):
+        self.step = f"{label} = {option}"
+        await self.named("combobox", label).click()
+        await self.act(lambda: self.page.get_by_role("option", name=option, exact=True).click())
+
+    async def check_clean(self, where: str):
+        if await self.page.get_by_test_id("stException").count():
+            text = await self.page.get_by_test_id("stException").first.inner_text()
+            self.problems.append(f"exception on {where}: {text[:300]}")
+
+
+async def one_user(browser, url: str, i: int, model: str, t0: float) -> dict:
+    mask = "off" if i % 2 else "on"
+    positions = "continuous" if i % 4 >= 2 else "reset"
+    dataset = DATASETS[i % len(DATASETS)]
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    s = Session(await context.new_page(), url)
+    result = {"user": i, "model": model, "mask": mask, "positions": positions, "dataset": dataset,
+              "expected_verdict": expected_verdict(model, mask, positions)}
+    try:
+        await s.open("leakage_lab")
+        s.step = "tick 'Skip predictions'"
+        await s.act(lambda: s.page.get_by_text("Skip predictions", exact=False).first.click())
+        if model != "tiny-rope":
+            await s.select("Model", MODEL_LABELS[model])
+        if mask != "on":
+            await s.radio("Attention mask", mask)
+        if positions != "reset":
+            await s.radio("Position ids", positions)
+        s.step = "read the verdict"
+        verdict = await s.page.get_by_text(re.compile(r"^Verdict: ")).first.inner_text(timeout=STEP_MS)
+        result["verdict"] = re.match(r"Verdict: ([A-Z ]+)\.", verdict)[1]
+        result["verdict_seconds"] = round(time.perf_counter() - t0, 2)
+        await s.check_clean("leakage_lab")
+        await s.open("dataset_explorer")
+        if dataset != "support-tickets":
+            await s.select("Dataset", dataset)
+        s.step = "read the document count"
+        metric = s.page.get_by_test_id("stMetric").filter(has_text=re.compile(r"^Documents"))
+        result["documents"] = await metric.first.get_by_test_id("stMetricValue").inner_text(timeout=STEP_MS)
+        await s.check_clean("dataset_explorer")
+    except Exception as e:  # noqa: BLE001  (a user that gets stuck is a result, not a crash)
+        s.problems.append(f"at step {s.step!r}: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        shot = ROOT / "artifacts" / f"concurrent-user-{i}-failed.png"
+        shot.parent.mkdir(exist_ok=True)
+        await s.page.screenshot(path=str(shot))
+        result["screenshot"] = str(shot.relative_to(ROOT))
+    result["seconds"] = round(time.perf_counter() - t0, 2)
+    result["problems"] = s.problems
+    await context.close()
+    return result
+
+
+async def all_users(url: str, users: int, model: str) -> tuple[list[dict], float]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(one_user(browser, url, i, model, t0) for i in range(users)))
+        wall = time.perf_counter() - t0
+        await browser.close()
+    return list(results), wall
+
+
+# ---------------------------------------------------------------- the run
+def expected_documents() -> dict[str, str]:
+    from packing_core.datasets import load_lengths
+
+    return {name: f"{len(load_lengths(name)):,}" for name in DATASETS}
+
+
+def pick_model(model: str) -> str:
+    if model != "auto":
+        return model
+    from packing_core.hf import pretrained_status
+
+    return "smollm2" if pretrained_status()[0] else "tiny-rope"
+
+
+def run(url: str, pid: int, log_path: Path | None, users: int, model: str, rounds: int = 1) -> dict:
+    """Run ``users`` sessions against the server at ``url`` (process ``pid``) and judge them.
+
+    The first round meets a cold server (imports, model load, empty caches); a second round
+    of new sessions shows the steady state.
+    """
+    documents = expected_documents()
+    log_start = log_path.stat().st_size if log_path else 0
+    rss_before, cpu_before = tree_rss(pid), tree_cpu_seconds(pid)
+    sampler = PeakRss(pid)
+    sampler.start()
+    try:
+        rounds_run = [asyncio.run(all_users(url, users, model)) for _ in range(rounds)]
+    finally:
+        peak = sampler.stop()
+    results, wall = rounds_run[0]
+    rss_after, server_cpu = tree_rss(pid), tree_cpu_seconds(pid) - cpu_before
+    new_log = ""
+    if log_path:
+        with open(log_path, "rb") as f:
+            f.seek(log_start)
+            new_log = f.read().decode(errors="replace")
+    for r in (r for users_run, _ in rounds_run for r in users_run):
+        r["ok"] = (not r["problems"] and r.get("verdict") == r["expected_verdict"]
+                   and r.get("documents") == documents[r["dataset"]])
+    seconds = [r["seconds"] for r in results]
+    loads = len(LOAD_BAR.findall(new_log)) if log_path else None
+    mb = 2**20
+    summary = {
+        "users": users, "model": model, "wall_seconds": round(wall, 2),
+        "seconds_p50": round(statistics.median(seconds), 2), "seconds_max": round(max(seconds), 2),
+        "server_rss_before_mb": round(rss_before / mb), "server_rss_peak_mb": round(peak / mb),
+        "server_rss_after_mb": round(rss_after / mb), "server_rss_growth_mb": round((peak - rss_before) / mb),
+        # the browsers share the machine: server CPU seconds tell how much of the wait is the server's
+        "server_cpu_seconds": round(server_cpu, 1),
+        "model_loads": loads, "server_tracebacks": new_log.count("Traceback"),
+        "users_ok": sum(r["ok"] for r in results),
+        "goal_growth_mb": GOAL_GROWTH_MB, "goal_model_loads": 1,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)},
+        "per_user": results,
+    }
+    summary["warm_rounds"] = [{
+        "wall_seconds": round(w, 2), "users_ok": sum(r["ok"] for r in later),
+        "seconds_p50": round(statistics.median(r["seconds"] for r in later), 2),
+        "seconds_max": round(max(r["seconds"] for r in later), 2),
+        "problems": [p for r in later for p in r["problems"]]} for later, w in rounds_run[1:]]
+    every_round_ok = all(r["ok"] for users_run, _ in rounds_run for r in users_run)
+    summary["goals_met"] = (every_round_ok and summary["server_tracebacks"] == 0
+                            and summary["server_rss_growth_mb"] < GOAL_GROWTH_MB
+                            and (loads is None or model != "smollm2" or loads <= 1))
+    return summary
+
+
+def _table(s: dict) -> str:
+    lines = [f"{s['users']} users, model {s['model']}: {s['users_ok']}/{s['users']} ok, wall {s['wall_seconds']} s",
+             f"time to complete   p50 {s['seconds_p50']} s   max {s['seconds_max']} s   (first round: a fresh server is cold)",
+             *(f"                   p50 {w['seconds_p50']} s   max {w['seconds_max']} s   (next round: new sessions, warm caches)"
+               for w in s["warm_rounds"]),
+             f"server RSS         before {s['server_rss_before_mb']} MB   peak {s['server_rss_peak_mb']} MB   "
+             f"growth {s['server_rss_growth_mb']} MB (goal < {s['goal_growth_mb']})",
+             f"server CPU         {s['server_cpu_seconds']} s over all rounds (the browsers run on the same machine)",
+             f"model loads        {s['model_loads']} (goal <= 1 for smollm2)   server tracebacks {s['server_tracebacks']}",
+             "", "user  mask  positions   dataset          verdict          documents  seconds  ok"]
+    for r in s["per_user"]:
+        lines.append(f"{r['user']:>4}  {r['mask']:<4}  {r['positions']:<10}  {r['dataset']:<15}  "
+                     f"{r.get('verdict', '-'):<15}  {r.get('documents', '-'):>9}  {r['seconds']:>7}  "
+                     f"{'yes' if r['ok'] else 'NO: ' + '; '.join(r['problems'])[:200]}")
+    lines.append(f"\ngoals met: {'yes' if s['goals_met'] else 'NO'}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--users", type=int, default=10)
+    p.add_argument("--model", default="auto", choices=("auto", *MODEL_LABELS),
+                   help="auto: smollm2 when installed, else tiny-rope")
+    p.add_argument("--url", help="use this running server instead of starting one (needs --pid)")
+    p.add_argument("--pid", type=int, help="process id of the server at --url, for its memory")
+    p.add_argument("--log", type=Path, help="the server's log, to count model loads and tracebacks")
+    p.add_argument("--rounds", type=int, default=2, help="1 cold round, then warm rounds of new sessions")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    if args.url and not args.pid:
+        p.error("--url needs --pid (the server process, to measure its memory)")
+    if not Path(CHROMIUM).is_file():
+        print(f"error: {CHROMIUM} not found; apt-get install -y chromium", file=sys.stderr)
+        return 2
+    model = pick_model(args.model)
+    proc = None
+    if args.url:
+        url, pid, log = args.url, args.pid, args.log
+    else:
+        log = ROOT / "artifacts" / "concurrent-users-server.log"
+        log.parent.mkdir(exist_ok=True)
+        proc, url = start_server(log)
+        pid = proc.pid
+    try:
+        summary = run(url, pid, log, args.users, model, args.rounds)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    print(json.dumps(summary, indent=2) if args.json else _table(summary))
+    return 0 if summary["goals_met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

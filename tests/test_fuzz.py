@@ -1,0 +1,434 @@
+"""Hostile input: malformed and malicious files for the readers, the CLI and the app's upload.
+
+One catalogue, three consumers. Every file in it either reads (a valid file that only
+looks odd: formula strings, HTML, control characters, a 3 MB cell) or is refused with
+one clear line that names the file and the problem::
+
+    semicolon.csv  "length;text\\n3;abc"  -> error: ... seems to use ';' as delimiter ...
+    formulas.csv   "text\\n=cmd|' /C calc'!A0"  -> read as plain text, one document
+"""
+from __future__ import annotations
+
+import ast
+import csv
+import gzip
+import io
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from packing_core.lengths import lengths_from_file
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+# ---------------------------------------------------------------- the catalogue
+@dataclass(frozen=True)
+class Hostile:
+    """A file to throw at every reader: ``error`` is a regex the message must match; None = valid."""
+
+    id: str
+    name: str
+    data: bytes
+    error: str | None = None
+    texts: tuple[str, ...] = ()   # for valid text files: the documents expected back
+    marks: tuple = ()
+
+
+def _csv(header: list[str], rows: list[list[str]]) -> bytes:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([header, *rows])
+    return buf.getvalue().encode()
+
+
+def _parquet() -> bytes:
+    texts = [f"document number {i}" for i in range(3000)]
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"length": [len(t) for t in texts], "text": texts}), buf)
+    return buf.getvalue()
+
+
+def _corrupt_body(data: bytes, seed: int = 3) -> bytes:
+    """Scribble over the data pages but keep the header and footer magic intact."""
+    rng, out = random.Random(seed), bytearray(data)
+    for _ in range(64):
+        out[rng.randrange(8, len(out) // 2)] = rng.randrange(256)
+    return bytes(out)
+
+
+def _zip(name: str, text: str) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(name, text)
+    return buf.getvalue()
+
+
+PARQUET = _parquet()
+FORMULAS = ("=cmd|' /C calc'!A0", "+1+1", "@SUM(1)", "-2+3", '=HYPERLINK("http://x.example","y")')
+HTML = ('<script>alert("pwned")</script>', "<img src=x onerror=alert(1)>",
+        "</div><h1 id=injected>BIG</h1>", "**bold** $x^2$ :red[red]")
+ODD_UNICODE = ("\u202eevil.exe", "thumbs 👍🏽", "zero\u200bwidth", "tab\tinside")
+GARBAGE = random.Random(0).randbytes(4096)                              # has NUL bytes
+HIGH_BYTES = bytes(random.Random(1).randrange(128, 256) for _ in range(3000))  # no NUL, not UTF-8
+
+CATALOGUE = [
+    Hostile("empty", "empty.txt", b"", r"no documents found"),
+    Hostile("blank-lines", "blank.txt", b"\n  \n\t\n", r"no documents found"),
+    Hostile("header-only", "header.csv", b"length,text\n", r"no documents found"),
+    Hostile("binary-garbage", "garbage.csv", GARBAGE, r"looks binary"),
+    Hostile("binary-garbage-jsonl", "garbage.jsonl", GARBAGE, r"looks binary"),
+    Hostile("non-utf8", "latin1.csv", "text\nok\ncafé\n".encode("latin-1"), r"not UTF-8.*line 3"),
+    Hostile("non-utf8-txt", "latin1.txt", "ok\ncafé\n".encode("latin-1"), r"not UTF-8.*line 2"),
+    Hostile("high-bytes-one-line", "high.csv", HIGH_BYTES, r"UTF-8"),
+    Hostile("utf16", "utf16.txt", "hello\nworld\n".encode("utf-16"), r"UTF-16"),
+    Hostile("semicolon-delimiter", "semicolon.csv", b"length;text\n3;abc\n4;defg\n", r"';'"),
+    Hostile("no-known-column", "columns.csv", b"id,body\n1,hi\n", r"pass column="),
+    Hostile("wide-header", "wide.csv", b",".join(b"c%d" % i for i in range(20_000)) + b"\n",
+            r"and 19,980 more.*pass column="),
+    Hostile("deep-json-arrays", "deep.jsonl", b'{"text": ' + b"[" * 10_000 + b"]" * 10_000 + b"}\n",
+            r"nested too deeply"),
+    Hostile("deep-json-objects", "deep2.jsonl", b'{"a":' * 10_000 + b"1" + b"}" * 10_000 + b"\n",
+            r"nested too deeply"),
+    Hostile("json-array-not-lines", "array.json", b'[{"text": "a"}, {"text": "b"}]\n', r"jq -c"),
+    Hostile("json-giant-integer", "bigint.jsonl", b'{"length": 1' + b"0" * 5000 + b"}\n", r"line 1 .*too large"),
+    Hostile("zero-length", "zero.csv", b"length\n5\n0\n", r"data row 2 holds 0"),
+    Hostile("negative-length", "negative.csv", b"length\n5\n-3\n", r"holds -3"),
+    Hostile("fractional-length", "fraction.csv", b"length\n2.5\n", r"holds '2.5'"),
+    Hostile("thirty-digit-length", "digits.csv", b"length\n" + b"9" * 30 + b"\n", r"holds '9{30}'"),
+    Hostile("parquet-named-csv", "table.csv", PARQUET, r"looks like Parquet"),
+    Hostile("parquet-named-txt", "table.txt", PARQUET, r"looks like Parquet"),
+    Hostile("truncated-parquet", "cut.parquet", PARQUET[: len(PARQUET) // 2], r"not a readable Parquet"),
+    Hostile("corrupt-parquet-pages", "scribbled.parquet", _corrupt_body(PARQUET), r"Parquet"),
+    Hostile("gzip-named-csv", "data.csv", gzip.compress(b"length\n3\n"), r"gzip"),
+    Hostile("xlsx-like-zip", "sheet.csv", _zip("xl/workbook.xml", "<workbook/>"), r"zip archive"),
+    Hostile("unknown-suffix", "payload.exe", b"MZ\x90\x00", r"cannot tell the format"),
+    Hostile("formula-strings", "formulas.csv", _csv(["text"], [[f] for f in FORMULAS]), texts=FORMULAS),
+    Hostile("html-and-script", "html.csv", _csv(["text"], [[h] for h in HTML]), texts=HTML),
+    Hostile("unicode-controls", "unicode.txt", "\n".join(ODD_UNICODE).encode() + b"\n", texts=ODD_UNICODE),
+    Hostile("three-megabyte-cell", "longcell.csv", _csv(["text"], [["a" * 3_000_000]]), texts=("a" * 3_000_000,)),
+]
+ERRORS = [c for c in CATALOGUE if c.error]
+VALID = [c for c in CATALOGUE if not c.error]
+
+
+def cases(items):
+    return [pytest.param(c, id=c.id, marks=c.marks) for c in items]
+
+
+@pytest.fixture(scope="module")
+def hostile_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("hostile")
+    for c in CATALOGUE:
+        (folder / c.name).write_bytes(c.data)
+    return folder
+
+
+def assert_clear(message: str, case: Hostile) -> None:
+    """One line, short, naming the file, and saying what is wrong."""
+    assert re.search(case.error, message), f"{message!r} does not match {case.error!r}"
+    assert "\n" not in message.strip(), f"message spans lines: {message!r}"
+    assert len(message) < 600, f"message is {len(message):,} characters long: {message[:300]!r}..."
+    assert case.name in message, f"message does not name the file {case.name}: {message!r}"
+
+
+# ---------------------------------------------------------------- the file reader
+@pytest.mark.parametrize("case", cases(ERRORS))
+@pytest.mark.parametrize("as_upload", [False, True], ids=["path", "upload"])
+def test_reader_refuses_hostile_file_with_one_clear_value_error(case, as_upload, hostile_dir):
+    source = hostile_dir / case.name
+    if as_upload:  # what the app hands over: an in-memory file with a name
+        source = io.BytesIO(case.data)
+        source.name = case.name
+    with pytest.raises(ValueError) as e:
+        lengths_from_file(source)
+    assert_clear(str(e.value), case)
+
+
+@pytest.mark.parametrize("case", cases(VALID))
+def test_reader_reads_odd_but_valid_text_literally(case, hostile_dir):
+    got = lengths_from_file(hostile_dir / case.name)
+    assert got.tolist() == [len(t.encode()) for t in case.texts]
+
+
+def test_reader_names_a_missing_column_and_the_ones_that_exist(tmp_path):
+    path = tmp_path / "good.csv"
+    path.write_bytes(b"length,text\n3,abc\n")
+    with pytest.raises(ValueError, match=r"no column 'tokens'.*\['length', 'text'\]"):
+        lengths_from_file(path, column="tokens")
+
+
+def test_reader_takes_a_million_line_text_file_in_seconds(million_txt):
+    path, widths = million_txt
+    start = time.perf_counter()
+    got = lengths_from_file(path)
+    assert np.array_equal(got, widths)
+    assert time.perf_counter() - start < 20
+
+
+# ---------------------------------------------------------------- the command line
+def run_cli(*args, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "packing_core", "report", *map(str, args)], cwd=ROOT,
+                          env=CLI_ENV, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def cli_results(hostile_dir) -> dict[str, subprocess.CompletedProcess]:
+    """Every catalogue file through the CLI, a few at a time (each run imports torch)."""
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        runs = {c.id: pool.submit(run_cli, hostile_dir / c.name, "--format", "json") for c in CATALOGUE}
+        return {k: f.result() for k, f in runs.items()}
+
+
+@pytest.mark.parametrize("case", cases(ERRORS))
+def test_cli_refuses_hostile_file_with_exit_2_and_one_error_line(case, cli_results):
+    r = cli_results[case.id]
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr[-1000:]
+    assert_clear(lines[0], case)
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("case", cases(VALID))
+def test_cli_reports_odd_but_valid_text_file(case, cli_results):
+    r = cli_results[case.id]
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 0, r.stderr[-500:]
+    report = json.loads(r.stdout)
+    assert {m["documents"] for m in report} == {len(case.texts)}
+
+
+def test_cli_names_a_missing_column(tmp_path):
+    path = tmp_path / "good.csv"
+    path.write_bytes(b"length,text\n3,abc\n")
+    r = run_cli(path, "--column", "tokens")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert re.fullmatch(r"error: .*no column 'tokens'.*\['length', 'text'\].*\n", r.stderr)
+
+
+@pytest.fixture(scope="module")
+def million_txt(tmp_path_factory) -> tuple[Path, np.ndarray]:
+    """A big but valid text file: 1,000,000 lines of 1 to 60 characters, and their lengths."""
+    widths = np.random.default_rng(0).integers(1, 61, 1_000_000)
+    path = tmp_path_factory.mktemp("big") / "million.txt"
+    path.write_text("\n".join("x" * w for w in widths.tolist()) + "\n")
+    return path, widths
+
+
+def test_cli_reports_a_million_line_length_column_within_a_minute(tmp_path):
+    lengths = np.random.default_rng(0).integers(1, 700, 1_000_000)
+    path = tmp_path / "million.csv"
+    path.write_text("length\n" + "\n".join(map(str, lengths.tolist())) + "\n")
+    start = time.perf_counter()
+    r = run_cli(path, "--format", "json", timeout=180)
+    assert r.returncode == 0, r.stderr[-500:]
+    assert time.perf_counter() - start < 60
+    assert {m["real_tokens"] for m in json.loads(r.stdout) if m["tokens_lost"] == 0} == {int(lengths.sum())}
+
+
+def test_cli_refuses_an_absurd_document_length_quickly(tmp_path):
+    path = tmp_path / "huge.csv"
+    path.write_bytes(b"length\n5\n10000000000\n")
+    try:
+        r = run_cli(path, "--strategy", "bfd", timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("one absurd length kept the CLI busy for more than 20 s")
+    assert r.returncode == 2 and "10000000000" in r.stderr and r.stderr.count("\n") == 1
+
+
+# ---------------------------------------------------------------- static checks
+SOURCES = sorted([ROOT / "app.py", *(p for d in ("pages", "app_pages", "packing_core") for p in (ROOT / d).glob("**/*.py"))])
+UNSAFE_CALLS = {"pickle.load", "pickle.loads", "torch.load", "joblib.load", "pd.read_pickle",
+                "pandas.read_pickle", "yaml.load", "marshal.loads", "dill.load", "eval", "exec"}
+
+
+def _calls(path: Path):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            yield node, ast.unparse(node.func)
+
+
+def _where(path: Path, node) -> str:
+    return f"{path.relative_to(ROOT)}:{node.lineno}"
+
+
+def test_nothing_unpickles_or_evaluates_data():
+    found = [f"{_where(p, n)} {name}()" for p in SOURCES if p.exists() for n, name in _calls(p)
+             if name in UNSAFE_CALLS
+             or any(k.arg == "allow_pickle" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+                    for k in n.keywords)]
+    assert found == [], "unsafe deserialisation or eval (load safetensors/Parquet instead): " + ", ".join(found)
+
+
+def test_raw_html_comes_only_from_string_literals():
+    """``unsafe_allow_html=True`` / ``st.html`` may only render text written in the source.
+
+    A literal cannot carry a user's file name, text or column name into the page.
+    """
+    found = []
+    for p in SOURCES:
+        if not p.exists():
+            continue
+        for n, name in _calls(p):
+            raw = any(k.arg == "unsafe_allow_html" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+                      for k in n.keywords) or name.endswith(("st.html", "components.html", "components.v1.html"))
+            if raw and not (n.args and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)):
+                found.append(f"{_where(p, n)} {name}({ast.unparse(n.args[0]) if n.args else ''})")
+    assert found == [], "raw HTML built from variables (escape with html.escape or use st.text): " + ", ".join(found)
+
+
+@pytest.mark.parametrize("source, verdict", [
+    ("st.markdown(user_text, unsafe_allow_html=True)", "flagged"),
+    ("st.markdown(f'<b>{name}</b>', unsafe_allow_html=True)", "flagged"),
+    ("st.markdown('<br>', unsafe_allow_html=True)", "clean"),
+    ("st.markdown(text)", "clean"),
+    ("obj = pickle.load(f)", "flagged"),
+    ("w = torch.load(path, weights_only=True)", "flagged"),
+])
+def test_static_checks_catch_what_they_claim(source, verdict, tmp_path, monkeypatch):
+    path = tmp_path / "page.py"
+    path.write_text(f"import streamlit as st\n{source}\n")
+    monkeypatch.setattr(sys.modules[__name__], "SOURCES", [path])
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    failed = []
+    for check in (test_nothing_unpickles_or_evaluates_data, test_raw_html_comes_only_from_string_literals):
+        try:
+            check()
+        except AssertionError:
+            failed.append(check.__name__)
+    assert ("flagged" if failed else "clean") == verdict
+
+
+# ---------------------------------------------------------------- the app's upload (AppTest)
+EXPLORER = "app_pages/dataset_explorer.py"
+UPLOADABLE = {"csv", "tsv", "jsonl", "json", "ndjson", "parquet", "txt"}  # Streamlit refuses other suffixes
+PICKED_COLUMN = {"no-known-column", "wide-header"}  # the app's column picker answers "which column?"
+APP_ERRORS = [c for c in ERRORS if c.name.rsplit(".", 1)[-1] in UPLOADABLE and c.id not in PICKED_COLUMN]
+
+
+def _plain(markdown: str) -> str:
+    """Undo the app's markdown escaping (``zero\\.csv`` -> ``zero.csv``) to read the message."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def _explorer():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    return at.switch_page(EXPLORER).run()
+
+
+def _upload(at, name: str, data: bytes):
+    at.file_uploader(key="w_upload").set_value((name, data, "application/octet-stream")).run()
+    analyse = [b for b in at.button if b.label.startswith("Analyse")]
+    if analyse:  # the columns could be read: now read the data
+        analyse[0].click().run()
+    return at
+
+
+def _documents(at) -> str:
+    return next(m.value for m in at.metric if m.label == "Documents")
+
+
+@pytest.mark.parametrize("case", cases(APP_ERRORS))
+def test_app_upload_of_hostile_file_shows_one_error_and_keeps_the_dataset(case):
+    at = _explorer()
+    before = _documents(at)
+    _upload(at, case.name, case.data)
+    assert not at.exception, at.exception[0].value
+    errors = [_plain(e.value) for e in at.error]
+    assert len(errors) == 1, errors
+    assert_clear(errors[0].split(": ", 1)[1], case)
+    assert _documents(at) == before  # the built-in dataset is still shown, with its numbers
+
+
+@pytest.mark.parametrize("case", cases(VALID))
+def test_app_upload_of_odd_but_valid_text_becomes_the_dataset(case):
+    at = _explorer()
+    _upload(at, case.name, case.data)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert _documents(at) == f"{len(case.texts):,}"
+    assert _plain(at.subheader[0].value).startswith(f"uploaded: {case.name}")
+
+
+def test_app_error_about_a_previous_file_goes_when_another_file_is_chosen():
+    at = _explorer()
+    _upload(at, "latin1.csv", "text\nok\ncafé\n".encode("latin-1"))  # fails at 'Analyse'
+    _upload(at, "semicolon.csv", b"length;text\n3;abc\n")          # fails before 'Analyse'
+    assert [e.value for e in at.error if "latin1" in e.value] == []
+
+
+def test_app_reads_a_good_file_after_a_bad_one_in_the_same_session():
+    at = _explorer()
+    _upload(at, "negative.csv", b"length\n5\n-3\n")
+    assert len(at.error) == 1
+    _upload(at, "good.csv", b"length\n5\n3\n8\n")
+    assert not at.error and _documents(at) == "3"
+
+
+# ---------------------------------------------------------------- the app's upload (a real browser)
+BROWSER_BAD = ["semicolon-delimiter", "binary-garbage", "non-utf8", "deep-json-arrays", "zero-length",
+               "parquet-named-csv", "truncated-parquet", "corrupt-parquet-pages"]
+HOSTILE_NAME = '<img src=x onerror=alert(1)><b id=injected>x</b>.csv'
+
+
+def _browser_upload(app_page, name: str, data: bytes | None = None, path: Path | None = None) -> None:
+    app_page.upload(str(path) if path else {"name": name, "mimeType": "application/octet-stream", "buffer": data})
+    if app_page.page.get_by_role("button", name="Analyse this file").count():
+        app_page.click("Analyse this file")
+
+
+@pytest.mark.browser
+def test_browser_upload_of_hostile_files_shows_one_escaped_error_each_and_keeps_working(app_page):
+    app_page.open("dataset_explorer")
+    before = app_page.metric("Documents")
+    by_id = {c.id: c for c in CATALOGUE}
+    for case in (by_id[i] for i in BROWSER_BAD):
+        _browser_upload(app_page, case.name, case.data)
+        errors = app_page.alerts("error")
+        assert len(errors) == 1, (case.id, errors)  # and none left over from the previous file
+        assert case.name in errors[0] and re.search(case.error, errors[0]), (case.id, errors[0])
+        assert app_page.metric("Documents") == before, case.id  # the built-in numbers still render
+        app_page.assert_healthy()
+    app_page.screenshot("explorer-after-hostile-uploads")
+
+
+@pytest.mark.browser
+def test_browser_shows_html_in_a_file_name_and_texts_as_text_never_as_markup(app_page):
+    app_page.open("dataset_explorer")
+    _browser_upload(app_page, HOSTILE_NAME, _csv(["text"], [[h] for h in HTML]))
+    assert app_page.metric("Documents") == f"{len(HTML)}"
+    page = app_page.page
+    assert page.locator("#injected, img[src='x'], h1#injected").count() == 0
+    assert "<img src=x onerror=alert(1)>" in app_page.text()  # the literal name, shown as text
+    app_page.assert_healthy()  # includes: no alert() dialog fired
+    app_page.screenshot("explorer-hostile-file-name")
+
+
+@pytest.mark.browser
+def test_browser_analyses_a_million_line_text_upload_within_a_minute(app_page, million_txt):
+    path, widths = million_txt
+    app_page.open("dataset_explorer")
+    start = time.perf_counter()
+    _browser_upload(app_page, path.name, path=path)
+    assert app_page.metric("Documents") == "1,000,000"
+    assert app_page.metric("Longest") == f"{int(widths.max()):,}"
+    assert time.perf_counter() - start < 60
+    app_page.assert_healthy()
