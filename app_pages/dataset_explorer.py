@@ -69,7 +69,7 @@ with st.expander("Use your own file (CSV, TSV, JSONL, Parquet or TXT)", expanded
             columns = describe_columns(up)
         except ValueError as e:
             columns = []
-            st.error(f"Could not read {esc(up.name)}: {esc(e)}")
+            st.error(f"Could not read the file: {esc(e)}")
         if columns:
             u1, u2, u3 = st.columns(3)
             u1.selectbox("Column", columns, key="w_upload_column",

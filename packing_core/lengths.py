@@ -216,7 +216,8 @@ def _pick_column(src: readers.Source, column: str | None, want: str) -> str:
     if len(names) == 1:
         return names[0]
     wanted = "a length column (integers) or a text column" if want == "lengths" else "a text column"
-    raise ValueError(f"{src.name} has columns {names}; pass column= naming {wanted}")
+    shown = ", ".join(map(repr, names[:20])) + (f" ... and {len(names) - 20:,} more" if len(names) > 20 else "")
+    raise ValueError(f"{src.name} has columns [{shown}]; pass column= naming {wanted}")
 
 
 def _batches(src: readers.Source, column: str, text_only: bool):

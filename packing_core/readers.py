@@ -211,7 +211,15 @@ def _csv_reader(f, src: Source, column: str | None):
 def _csv_error(e: Exception, f, src: Source, offset: int) -> ValueError:
     msg = str(e)
     if "Empty CSV file" in msg:
-        return ValueError(f"no documents found in {src.name} (the file is empty)")
+        f.seek(0)
+        head = f.read(BATCH_BYTES)
+        if not head.strip():
+            return ValueError(f"no documents found in {src.name} (the file is empty)")
+        try:
+            head.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return _utf8_error(head, 1, src, e)
+        return ValueError(f"no documents found in {src.name}: it holds a header line and no data rows")
     if "UTF8" in msg or "UTF-8" in msg:
         f.seek(0)
         for chunk, first in _chunks(f):  # error path only: find the line to name
@@ -294,6 +302,9 @@ def _json_object(line: str, lineno: int, src: Source) -> dict:
     except RecursionError:
         raise ValueError(f"{src.name}: line {lineno} is nested too deeply to read; "
                          "flatten each line to one object with a text or length field") from None
+    except ValueError as e:  # e.g. an integer too large for Python's digit limit
+        raise ValueError(f"{src.name}: line {lineno} holds a value too large to read ({e}); "
+                         "store lengths as ordinary integers") from None
     if not isinstance(obj, dict):
         raise ValueError(f"{src.name}: line {lineno} is a JSON {type(obj).__name__}, not an object; "
                          'JSON Lines needs one object per line, e.g. {"text": "..."} '

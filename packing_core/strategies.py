@@ -32,6 +32,7 @@ from .plan import Pieces, Plan, PlanMetrics
 STRATEGIES = ("pad", "pad-longest", "bucket", "concat-cut", "next-fit", "ffd", "bfd")
 PACKING_STRATEGIES = ("concat-cut", "next-fit", "ffd", "bfd")
 OVERLONG_POLICIES = ("split", "truncate", "drop")
+MAX_SPLIT_PIECES = 10_000_000  # extra pieces from splitting: beyond this a length is a typo, not a dataset
 
 STRATEGY_INFO = {
     "pad": "Pad every sample to the context: one sample per row.",
@@ -72,7 +73,19 @@ def _check_args(lengths, context, strategy, overlong, batch_size) -> np.ndarray:
     if (arr < 1).any():
         i = int(np.argmax(arr < 1))
         raise ValueError(f"length {int(arr[i])} at position {i} is not positive; every document needs at least 1 token")
-    return arr.astype(np.int64, copy=False)
+    arr = arr.astype(np.int64, copy=False)
+    if overlong == "split":
+        # float sum: a single absurd length must not overflow before it is reported
+        pieces = float(np.ceil(arr / float(context)).sum())
+        if pieces - len(arr) > MAX_SPLIT_PIECES:
+            i = int(np.argmax(arr))
+            raise ValueError(
+                f"splitting at context {context} would make {pieces:,.0f} pieces from {len(arr):,} documents "
+                f"(the longest, at position {i}, has {int(arr[i])} tokens); at most {MAX_SPLIT_PIECES:,} extra pieces "
+                "are allowed: check the lengths, "
+                "raise the context, or use overlong='truncate' or 'drop'"
+            )
+    return arr
 
 
 def _items(lengths: np.ndarray, context: int, overlong: str) -> _Items:

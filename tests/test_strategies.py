@@ -215,3 +215,10 @@ def test_bad_input_raises_value_error_naming_the_problem(kwargs, words):
 def test_every_packing_strategy_is_marked_packed_and_padding_is_not():
     for s in STRATEGIES:
         assert make_plan(WORKED, 512, s).packed == (s in PACKING_STRATEGIES)
+
+
+def test_an_absurd_length_is_refused_before_any_work_naming_the_length_and_the_fix():
+    with pytest.raises(ValueError, match=r"10000000000 tokens.*truncate"):
+        make_plan([5, 10_000_000_000], 512, "bfd")
+    # truncating it is fine: nothing is split, one piece
+    assert make_plan([5, 10_000_000_000], 512, "bfd", overlong="truncate").metrics().tokens_truncated == 10_000_000_000 - 512
