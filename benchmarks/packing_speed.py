@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     p.add_argument("--big", type=int, default=10_000_000, help="documents in the large run")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--context", type=int, default=512)
-    p.add_argument("--strategies", default="bfd,ffd,next-fit,concat-cut,pad",
+    p.add_argument("--strategies", default=",".join(STRATEGIES),
                    help=f"comma-separated, from {','.join(STRATEGIES)}")
     a = p.parse_args(argv)
     r = run(a.big, a.repeats, a.context, [s for s in a.strategies.split(",") if s])

@@ -118,12 +118,6 @@ def _batched_rows(order: np.ndarray, it: _Items, batch_of: np.ndarray):
     return widths[batch_of]
 
 
-def _shuffled_batches(batch_of: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Renumber batches in a random order, so long and short batches interleave."""
-    n = int(batch_of.max()) + 1 if len(batch_of) else 0
-    return rng.permutation(n)[batch_of]
-
-
 def _next_fit_starts(length: np.ndarray, context: int) -> np.ndarray:
     """Indices where next-fit opens a new row, by pointer doubling.
 
@@ -303,16 +297,19 @@ def make_plan(
             widths = _batched_rows(order, it, np.arange(n) // batch_size)
         else:
             bucket_of = _bucket_of(it.length, context, buckets, bucket_edges)
-            order = np.lexsort((rng.random(n), bucket_of))
-            b_sorted = bucket_of[order]
-            b_first = np.searchsorted(b_sorted, b_sorted, side="left")
-            pos = np.arange(n) - b_first
-            # unique batch id per (bucket, chunk), then shuffle the batch order
-            key = b_sorted * (n + 1) + pos // batch_size
-            _, batch_of = np.unique(key, return_inverse=True)
-            batch_of = _shuffled_batches(batch_of, rng)
-            resort = np.argsort(batch_of, kind="stable")
-            order, batch_of = order[resort], batch_of[resort]
+            # shuffle, then a stable sort by bucket: random order inside each bucket
+            # (bucket ids are small, so the stable sort is a radix sort)
+            perm = rng.permutation(n)
+            order = perm[np.argsort(bucket_of[perm], kind="stable")]
+            # a batch starts at every bucket start and every batch_size items inside a bucket
+            ends = np.cumsum(np.bincount(bucket_of))
+            first = np.concatenate([np.arange(a, b, batch_size) for a, b in zip(ends - np.diff(ends, prepend=0), ends)])
+            sizes = np.diff(np.append(first, n))
+            # lay the batches out in a random order, so long and short batches interleave
+            shuffled = rng.permutation(len(first))
+            take = np.repeat(first[shuffled] - np.cumsum(sizes[shuffled]) + sizes[shuffled], sizes[shuffled])
+            order = order[take + np.arange(n)]
+            batch_of = np.repeat(np.arange(len(first)), sizes[shuffled])
             widths = _batched_rows(order, it, batch_of)
         row_of_item = np.empty(n, dtype=np.int64)
         row_of_item[order] = np.arange(n)
@@ -333,7 +330,9 @@ def _bucket_of(length: np.ndarray, context: int, buckets: int, bucket_edges) -> 
             raise ValueError(f"buckets must be a positive integer, got {buckets!r}; try 8")
         # quantile edges: buckets of about equal size on this data
         edges = np.unique(np.quantile(length, np.linspace(0, 1, buckets + 1)[1:], method="higher").astype(np.int64))
-    return np.searchsorted(edges, length, side="left")
+    # items never exceed the context: look the bucket up in a table of every possible length
+    table = np.searchsorted(edges, np.arange(context + 1), side="left").astype(np.uint16 if len(edges) < 2**16 - 1 else np.int64)
+    return table[length]
 
 
 def compare(lengths, context: int, strategies=STRATEGIES, **kwargs) -> list[PlanMetrics]:
