@@ -263,3 +263,17 @@ def benchmark_figure(result: dict, title: str | None = None) -> go.Figure:
     fig.update_yaxes(title="attention tokens per second", gridcolor="#eee", rangemode="tozero",
                      range=[0, max(max(tps), bound) * 1.18])
     return _layout(fig, title=title, height=380, showlegend=False)
+
+
+def row_order_figure(orders: dict, title: str | None = None) -> go.Figure:
+    """Longest document per row, in row order, one line per plan (``{label: RowOrder}``)."""
+    fig = go.Figure()
+    for i, (label, order) in enumerate(orders.items()):
+        fig.add_trace(go.Scattergl(
+            x=np.arange(len(order.longest)), y=order.longest, mode="lines", name=label,
+            line=dict(width=1.5, color=PALETTE[i % len(PALETTE)]),
+            hovertemplate="row %{x}: longest document %{y} tokens<extra>" + label + "</extra>",
+        ))
+    fig.update_xaxes(title_text="row (the order batches are drawn in)")
+    fig.update_yaxes(title_text="longest document in the row")
+    return _layout(fig, title=title, height=260)

@@ -92,6 +92,12 @@ def test_one_500_token_outlier_pads_the_other_31_rows():
     assert stretched < calm / 3
 
 
+def test_fit_decreasing_rows_read_in_order_are_correlated_until_shuffled():
+    at = open_page("padded_vs_packed")
+    assert float(metric(at, "bfd rows: neighbour correlation")) > 0.9
+    assert abs(float(metric(at, "bfd, rows shuffled"))) < 0.2
+
+
 def test_editing_the_lengths_replans_and_bad_lengths_say_what_is_wrong():
     at = open_page("padded_vs_packed")
     at.text_area(key="w_p2_lengths").set_value("512, 512, 256, 256").run()

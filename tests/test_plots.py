@@ -244,3 +244,14 @@ def test_benchmark_figure_draws_measured_bars_beside_the_flop_ratio_bound():
     bound = result["padded"]["tokens_per_s"] * result["flop_ratio"]
     assert fig.layout.shapes[0].y0 == pytest.approx(bound)
     assert fig.layout.shapes[1].y0 == pytest.approx(bound * result["goal_factor"])
+
+
+def test_row_order_figure_draws_one_line_per_plan_with_the_longest_piece_per_row():
+    from packing_core.plots import row_order_figure
+    from packing_core.report import row_order
+    from packing_core.strategies import make_plan
+
+    p = make_plan([300, 20, 200, 250, 30, 10], 320, "bfd")
+    fig = row_order_figure({"bfd": row_order(p)})
+    assert len(fig.data) == 1 and fig.data[0].name == "bfd"
+    assert list(fig.data[0].y) == [300, 250, 200]

@@ -170,3 +170,17 @@ def test_every_planted_bug_is_caught_by_check_batch(how):
 def test_an_unknown_bug_is_refused():
     with pytest.raises(ValueError, match="unknown break"):
         report.broken_batch(_instruction_batch(), "gremlins")
+
+
+def test_fit_decreasing_rows_come_out_sorted_until_shuffled():
+    from packing_core.lengths import synthetic_lengths
+    from packing_core.report import row_order
+    from packing_core.strategies import make_plan
+
+    lengths = report.sample_lengths(synthetic_lengths("support-tickets"), 2000, seed=1)
+    ordered = row_order(make_plan(lengths, 512, "bfd"))
+    shuffled = row_order(make_plan(lengths, 512, "bfd", shuffle=True, seed=0))
+    assert ordered.neighbour_correlation > 0.9
+    assert abs(shuffled.neighbour_correlation) < 0.2
+    assert ordered.first_batch_mean > 2 * ordered.last_batch_mean
+    assert sorted(ordered.longest.tolist()) == sorted(shuffled.longest.tolist())
