@@ -1,7 +1,9 @@
 """Packing Lab: the entry point. It routes to the pages and draws the shared sidebar.
 
 Run with ``streamlit run app.py``. The lab's logic lives in ``packing_core``; each page
-in ``pages/`` is a thin file: widgets -> a call into packing_core -> a figure.
+in ``app_pages/`` is a thin file: widgets -> a call into packing_core -> a figure. (Not
+``pages/``: Streamlit runs a folder of that name as an old-style multipage app, page by
+page without this entry point, on the first request of a fresh server.)
 """
 import os
 

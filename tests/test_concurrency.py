@@ -66,8 +66,6 @@ def _loaders(path: Path) -> set[str]:
 def test_leakage_lab_builds_every_model_inside_st_cache_resource():
     """One model per server process, shared by every session (loaded once, never per user)."""
     page = ROOT / "app_pages" / "leakage_lab.py"
-    if not page.exists():
-        page = ROOT / "pages" / "leakage_lab.py"
     loaders, decorators = _loaders(page), _cached_functions(page)
     assert loaders, f"no model loader found in {page.name}"
     assert {f: decorators[f] for f in loaders} == {f: "st.cache_resource" for f in loaders}

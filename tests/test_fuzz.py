@@ -252,7 +252,7 @@ def test_cli_refuses_an_absurd_document_length_quickly(tmp_path):
 
 
 # ---------------------------------------------------------------- static checks
-SOURCES = sorted([ROOT / "app.py", *(p for d in ("pages", "app_pages", "packing_core") for p in (ROOT / d).glob("**/*.py"))])
+SOURCES = sorted([ROOT / "app.py", *(p for d in ("app_pages", "packing_core") for p in (ROOT / d).glob("**/*.py"))])
 UNSAFE_CALLS = {"pickle.load", "pickle.loads", "torch.load", "joblib.load", "pd.read_pickle",
                 "pandas.read_pickle", "yaml.load", "marshal.loads", "dill.load", "eval", "exec"}
 
