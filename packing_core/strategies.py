@@ -248,7 +248,8 @@ def make_plan(
     (2, 1024, 0.889)
 
     ``batch_size`` and ``sort`` shape ``pad-longest``; ``buckets`` (a count of
-    quantile buckets) or ``bucket_edges`` (upper edges) shape ``bucket``;
+    quantile buckets, at most one per ``batch_size`` samples) or ``bucket_edges``
+    (upper edges) shape ``bucket``;
     ``shuffle`` randomly reorders the rows of packing strategies, so packed batches
     are not sorted by length. The same ``seed`` gives the same plan.
     """
@@ -296,7 +297,7 @@ def make_plan(
             order = np.argsort(-it.length, kind="stable") if sort else np.arange(n)
             widths = _batched_rows(order, it, np.arange(n) // batch_size)
         else:
-            bucket_of = _bucket_of(it.length, context, buckets, bucket_edges)
+            bucket_of = _bucket_of(it.length, context, buckets, bucket_edges, batch_size)
             # shuffle, then a stable sort by bucket: random order inside each bucket
             # (bucket ids are small, so the stable sort is a radix sort)
             perm = rng.permutation(n)
@@ -320,7 +321,7 @@ def make_plan(
     return _plan(*args, doc, start, length, row, offset, np.full(n_rows, context, np.int64), packed)
 
 
-def _bucket_of(length: np.ndarray, context: int, buckets: int, bucket_edges) -> np.ndarray:
+def _bucket_of(length: np.ndarray, context: int, buckets: int, bucket_edges, batch_size: int) -> np.ndarray:
     if bucket_edges is not None:
         edges = np.asarray(sorted(set(int(e) for e in bucket_edges)), dtype=np.int64)
         if len(edges) == 0 or (edges < 1).any():
@@ -328,7 +329,9 @@ def _bucket_of(length: np.ndarray, context: int, buckets: int, bucket_edges) -> 
     else:
         if isinstance(buckets, bool) or not isinstance(buckets, (int, np.integer)) or buckets < 1:
             raise ValueError(f"buckets must be a positive integer, got {buckets!r}; try 8")
-        # quantile edges: buckets of about equal size on this data
+        # quantile edges: buckets of about equal size on this data, each at least one full
+        # batch (eight buckets over eight samples would be eight one-row "batches")
+        buckets = min(int(buckets), max(1, len(length) // batch_size))
         edges = np.unique(np.quantile(length, np.linspace(0, 1, buckets + 1)[1:], method="higher").astype(np.int64))
     # items never exceed the context: look the bucket up in a table of every possible length
     table = np.searchsorted(edges, np.arange(context + 1), side="left").astype(np.uint16 if len(edges) < 2**16 - 1 else np.int64)

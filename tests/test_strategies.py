@@ -222,3 +222,11 @@ def test_an_absurd_length_is_refused_before_any_work_naming_the_length_and_the_f
         make_plan([5, 10_000_000_000], 512, "bfd")
     # truncating it is fine: nothing is split, one piece
     assert make_plan([5, 10_000_000_000], 512, "bfd", overlong="truncate").metrics().tokens_truncated == 10_000_000_000 - 512
+
+
+def test_quantile_buckets_hold_at_least_one_full_batch_each():
+    # eight samples, batch size 32: one bucket, so bucketing pads like pad-longest
+    bucket = make_plan(WORKED, 512, "bucket", buckets=8, batch_size=32).metrics()
+    assert bucket.slots == make_plan(WORKED, 512, "pad-longest", batch_size=32).metrics().slots == 8 * 300
+    # with batch size 1 every sample may sit in its own bucket
+    assert make_plan(WORKED, 512, "bucket", buckets=8, batch_size=1).metrics().slots == sum(WORKED)
