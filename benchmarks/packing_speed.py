@@ -64,7 +64,7 @@ def run(big: int, repeats: int, context: int, strategies) -> dict:
     }
     lengths = synthetic_lengths("support-tickets", n=big, seed=1)
     for s in strategies:
-        secs = _best_time(lambda: make_plan(lengths, context, s).metrics(), max(1, repeats // 5))
+        secs = _best_time(lambda: make_plan(lengths, context, s).metrics(), max(3, repeats // 3))
         plan = make_plan(lengths, context, s)
         t = time.perf_counter()
         _ = plan.piece_row
