@@ -23,7 +23,7 @@ if sources().get(dataset) is None or sources()[dataset].kind != "synthetic":
 c1, c2, c3, c4 = st.columns(4)
 docs = c1.select_slider("Documents", options=(32, 64, 128, 256, 512, 1024, 2048), **bind("p6_docs", 128))
 heads = c2.select_slider("Heads", options=(1, 2, 4, 8, 16), **bind("p6_heads", 8))
-repeats = c3.select_slider("Repeats (median)", options=(1, 2, 3, 5), **bind("p6_repeats", 2))
+repeats = c3.select_slider("Repeats (best of)", options=(1, 2, 3, 5), **bind("p6_repeats", 2))
 devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 device = c4.radio("Device", devices, horizontal=True, key="p6_device",
                   help="cuda appears when a GPU is present; varlen runs only there")

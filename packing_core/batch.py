@@ -157,9 +157,9 @@ class PackedBatch:
         n_rows, width = plan.n_rows, int(plan.row_width.max())
         p_doc, p_start, p_len = plan.piece_doc, plan.piece_start, plan.piece_len
         p_row, p_off = plan.piece_row, plan.piece_offset
-        # one entry per placed token, vectorised over all pieces
-        piece = np.repeat(np.arange(len(p_len)), p_len)
-        within = np.arange(len(piece)) - np.repeat(np.cumsum(p_len) - p_len, p_len)
+        # one entry per placed token: the pieces laid end to end, as segment_layout lays documents
+        pieces = segment_layout(p_len)
+        piece, within = pieces.segment_ids, pieces.position_ids
         in_doc = p_start[piece] + within
         dest = p_row[piece] * width + p_off[piece] + within
         first_in_row = np.searchsorted(p_row, p_row, side="left")
@@ -178,7 +178,6 @@ class PackedBatch:
             pos = within
         else:
             pos = p_off[piece] + within
-        cu_pieces = np.concatenate([[0], np.cumsum(p_len)]).astype(np.int32)
         row_bounds = plan.row_bounds()
         row_cu = tuple(
             torch.from_numpy(np.concatenate([[0], np.cumsum(p_len[row_bounds[r]:row_bounds[r + 1]])]).astype(np.int32))
@@ -194,7 +193,7 @@ class PackedBatch:
             targets=t(grid(IGNORE_INDEX, tgt, np.int64)),
             loss_mask=t(grid(False, nxt_ok, bool)),
             answer_mask=t(grid(False, answer, bool)),
-            cu_seqlens=t(cu_pieces),
+            cu_seqlens=t(pieces.cu_seqlens),
             row_cu_seqlens=row_cu,
             max_seqlen=int(p_len.max()),
             pad_id=int(pad_id),

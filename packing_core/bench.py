@@ -37,22 +37,21 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _best_times(fns: dict[str, Callable[[], object]], repeats: int,
-                device: torch.device) -> dict[str, float]:
-    """Best-of-``repeats`` seconds per function, measured in interleaved rounds.
+def _time_round(fns: dict[str, Callable[[], object]], device: torch.device) -> dict[str, float]:
+    """Seconds of one call of each function, one after the other: one interleaved round.
 
-    Interleaving and taking the minimum keep the ratios honest on a shared machine:
-    a noisy neighbour slows some rounds, rarely the best one of each function.
+    The caller keeps each function's best round. Interleaving and taking the minimum keep
+    the ratios honest on a shared machine: a noisy neighbour slows some rounds, rarely the
+    best one of each function.
     """
-    best = {name: float("inf") for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            _sync(device)
-            start = time.perf_counter()
-            fn()
-            _sync(device)
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
+    seconds = {}
+    for name, fn in fns.items():
+        _sync(device)
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        seconds[name] = time.perf_counter() - start
+    return seconds
 
 
 def machine_info(device: torch.device) -> dict:
@@ -138,7 +137,7 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
     for r in range(repeats):
         report(0.1 + 0.9 * r / repeats, f"round {r + 1} of {repeats}: padded "
                f"{pad.n_rows} rows, packed {bfd.n_rows} rows ({', '.join(backends)})")
-        for name, seconds in _best_times(fns, 1, dev).items():
+        for name, seconds in _time_round(fns, dev).items():
             best[name] = min(best[name], seconds)
 
     padded_s = best["padded"]

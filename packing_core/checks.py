@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .batch import IGNORE_INDEX, PackedBatch
+from .batch import IGNORE_INDEX, PackedBatch, segment_layout
 
 VIOLATIONS = {
     "cu_seqlens_not_monotone": "cu_seqlens must start at 0 and strictly increase",
@@ -89,9 +89,8 @@ def check_batch(batch: PackedBatch) -> list[Violation]:
     if len(pads_in[0]):
         add("pad_in_loss", f"{len(pads_in[0])} pad positions in the loss, first at row {int(pads_in[0][0])}, slot {int(pads_in[1][0])}")
     plan = batch.plan
-    n = plan.piece_len
-    piece = np.repeat(np.arange(len(n)), n)
-    within = np.arange(len(piece)) - np.repeat(np.cumsum(n) - n, n)
+    pieces = segment_layout(plan.piece_len)
+    piece, within = pieces.segment_ids, pieces.position_ids
     planned = np.zeros_like(valid)
     planned.reshape(-1)[plan.piece_row[piece] * valid.shape[1] + plan.piece_offset[piece] + within] = True
     if (valid & ~planned).any():

@@ -19,6 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .batch import segment_layout
 from .strategies import PACKING_STRATEGIES
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2",
@@ -126,9 +127,8 @@ def plan_grid(plan, first_row: int = 0, max_rows: int = 32):
     token = np.full_like(doc, -1)
     b = plan.row_bounds()
     lo, hi = int(b[rows[0]]), int(b[rows[-1] + 1])
-    p_len = plan.piece_len[lo:hi]
-    piece = np.repeat(np.arange(hi - lo), p_len)
-    within = np.arange(len(piece)) - np.repeat(np.cumsum(p_len) - p_len, p_len)
+    pieces = segment_layout(plan.piece_len[lo:hi])
+    piece, within = pieces.segment_ids, pieces.position_ids
     r = plan.piece_row[lo:hi][piece] - first_row
     c = plan.piece_offset[lo:hi][piece] + within
     doc[r, c] = plan.piece_doc[lo:hi][piece]
