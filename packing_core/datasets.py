@@ -40,7 +40,6 @@ REAL = {
     "fortunes": ("Debian fortune cookies: about 15,000 short quotes, jokes and poems "
                  "(plain text, pretraining style)", "pretraining"),
 }
-SOURCES: dict[str, str] = {**_lengths.SYNTHETIC, **{k: v[0] for k, v in REAL.items()}}
 
 
 @dataclass(frozen=True)

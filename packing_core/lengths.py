@@ -33,7 +33,6 @@ SYNTHETIC: dict[str, str] = {
     "bimodal": "100,000 docs: short chat turns (~40 tokens) and long documents (~400); for context 512",
     "long-tailed": "100,000 docs, Pareto: many short (median ~27), a few very long (>512, up to 8192)",
 }
-SYNTHETIC_CONTEXT: dict[str, int] = {"support-tickets": 512, "bimodal": 512, "long-tailed": 512}
 _DEFAULT_N = {"support-tickets": 200_000, "bimodal": 100_000, "long-tailed": 100_000}
 
 
