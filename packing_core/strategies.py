@@ -277,7 +277,7 @@ def make_plan(
         b, cut = rep(begin), row * context
         lo = np.maximum(b, cut)
         hi = np.minimum(rep(end), cut + context)
-        n_rows = int(-(-end[-1] // context)) if n else 0
+        n_rows = int(-(-end[-1] // context))
         doc, start, length, offset = rep(it.doc), rep(it.start) + lo - b, hi - lo, lo - cut
     elif strategy in ("next-fit", "ffd", "bfd"):
         if strategy == "next-fit":
