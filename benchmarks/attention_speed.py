@@ -2,6 +2,7 @@
 
     python benchmarks/attention_speed.py                 # CPU, float32, table
     python benchmarks/attention_speed.py --device cuda --json
+    python benchmarks/attention_speed.py --breakdown      # where segments' CPU time goes
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from packing_core.bench import format_table, run_benchmark  # noqa: E402
+from packing_core.bench import (format_breakdown, format_table, run_benchmark,  # noqa: E402
+                                segments_breakdown)
 
 
 def main(argv=None) -> int:
@@ -29,7 +31,23 @@ def main(argv=None) -> int:
     p.add_argument("--backends", nargs="+", default=None, help="packed backends to time")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--breakdown", action="store_true",
+                   help="CPU only: time the segments backend stage by stage instead")
     args = p.parse_args(argv)
+    if args.breakdown:
+        if args.device != "cpu" or args.dtype not in ("auto", "float32"):
+            print("error: --breakdown measures the CPU float32 path: drop --device/--dtype",
+                  file=sys.stderr)
+            return 2
+        try:
+            result = segments_breakdown(docs=args.docs, context=args.context, heads=args.heads,
+                                        head_dim=args.head_dim, repeats=args.repeats,
+                                        dataset=args.dataset, seed=args.seed)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(result, indent=2) if args.json else format_breakdown(result))
+        return 0
     try:
         result = run_benchmark(docs=args.docs, context=args.context, heads=args.heads,
                                head_dim=args.head_dim, repeats=args.repeats, device=args.device,

@@ -71,6 +71,26 @@ def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
     return _DTYPES[dtype]
 
 
+def _padded_baseline(rows: int, context: int, heads: int, head_dim: int, dt: torch.dtype,
+                     dev: torch.device, g: torch.Generator):
+    """The padded layout: one document per row, ``[B, H, context, D]``, causal SDPA.
+
+    Returns ``(run, qkv)``. It runs in chunks of rows to bound memory; pads sit after
+    the real tokens, so ``is_causal`` alone keeps them unseen (the fastest honest padded
+    call: no mask tensor).
+    """
+    bytes_per_row = 4 * heads * context * head_dim * torch.finfo(dt).bits // 8
+    chunk = max(1, min(rows, _PADDED_CHUNK_BYTES // bytes_per_row))
+    qkv = [torch.randn(chunk, heads, context, head_dim, generator=g).to(dev, dt)
+           for _ in range(3)]
+    sizes = [chunk] * (rows // chunk) + ([rows % chunk] if rows % chunk else [])
+
+    def run():
+        for n in sizes:
+            F.scaled_dot_product_attention(*(t[:n] for t in qkv), is_causal=True)
+    return run, qkv
+
+
 def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_dim: int = 64,
                   repeats: int = 3, device: str = "cpu", dtype: str | None = None,
                   backends=None, dataset: str = "support-tickets", seed: int = 0,
@@ -105,16 +125,7 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
     tokens = bfd_m.real_tokens
 
     g = torch.Generator().manual_seed(seed)
-    # Padded: one document per row, [B, H, context, D]; run in chunks to bound memory.
-    bytes_per_row = 4 * heads * context * head_dim * torch.finfo(dt).bits // 8
-    chunk = max(1, min(pad.n_rows, _PADDED_CHUNK_BYTES // bytes_per_row))
-    qkv_pad = [torch.randn(chunk, heads, context, head_dim, generator=g).to(dev, dt)
-               for _ in range(3)]
-    sizes = [chunk] * (pad.n_rows // chunk) + ([pad.n_rows % chunk] if pad.n_rows % chunk else [])
-
-    def padded():
-        for n in sizes:
-            F.scaled_dot_product_attention(*(t[:n] for t in qkv_pad), is_causal=True)
+    padded, qkv_pad = _padded_baseline(pad.n_rows, context, heads, head_dim, dt, dev, g)
 
     # Packed: the bfd plan's pieces back to back, row by row, no pads.
     piece_len = bfd.piece_len
@@ -167,6 +178,98 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
         "padded": {"seconds": padded_s, "tokens_per_s": tokens / padded_s},
         "backends": results,
     }
+
+
+def segments_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16,
+                       head_dim: int = 64, repeats: int = 3, dataset: str = "support-tickets",
+                       seed: int = 0) -> dict:
+    """Where the CPU ``segments`` backend's time goes, stage by stage (float32, CPU).
+
+    Each stage adds one cost to the one before; its ``of_flop_ratio`` is the share of
+    the FLOP ratio it would reach if that were all the backend paid:
+
+    - ``kernel_cached``: each document's SDPA call repeated on its own inputs, so they
+      sit in the core's cache, summed over the documents: the kernel's own cost, an
+      estimate no real step reaches (a step's inputs were just written, and a batch's
+      q, k, v do not fit in a core's cache).
+    - ``kernel_cold``: the same calls over the real packed tensors, outputs dropped.
+    - ``copy_out``: plus copying each output into a result tensor that is reused.
+    - ``backend``: ``attend(..., "segments")``: plus a fresh result tensor per call,
+      whose first touch costs a page fault per 4 KiB page.
+    """
+    from .lengths import synthetic_lengths
+    from .strategies import make_plan
+
+    lengths = synthetic_lengths(dataset, n=docs, seed=seed)
+    pad, bfd = make_plan(lengths, context, "pad"), make_plan(lengths, context, "bfd")
+    flop_ratio = pad.metrics().attention_cost_padded / bfd.metrics().attention_cost_packed
+    g = torch.Generator().manual_seed(seed)
+    cpu = torch.device("cpu")
+    padded, _ = _padded_baseline(pad.n_rows, context, heads, head_dim, torch.float32, cpu, g)
+    piece_len = bfd.piece_len
+    cu = np.concatenate([[0], np.cumsum(piece_len)]).tolist()
+    q, k, v = (torch.randn(int(cu[-1]), heads, head_dim, generator=g) for _ in range(3))
+    reused = torch.zeros_like(q)
+    spans = list(zip(cu[:-1], cu[1:]))
+
+    def per_document(copy: bool):
+        def run():
+            for a, b in spans:
+                o = F.scaled_dot_product_attention(
+                    *(t[a:b][None].transpose(1, 2) for t in (q, k, v)), is_causal=True)
+                if copy:
+                    reused[a:b] = o[0].transpose(0, 1)
+        return run
+
+    def cached_kernel() -> float:
+        """Sum over documents of one call on inputs in cache (best of four repeats)."""
+        per = {}
+        for n in np.unique(piece_len).tolist():
+            x = [t[:n].transpose(0, 1)[None].contiguous() for t in (q, k, v)]
+            F.scaled_dot_product_attention(*x, is_causal=True)
+            per[n] = min(_time_round({"call": lambda: F.scaled_dot_product_attention(
+                *x, is_causal=True)}, cpu)["call"] for _ in range(4))
+        return sum(per[n] for n in piece_len.tolist())
+
+    cu_t = torch.tensor(cu, dtype=torch.int32)
+    fns = {
+        "padded": padded,
+        "kernel_cold": per_document(copy=False),
+        "copy_out": per_document(copy=True),
+        "backend": lambda: attend(q, k, v, cu_t, int(piece_len.max()), "segments"),
+    }
+    for fn in fns.values():
+        fn()
+    best = {name: float("inf") for name in fns}
+    for _ in range(repeats):
+        for name, seconds in _time_round(fns, cpu).items():
+            best[name] = min(best[name], seconds)
+    best["kernel_cached"] = cached_kernel()
+    padded_s = best.pop("padded")
+    order = ("kernel_cached", "kernel_cold", "copy_out", "backend")
+    return {
+        "machine": machine_info(cpu),
+        "config": {"dataset": dataset, "docs": int(docs), "context": context, "heads": heads,
+                   "head_dim": head_dim, "repeats": repeats, "seed": seed},
+        "flop_ratio": flop_ratio,
+        "padded_seconds": padded_s,
+        "stages": {name: {"seconds": best[name], "speedup": padded_s / best[name],
+                          "of_flop_ratio": padded_s / best[name] / flop_ratio}
+                   for name in order},
+    }
+
+
+def format_breakdown(result: dict) -> str:
+    """Plain-text table of a :func:`segments_breakdown` result."""
+    c = result["config"]
+    lines = [f"segments on CPU, {c['docs']} {c['dataset']}, {c['heads']} heads x "
+             f"{c['head_dim']}, {result['machine']['torch_threads']} threads; padded "
+             f"{result['padded_seconds']:.3f} s, FLOP ratio {result['flop_ratio']:.2f}",
+             f"{'stage':<14} {'seconds':>8} {'speedup':>8} {'of FLOP ratio':>14}"]
+    for name, r in result["stages"].items():
+        lines.append(f"{name:<14} {r['seconds']:>8.3f} {r['speedup']:>8.2f} "
+                     f"{r['of_flop_ratio']:>14.2f}")
+    return "\n".join(lines)
 
 
 def format_table(result: dict) -> str:

@@ -283,3 +283,21 @@ def test_benchmark_shows_the_flop_ratio_before_running_and_the_measurement_after
     assert table["layout"][0] == "padded" and "segments" in set(table["layout"])
     assert (pd.to_numeric(table["tokens/s"]) > 0).all()
     assert len(at.get("plotly_chart")) == 1
+
+
+def test_benchmark_breaks_down_the_segments_time_on_live_numbers():
+    at = open_page("benchmark")
+    at.select_slider(key="w_p6_docs").set_value(32)
+    at.select_slider(key="w_p6_heads").set_value(1)
+    at.select_slider(key="w_p6_repeats").set_value(1)
+    at.run()
+    at.button(key="p6_breakdown_run").click().run()
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert len(table) == 4 and table["stage"][3].startswith("the whole backend")
+    assert (pd.to_numeric(table["seconds"]) > 0).all()
+    stages = at.session_state["p6_breakdown"]["stages"]
+    text = markdown(at)
+    # The sentence quotes the measured shares, not fixed numbers.
+    for name in ("kernel_cached", "kernel_cold", "backend"):
+        assert f"**{stages[name]['of_flop_ratio']:.0%}**" in text

@@ -69,3 +69,28 @@ def test_cli_turns_a_bad_dtype_into_one_line(capsys):
     main = runpy.run_path(str(SCRIPT))["main"]
     assert main(["--docs", "8", "--context", "64", "--dtype", "float8"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown dtype")
+
+
+def test_breakdown_names_every_stage_and_its_share_of_the_flop_ratio():
+    from packing_core.bench import format_breakdown, segments_breakdown
+    r = segments_breakdown(docs=12, context=64, heads=2, head_dim=8, repeats=1)
+    assert list(r["stages"]) == ["kernel_cached", "kernel_cold", "copy_out", "backend"]
+    assert r["flop_ratio"] == pytest.approx(
+        make_plan(synthetic_lengths("support-tickets", n=12, seed=0), 64, "pad")
+        .metrics().attention_cost_padded
+        / make_plan(synthetic_lengths("support-tickets", n=12, seed=0), 64, "bfd")
+        .metrics().attention_cost_packed)
+    for s in r["stages"].values():
+        assert s["seconds"] > 0
+        assert s["of_flop_ratio"] == pytest.approx(r["padded_seconds"] / s["seconds"]
+                                                   / r["flop_ratio"])
+    assert "kernel_cold" in format_breakdown(r)
+
+
+def test_cli_breakdown_prints_json_and_refuses_cuda(capsys):
+    main = runpy.run_path(str(SCRIPT))["main"]
+    assert main(["--breakdown", "--docs", "8", "--context", "64", "--heads", "2",
+                 "--head-dim", "8", "--repeats", "1", "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["stages"]) >= {"backend", "kernel_cached"}
+    assert main(["--breakdown", "--device", "cuda"]) == 2
+    assert capsys.readouterr().err.startswith("error: --breakdown measures the CPU")
