@@ -37,6 +37,20 @@ SCRIPT_RUN_MS = 120_000   # one rerun may load a model the first time
 VIEWPORT = {"width": 1400, "height": 1000}
 
 
+# ---------------------------------------------------------------- CUDA
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` skip with one reason where torch sees no CUDA device."""
+    marked = [item for item in items if item.get_closest_marker("cuda")]
+    if not marked:
+        return
+    import torch
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (marker cuda; scripts/gpu_check.sh runs them)")
+    for item in marked:
+        item.add_marker(skip)
+
+
 # ---------------------------------------------------------------- artefacts
 @pytest.fixture(scope="session")
 def artifacts_dir() -> Path:

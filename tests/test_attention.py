@@ -10,7 +10,7 @@ from packing_core.attention import (BACKENDS, and_masks, attend, available_backe
 
 LENGTHS = [5, 3, 5, 7, 1, 3]          # repeated lengths exercise the grouped SDPA calls
 CORRECT_CPU = ("segments", "dense", "padded")
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+cuda = pytest.mark.cuda        # skipped without a CUDA device (conftest)
 
 
 def packed_qkv(lengths=LENGTHS, heads=2, dim=8, dtype=torch.float32, device="cpu", seed=0):

@@ -1,9 +1,13 @@
 """The attention benchmark: small enough to run in a test, same code path as the CLI."""
 import json
+import os
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from packing_core.bench import format_table, run_benchmark
 from packing_core.lengths import synthetic_lengths
@@ -94,3 +98,30 @@ def test_cli_breakdown_prints_json_and_refuses_cuda(capsys):
     assert set(json.loads(capsys.readouterr().out)["stages"]) >= {"backend", "kernel_cached"}
     assert main(["--breakdown", "--device", "cuda"]) == 2
     assert capsys.readouterr().err.startswith("error: --breakdown measures the CPU")
+
+
+GPU_CHECK = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.sh"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here: run the script itself")
+def test_gpu_check_refuses_a_machine_without_cuda(tmp_path):
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
+    r = subprocess.run(["bash", str(GPU_CHECK)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.startswith("error:") and "no CUDA device" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_gpu_check_rehearses_every_step_on_cpu(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable,
+           "GPU_CHECK_DEVICE": "cpu", "GPU_CHECK_DOCS": "8"}
+    r = subprocess.run(["bash", str(GPU_CHECK)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "CPU rehearsal" in (out / "gpu.txt").read_text()
+    assert "skipped" in (out / "tests.log").read_text()      # the CUDA tests, cleanly
+    result = json.loads((out / "attention_8.json").read_text())
+    assert result["config"]["docs"] == 8 and result["machine"]["device"] == "cpu"
+    assert "FLOP ratio" in r.stdout and "rehearsal on cpu" in r.stdout

@@ -102,7 +102,7 @@ def test_unknown_model_and_position_kinds_are_rejected():
         TinyConfig(positions="alibi")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_cuda_varlen_gives_the_segments_logits_in_bfloat16():
     model = tiny_model("tiny-rope", dtype=torch.bfloat16, device="cuda")
     ids, pos, cu, max_len = (x.cuda() if torch.is_tensor(x) else x for x in packed_inputs())

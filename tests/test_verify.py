@@ -157,7 +157,7 @@ def test_token_diffs_are_floats_not_tensors():
     assert report.token_diffs.dtype == np.float64
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 @pytest.mark.parametrize("backend", ["varlen", "segments"])
 def test_cuda_bfloat16_passes_with_the_mask_and_catches_the_leak(backend):
     net = tiny_model("tiny-rope", dtype=torch.bfloat16, device="cuda")
