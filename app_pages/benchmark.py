@@ -64,7 +64,8 @@ else:
     cfg, machine = result["config"], result["machine"]
     st.caption(f"{cfg['docs']} documents of {cfg['dataset']}, context {cfg['context']}, {cfg['heads']} heads x "
                f"{cfg['head_dim']}, {cfg['dtype']}, on {machine['device']} ({machine['device_name']}, "
-               f"{machine['torch_threads']} threads), torch {machine['torch']}.")
+               f"{machine['torch_threads']} threads), torch {machine['torch']}. Both layouts get q, k "
+               "and v token-major, as a model's projection leaves them.")
     figure(benchmark_figure(result, title="Attention throughput (higher is better)"), key="p6_fig")
     st.dataframe({
         "layout": ["padded"] + list(result["backends"]),

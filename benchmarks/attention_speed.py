@@ -30,6 +30,11 @@ def main(argv=None) -> int:
                                                    "float32, bfloat16, float16")
     p.add_argument("--backends", nargs="+", default=None, help="packed backends to time")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--padded-layout", choices=("model", "contiguous"), default="model",
+                   help="memory layout of the padded q, k, v: model = [B, L, H, D] viewed as "
+                        "[B, H, L, D], as a model's projection leaves them (the packed side "
+                        "is token-major too); contiguous = head-major, a copy no model makes, "
+                        "and faster for SDPA")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--breakdown", action="store_true",
                    help="CPU only: time the segments backend stage by stage instead")
@@ -52,7 +57,7 @@ def main(argv=None) -> int:
         result = run_benchmark(docs=args.docs, context=args.context, heads=args.heads,
                                head_dim=args.head_dim, repeats=args.repeats, device=args.device,
                                dtype=args.dtype, backends=args.backends, dataset=args.dataset,
-                               seed=args.seed)
+                               seed=args.seed, padded_layout=args.padded_layout)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

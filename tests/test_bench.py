@@ -125,3 +125,22 @@ def test_gpu_check_rehearses_every_step_on_cpu(tmp_path):
     result = json.loads((out / "attention_8.json").read_text())
     assert result["config"]["docs"] == 8 and result["machine"]["device"] == "cpu"
     assert "FLOP ratio" in r.stdout and "rehearsal on cpu" in r.stdout
+
+
+def test_padded_q_k_v_lie_token_major_like_a_models_projection_unless_asked():
+    from packing_core.bench import _padded_baseline
+    g = torch.Generator().manual_seed(0)
+    cpu = torch.device("cpu")
+    _, (q, _, _) = _padded_baseline(3, 16, 4, 8, torch.float32, cpu, g)
+    assert q.shape == (3, 4, 16, 8)
+    assert q.stride() == (16 * 4 * 8, 8, 4 * 8, 1)     # [B, L, H, D] viewed as [B, H, L, D]
+    _, (q, _, _) = _padded_baseline(3, 16, 4, 8, torch.float32, cpu, g, "contiguous")
+    assert q.shape == (3, 4, 16, 8) and q.is_contiguous()
+
+
+def test_padded_layout_is_recorded_and_a_bad_one_is_refused():
+    r = run_benchmark(**SMALL, backends=["segments"], padded_layout="contiguous")
+    assert r["config"]["padded_layout"] == "contiguous"
+    assert "contiguous layout" in format_table(r)
+    with pytest.raises(ValueError, match="model or contiguous"):
+        run_benchmark(**SMALL, padded_layout="rows")
