@@ -47,7 +47,8 @@ def main(argv=None) -> int:
         try:
             result = segments_breakdown(docs=args.docs, context=args.context, heads=args.heads,
                                         head_dim=args.head_dim, repeats=args.repeats,
-                                        dataset=args.dataset, seed=args.seed)
+                                        dataset=args.dataset, seed=args.seed,
+                                        padded_layout=args.padded_layout)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
