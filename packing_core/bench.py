@@ -75,6 +75,17 @@ def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
 PADDED_LAYOUTS = ("model", "contiguous")
 
 
+def _check_arguments(heads: int, head_dim: int, repeats: int, padded_layout: str) -> None:
+    """Refuse arguments no benchmark can run, before any planning or allocation."""
+    for name, value, hint in (("heads", heads, 16), ("head_dim", head_dim, 64),
+                              ("repeats", repeats, 3)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}: try {hint}")
+    if padded_layout not in PADDED_LAYOUTS:
+        raise ValueError(f"unknown padded layout {padded_layout!r}: choose "
+                         f"{' or '.join(PADDED_LAYOUTS)}")
+
+
 def _padded_baseline(rows: int, context: int, heads: int, head_dim: int, dt: torch.dtype,
                      dev: torch.device, g: torch.Generator, layout: str = "model"):
     """The padded layout: one document per row, ``[B, H, context, D]``, causal SDPA.
@@ -89,8 +100,6 @@ def _padded_baseline(rows: int, context: int, heads: int, head_dim: int, dt: tor
     ``"contiguous"``: head-major, which a model only gets by copying; SDPA reads it
     faster (measured 20 % on CPU), so it is the kinder baseline for padding.
     """
-    if layout not in PADDED_LAYOUTS:
-        raise ValueError(f"unknown padded layout {layout!r}: choose {' or '.join(PADDED_LAYOUTS)}")
     bytes_per_row = 4 * heads * context * head_dim * torch.finfo(dt).bits // 8
     chunk = max(1, min(rows, _PADDED_CHUNK_BYTES // bytes_per_row))
     if layout == "model":
@@ -119,9 +128,7 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
     from .lengths import synthetic_lengths
     from .strategies import make_plan
 
-    if padded_layout not in PADDED_LAYOUTS:
-        raise ValueError(f"unknown padded layout {padded_layout!r}: choose "
-                         f"{' or '.join(PADDED_LAYOUTS)}")
+    _check_arguments(heads, head_dim, repeats, padded_layout)
     report = progress or (lambda fraction, message: None)
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -221,6 +228,7 @@ def segments_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16,
     from .lengths import synthetic_lengths
     from .strategies import make_plan
 
+    _check_arguments(heads, head_dim, repeats, padded_layout)
     lengths = synthetic_lengths(dataset, n=docs, seed=seed)
     pad, bfd = make_plan(lengths, context, "pad"), make_plan(lengths, context, "bfd")
     flop_ratio = pad.metrics().attention_cost_padded / bfd.metrics().attention_cost_packed

@@ -270,12 +270,17 @@ def test_leakage_lab_verdict_follows_the_mask_positions_and_model(settings, equi
 
 
 # ---------------------------------------------------------------- benchmark
-def test_benchmark_shows_the_flop_ratio_before_running_and_the_measurement_after():
+def _small_benchmark():
+    """The Benchmark page at its smallest sizes, so a run takes a moment."""
     at = open_page("benchmark")
     at.select_slider(key="w_p6_docs").set_value(32)
     at.select_slider(key="w_p6_heads").set_value(1)
     at.select_slider(key="w_p6_repeats").set_value(1)
-    at.run()
+    return at.run()
+
+
+def test_benchmark_shows_the_flop_ratio_before_running_and_the_measurement_after():
+    at = _small_benchmark()
     assert re.search(r"FLOP ratio \*\*[\d.]+x\*\*", markdown(at))
     at.button[0].click().run()
     assert_clean(at)
@@ -286,11 +291,7 @@ def test_benchmark_shows_the_flop_ratio_before_running_and_the_measurement_after
 
 
 def test_benchmark_breaks_down_the_segments_time_on_live_numbers():
-    at = open_page("benchmark")
-    at.select_slider(key="w_p6_docs").set_value(32)
-    at.select_slider(key="w_p6_heads").set_value(1)
-    at.select_slider(key="w_p6_repeats").set_value(1)
-    at.run()
+    at = _small_benchmark()
     at.button(key="p6_breakdown_run").click().run()
     assert_clean(at)
     table = at.dataframe[0].value

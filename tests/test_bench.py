@@ -144,3 +144,17 @@ def test_padded_layout_is_recorded_and_a_bad_one_is_refused():
     assert "contiguous layout" in format_table(r)
     with pytest.raises(ValueError, match="model or contiguous"):
         run_benchmark(**SMALL, padded_layout="rows")
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(heads=0), "heads must be a whole number >= 1, got 0"),
+    (dict(head_dim=-1), "head_dim must be a whole number >= 1, got -1"),
+    (dict(repeats=0), "repeats must be a whole number >= 1, got 0"),
+])
+def test_sizes_no_benchmark_can_run_are_refused_with_a_hint(bad, message):
+    from packing_core.bench import segments_breakdown
+    args = {**SMALL, **bad}
+    with pytest.raises(ValueError, match=message):
+        run_benchmark(**args)
+    with pytest.raises(ValueError, match=message):
+        segments_breakdown(**args)
