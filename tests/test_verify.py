@@ -70,26 +70,25 @@ def test_token_diffs_cover_the_row_and_locate_the_leak():
     assert report.token_diffs[cu[1]] > report.tolerance
 
 
-def test_mask_off_calls_the_runner_with_row_boundaries():
+def recording_runner(record):
+    """A tiny-rope runner that appends ``record(ids, pos, cu)`` to ``seen`` on each call."""
     seen = []
     model = tiny_model("tiny-rope")
 
     def runner(ids, pos, cu, max_len):
-        seen.append(cu.tolist())
+        seen.append(record(ids, pos, cu))
         return model(ids, pos, cu, max_len)
+    return runner, seen
 
+
+def test_mask_off_calls_the_runner_with_row_boundaries():
+    runner, seen = recording_runner(lambda ids, pos, cu: cu.tolist())
     verify(runner, default_documents((3, 2)), mask="off")
     assert seen == [[0, 3], [0, 2], [0, 5]]
 
 
 def test_the_runner_gets_reset_or_continuous_positions_for_the_packed_row():
-    seen = []
-    model = tiny_model("tiny-rope")
-
-    def runner(ids, pos, cu, max_len):
-        seen.append(pos.tolist())
-        return model(ids, pos, cu, max_len)
-
+    runner, seen = recording_runner(lambda ids, pos, cu: pos.tolist())
     docs = default_documents((3, 2))
     verify(runner, docs, positions="reset")
     verify(runner, docs, positions="continuous")
