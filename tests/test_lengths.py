@@ -361,7 +361,7 @@ def test_uploads_are_read_from_memory(tmp_path):
 
 
 def test_streamlit_upload_is_read():
-    uploads = pytest.importorskip("streamlit.runtime.uploaded_file_manager")
+    import streamlit.runtime.uploaded_file_manager as uploads
     record = uploads.UploadedFileRec("id", "upload.jsonl", "application/json", b'{"text": "abc"}\n')
     upload = uploads.UploadedFile(record, None)
     assert describe_columns(upload) == ["text"]

