@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from packing_core import datasets, report
-from packing_core.strategies import PACKING_STRATEGIES, make_plan
+import packing_core as pc
+from packing_core import PACKING_STRATEGIES, make_plan
 
 log = logging.getLogger("packing_lab")
 
@@ -89,19 +89,19 @@ def figure(fig, key: str | None = None) -> None:
 @st.cache_resource(show_spinner=False)
 def sources() -> dict:
     """name -> SourceInfo for every built-in source (available or not)."""
-    return {s.name: s for s in datasets.list_sources()}
+    return {s.name: s for s in pc.list_sources()}
 
 
 @st.cache_data(show_spinner="Reading the dataset...", max_entries=8)
 def source_lengths(name: str) -> np.ndarray:
-    return datasets.load_lengths(name)
+    return pc.load_lengths(name, tokenizer=pc.default_tokenizer()[0])
 
 
 @st.cache_resource(show_spinner=False)
 def pretrained_status() -> tuple[bool, str]:
     """(available, message) for SmolLM2 and its tokenizer; imports transformers on first use."""
     try:
-        from packing_core.hf import pretrained_status as status
+        from packing_core import pretrained_status as status
     except ImportError as e:
         return False, f"transformers is not importable ({e}): pip install -r requirements.txt"
     return status()
@@ -162,12 +162,12 @@ def plan(lengths: tuple, context: int, strategy: str, **kwargs):
 
 @st.cache_data(show_spinner="Comparing every strategy...", max_entries=32)
 def strategy_table(lengths: np.ndarray, context: int, **kwargs) -> list:
-    return report.strategy_table(lengths, context, **kwargs)
+    return pc.strategy_table(lengths, context, **kwargs)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def length_summary(lengths: np.ndarray, context: int):
-    return report.length_stats(lengths, context), report.length_histogram(lengths, context)
+    return pc.length_stats(lengths, context), pc.length_histogram(lengths, context)
 
 
 def strategy_dataframe(rows) -> None:

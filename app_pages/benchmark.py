@@ -3,8 +3,7 @@ import streamlit as st
 import torch
 
 from app_pages._lab import bind, esc, figure, guard, setting, sources, strategy_table
-from packing_core.lengths import synthetic_lengths
-from packing_core.plots import benchmark_figure
+from packing_core import benchmark_figure, synthetic_lengths
 
 st.title("Benchmark")
 st.markdown(
@@ -40,7 +39,7 @@ st.markdown(
 
 def _run() -> None:
     bar = st.progress(0.0, text="starting")
-    from packing_core.bench import run_benchmark
+    from packing_core import run_benchmark
     try:
         st.session_state["p6_result"] = run_benchmark(
             docs=docs, context=context, heads=heads, head_dim=64, repeats=repeats, device=device,
@@ -90,7 +89,7 @@ st.markdown(
 )
 if st.button("Break down the segments backend", key="p6_breakdown_run"):
     with guard("break down the segments backend"):
-        from packing_core.bench import segments_breakdown
+        from packing_core import segments_breakdown
         with st.spinner("timing four stages"):
             st.session_state["p6_breakdown"] = segments_breakdown(
                 docs=docs, context=context, heads=heads, head_dim=64, repeats=repeats,

@@ -3,12 +3,24 @@ import hashlib
 
 import streamlit as st
 
-from app_pages._lab import (UPLOAD, bind, current_lengths, dataset_kind, dataset_label, esc, figure,
-                            guard, length_summary, pretrained_status, setting, sources, strategy_dataframe, strategy_table)
-from packing_core import report
-from packing_core.lengths import describe_columns, lengths_from_file
-from packing_core.plots import length_histogram_figure, strategy_figure
-from packing_core.strategies import OVERLONG_POLICIES
+import packing_core as pc
+from app_pages._lab import (
+    UPLOAD,
+    bind,
+    current_lengths,
+    dataset_kind,
+    dataset_label,
+    esc,
+    figure,
+    guard,
+    length_summary,
+    pretrained_status,
+    setting,
+    sources,
+    strategy_dataframe,
+    strategy_table,
+)
+from packing_core import OVERLONG_POLICIES, describe_columns, length_histogram_figure, lengths_from_file, strategy_figure
 
 FILE_TYPES = ["csv", "tsv", "jsonl", "json", "ndjson", "parquet", "txt"]
 KINDS = ("pretraining", "instruction")
@@ -30,7 +42,7 @@ def file_lengths(digest: str, name: str, _data: bytes, column: str | None, token
     buf.name = name
     tok = None
     if tokenizer == "SmolLM2":
-        from packing_core.hf import real_tokenizer
+        from packing_core import real_tokenizer
         tok = real_tokenizer()
     return lengths_from_file(buf, column=column, tokenizer=tok)
 
@@ -111,7 +123,7 @@ kind = o2.radio("What is this data?", KINDS, horizontal=True, key=f"p4_kind_{nam
                 help="instruction data (prompt + answer) must not be split; plain text may be")
 with guard("compare the strategies"):
     rows = strategy_table(lengths, context, overlong=overlong)
-    advice = report.recommend(stats, rows, kind)
+    advice = pc.recommend(stats, rows, kind)
 st.info(f"**Recommendation.** {advice}")
 figure(strategy_figure(rows), key="p4_strategies")
 strategy_dataframe(rows)

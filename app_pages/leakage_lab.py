@@ -2,9 +2,7 @@
 import streamlit as st
 
 from app_pages._lab import bind, esc, figure, guard, plan, pretrained_status
-from packing_core.attention import available_backends
-from packing_core.plots import plan_strip
-from packing_core.plots_row import logit_diff_figure
+from packing_core import available_backends, logit_diff_figure, plan_strip
 
 MODELS = {"tiny-rope": "tiny model, RoPE positions", "tiny-abs": "tiny model, learned absolute positions",
           "smollm2": "SmolLM2-135M-Instruct (pretrained)"}
@@ -21,22 +19,22 @@ st.markdown(
 
 @st.cache_resource(show_spinner="Building the tiny model...")
 def tiny(name: str):
-    from packing_core.model import tiny_model
+    from packing_core import tiny_model
     return tiny_model(name)
 
 
 @st.cache_resource(show_spinner="Loading SmolLM2 (the first load converts it, up to a minute)...")
 def smollm2():
-    from packing_core.hf import load_pretrained
+    from packing_core import load_pretrained
     return load_pretrained()
 
 
 @st.cache_data(show_spinner="Running the documents alone and packed...", max_entries=64)
 def run(model: str, mask: str, positions: str, backend: str):
     if model == "smollm2":
-        from packing_core.hf import verify_pretrained
+        from packing_core import verify_pretrained
         return verify_pretrained(mask=mask, positions=positions, backend=backend, pretrained=smollm2())
-    from packing_core.verify import verify_model
+    from packing_core import verify_model
     return verify_model(tiny(model), mask=mask, positions=positions, backend=backend)
 
 
@@ -60,11 +58,11 @@ def lab() -> None:
         st.caption(f"The pretrained model is not available here: {esc(why)}")
 
     if model == "smollm2":
-        from packing_core.hf import DEFAULT_TEXTS
+        from packing_core import DEFAULT_TEXTS
         st.markdown("The documents: two unrelated English texts, tokenised by SmolLM2.")
         st.text("\n".join(DEFAULT_TEXTS))
     else:
-        from packing_core.verify import DEFAULT_LENGTHS
+        from packing_core import DEFAULT_LENGTHS
         row = plan(tuple(DEFAULT_LENGTHS), sum(DEFAULT_LENGTHS), "next-fit")
         figure(plan_strip(row, title=f"The packed row: documents of {', '.join(map(str, DEFAULT_LENGTHS))} "
                                      "random tokens", row_height=40), key="p5_row")
@@ -138,7 +136,7 @@ st.markdown(
 @st.cache_data(show_spinner="Training the tiny model twice, mask on and mask off (a few seconds)...",
                max_entries=16)
 def train_pair(seed: int):
-    from packing_core.train import train_demo
+    from packing_core import train_demo
     return train_demo("on", seed=seed), train_demo("off", seed=seed)
 
 
@@ -157,8 +155,7 @@ if c2.button("Train both", key="p5_train", type="primary"):
     st.session_state["p5_trained"] = True   # keep showing the runs on later reruns (cached)
 
 if st.session_state.get("p5_trained"):
-    from packing_core.plots_train import loss_curves_figure
-    from packing_core.train import TOPICS
+    from packing_core import TOPICS, loss_curves_figure
 
     with guard(f"train the tiny model with seed {seed}"):
         on, off = train_pair(int(seed))

@@ -3,12 +3,10 @@ import numpy as np
 import streamlit as st
 import torch
 
+import packing_core as pc
+from app_pages import _content
 from app_pages._lab import bind, figure, guard, setting
-from packing_core import report
-from packing_core.attention import block_causal_mask
-from packing_core.batch import PackedBatch
-from packing_core.checks import VIOLATIONS, check_batch
-from packing_core.plots_row import layout_figure, mask_figure, targets_figure
+from packing_core import VIOLATIONS, PackedBatch, block_causal_mask, check_batch, layout_figure, mask_figure, targets_figure
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
 PROMPT_BREAKS = ("prompts in the loss", "prompts cut from attention")
@@ -25,7 +23,7 @@ st.markdown(
 @st.cache_data(show_spinner=False, max_entries=16)
 def build(width: int, instruction: bool):
     """The example row (next-fit: documents in order) and its continuous-position twin."""
-    docs = report.row_documents(width, instruction)
+    docs = _content.row_documents(width, instruction)
     kw = dict(prompt_lengths=docs.prompt_lengths)
     batch = PackedBatch.from_documents(docs.documents, width, "next-fit", **kw)
     twin = PackedBatch.from_documents(docs.documents, width, "next-fit", positions="continuous", **kw)
@@ -37,17 +35,17 @@ width = c1.select_slider("Row width (tokens)", options=WIDTHS, **bind("p3_width"
                          help="64 shows every token; 2,048 is downsampled to colour only.")
 instruction = c2.toggle("Instruction tuning", **bind("p3_instruction", False),
                         help="Each document becomes a question (prompt) and its answer.")
-breaks = [b for b in report.BREAKS if instruction or b not in PROMPT_BREAKS]
+breaks = [b for b in pc.BREAKS if instruction or b not in PROMPT_BREAKS]
 if setting("p3_break", "none") not in breaks:
     st.session_state["p3_break"] = "none"
 how = c3.selectbox("Break it: plant a classic bug", breaks, **bind("p3_break", "none"))
-st.caption(report.BREAKS[how])
+st.caption(pc.BREAKS[how])
 
 with guard(f"build a row of {width} tokens"):
     docs, good, continuous = build(width, instruction)
-    shown = report.broken_batch(good, how)
+    shown = pc.broken_batch(good, how)
     violations = check_batch(shown)
-    loss_positions, answers = report.loss_vs_answers(shown)
+    loss_positions, answers = pc.loss_vs_answers(shown)
 doc = shown.document_ids[0].numpy()
 in_row = np.unique(doc[doc >= 0])
 n_docs = len(in_row)
@@ -76,7 +74,7 @@ causal = block_causal_mask(torch.tensor([0, n_valid]), total=width).numpy()
 figure(mask_figure({"causal only (j ≤ i)": causal,
                     "block-diagonal (j ≤ i and same document)": shown.dense_mask(0).numpy()},
                    doc, shown.position_ids[0].numpy()), key="p3_masks")
-offsets = good.row_cu_seqlens[0].tolist()
+offsets = good.doc_cu_seqlens[0].tolist()
 listed = ", ".join(map(str, offsets[:12])) + (", ..." if len(offsets) > 12 else "")
 st.markdown(
     f"A varlen kernel never builds this {width} x {width} matrix. It reads the document offsets, "
@@ -107,6 +105,6 @@ st.markdown(
        "leave the loss." if instruction else
        "switch on instruction tuning to see prompt tokens that are attended but not trained.")
 )
-figure(targets_figure(shown, 0, report.naive_targets(good, 0)), key="p3_targets")
+figure(targets_figure(shown, 0, pc.naive_targets(good, 0)), key="p3_targets")
 with st.expander("The documents in this row"):
     st.code("\n".join(docs.texts), language=None)

@@ -1,14 +1,31 @@
 """Padded vs packed: edit the lengths, pick a strategy, watch the rows, the waste and the attention cost."""
 import streamlit as st
 
-from app_pages._lab import (bind, current_lengths, dataset_label, esc, figure, guard, plan, setting,
-                        strategy_dataframe, strategy_table)
-from packing_core import report
-from packing_core.lengths import parse_lengths
-from packing_core.plots import plan_strip, row_order_figure, strategy_figure
-from packing_core.strategies import OVERLONG_POLICIES, STRATEGIES, STRATEGY_INFO
+import packing_core as pc
+from app_pages import _content
+from app_pages._lab import (
+    bind,
+    current_lengths,
+    dataset_label,
+    esc,
+    figure,
+    guard,
+    plan,
+    setting,
+    strategy_dataframe,
+    strategy_table,
+)
+from packing_core import (
+    OVERLONG_POLICIES,
+    STRATEGIES,
+    STRATEGY_INFO,
+    parse_lengths,
+    plan_strip,
+    row_order_figure,
+    strategy_figure,
+)
 
-WORKED = ", ".join(map(str, report.WORKED_LENGTHS))
+WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24
 
 st.title("Padded vs packed")
@@ -24,7 +41,7 @@ def _draw() -> None:
     """Replace the lengths by a random batch of the sidebar's dataset (a new one each click)."""
     st.session_state["draws"] = st.session_state.get("draws", 0) + 1
     _, lengths = current_lengths()
-    drawn = report.sample_lengths(lengths, int(st.session_state["p2_draw_n"]), seed=st.session_state["draws"])
+    drawn = pc.sample_lengths(lengths, int(st.session_state["p2_draw_n"]), seed=st.session_state["draws"])
     st.session_state["p2_lengths"] = ", ".join(map(str, drawn))
 
 
@@ -66,7 +83,7 @@ with guard(f"plan these documents at context {context}"):
     p = plan(lengths, context, strategy, sort=sort, **kwargs)
     pad = plan(lengths, context, "pad", **kwargs)
 m, pm = p.metrics(), pad.metrics()
-cost, pad_cost = report.attention_cost(m), report.attention_cost(pm)
+cost, pad_cost = pc.attention_cost(m), pc.attention_cost(pm)
 
 # ---------------------------------------------------------------- numbers
 st.subheader(f"{strategy} at context {context} (change it in the sidebar)")
@@ -108,7 +125,7 @@ strategy_dataframe(rows)
 
 # ---------------------------------------------------------------- one outlier
 st.subheader("The longest sample sets the width")
-short, spiked = report.outlier_lengths()
+short, spiked = pc.outlier_lengths()
 with guard("plan the outlier example"):
     calm = plan(tuple(short.tolist()), 512, "pad-longest").metrics()
     stretched_plan = plan(tuple(spiked.tolist()), 512, "pad-longest")
@@ -128,9 +145,9 @@ figure(plan_strip(stretched_plan, max_rows=len(short), row_height=12, show_ticks
 # ---------------------------------------------------------------- batch composition
 st.subheader("Packing policy shapes batch composition")
 with guard("plan the batch-composition example"):
-    sample = tuple(report.sample_lengths(current_lengths()[1], 2000, seed=1).tolist())
-    in_order = report.row_order(plan(sample, context, "bfd", overlong="split"))
-    shuffled = report.row_order(plan(sample, context, "bfd", overlong="split", shuffle=True, seed=0))
+    sample = tuple(pc.sample_lengths(current_lengths()[1], 2000, seed=1).tolist())
+    in_order = pc.row_order(plan(sample, context, "bfd", overlong="split"))
+    shuffled = pc.row_order(plan(sample, context, "bfd", overlong="split", shuffle=True, seed=0))
 s1, s2 = st.columns(2)
 s1.metric("bfd rows: neighbour correlation", f"{in_order.neighbour_correlation:.2f}",
           help="correlation between the longest documents of consecutive rows")

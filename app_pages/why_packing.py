@@ -2,9 +2,9 @@
 import numpy as np
 import streamlit as st
 
+from app_pages import _content
 from app_pages._lab import figure, guard, length_summary, plan, source_lengths, strategy_table
-from packing_core import report
-from packing_core.plots import plan_strip, slot_use_figure
+from packing_core import plan_strip, slot_use_figure
 
 st.title("Why packing")
 st.markdown(
@@ -14,7 +14,7 @@ st.markdown(
 )
 
 # ---------------------------------------------------------------- the worked example
-lengths, ctx = report.WORKED_LENGTHS, report.WORKED_CONTEXT
+lengths, ctx = _content.WORKED_LENGTHS, _content.WORKED_CONTEXT
 with guard("plan the worked example"):
     padded = plan(lengths, ctx, "pad")
     packed = plan(lengths, ctx, "concat-cut")

@@ -9,12 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-
-from packing_core.bench import (format_breakdown, format_table, run_benchmark,  # noqa: E402
-                                segments_breakdown)
+from packing_core import format_breakdown, format_benchmark, run_benchmark, segments_breakdown  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -62,7 +58,7 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    print(json.dumps(result, indent=2) if args.json else format_benchmark(result))
     return 0
 
 

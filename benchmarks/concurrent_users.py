@@ -40,7 +40,6 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 CHROMIUM = os.environ.get("PACKING_LAB_CHROMIUM", "/usr/bin/chromium")
 if not Path(CHROMIUM).is_file():
@@ -237,7 +236,7 @@ async def all_users(url: str, users: int, model: str) -> tuple[list[dict], float
 
 # ---------------------------------------------------------------- the run
 def expected_documents() -> dict[str, str]:
-    from packing_core.datasets import load_lengths
+    from packing_core import load_lengths
 
     return {name: f"{len(load_lengths(name)):,}" for name in DATASETS}
 
@@ -245,7 +244,7 @@ def expected_documents() -> dict[str, str]:
 def pick_model(model: str) -> str:
     if model != "auto":
         return model
-    from packing_core.hf import pretrained_status
+    from packing_core import pretrained_status
 
     return "smollm2" if pretrained_status()[0] else "tiny-rope"
 

@@ -17,14 +17,14 @@ import platform
 import sys
 import time
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from packing_core.lengths import synthetic_lengths  # noqa: E402
-from packing_core.strategies import STRATEGIES, make_plan  # noqa: E402
+from packing_core import (  # noqa: E402
+    STRATEGIES,
+    make_plan,
+    synthetic_lengths,  # noqa: E402
+)
 
 
 def _best_time(fn, repeats: int) -> float:
@@ -64,12 +64,12 @@ def run(big: int, repeats: int, context: int, strategies) -> dict:
     }
     lengths = synthetic_lengths("support-tickets", n=big, seed=1)
     for s in strategies:
-        secs = _best_time(lambda: make_plan(lengths, context, s).metrics(), max(3, repeats // 3))
+        secs = _best_time(lambda s=s: make_plan(lengths, context, s).metrics(), max(3, repeats // 3))
         plan = make_plan(lengths, context, s)
         t = time.perf_counter()
         _ = plan.piece_row
         layout = time.perf_counter() - t
-        peak = _peak_bytes(lambda: make_plan(lengths, context, s).metrics())
+        peak = _peak_bytes(lambda s=s: make_plan(lengths, context, s).metrics())
         results["large"].append({
             "strategy": s, "documents": big, "seconds": secs, "layout_seconds": layout,
             "peak_bytes": peak, "bytes_per_document": peak / big,

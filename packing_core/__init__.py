@@ -1,4 +1,72 @@
-"""Packing Lab core: lengths -> Plan -> metrics, or PackedBatch -> attention -> verification.
+"""Packing Lab's library: understand, measure and check sequence packing.
 
-No Streamlit import anywhere in this package.
+The public API is this module's ``__all__``; pages, benchmarks and scripts use only it.
+Names load on first use, so ``from packing_core import make_plan`` costs numpy alone,
+and torch or transformers load only with the names that need them::
+
+    >>> from packing_core import make_plan
+    >>> make_plan([120, 90, 300, 40, 55, 30, 210, 65], 512, "concat-cut").metrics().utilisation
+    0.888671875
+
+The layers, each importing only from those before it (a test checks the graph):
+data -> packing -> batch -> attention -> models -> verify -> analysis / experiments -> viz -> cli.
 """
+from __future__ import annotations
+
+import importlib
+
+# name -> the module that defines it
+_EXPORTS: dict[str, str] = {}
+
+
+def _export(module: str, *names: str) -> None:
+    for name in names:
+        _EXPORTS[name] = f"packing_core.{module}"
+
+
+_export("_validate", "Mask", "Positions")
+_export("_settings", "cache_dir", "models_dir")
+_export("data.lengths", "SYNTHETIC", "Tokenizer", "as_lengths", "byte_tokenizer", "describe_columns",
+        "lengths_from_file", "parse_lengths", "synthetic_lengths", "texts_from_file")
+_export("data.sources", "Document", "SourceInfo", "list_sources", "load_documents", "load_lengths")
+_export("packing.plan", "Plan", "PlanMetrics", "cu_seqlens_from_lengths")
+_export("packing.strategies", "OVERLONG_POLICIES", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO",
+        "compare", "make_plan")
+_export("batch.packed", "IGNORE_INDEX", "FlatBatch", "PackedBatch", "SegmentLayout", "segment_layout")
+_export("batch.checks", "VIOLATIONS", "Violation", "check_batch")
+_export("batch.faults", "BREAKS", "NaiveTargets", "broken_batch", "loss_vs_answers", "naive_targets")
+_export("attention.masks", "and_masks", "block_causal_mask", "causal", "materialise", "same_document")
+_export("attention.backends", "BACKENDS", "attend", "available_backends", "varlen_function")
+_export("models.tiny", "MODELS", "TinyConfig", "TinyTransformer", "tiny_model")
+_export("models.hf_attention", "ATTN_IMPLEMENTATIONS", "HF_IMPLEMENTATIONS", "hf_runner", "register_attention")
+_export("models.pretrained", "PRETRAINED", "RealTokenizer", "default_tokenizer", "load_pretrained",
+        "pretrained_status", "real_tokenizer")
+_export("verify.equivalence", "DEFAULT_LENGTHS", "DocumentResult", "TokenChange", "VerifyReport", "default_documents",
+        "default_tolerance", "model_runner", "verify_runner")
+_export("verify.registry", "DEFAULT_TEXTS", "PRETRAINED_MODELS", "verify_hf", "verify_model", "verify_pretrained")
+_export("analysis.stats", "Histogram", "LengthStats", "length_histogram", "length_stats", "outlier_lengths",
+        "sample_lengths")
+_export("analysis.tables", "StrategyRow", "attention_cost", "recommend", "strategy_table")
+_export("analysis.composition", "RowOrder", "row_order")
+_export("experiments.train", "TOPICS", "TrainResult", "train_demo")
+_export("experiments.bench", "format_benchmark", "format_breakdown", "run_benchmark", "segments_breakdown")
+_export("viz.style", "ALERT_COLOUR", "PACKED_COLOUR", "PADDED_COLOUR", "PALETTE", "PAD_COLOUR", "doc_colour")
+_export("viz.plans", "benchmark_figure", "length_histogram_figure", "plan_grid", "plan_strip", "row_order_figure",
+        "slot_use_figure", "strategy_figure")
+_export("viz.rows", "layout_figure", "logit_diff_figure", "mask_figure", "targets_figure")
+_export("viz.training", "loss_curves_figure")
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'packing_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value   # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -19,6 +19,8 @@ out="${OUT:-gpu-check}"
 device="${GPU_CHECK_DEVICE:-cuda}"
 docs_list="${GPU_CHECK_DOCS:-256 8192}"
 export PYTHONUNBUFFERED=1
+# This checkout's package, installed or not (the GPU machine gets a bare copy of the tree).
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 if [ "$device" = cuda ] && ! "$py" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   echo "error: $py's torch sees no CUDA device: run scripts/gpu_check.sh on a machine with a GPU" \
@@ -35,9 +37,9 @@ status=0
   "$py" - "$device" <<'PY'
 import sys
 import torch
-from packing_core.attention import _varlen_function, available_backends
+from packing_core import varlen_function, available_backends
 device = sys.argv[1]
-fn = _varlen_function()
+fn = varlen_function()
 name = torch.cuda.get_device_name(0) if device == "cuda" else "CPU rehearsal"
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {name}")
 print(f"varlen kernel: {fn.__module__}.{fn.__name__}" if fn else "varlen kernel: none")
@@ -53,8 +55,8 @@ for docs in $docs_list; do
   echo "== attention benchmark, $docs documents on $device"
   if "$py" benchmarks/attention_speed.py --device "$device" --docs "$docs" --repeats 5 --json \
       > "$out/attention_$docs.json"; then
-    "$py" -c "import json, sys; from packing_core.bench import format_table; \
-print(format_table(json.load(open(sys.argv[1]))))" "$out/attention_$docs.json"
+    "$py" -c "import json, sys; from packing_core import format_benchmark; \
+print(format_benchmark(json.load(open(sys.argv[1]))))" "$out/attention_$docs.json"
   else
     status=1
   fi

@@ -12,8 +12,8 @@ import pytest
 from conftest import skip_or_fail
 from streamlit.testing.v1 import AppTest
 
-from packing_core import report
-from packing_core.checks import VIOLATIONS
+from app_pages import _content
+from packing_core import VIOLATIONS
 
 TIMEOUT = 90  # the first run imports torch (and, on the leakage page, transformers)
 
@@ -120,7 +120,7 @@ def test_a_random_draw_replaces_the_lengths_with_a_batch_of_the_dataset():
     at.button[0].click().run()
     assert_clean(at)
     drawn = at.text_area(key="w_p2_lengths").value
-    assert len(drawn.split(",")) == 40 and drawn != ", ".join(map(str, report.WORKED_LENGTHS))
+    assert len(drawn.split(",")) == 40 and drawn != ", ".join(map(str, _content.WORKED_LENGTHS))
 
 
 def test_shared_settings_survive_switching_pages():

@@ -4,9 +4,9 @@ import inspect
 import pytest
 import torch
 
-from packing_core.attention import (BACKENDS, and_masks, attend, available_backends,
-                                    block_causal_mask, causal, materialise, same_document,
-                                    segment_ids_from_cu, varlen_kwargs)
+from packing_core import BACKENDS, and_masks, attend, available_backends, block_causal_mask, causal, materialise, same_document
+from packing_core.attention.backends import varlen_kwargs
+from packing_core.attention.masks import segment_ids_from_cu
 
 LENGTHS = [5, 3, 5, 7, 1, 3]          # repeated lengths exercise the grouped SDPA calls
 CORRECT_CPU = ("segments", "dense", "padded")
@@ -81,7 +81,7 @@ def test_correct_backends_agree_in_bfloat16(backend):
 def test_dense_with_row_boundaries_matches_one_row():
     q, k, v, cu, max_len = packed_qkv()
     rows = torch.tensor([0, 13, 24], dtype=torch.int32)   # rows end on document edges
-    torch.testing.assert_close(attend(q, k, v, cu, max_len, "dense", row_cu_seqlens=rows),
+    torch.testing.assert_close(attend(q, k, v, cu, max_len, "dense", row_offsets=rows),
                                attend(q, k, v, cu, max_len, "dense"))
 
 
@@ -98,7 +98,7 @@ def test_causal_only_leaks_only_within_its_row():
     q, k, v, cu, max_len = packed_qkv()
     rows = torch.tensor([0, 5, 24], dtype=torch.int32)    # document 1 opens row 1
     good = attend(q, k, v, cu, max_len, "segments")
-    per_row = attend(q, k, v, cu, max_len, "causal_only", row_cu_seqlens=rows)
+    per_row = attend(q, k, v, cu, max_len, "causal_only", row_offsets=rows)
     whole = attend(q, k, v, cu, max_len, "causal_only")
     torch.testing.assert_close(per_row[5:8], good[5:8])
     assert (whole[5:8] - good[5:8]).abs().max() > 0.1

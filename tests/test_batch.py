@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from packing_core.batch import IGNORE_INDEX, PackedBatch, segment_layout
-from packing_core.checks import VIOLATIONS, check_batch
+from packing_core import IGNORE_INDEX, VIOLATIONS, PackedBatch, check_batch, segment_layout
 
 
 def _batch(**kw):
@@ -75,7 +74,7 @@ def test_flat_removes_pads_and_keeps_row_boundaries():
     f = b.flat()
     assert f.input_ids.tolist() == [1, 2, 3, 4, 5, 6, 7, 8]
     assert f.cu_seqlens.tolist() == [0, 3, 5, 8]
-    assert f.row_cu_seqlens.tolist() == [0, 5, 8]
+    assert f.row_offsets.tolist() == [0, 5, 8]
 
 
 def test_to_hf_matches_data_collator_with_flattening():
@@ -126,7 +125,8 @@ def test_checker_names_a_broken_cu_seqlens():
     b = _batch()
     assert "cu_seqlens_not_monotone" in _names(dataclasses.replace(b, cu_seqlens=torch.tensor([0, 3, 3, 5], dtype=torch.int32)))
     assert "cu_seqlens_wrong_total" in _names(dataclasses.replace(b, cu_seqlens=torch.tensor([0, 3, 6], dtype=torch.int32)))
-    assert "segments_disagree_with_cu_seqlens" in _names(dataclasses.replace(b, cu_seqlens=torch.tensor([0, 2, 5], dtype=torch.int32)))
+    moved = dataclasses.replace(b, cu_seqlens=torch.tensor([0, 2, 5], dtype=torch.int32))
+    assert "segments_disagree_with_cu_seqlens" in _names(moved)
 
 
 def test_checker_names_prompt_tokens_cut_from_attention_as_a_pad_in_attention_or_loss_mismatch():

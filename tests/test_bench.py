@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from packing_core.bench import format_table, run_benchmark
-from packing_core.lengths import synthetic_lengths
-from packing_core.strategies import make_plan
+from packing_core import format_benchmark, make_plan, run_benchmark, synthetic_lengths
 
 SMALL = dict(docs=12, context=64, heads=2, head_dim=8, repeats=1)
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_speed.py"
@@ -45,7 +43,7 @@ def test_machine_info_names_torch_and_the_cpus(result):
 
 
 def test_table_has_a_row_per_layout(result):
-    table = format_table(result)
+    table = format_benchmark(result)
     for name in ("padded", "segments", "dense", "FLOP ratio"):
         assert name in table
 
@@ -76,7 +74,7 @@ def test_cli_turns_a_bad_dtype_into_one_line(capsys):
 
 
 def test_breakdown_names_every_stage_and_its_share_of_the_flop_ratio():
-    from packing_core.bench import format_breakdown, segments_breakdown
+    from packing_core import format_breakdown, segments_breakdown
     r = segments_breakdown(docs=12, context=64, heads=2, head_dim=8, repeats=1)
     assert list(r["stages"]) == ["kernel_cached", "kernel_cold", "copy_out", "backend"]
     assert r["flop_ratio"] == pytest.approx(
@@ -128,7 +126,7 @@ def test_gpu_check_rehearses_every_step_on_cpu(tmp_path):
 
 
 def test_padded_q_k_v_lie_token_major_like_a_models_projection_unless_asked():
-    from packing_core.bench import _padded_baseline
+    from packing_core.experiments.bench import _padded_baseline
     g = torch.Generator().manual_seed(0)
     cpu = torch.device("cpu")
     _, (q, _, _) = _padded_baseline(3, 16, 4, 8, torch.float32, cpu, g)
@@ -141,7 +139,7 @@ def test_padded_q_k_v_lie_token_major_like_a_models_projection_unless_asked():
 def test_padded_layout_is_recorded_and_a_bad_one_is_refused():
     r = run_benchmark(**SMALL, backends=["segments"], padded_layout="contiguous")
     assert r["config"]["padded_layout"] == "contiguous"
-    assert "contiguous layout" in format_table(r)
+    assert "contiguous layout" in format_benchmark(r)
     with pytest.raises(ValueError, match="model or contiguous"):
         run_benchmark(**SMALL, padded_layout="rows")
 
@@ -152,7 +150,7 @@ def test_padded_layout_is_recorded_and_a_bad_one_is_refused():
     (dict(repeats=0), "repeats must be a whole number >= 1, got 0"),
 ])
 def test_sizes_no_benchmark_can_run_are_refused_with_a_hint(bad, message):
-    from packing_core.bench import segments_breakdown
+    from packing_core import segments_breakdown
     args = {**SMALL, **bad}
     with pytest.raises(ValueError, match=message):
         run_benchmark(**args)

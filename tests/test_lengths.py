@@ -13,10 +13,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from packing_core import lengths, readers
-from packing_core.lengths import (SYNTHETIC, as_lengths, byte_tokenizer, describe_columns,
-                                  lengths_from_file, parse_lengths, synthetic_lengths,
-                                  texts_from_file)
+from packing_core import (
+    SYNTHETIC,
+    as_lengths,
+    byte_tokenizer,
+    describe_columns,
+    length_stats,
+    lengths_from_file,
+    make_plan,
+    parse_lengths,
+    segment_layout,
+    synthetic_lengths,
+    texts_from_file,
+)
+from packing_core.data import lengths, readers
 
 TEXTS = ["hello world", "héllo wörld, ça va?", "日本語のテキスト", "a", "tabs\tand, commas"]
 
@@ -39,9 +49,20 @@ def test_as_lengths_returns_int64_array():
     assert out.dtype == np.int64 and out.tolist() == [3, 2, 5]
 
 
-def test_as_lengths_accepts_numpy_ints_and_whole_floats():
+def test_as_lengths_accepts_numpy_ints():
     assert as_lengths(np.array([4, 1], dtype=np.int32)).tolist() == [4, 1]
-    assert as_lengths([3.0, 2.0]).tolist() == [3, 2]
+
+
+@pytest.mark.parametrize("entry", [
+    lambda v: as_lengths(v),
+    lambda v: make_plan(v, 8, "bfd"),
+    lambda v: length_stats(v, 8),
+    lambda v: segment_layout(v),
+])
+@pytest.mark.parametrize("values", [[3.0, 2.0], np.array([3.0, 2.0]), [True, 2], [np.bool_(True), 2]])
+def test_every_entry_point_refuses_floats_and_bools_the_same_way(entry, values):
+    with pytest.raises(ValueError, match="whole number"):
+        entry(values)
 
 
 def test_as_lengths_returns_a_copy():

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from packing_core.batch import segment_layout
-from packing_core.model import TinyConfig, TinyTransformer, rope, tiny_model
+from packing_core import TinyConfig, TinyTransformer, segment_layout, tiny_model
+from packing_core.models.tiny import rope
 
 
 def packed_inputs(lengths=(6, 4, 6), positions="reset", seed=0):

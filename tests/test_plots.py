@@ -3,19 +3,32 @@ import numpy as np
 import pytest
 import torch
 
-from packing_core import report
-from packing_core.attention import block_causal_mask
-from packing_core.batch import PackedBatch
-from packing_core.bench import run_benchmark
-from packing_core.plots import (ALERT, EMPTY, PAD, PALETTE, PAD_COLOUR, benchmark_figure, colour_codes,
-                                doc_colour, downsample_codes, length_histogram_figure, plan_grid, plan_strip,
-                                slot_use_figure, strategy_figure)
-from packing_core.plots_row import (layout_figure, logit_diff_figure, mask_figure, targets_figure,
-                                    token_labels, tracks_figure, Track)
-from packing_core.strategies import make_plan
-from packing_core.verify import verify_model
+import packing_core as pc
+from app_pages import _content
+from packing_core import (
+    PAD_COLOUR,
+    PALETTE,
+    PackedBatch,
+    benchmark_figure,
+    block_causal_mask,
+    doc_colour,
+    layout_figure,
+    length_histogram_figure,
+    logit_diff_figure,
+    make_plan,
+    mask_figure,
+    plan_grid,
+    plan_strip,
+    run_benchmark,
+    slot_use_figure,
+    strategy_figure,
+    targets_figure,
+    verify_model,
+)
+from packing_core.viz.rows import Track, token_labels, tracks_figure
+from packing_core.viz.style import ALERT, EMPTY, PAD, colour_codes, downsample_codes
 
-WORKED = report.WORKED_LENGTHS
+WORKED = _content.WORKED_LENGTHS
 
 
 def _heatmap(fig, i=0):
@@ -24,7 +37,7 @@ def _heatmap(fig, i=0):
 
 
 def _row_batch(width=64, instruction=False):
-    d = report.row_documents(width, instruction)
+    d = _content.row_documents(width, instruction)
     return PackedBatch.from_documents(d.documents, width, "next-fit", prompt_lengths=d.prompt_lengths)
 
 
@@ -133,7 +146,7 @@ def test_downsampling_keeps_every_leak_visible():
 
 def test_row_shifted_targets_keep_their_red_cells_at_2048_tokens():
     b = _row_batch(2048)
-    naive = report.naive_targets(b, 0)
+    naive = pc.naive_targets(b, 0)
     fig = targets_figure(b, 0, naive)
     z = _heatmap(fig)[list(fig.data[0].y).index("row-shifted target (bug)")]
     assert len(z) == 1024
@@ -176,7 +189,7 @@ def test_continuous_positions_turn_red_exactly_where_they_differ_from_reset():
 
 def test_row_shifted_targets_turn_red_at_document_edges_and_batch_targets_never_do():
     b = _row_batch(64, instruction=True)
-    naive = report.naive_targets(b, 0)
+    naive = pc.naive_targets(b, 0)
     fig = targets_figure(b, 0, naive)
     names = list(fig.data[0].y)
     z = _heatmap(fig)
@@ -210,7 +223,7 @@ def test_logit_differences_refuse_boundaries_that_do_not_cover_the_row():
 # ---------------------------------------------------------------- datasets and strategies
 def test_histogram_figure_counts_every_document_and_marks_the_context():
     x = np.r_[np.full(90, 100), np.full(10, 600)]
-    fig = length_histogram_figure(report.length_histogram(x, 512, bins=20))
+    fig = length_histogram_figure(pc.length_histogram(x, 512, bins=20))
     bar = fig.data[0]
     assert sum(bar.y) == 100
     over = np.asarray(bar.x) >= 512
@@ -219,7 +232,7 @@ def test_histogram_figure_counts_every_document_and_marks_the_context():
 
 
 def test_strategy_figure_plots_utilisation_and_attention_speed_up_per_strategy():
-    rows = report.strategy_table(WORKED, 512)
+    rows = pc.strategy_table(WORKED, 512)
     fig = strategy_figure(rows)
     bars = [t for t in fig.data if t.type == "bar"]
     assert list(bars[0].y) == [r.strategy for r in rows]
@@ -229,7 +242,7 @@ def test_strategy_figure_plots_utilisation_and_attention_speed_up_per_strategy()
 
 
 def test_slot_use_figure_stacks_real_tokens_and_pads_to_the_slots():
-    rows = report.strategy_table(WORKED, 512, strategies=("pad", "bfd"))
+    rows = pc.strategy_table(WORKED, 512, strategies=("pad", "bfd"))
     real, pads = slot_use_figure(rows).data
     assert [r + p for r, p in zip(real.x, pads.x)] == [r.slots for r in rows]
     assert list(real.x) == [910, 910]
@@ -247,9 +260,7 @@ def test_benchmark_figure_draws_measured_bars_beside_the_flop_ratio_bound():
 
 
 def test_row_order_figure_draws_one_line_per_plan_with_the_longest_piece_per_row():
-    from packing_core.plots import row_order_figure
-    from packing_core.report import row_order
-    from packing_core.strategies import make_plan
+    from packing_core import make_plan, row_order, row_order_figure
 
     p = make_plan([300, 20, 200, 250, 30, 10], 320, "bfd")
     fig = row_order_figure({"bfd": row_order(p)})

@@ -2,17 +2,16 @@
 import numpy as np
 import pytest
 
-from packing_core import report
-from packing_core.batch import IGNORE_INDEX, PackedBatch
-from packing_core.checks import check_batch
-from packing_core.lengths import synthetic_lengths
-from packing_core.strategies import PACKING_STRATEGIES, STRATEGIES, make_plan
+import packing_core as pc
+from app_pages import _content
+from packing_core import IGNORE_INDEX, PACKING_STRATEGIES, STRATEGIES, PackedBatch, check_batch, make_plan, synthetic_lengths
+from packing_core.analysis import tables as tables_mod
 
-WORKED = report.WORKED_LENGTHS
+WORKED = _content.WORKED_LENGTHS
 
 
 def test_length_stats_count_the_documents_over_the_context_and_their_extra_tokens():
-    s = report.length_stats([120, 90, 300], 256)
+    s = pc.length_stats([120, 90, 300], 256)
     assert (s.count, s.tokens, s.max, s.p50) == (3, 510, 300, 120.0)
     assert s.mean == pytest.approx(170.0)
     assert (s.over_context, s.tokens_over) == (1, 44)
@@ -21,24 +20,24 @@ def test_length_stats_count_the_documents_over_the_context_and_their_extra_token
 
 def test_length_stats_refuse_empty_lengths():
     with pytest.raises(ValueError, match="no lengths"):
-        report.length_stats([], 512)
+        pc.length_stats([], 512)
 
 
 def test_histogram_counts_every_document_once_and_clips_the_tail_into_the_last_bin():
     x = np.array([10] * 50 + [20] * 49 + [5000])
-    h = report.length_histogram(x, 32, bins=10)
+    h = pc.length_histogram(x, 32, bins=10)
     assert h.counts.sum() == len(x)
     assert h.clipped == 1 and h.counts[-1] >= 1
     assert h.edges[-1] < 5000 and h.context == 32
 
 
 def test_histogram_of_200k_tickets_is_a_few_dozen_numbers():
-    h = report.length_histogram(synthetic_lengths("support-tickets"), 512, bins=60)
+    h = pc.length_histogram(synthetic_lengths("support-tickets"), 512, bins=60)
     assert len(h.counts) == 60 and h.counts.sum() == 200_000
 
 
 def test_strategy_table_measures_speed_ups_against_padding_to_the_context():
-    rows = {r.strategy: r for r in report.strategy_table(WORKED, 512)}
+    rows = {r.strategy: r for r in pc.strategy_table(WORKED, 512)}
     assert list(rows) == list(STRATEGIES)
     assert rows["pad"].attention_speedup == 1.0 and rows["pad"].slots_speedup == 1.0
     assert rows["concat-cut"].slots_speedup == 4.0
@@ -49,19 +48,19 @@ def test_attention_cost_is_a_square_per_document_when_packed_and_per_row_when_pa
     for s in STRATEGIES:
         m = make_plan(WORKED, 512, s).metrics()
         expected = m.attention_cost_packed if s in PACKING_STRATEGIES else m.attention_cost_padded
-        assert report.attention_cost(m) == expected
+        assert pc.attention_cost(m) == expected
     bfd = make_plan(WORKED, 512, "bfd").metrics()
-    assert report.attention_cost(bfd) == sum(n * n for n in WORKED)
+    assert pc.attention_cost(bfd) == sum(n * n for n in WORKED)
 
 
 def test_strategy_table_computes_the_pad_baseline_even_when_not_asked_for():
-    rows = report.strategy_table(WORKED, 512, strategies=("bfd",))
+    rows = pc.strategy_table(WORKED, 512, strategies=("bfd",))
     assert [r.strategy for r in rows] == ["bfd"]
     assert rows[0].slots_speedup == 4.0
 
 
 def _advice(lengths, context, kind):
-    return report.recommend(report.length_stats(lengths, context), report.strategy_table(lengths, context), kind)
+    return pc.recommend(pc.length_stats(lengths, context), pc.strategy_table(lengths, context), kind)
 
 
 def test_recommend_packing_when_bucketing_leaves_much_more_waste():
@@ -72,8 +71,8 @@ def test_recommend_packing_when_bucketing_leaves_much_more_waste():
 def test_recommend_bucketing_when_it_is_nearly_as_good():
     # lengths 200..299: buckets are narrow, and two documents rarely fill a row of 512
     lengths = np.random.default_rng(0).integers(200, 300, 2000)
-    rows = {r.strategy: r for r in report.strategy_table(lengths, 512)}
-    assert 0 < rows["bfd"].utilisation - rows["bucket"].utilisation < report.BUCKET_IS_ENOUGH
+    rows = {r.strategy: r for r in pc.strategy_table(lengths, 512)}
+    assert 0 < rows["bfd"].utilisation - rows["bucket"].utilisation < tables_mod.BUCKET_IS_ENOUGH
     assert _advice(lengths, 512, "pretraining").startswith("Bucket: it already fills")
 
 
@@ -105,15 +104,15 @@ def test_recommend_refuses_an_unknown_kind_of_data():
 
 def test_sample_lengths_draws_from_the_dataset_reproducibly():
     x = np.array([3, 5, 7])
-    a = report.sample_lengths(x, 20, seed=1)
+    a = pc.sample_lengths(x, 20, seed=1)
     assert len(a) == 20 and set(a.tolist()) <= {3, 5, 7}
-    assert np.array_equal(a, report.sample_lengths(x, 20, seed=1))
+    assert np.array_equal(a, pc.sample_lengths(x, 20, seed=1))
     with pytest.raises(ValueError, match="n must be"):
-        report.sample_lengths(x, 0)
+        pc.sample_lengths(x, 0)
 
 
 def test_one_outlier_stretches_every_row_of_a_pad_longest_batch():
-    short, spiked = report.outlier_lengths(batch_size=32, outlier=500)
+    short, spiked = pc.outlier_lengths(batch_size=32, outlier=500)
     assert (short != spiked).sum() == 1 and spiked.max() == 500 and short.max() < 250
     calm = make_plan(short, 512, "pad-longest").metrics()
     stretched = make_plan(spiked, 512, "pad-longest").metrics()
@@ -122,33 +121,33 @@ def test_one_outlier_stretches_every_row_of_a_pad_longest_batch():
 
 
 def test_row_documents_fill_the_row_and_mark_the_prompt_bytes():
-    d = report.row_documents(64, instruction=True)
+    d = _content.row_documents(64, instruction=True)
     assert sum(map(len, d.documents)) >= 64
     for text, ids, p in zip(d.texts, d.documents, d.prompt_lengths):
         assert bytes(ids).decode() == text
         assert text[:p].startswith("Q:") and text[p:].startswith("A:")
-    assert set(report.row_documents(64).prompt_lengths) == {0}
+    assert set(_content.row_documents(64).prompt_lengths) == {0}
 
 
 def test_naive_targets_cross_exactly_at_the_end_of_each_document_but_the_last():
     b = PackedBatch.from_documents([[11, 12, 13], [21, 22]], 6, "next-fit")
-    n = report.naive_targets(b, 0)
+    n = pc.naive_targets(b, 0)
     assert n.naive.tolist() == [12, 13, 21, 22, IGNORE_INDEX, IGNORE_INDEX]
     assert n.crosses.tolist() == [False, False, True, False, False, False]
     with pytest.raises(ValueError, match="row 3"):
-        report.naive_targets(b, 3)
+        pc.naive_targets(b, 3)
 
 
 def _instruction_batch():
-    d = report.row_documents(64, instruction=True)
+    d = _content.row_documents(64, instruction=True)
     return PackedBatch.from_documents(d.documents, 64, "next-fit", prompt_lengths=d.prompt_lengths)
 
 
 def test_loss_positions_equal_answer_targets_in_a_sound_batch_only():
     b = _instruction_batch()
-    loss, answers = report.loss_vs_answers(b)
+    loss, answers = pc.loss_vs_answers(b)
     assert loss == answers > 0
-    loss, answers = report.loss_vs_answers(report.broken_batch(b, "prompts in the loss"))
+    loss, answers = pc.loss_vs_answers(pc.broken_batch(b, "prompts in the loss"))
     assert loss > answers
 
 
@@ -163,23 +162,21 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("how", list(report.BREAKS))
+@pytest.mark.parametrize("how", list(pc.BREAKS))
 def test_every_planted_bug_is_caught_by_check_batch(how):
-    found = {v.name for v in check_batch(report.broken_batch(_instruction_batch(), how))}
+    found = {v.name for v in check_batch(pc.broken_batch(_instruction_batch(), how))}
     assert EXPECTED[how] <= found and (found == set()) == (how == "none")
 
 
 def test_an_unknown_bug_is_refused():
     with pytest.raises(ValueError, match="unknown break"):
-        report.broken_batch(_instruction_batch(), "gremlins")
+        pc.broken_batch(_instruction_batch(), "gremlins")
 
 
 def test_fit_decreasing_rows_come_out_sorted_until_shuffled():
-    from packing_core.lengths import synthetic_lengths
-    from packing_core.report import row_order
-    from packing_core.strategies import make_plan
+    from packing_core import make_plan, row_order, synthetic_lengths
 
-    lengths = report.sample_lengths(synthetic_lengths("support-tickets"), 2000, seed=1)
+    lengths = pc.sample_lengths(synthetic_lengths("support-tickets"), 2000, seed=1)
     ordered = row_order(make_plan(lengths, 512, "bfd"))
     shuffled = row_order(make_plan(lengths, 512, "bfd", shuffle=True, seed=0))
     assert ordered.neighbour_correlation > 0.9

@@ -1,11 +1,10 @@
 """Strategies as specifications: the worked example, invariants over random lengths, bad input."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from packing_core.strategies import (
-    OVERLONG_POLICIES, PACKING_STRATEGIES, STRATEGIES, compare, make_plan,
-)
+from packing_core import OVERLONG_POLICIES, PACKING_STRATEGIES, STRATEGIES, compare, make_plan
 
 WORKED = [120, 90, 300, 40, 55, 30, 210, 65]
 
@@ -198,7 +197,7 @@ def test_fit_decreasing_matches_a_plain_per_item_reference():
         (dict(lengths=[], context=512, strategy="bfd"), "no lengths"),
         (dict(lengths=[10, 0], context=512, strategy="bfd"), "position 1"),
         (dict(lengths=[10, -3], context=512, strategy="bfd"), "-3"),
-        (dict(lengths=[1.5, 2.0], context=512, strategy="bfd"), "integers"),
+        (dict(lengths=[1.5, 2.0], context=512, strategy="bfd"), "whole number"),
         (dict(lengths=[10], context=0, strategy="bfd"), "context"),
         (dict(lengths=[10], context=512, strategy="magic"), "magic"),
         (dict(lengths=[10], context=512, strategy="bfd", overlong="shrink"), "shrink"),

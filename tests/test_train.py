@@ -4,10 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from packing_core.plots import ALERT_COLOUR, PACKED_COLOUR
-from packing_core.plots_train import loss_curves_figure, trailing_mean
-from packing_core.train import (BOS_ID, FINAL_WINDOW, TOPICS, TrainResult, sample_documents, successor_table,
-                                topic_of, train_demo)
+from packing_core import ALERT_COLOUR, PACKED_COLOUR, TOPICS, TrainResult, loss_curves_figure, train_demo
+from packing_core.experiments.train import BOS_ID, FINAL_WINDOW, sample_documents, successor_table, topic_of
+from packing_core.viz.training import trailing_mean
 
 
 @pytest.fixture(scope="module")

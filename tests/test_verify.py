@@ -1,14 +1,11 @@
 """The packed-vs-alone verifier: a correct setup agrees, every known mistake shows."""
 import json
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-from packing_core.model import tiny_model
-from packing_core.verify import (default_documents, default_tolerance, model_runner, verify,
-                                 verify_model)
+from packing_core import VerifyReport, default_documents, default_tolerance, model_runner, tiny_model, verify_model, verify_runner
 
 TINY = ["tiny-rope", "tiny-abs"]
 
@@ -83,15 +80,15 @@ def recording_runner(record):
 
 def test_mask_off_calls_the_runner_with_row_boundaries():
     runner, seen = recording_runner(lambda ids, pos, cu: cu.tolist())
-    verify(runner, default_documents((3, 2)), mask="off")
+    verify_runner(runner, default_documents((3, 2)), mask="off")
     assert seen == [[0, 3], [0, 2], [0, 5]]
 
 
 def test_the_runner_gets_reset_or_continuous_positions_for_the_packed_row():
     runner, seen = recording_runner(lambda ids, pos, cu: pos.tolist())
     docs = default_documents((3, 2))
-    verify(runner, docs, positions="reset")
-    verify(runner, docs, positions="continuous")
+    verify_runner(runner, docs, positions="reset")
+    verify_runner(runner, docs, positions="continuous")
     assert seen[2] == [0, 1, 2, 0, 1]
     assert seen[5] == [0, 1, 2, 3, 4]
     assert seen[1] == [0, 1]                          # alone runs always start at 0
@@ -99,7 +96,7 @@ def test_the_runner_gets_reset_or_continuous_positions_for_the_packed_row():
 
 def test_an_explicit_tolerance_overrides_the_default():
     model = tiny_model("tiny-rope")
-    report = verify(model_runner(model, "dense"), default_documents(), tolerance=0.0,
+    report = verify_runner(model_runner(model, "dense"), default_documents(), tolerance=0.0,
                     backend_name="dense")
     assert report.tolerance == 0.0
     assert "caller" in report.tolerance_reason
@@ -137,17 +134,39 @@ def test_default_documents_are_seeded_and_of_different_lengths():
 def test_bad_arguments_are_rejected_with_the_choices():
     runner = model_runner(tiny_model("tiny-rope"))
     with pytest.raises(ValueError, match="'on'"):
-        verify(runner, default_documents(), mask="maybe")
+        verify_runner(runner, default_documents(), mask="maybe")
     with pytest.raises(ValueError, match="non-empty"):
-        verify(runner, [[1, 2], []])
+        verify_runner(runner, [[1, 2], []])
     with pytest.raises(ValueError, match="smollm2"):
         verify_model("gpt2")
 
 
-def test_smollm2_without_its_module_says_how_to_install(monkeypatch):
-    monkeypatch.setitem(sys.modules, "packing_core.hf", None)   # import now fails
+def test_smollm2_not_installed_says_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("PACKING_LAB_MODELS", str(tmp_path / "no-models"))
+    monkeypatch.setenv("PACKING_LAB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr("packing_core.models.pretrained.GGUF_PACKAGE", "no_such_model_package")
     with pytest.raises(ValueError, match="scripts/install.sh"):
         verify_model("smollm2", mask="on", positions="reset")
+
+
+def test_smollm2_refuses_a_seed_it_would_ignore():
+    with pytest.raises(ValueError, match="seed draws the tiny models"):
+        verify_model("smollm2", seed=3)
+
+
+def test_one_report_type_for_every_model_with_top1_changes_from_its_own_logits():
+    calls = []
+    model = tiny_model("tiny-rope")
+    runner = model_runner(model)
+
+    def counting(*args):
+        calls.append(1)
+        return runner(*args)
+
+    report = verify_runner(counting, default_documents((6, 5)), mask="off", decode=lambda ids: str(ids[0]))
+    assert isinstance(report, VerifyReport) and len(calls) == 3      # two alone + one packed, no re-run
+    assert report.changes is not None and all(c.document == 1 for c in report.changes)
+    assert verify_model("tiny-rope").changes is None                  # nothing to decode with
 
 
 def test_token_diffs_are_floats_not_tensors():

@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import platform
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .attention import attend, available_backends
+from packing_core.attention.backends import attend, available_backends
+from packing_core.packing.plan import cu_seqlens_from_lengths
 
 GOAL_FACTOR = 0.8
 PACKED_BACKENDS = ("varlen", "segments", "dense")
@@ -125,8 +126,8 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
     ``progress(fraction, message)`` is called as each stage starts. Returns a JSON-ready
     dict: machine, config, plans, padded figures and one entry per packed backend.
     """
-    from .lengths import synthetic_lengths
-    from .strategies import make_plan
+    from packing_core.data.lengths import synthetic_lengths
+    from packing_core.packing.strategies import make_plan
 
     _check_arguments(heads, head_dim, repeats, padded_layout)
     report = progress or (lambda fraction, message: None)
@@ -156,15 +157,15 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
 
     # Packed: the bfd plan's pieces back to back, row by row, no pads.
     piece_len = bfd.piece_len
-    cu = torch.from_numpy(np.concatenate([[0], np.cumsum(piece_len)]).astype(np.int32))
+    cu = torch.from_numpy(cu_seqlens_from_lengths(piece_len, np.int32))
     row_tokens = np.bincount(bfd.piece_row, weights=piece_len, minlength=bfd.n_rows)
-    row_cu = torch.from_numpy(np.concatenate([[0], np.cumsum(row_tokens)]).astype(np.int32))
+    row_cu = torch.from_numpy(cu_seqlens_from_lengths(row_tokens, np.int32))
     q, k, v = (torch.randn(tokens, heads, head_dim, generator=g).to(dev, dt) for _ in range(3))
     cu, row_cu = cu.to(dev), row_cu.to(dev)
     max_len = int(piece_len.max())
 
     def packed(backend):
-        return lambda: attend(q, k, v, cu, max_len, backend, row_cu_seqlens=row_cu)
+        return lambda: attend(q, k, v, cu, max_len, backend, row_offsets=row_cu)
 
     fns = {"padded": padded, **{b: packed(b) for b in backends}}
     report(0.05, "warm-up")
@@ -225,8 +226,8 @@ def segments_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16,
     - ``backend``: ``attend(..., "segments")``: plus a fresh result tensor per call,
       whose first touch costs a page fault per 4 KiB page.
     """
-    from .lengths import synthetic_lengths
-    from .strategies import make_plan
+    from packing_core.data.lengths import synthetic_lengths
+    from packing_core.packing.strategies import make_plan
 
     _check_arguments(heads, head_dim, repeats, padded_layout)
     lengths = synthetic_lengths(dataset, n=docs, seed=seed)
@@ -237,7 +238,7 @@ def segments_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16,
     padded, _ = _padded_baseline(pad.n_rows, context, heads, head_dim, torch.float32, cpu, g,
                                  padded_layout)
     piece_len = bfd.piece_len
-    cu = np.concatenate([[0], np.cumsum(piece_len)]).tolist()
+    cu = cu_seqlens_from_lengths(piece_len).tolist()
     q, k, v = (torch.randn(int(cu[-1]), heads, head_dim, generator=g) for _ in range(3))
     reused = torch.zeros_like(q)
     spans = list(zip(cu[:-1], cu[1:]))
@@ -309,7 +310,7 @@ def format_breakdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def format_table(result: dict) -> str:
+def format_benchmark(result: dict) -> str:
     """Plain-text table of a :func:`run_benchmark` result."""
     m, c = result["machine"], result["config"]
     lines = [

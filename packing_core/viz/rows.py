@@ -13,11 +13,25 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .plots import (ALERT, ALERT_COLOUR, EMPTY, EMPTY_COLOUR, PAD, PAD_COLOUR, _layout,
-                    code_heatmap, colour_codes, doc_colour, downsample_codes, legend_swatch, stride_for)
+from packing_core.batch.packed import IGNORE_INDEX
+from packing_core.viz.style import (
+    ALERT,
+    ALERT_COLOUR,
+    EMPTY,
+    EMPTY_COLOUR,
+    PAD,
+    PAD_COLOUR,
+    apply_layout,
+    code_heatmap,
+    colour_codes,
+    doc_colour,
+    downsample_codes,
+    legend_swatch,
+    stride_for,
+)
 
 TEXT_UP_TO = 96   # tokens: up to this row width every cell shows its character or value
-_IGNORE = -100
+
 
 
 def token_labels(ids) -> np.ndarray:
@@ -69,7 +83,7 @@ def mask_figure(masks: dict, doc_ids, position_ids, *, max_side: int = 128,
     fig.update_yaxes(autorange="reversed", title=f"query token i{unit}", showgrid=False, scaleanchor=None)
     fig.update_xaxes(title="key token j", showgrid=False)
     fig.update_yaxes(title=None, col=2)
-    return _layout(fig, title=title, height=520, top=80 if title else 40)
+    return apply_layout(fig, title=title, height=520, top=80 if title else 40)
 
 
 # ---------------------------------------------------------------- token tracks
@@ -103,7 +117,7 @@ def tracks_figure(tracks: list[Track], *, max_cols: int = 1024, title: str | Non
     fig = go.Figure(heat)
     fig.update_yaxes(autorange="reversed", showgrid=False)
     fig.update_xaxes(title=f"token in the row{f' (1 cell = {k} tokens)' if k > 1 else ''}", showgrid=False)
-    return _layout(fig, title=title, height=90 + 34 * len(tracks))
+    return apply_layout(fig, title=title, height=90 + 34 * len(tracks))
 
 
 def _doc_track(name: str, doc: np.ndarray, labels, on=None) -> Track:
@@ -152,7 +166,7 @@ def targets_figure(batch, row: int, naive, *, title: str | None = None) -> go.Fi
     answer = batch.answer_mask[row].numpy()
 
     def target_track(name, tgt, alert=None):
-        has = tgt != _IGNORE
+        has = tgt != IGNORE_INDEX
         labels = np.where(has, token_labels(np.where(has, tgt, 0)), np.where(valid, "–", "pad"))
         codes = np.where(valid & ~has, EMPTY, colour_codes(doc))
         if alert is not None:
@@ -204,4 +218,4 @@ def logit_diff_figure(token_diffs, cu_seqlens, tolerance: float, *, floor: float
     fig.update_yaxes(type="log", title="max |Δlogit| (log)", range=[np.log10(floor) - 0.3, np.log10(top)],
                      dtick=1, exponentformat="power", gridcolor="#eee")
     fig.update_xaxes(title="token in the packed row", showgrid=False)
-    return _layout(fig, title=title, height=360, top=70 if title else 40, bargap=0.05, showlegend=False)
+    return apply_layout(fig, title=title, height=360, top=70 if title else 40, bargap=0.05, showlegend=False)

@@ -33,11 +33,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .batch import IGNORE_INDEX, PackedBatch
-from .model import TinyConfig, TinyTransformer
-from .strategies import make_plan
+from packing_core._validate import MASKS
+from packing_core.batch.packed import IGNORE_INDEX, PackedBatch
+from packing_core.models.tiny import TinyConfig, TinyTransformer
+from packing_core.packing.plan import cu_seqlens_from_lengths
+from packing_core.packing.strategies import make_plan
 
-MASKS = ("on", "off")
 PAD_ID, BOS_ID = 0, 1
 TOPICS = 8               # the drift a blind guess would show: 1 in TOPICS
 TOKENS_PER_TOPIC = 6
@@ -240,7 +241,7 @@ def evaluate(model, docs: TopicDocuments, mask: str) -> tuple[float, float, floa
 
     # Alone: targets inside each document only (the next document's BOS is not a target).
     ids = torch.from_numpy(docs.tokens)
-    cu = np.concatenate([[0], np.cumsum(docs.lengths)])
+    cu = cu_seqlens_from_lengths(docs.lengths)
     pos = torch.from_numpy(np.arange(len(ids)) - np.repeat(cu[:-1], docs.lengths))
     targets = torch.cat([ids[1:], ids.new_full((1,), IGNORE_INDEX)])
     targets[cu[1:] - 1] = IGNORE_INDEX

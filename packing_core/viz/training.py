@@ -9,12 +9,12 @@ in the red that everywhere means "something crossed a document edge". Each run d
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from .plots import ALERT_COLOUR, PACKED_COLOUR, _layout
+from packing_core.viz.style import ALERT_COLOUR, PACKED_COLOUR, apply_layout
 
 MASK_COLOURS = {"on": PACKED_COLOUR, "off": ALERT_COLOUR}
 
@@ -73,4 +73,4 @@ def loss_curves_figure(results: Sequence, *, smooth: int = 10, title: str | None
     floor = min(ends) - 0.15
     fig.update_yaxes(title="loss (nats per token)", gridcolor="#eee",
                      range=[max(0.0, floor), floor + 2.5 * (max(ends) + 0.15 - floor)])
-    return _layout(fig, title=title, height=380, hovermode="x unified")
+    return apply_layout(fig, title=title, height=380, hovermode="x unified")

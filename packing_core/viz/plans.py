@@ -13,106 +13,31 @@ Wide grids are downsampled by a stride (one cell per k tokens) so 2,048 tokens s
 This module holds the palette, the shared heatmap helper and the length/plan/benchmark
 figures; the per-token pictures of one packed row live in :mod:`packing_core.plots_row`.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .batch import segment_layout
-from .strategies import PACKING_STRATEGIES
-
-PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2",
-           "#edc948", "#9c755f", "#ff9da7", "#17becf", "#8cd17d")
-EMPTY_COLOUR = "#ffffff"
-PAD_COLOUR = "#d0d0d0"
-ALERT_COLOUR = "#d62728"
-EMPTY, PAD, ALERT = -2, -1, len(PALETTE)
-_CODE_COLOURS = (EMPTY_COLOUR, PAD_COLOUR, *PALETTE, ALERT_COLOUR)  # codes -2 .. 10 in order
-PACKED_COLOUR, PADDED_COLOUR = "#4e79a7", "#bab0ac"
-FONT = dict(family="Inter, Segoe UI, sans-serif", size=13)
-
-
-def doc_colour(doc: int) -> str:
-    """``doc_colour(0) == doc_colour(10) == PALETTE[0]``; a pad (-1) is grey."""
-    return PAD_COLOUR if doc < 0 else PALETTE[int(doc) % len(PALETTE)]
-
-
-def colour_codes(doc_ids) -> np.ndarray:
-    """Document ids -> colour codes: ``[0, 1, 11, -1] -> [0, 1, 1, -1]`` (-1 stays a pad)."""
-    d = np.asarray(doc_ids, dtype=np.int64)
-    return np.where(d >= 0, d % len(PALETTE), PAD)
+from packing_core.batch.packed import segment_layout
+from packing_core.packing.strategies import PACKING_STRATEGIES
+from packing_core.viz.style import (
+    ALERT_COLOUR,
+    EMPTY,
+    PACKED_COLOUR,
+    PAD,
+    PAD_COLOUR,
+    PADDED_COLOUR,
+    PALETTE,
+    apply_layout,
+    code_heatmap,
+    colour_codes,
+    legend_swatch,
+    stride_for,
+)
 
 
-def _colourscale() -> list:
-    """A stepped scale: each code gets one flat band, so a code maps to exactly one colour."""
-    n = len(_CODE_COLOURS)
-    scale = []
-    for k, c in enumerate(_CODE_COLOURS):
-        scale += [[k / n, c], [(k + 1) / n, c]]
-    return scale
-
-
-_SCALE = _colourscale()
-
-
-def code_heatmap(codes: np.ndarray, *, x=None, y=None, text=None, show_text: bool = False,
-                 hovertemplate: str | None = None, customdata=None, gaps: bool = False,
-                 name: str = "") -> go.Heatmap:
-    """A heatmap whose integer ``codes`` map through the shared palette (see module doc)."""
-    return go.Heatmap(
-        z=codes, x=x, y=y, zmin=EMPTY - 0.5, zmax=ALERT + 0.5, colorscale=_SCALE,
-        showscale=False, text=text, texttemplate="%{text}" if show_text and text is not None else None,
-        textfont=dict(size=11), hovertemplate=hovertemplate, customdata=customdata,
-        xgap=1 if gaps else 0, ygap=2 if gaps else 0, name=name,
-    )
-
-
-def stride_for(n: int, max_cells: int) -> int:
-    """Tokens per cell so that ``n`` tokens fit in ``max_cells`` cells: ``stride_for(2048, 512) == 4``."""
-    return max(1, -(-int(n) // int(max_cells)))
-
-
-def downsample_codes(codes: np.ndarray, k: int, axes=(-1,)) -> np.ndarray:
-    """One cell per ``k`` along ``axes``: the block's first code, or ALERT if any cell alerts.
-
-    ``downsample_codes(np.array([0, ALERT, 1, 1]), 2) -> [ALERT, 1]``: a leak never vanishes
-    between the sampled cells.
-    """
-    out = np.asarray(codes)
-    if k == 1:
-        return out
-    for axis in axes:
-        moved = np.moveaxis(out, axis, -1)
-        n = moved.shape[-1]
-        padded = np.pad(moved, [(0, 0)] * (moved.ndim - 1) + [(0, (-n) % k)], constant_values=EMPTY)
-        blocks = padded.reshape(*moved.shape[:-1], -1, k)
-        pooled = np.where((blocks == ALERT).any(-1), ALERT, blocks[..., 0])
-        out = np.moveaxis(pooled, -1, axis)
-    return out
-
-
-def legend_swatch(fig: go.Figure, name: str, colour: str, symbol: str = "square", **kw) -> None:
-    """A legend entry without data: tells what a colour means."""
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, showlegend=True,
-                             marker=dict(color=colour, symbol=symbol, size=12,
-                                         line=dict(color="#888", width=1)), **kw))
-
-
-def _layout(fig: go.Figure, *, title: str | None, height: int, top: int | None = None, **kw) -> go.Figure:
-    """Title top left, legend in one line under the x axis (never over the title), white plot."""
-    top = (40 if title else 12) if top is None else top
-    bottom, legend_px = 40, 30
-    plot_px = max(40, height - top - bottom - legend_px)
-    fig.update_layout(title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-                      height=height + legend_px, margin=dict(l=10, r=10, t=top, b=bottom + legend_px),
-                      font=FONT, plot_bgcolor="white",
-                      legend=dict(orientation="h", yanchor="top", y=-(bottom + 14) / plot_px, x=0,
-                                  xanchor="left"), **kw)
-    return fig
-
-
-# ---------------------------------------------------------------- plans
 def plan_grid(plan, first_row: int = 0, max_rows: int = 32):
     """Per-slot document ids and token indices of rows ``first_row ..`` of a plan.
 
@@ -173,10 +98,9 @@ def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 
                      ticktext=[f"row {r}" for r in rows[::step]], showgrid=False)
     fig.update_xaxes(title=f"slot{f' (1 cell = {k} tokens)' if k > 1 else ''}", showgrid=False,
                      range=[-0.5, width - 0.5])
-    return _layout(fig, title=title, height=110 + row_height * len(rows))
+    return apply_layout(fig, title=title, height=110 + row_height * len(rows))
 
 
-# ---------------------------------------------------------------- lengths and strategies
 def length_histogram_figure(hist, title: str | None = None) -> go.Figure:
     """Bars from a :class:`~packing_core.report.Histogram`, the context as a dashed line."""
     centres = (hist.edges[:-1] + hist.edges[1:]) / 2
@@ -194,7 +118,7 @@ def length_histogram_figure(hist, title: str | None = None) -> go.Figure:
                            showarrow=True, arrowhead=0, ay=-30, font=dict(size=11))
     fig.update_xaxes(title="tokens per document", showgrid=False)
     fig.update_yaxes(title="documents", gridcolor="#eee")
-    return _layout(fig, title=title, height=320, bargap=0, showlegend=False)
+    return apply_layout(fig, title=title, height=320, bargap=0, showlegend=False)
 
 
 def strategy_figure(rows, title: str | None = None) -> go.Figure:
@@ -219,7 +143,7 @@ def strategy_figure(rows, title: str | None = None) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     legend_swatch(fig, "packing (needs a block-diagonal mask)", PACKED_COLOUR)
     legend_swatch(fig, "padding (one sample per row)", PADDED_COLOUR)
-    return _layout(fig, title=title, height=120 + 34 * len(rows), top=70 if title else 40)
+    return apply_layout(fig, title=title, height=120 + 34 * len(rows), top=70 if title else 40)
 
 
 def slot_use_figure(rows, title: str | None = None) -> go.Figure:
@@ -236,10 +160,9 @@ def slot_use_figure(rows, title: str | None = None) -> go.Figure:
     ])
     fig.update_xaxes(title="slots", gridcolor="#eee")
     fig.update_yaxes(autorange="reversed")
-    return _layout(fig, title=title, height=110 + 40 * len(rows), barmode="stack")
+    return apply_layout(fig, title=title, height=110 + 40 * len(rows), barmode="stack")
 
 
-# ---------------------------------------------------------------- benchmark
 def benchmark_figure(result: dict, title: str | None = None) -> go.Figure:
     """Tokens/s of the padded baseline and each packed backend, beside the FLOP-ratio bound.
 
@@ -262,7 +185,7 @@ def benchmark_figure(result: dict, title: str | None = None) -> go.Figure:
                   annotation_position="bottom left")
     fig.update_yaxes(title="attention tokens per second", gridcolor="#eee", rangemode="tozero",
                      range=[0, max(max(tps), bound) * 1.18])
-    return _layout(fig, title=title, height=380, showlegend=False)
+    return apply_layout(fig, title=title, height=380, showlegend=False)
 
 
 def row_order_figure(orders: dict, title: str | None = None) -> go.Figure:
@@ -276,4 +199,5 @@ def row_order_figure(orders: dict, title: str | None = None) -> go.Figure:
         ))
     fig.update_xaxes(title_text="row (the order batches are drawn in)")
     fig.update_yaxes(title_text="longest document in the row")
-    return _layout(fig, title=title, height=260)
+    return apply_layout(fig, title=title, height=260)
+

@@ -15,14 +15,14 @@ dependency-free default.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from packing_core import readers
+from packing_core._validate import as_lengths  # noqa: F401  (the one rule, re-exported here)
+from packing_core.data import readers
 
 Tokenizer = Callable[[list[str]], list[list[int]]]
 LENGTH_COLUMNS = ("length", "lengths", "n_tokens", "num_tokens")
@@ -38,48 +38,6 @@ _DEFAULT_N = {"support-tickets": 200_000, "bimodal": 100_000, "long-tailed": 100
 
 # --- lists of numbers ----------------------------------------------------------------
 
-def as_lengths(values) -> np.ndarray:
-    """Validate document lengths: a 1-D sequence of whole numbers, each >= 1.
-
-    >>> as_lengths([3, 2, 5.0]).tolist()     # whole floats (3.0) are accepted
-    [3, 2, 5]
-    >>> as_lengths([3, 0])  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ValueError: length 0 at position 1 is not >= 1; every document needs at least one token: ...
-
-    Floats like 3.5, NaN, booleans and text are refused (for text use ``parse_lengths``).
-    Returns a new int64 array.
-    """
-    if isinstance(values, (str, bytes)):
-        raise ValueError(f"lengths must be numbers, got text {values[:40]!r}; "
-                         "use parse_lengths() for text")
-    if isinstance(values, (list, tuple)):
-        bad = next((i for i, v in enumerate(values) if isinstance(v, (bool, np.bool_, str, bytes))
-                    or v is None), None)
-        if bad is not None:
-            raise ValueError(f"length {values[bad]!r} at position {bad} is not an integer; lengths "
-                             "must be whole numbers >= 1 (for text like '120, 90' use parse_lengths())")
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        fix = "wrap a single number in a list: [n]" if arr.ndim == 0 else "flatten it first"
-        raise ValueError(f"lengths must be a 1-D list, got shape {arr.shape}; {fix}")
-    if arr.size == 0:
-        raise ValueError("no lengths given; pass at least one document length, e.g. [120, 90, 300]")
-    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
-        raise ValueError(f"lengths must be whole numbers, got dtype {arr.dtype} (first value "
-                         f"{arr[0]!r}); convert them to integers first (for text use parse_lengths())")
-    if arr.dtype.kind == "f":
-        whole = np.isfinite(arr) & (arr == np.floor(arr))
-        if not whole.all():
-            i = int(np.argmin(whole))
-            raise ValueError(f"length {arr[i].item()!r} at position {i} is not a whole number; "
-                             "lengths count tokens, so round or fix it")
-    bad = arr < 1
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"length {arr[i].item()!r} at position {i} is not >= 1; every document needs "
-                         "at least one token: drop empty documents or fix the value")
-    return arr.astype(np.int64)  # astype copies: callers may keep editing their input
 
 
 _SEPARATORS = re.compile(r"[\s,;]+")

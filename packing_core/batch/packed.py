@@ -11,6 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+
+from packing_core._validate import POSITIONS, as_lengths, choice
+from packing_core.packing.plan import Plan, cu_seqlens_from_lengths
+from packing_core.packing.strategies import make_plan
 
 
 @dataclass(frozen=True)
@@ -31,13 +36,9 @@ def segment_layout(lengths, positions: str = "reset") -> SegmentLayout:
     >>> segment_layout([3, 2], positions="continuous").position_ids.tolist()
     [0, 1, 2, 3, 4]
     """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    if lengths.ndim != 1 or (lengths < 1).any():
-        raise ValueError(f"lengths must be a 1-D list of positive integers, got {lengths.tolist()!r}")
-    if positions not in ("reset", "continuous"):
-        raise ValueError(f"positions must be 'reset' or 'continuous', got {positions!r}")
-    cu = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=cu[1:])
+    lengths = as_lengths(lengths)
+    choice("positions", positions, POSITIONS)
+    cu = cu_seqlens_from_lengths(lengths)
     total = int(cu[-1])
     segment_ids = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
     position_ids = np.arange(total, dtype=np.int64)
@@ -57,7 +58,7 @@ class FlatBatch:
     position_ids: "torch.Tensor"    # long [T]
     cu_seqlens: "torch.Tensor"      # int32 [pieces + 1]: one segment per document piece
     max_seqlen: int
-    row_cu_seqlens: "torch.Tensor"  # int32 [rows + 1]: row boundaries (what the mask bug attends over)
+    row_offsets: "torch.Tensor"     # int32 [rows + 1]: row boundaries (what the mask bug attends over)
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,14 +85,15 @@ class PackedBatch:
 
     plan: "Plan"
     input_ids: "torch.Tensor"     # long [rows, width]; pad_id on pads
-    segment_ids: "torch.Tensor"   # long [rows, width]; index of the piece within its row, -1 on pads
-    document_ids: "torch.Tensor"  # long [rows, width]; global document index, -1 on pads
+    segment_ids: "torch.Tensor"   # long [rows, width]; the segment (a document, or a piece of a split one)
+                                  # each token belongs to: its index in cu_seqlens; -1 on pads
+    document_ids: "torch.Tensor"  # long [rows, width]; the source document of that segment, -1 on pads
     position_ids: "torch.Tensor"  # long [rows, width]
     targets: "torch.Tensor"       # long [rows, width]; next token inside the piece, else -100
     loss_mask: "torch.Tensor"     # bool [rows, width]; positions whose target is trained
     answer_mask: "torch.Tensor"   # bool [rows, width]; tokens the data marks as trainable (not prompt, not pad)
     cu_seqlens: "torch.Tensor"    # int32 [pieces + 1] over valid tokens of all rows
-    row_cu_seqlens: tuple         # per row: int32 [pieces_in_row + 1], offsets inside the row
+    doc_cu_seqlens: tuple         # per row: int32 [pieces_in_row + 1], document offsets inside the row
     max_seqlen: int
     pad_id: int
     positions: str
@@ -120,9 +122,6 @@ class PackedBatch:
         document (it belongs to the data, so it is trained). Other keyword arguments go
         to ``make_plan`` (``overlong``, ``batch_size``, ``shuffle``, ``seed`` ...).
         """
-        import torch
-
-        from .strategies import make_plan
 
         docs = [list(map(int, d)) for d in documents]
         if not docs:
@@ -130,8 +129,7 @@ class PackedBatch:
         for i, d in enumerate(docs):
             if not d:
                 raise ValueError(f"document {i} is empty; every document needs at least one token id")
-        if positions not in ("reset", "continuous"):
-            raise ValueError(f"positions must be 'reset' or 'continuous', got {positions!r}")
+        choice("positions", positions, POSITIONS)
         prompts = np.zeros(len(docs), np.int64) if prompt_lengths is None else np.asarray(prompt_lengths, np.int64)
         if prompts.shape != (len(docs),):
             raise ValueError(f"prompt_lengths needs one entry per document ({len(docs)}), got {len(prompts)}")
@@ -151,9 +149,7 @@ class PackedBatch:
     def from_plan(plan, tokens: np.ndarray, prompt_lengths: np.ndarray, *, pad_id: int = 0,
                   positions: str = "reset") -> "PackedBatch":
         """Fill ``plan`` from all documents' tokens concatenated in document order."""
-        import torch
-
-        doc_start = np.concatenate([[0], np.cumsum(plan.lengths)])
+        doc_start = cu_seqlens_from_lengths(plan.lengths)
         n_rows, width = plan.n_rows, int(plan.row_width.max())
         p_doc, p_start, p_len = plan.piece_doc, plan.piece_start, plan.piece_len
         p_row, p_off = plan.piece_row, plan.piece_offset
@@ -162,7 +158,6 @@ class PackedBatch:
         piece, within = pieces.segment_ids, pieces.position_ids
         in_doc = p_start[piece] + within
         dest = p_row[piece] * width + p_off[piece] + within
-        first_in_row = np.searchsorted(p_row, p_row, side="left")
 
         def grid(fill, values, dtype):
             out = np.full(n_rows * width, fill, dtype=dtype)
@@ -180,21 +175,21 @@ class PackedBatch:
             pos = p_off[piece] + within
         row_bounds = plan.row_bounds()
         row_cu = tuple(
-            torch.from_numpy(np.concatenate([[0], np.cumsum(p_len[row_bounds[r]:row_bounds[r + 1]])]).astype(np.int32))
+            torch.from_numpy(cu_seqlens_from_lengths(p_len[row_bounds[r]:row_bounds[r + 1]], np.int32))
             for r in range(n_rows)
         )
         t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
         return PackedBatch(
             plan=plan,
             input_ids=t(grid(pad_id, ids, np.int64)),
-            segment_ids=t(grid(-1, (np.arange(len(p_len)) - first_in_row)[piece], np.int64)),
+            segment_ids=t(grid(-1, piece, np.int64)),
             document_ids=t(grid(-1, p_doc[piece], np.int64)),
             position_ids=t(grid(0, pos, np.int64)),
             targets=t(grid(IGNORE_INDEX, tgt, np.int64)),
             loss_mask=t(grid(False, nxt_ok, bool)),
             answer_mask=t(grid(False, answer, bool)),
             cu_seqlens=t(pieces.cu_seqlens),
-            row_cu_seqlens=row_cu,
+            doc_cu_seqlens=row_cu,
             max_seqlen=int(p_len.max()),
             pad_id=int(pad_id),
             positions=positions,
@@ -202,15 +197,13 @@ class PackedBatch:
 
     def flat(self) -> FlatBatch:
         """Valid tokens only, rows laid end to end, with document and row boundaries."""
-        import torch
-
         valid = self.valid
         per_row = valid.sum(dim=1)
         row_cu = torch.zeros(len(per_row) + 1, dtype=torch.int32)
         row_cu[1:] = torch.cumsum(per_row, 0)
         return FlatBatch(
             input_ids=self.input_ids[valid], position_ids=self.position_ids[valid],
-            cu_seqlens=self.cu_seqlens, max_seqlen=self.max_seqlen, row_cu_seqlens=row_cu,
+            cu_seqlens=self.cu_seqlens, max_seqlen=self.max_seqlen, row_offsets=row_cu,
         )
 
     def dense_mask(self, row: int) -> "torch.Tensor":
@@ -219,8 +212,6 @@ class PackedBatch:
         ``j <= i and segment[i] == segment[j]`` (pads read nothing and are read by nobody).
         Only for pictures and the dense reference backend: varlen kernels take ``cu_seqlens``.
         """
-        import torch
-
         seg = self.segment_ids[row]
         width = seg.shape[0]
         causal = torch.ones(width, width, dtype=torch.bool).tril()
@@ -233,8 +224,6 @@ class PackedBatch:
         first token and on prompt tokens; ``cu_seq_lens_q/k`` tell flash-style attention
         where documents start, so no attention mask is needed.
         """
-        import torch
-
         f = self.flat()
         valid = self.valid
         labels = torch.where(self.answer_mask, self.input_ids, torch.full_like(self.input_ids, IGNORE_INDEX))[valid]

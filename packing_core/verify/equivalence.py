@@ -15,27 +15,45 @@ already hides b from it.
 A *runner* is any callable ``runner(input_ids [T] long, position_ids [T] long,
 cu_seqlens int32 [n + 1], max_seqlen) -> logits [T, V]``.
 """
+
 from __future__ import annotations
 
-import importlib
-
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from .batch import segment_layout
+from packing_core._validate import MASKS, POSITIONS, Mask, Positions, choice
+from packing_core.batch.packed import segment_layout
 
 Runner = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
+
 
 # Relative tolerance per dtype, times the largest |logit| of the alone run.
 _BASE_TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4,
                    torch.float16: 2e-2, torch.bfloat16: 5e-2}
+
+
 # Flash kernels tile and rescale the softmax online: a different reduction order.
 _BACKEND_FACTOR = {"varlen": 2.0}
-
 DEFAULT_LENGTHS = (40, 24, 56)   # the default documents for verify_model
+
+
+@dataclass(frozen=True)
+class TokenChange:
+    """A token whose top-1 next-token prediction differs alone vs packed.
+
+    ``position`` counts from the start of its ``document``; ``token_text`` is the token
+    read there; ``delta`` the largest |logit difference| at that token.
+    """
+
+    position: int
+    document: int
+    token_text: str
+    alone_top1: str
+    packed_top1: str
+    delta: float
 
 
 @dataclass(frozen=True)
@@ -59,6 +77,8 @@ class VerifyReport:
     cu_seqlens: tuple[int, ...]   # document boundaries in the packed row
     token_diffs: np.ndarray = field(compare=False)   # float64 [T]: max over vocab per token
     model: str = ""
+    texts: tuple[str, ...] = ()            # the documents as text, when they came from text
+    changes: tuple[TokenChange, ...] | None = None  # top-1 changes; None when not decoded
 
     @property
     def equivalent(self) -> bool:
@@ -77,6 +97,8 @@ class VerifyReport:
             "max_abs_diff": self.max_abs_diff, "cu_seqlens": list(self.cu_seqlens),
             "documents": [asdict(d) for d in self.documents],
             "token_diffs": [float(x) for x in self.token_diffs],
+            "texts": list(self.texts),
+            "changes": None if self.changes is None else [asdict(c) for c in self.changes],
         }
 
     def format_table(self) -> str:
@@ -93,7 +115,20 @@ class VerifyReport:
             bad = [str(d.index) for d in self.documents if not d.equivalent]
             verdict = (f"NOT EQUIVALENT: document(s) {', '.join(bad)} differ by up to "
                        f"{self.max_abs_diff:.2e} > tolerance {self.tolerance:.1e}")
-        return "\n".join(lines + [verdict])
+        lines.append(verdict)
+        if self.texts:
+            lines.append("")
+            lines += [f"text {i}: {t[:70]!r}{'...' if len(t) > 70 else ''} ({d.length} tokens)"
+                      for i, (t, d) in enumerate(zip(self.texts, self.documents))]
+        if self.changes is not None:
+            if not self.changes:
+                lines.append("top-1 next-token predictions: all unchanged by packing")
+            else:
+                lines.append(f"top-1 next-token predictions changed by packing: {len(self.changes)}")
+                lines += [f"  doc {c.document} token {c.position:>3} {c.token_text!r:>14}: alone -> "
+                          f"{c.alone_top1!r}, packed -> {c.packed_top1!r} (max |dlogit| {c.delta:.2f})"
+                          for c in self.changes]
+        return "\n".join(lines)
 
 
 def default_tolerance(dtype: torch.dtype, backend: str, logit_scale: float) -> tuple[float, str]:
@@ -114,22 +149,20 @@ def default_tolerance(dtype: torch.dtype, backend: str, logit_scale: float) -> t
     return tol, reason
 
 
-def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-
-
 @torch.inference_mode()
-def verify(runner: Runner, documents: Sequence[Sequence[int]], *, mask: str = "on",
-           positions: str = "reset", dtype: torch.dtype = torch.float32,
+def verify_runner(runner: Runner, documents: Sequence[Sequence[int]], *, mask: Mask = "on",
+           positions: Positions = "reset", dtype: torch.dtype = torch.float32,
            backend_name: str = "segments", tolerance: float | None = None,
-           device="cpu", model_name: str = "") -> VerifyReport:
+           device="cpu", model_name: str = "", decode: Callable[[list[int]], str] | None = None,
+           texts: Sequence[str] = ()) -> VerifyReport:
     """Compare each document's logits alone and packed in one row.
 
     ``dtype`` is the dtype the runner computes in; it picks the default tolerance.
+    With ``decode`` (a tokenizer's), the report also lists every token whose top-1 next
+    token differs alone vs packed, read from the same logits (no second forward pass).
     """
-    _check_choice("mask", mask, ("on", "off"))
-    _check_choice("positions", positions, ("reset", "continuous"))
+    choice("mask", mask, MASKS)
+    choice("positions", positions, POSITIONS)
     if len(documents) == 0 or any(len(d) == 0 for d in documents):
         raise ValueError("documents must be a non-empty list of non-empty token lists, got "
                          f"lengths {[len(d) for d in documents]}: drop empty documents")
@@ -160,11 +193,27 @@ def verify(runner: Runner, documents: Sequence[Sequence[int]], *, mask: str = "o
                        max_abs_diff=float(token_diffs[a:b].max()),
                        equivalent=bool(token_diffs[a:b].max() <= tolerance))
         for i, (a, b) in enumerate(zip(cu[:-1], cu[1:])))
+    changes = None
+    if decode is not None:
+        changes = _top1_changes(documents, alone, packed, cu, decode)
     return VerifyReport(mask=mask, positions=positions, backend=backend_name,
                         dtype=str(dtype).replace("torch.", ""), tolerance=float(tolerance),
                         tolerance_reason=reason, documents=results,
                         cu_seqlens=tuple(int(c) for c in cu), token_diffs=token_diffs,
-                        model=model_name)
+                        model=model_name, texts=tuple(texts), changes=changes)
+
+
+def _top1_changes(documents, alone, packed, cu, decode) -> tuple[TokenChange, ...]:
+    """Tokens whose argmax next token differs between the alone and the packed logits."""
+    changes = []
+    for d, (doc, a) in enumerate(zip(documents, alone)):  # documents of one row: a handful
+        inside = packed[int(cu[d]):int(cu[d + 1])]
+        a_top, p_top = a.argmax(-1), inside.argmax(-1)
+        delta = (a - inside).abs().amax(-1)
+        for i in torch.nonzero(a_top != p_top).flatten().tolist():
+            changes.append(TokenChange(i, d, decode([int(doc[i])]), decode([int(a_top[i])]),
+                                       decode([int(p_top[i])]), float(delta[i])))
+    return tuple(changes)
 
 
 def default_documents(lengths: Sequence[int] = DEFAULT_LENGTHS, vocab_size: int = 256,
@@ -175,38 +224,8 @@ def default_documents(lengths: Sequence[int] = DEFAULT_LENGTHS, vocab_size: int 
 
 
 def model_runner(model, backend: str = "segments") -> Runner:
-    """A runner over a :class:`~packing_core.model.TinyTransformer`."""
+    """A runner over a :class:`~packing_core.models.tiny.TinyTransformer`."""
     def runner(input_ids, position_ids, cu_seqlens, max_seqlen):
         return model(input_ids, position_ids, cu_seqlens, max_seqlen, backend=backend)
     return runner
 
-
-def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset",
-                 backend: str = "segments", documents=None, seed: int = 0,
-                 dtype: torch.dtype = torch.float32, device="cpu", use_cache: bool = False) -> VerifyReport:
-    """Verify a named model: ``"tiny-rope"``, ``"tiny-abs"`` or ``"smollm2"`` (pretrained).
-
-    ``use_cache`` matters only for the pretrained model with its own attention
-    (``backend="sdpa"`` or ``"eager"``): transformers then skips its packing detection.
-    """
-    if model == "smollm2":
-        try:   # import_module, not "from . import hf": it honours a missing module every time
-            hf = importlib.import_module(".hf", __package__)
-            return hf.verify_pretrained(mask=mask, positions=positions, backend=backend, use_cache=use_cache)
-        except ImportError as exc:
-            raise ValueError("the pretrained model's support could not be imported "
-                             f"({exc}): bash scripts/install.sh installs it") from exc
-    from .model import MODELS, TinyTransformer, tiny_model
-    if isinstance(model, TinyTransformer):
-        net, name = model, "tiny-rope" if model.cfg.positions == "rope" else "tiny-abs"
-    elif model in MODELS:
-        net, name = tiny_model(model, dtype=dtype, device=device), model
-    else:
-        raise ValueError(f"unknown model {model!r}: choose one of "
-                         f"{', '.join(MODELS + ('smollm2',))}")
-    dtype = next(net.parameters()).dtype
-    docs = default_documents(vocab_size=net.cfg.vocab_size, seed=seed) if documents is None \
-        else documents
-    return verify(model_runner(net, backend), docs, mask=mask, positions=positions,
-                  dtype=dtype, backend_name=backend, device=next(net.parameters()).device,
-                  model_name=name)

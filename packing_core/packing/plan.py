@@ -19,6 +19,17 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 
+def cu_seqlens_from_lengths(lengths, dtype=np.int64) -> np.ndarray:
+    """Boundary offsets of pieces laid end to end: a 0, then the running total.
+
+    >>> cu_seqlens_from_lengths([120, 90, 300]).tolist()
+    [0, 120, 210, 510]
+    """
+    lengths = np.asarray(lengths)
+    cu = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=cu[1:])
+    return cu.astype(dtype, copy=False)
+
 @dataclass(frozen=True)
 class PlanMetrics:
     """The numbers of one plan. Attention and linear costs are in FLOP-proportional units."""
@@ -172,4 +183,4 @@ class Plan:
     @property
     def boundaries(self) -> np.ndarray:
         """Document boundary offsets of the concatenated kept stream: ``np.cumsum`` with a 0 first."""
-        return np.concatenate([[0], np.cumsum(self.kept[self.kept > 0])])
+        return cu_seqlens_from_lengths(self.kept[self.kept > 0])

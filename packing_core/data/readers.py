@@ -17,10 +17,11 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from .attention import attend
+from packing_core.attention.backends import attend
 
 MODELS = ("tiny-rope", "tiny-abs")
 
@@ -72,13 +71,13 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
-    def forward(self, x, position_ids, cu_seqlens, max_seqlen, backend, row_cu_seqlens):
+    def forward(self, x, position_ids, cu_seqlens, max_seqlen, backend, row_offsets):
         T, C = x.shape
         h = self.cfg.n_heads
         q, k, v = self.qkv(x).view(T, 3, h, C // h).unbind(1)
         if self.cfg.positions == "rope":
             q, k = rope(q, position_ids), rope(k, position_ids)
-        y = attend(q, k, v, cu_seqlens, max_seqlen, backend, row_cu_seqlens=row_cu_seqlens)
+        y = attend(q, k, v, cu_seqlens, max_seqlen, backend, row_offsets=row_offsets)
         return self.proj(y.reshape(T, C))
 
 
@@ -91,9 +90,9 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(),
                                  nn.Linear(4 * cfg.d_model, cfg.d_model))
 
-    def forward(self, x, position_ids, cu_seqlens, max_seqlen, backend, row_cu_seqlens):
+    def forward(self, x, position_ids, cu_seqlens, max_seqlen, backend, row_offsets):
         x = x + self.attn(self.ln1(x), position_ids, cu_seqlens, max_seqlen, backend,
-                          row_cu_seqlens)
+                          row_offsets)
         return x + self.mlp(self.ln2(x))
 
 
@@ -132,7 +131,7 @@ class TinyTransformer(nn.Module):
                 p.normal_(0.0, std, generator=g)
 
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cu_seqlens,
-                max_seqlen: int, backend: str = "segments", row_cu_seqlens=None
+                max_seqlen: int, backend: str = "segments", row_offsets=None
                 ) -> torch.Tensor:
         if input_ids.dim() != 1 or position_ids.shape != input_ids.shape:
             raise ValueError(f"input_ids and position_ids must be one packed row [T], got "
@@ -146,7 +145,7 @@ class TinyTransformer(nn.Module):
                                  "reset positions per document or raise max_positions")
             x = x + self.pos_emb(position_ids)
         for block in self.blocks:
-            x = block(x, position_ids, cu_seqlens, max_seqlen, backend, row_cu_seqlens)
+            x = block(x, position_ids, cu_seqlens, max_seqlen, backend, row_offsets)
         return self.lm_head(self.ln_f(x))
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .batch import IGNORE_INDEX, PackedBatch, segment_layout
+from packing_core.batch.packed import IGNORE_INDEX, PackedBatch, segment_layout
 
 VIOLATIONS = {
     "cu_seqlens_not_monotone": "cu_seqlens must start at 0 and strictly increase",
@@ -87,7 +87,8 @@ def check_batch(batch: PackedBatch) -> list[Violation]:
 
     pads_in = np.nonzero(~valid & ((tgt != IGNORE_INDEX) | loss))
     if len(pads_in[0]):
-        add("pad_in_loss", f"{len(pads_in[0])} pad positions in the loss, first at row {int(pads_in[0][0])}, slot {int(pads_in[1][0])}")
+        add("pad_in_loss", f"{len(pads_in[0])} pad positions in the loss, "
+                           f"first at row {int(pads_in[0][0])}, slot {int(pads_in[1][0])}")
     plan = batch.plan
     pieces = segment_layout(plan.piece_len)
     piece, within = pieces.segment_ids, pieces.position_ids

@@ -1,0 +1,1 @@
+"""Length statistics, strategy tables, recommendations and batch composition."""

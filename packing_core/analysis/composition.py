@@ -1,0 +1,45 @@
+"""The numbers the lab shows, computed from plans and batches: stats, tables, advice, examples.
+
+Pages call these and draw the result; nothing here draws or imports Streamlit::
+
+    length_stats([120, 90, 300], 256)  -> count 3, mean 170, max 300, 1 over the context
+    strategy_table(lengths, 512)       -> one StrategyRow per strategy, pad as the baseline
+    recommend(stats, table, "instruction")
+        -> "Pack with bfd: it fills 99.9% of the slots against 75.2% for bucketing ..."
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RowOrder:
+    """How a plan orders its rows (TEACHING 18)::
+
+        bfd, 2,000 tickets   longest per row  511 509 508 ... 140 96 61
+        neighbour_correlation ~ 1.0: consecutive rows, hence batches, hold similar lengths
+        with shuffle=True     ~ 0.0: a random order again
+    """
+
+    longest: np.ndarray          # longest piece in each row, in row order
+    neighbour_correlation: float  # Pearson correlation of consecutive rows' longest piece
+    first_batch_mean: float       # mean document piece length in the first batch of rows
+    last_batch_mean: float        # ... and in the last batch
+
+
+def row_order(plan, batch_size: int = 32) -> RowOrder:
+    """Longest piece per row and how strongly neighbouring rows resemble each other."""
+    longest = np.zeros(plan.n_rows, dtype=np.int64)
+    np.maximum.at(longest, plan.piece_row, plan.piece_len)
+    if plan.n_rows > 2 and longest[1:].std() > 0 and longest[:-1].std() > 0:
+        corr = float(np.corrcoef(longest[:-1], longest[1:])[0, 1])
+    else:
+        corr = 0.0
+    rows = min(batch_size, plan.n_rows)
+    first = plan.piece_row < rows
+    last = plan.piece_row >= plan.n_rows - rows
+    return RowOrder(longest, corr, float(plan.piece_len[first].mean()), float(plan.piece_len[last].mean()))
+

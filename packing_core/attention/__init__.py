@@ -1,0 +1,1 @@
+"""Masks as composable predicates, and attend() with five backends."""

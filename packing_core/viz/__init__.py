@@ -1,0 +1,1 @@
+"""Plotly figure builders: pure functions from plans, batches and reports to figures."""

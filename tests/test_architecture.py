@@ -1,0 +1,156 @@
+"""The house rules of DESIGN.md, checked on the source: layers without cycles, one public API."""
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import packing_core
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "packing_core"
+# DESIGN.md's data flow, left to right; a module may import only from its own layer or those before it.
+LAYERS = ["_validate", "_settings", "data", "packing", "batch", "attention", "models", "verify",
+          "analysis", "experiments", "viz", "cli"]
+RANK = {name: i for i, name in enumerate(LAYERS)}
+RANK["experiments"] = RANK["analysis"]   # side by side: neither imports the other
+RANK["viz"] = RANK["analysis"] + 1
+RANK["cli"] = RANK["viz"] + 1
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every packing_core module ``path`` imports: top-level, lazy and ``import_module`` alike."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.add(target)
+            found.update(f"{target}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
+            if node.args and isinstance(node.args[0], ast.Constant):
+                found.add(str(node.args[0].value))
+    return {m for m in found if m == "packing_core" or m.startswith("packing_core.")}
+
+
+def modules() -> dict[str, set[str]]:
+    mods = {module_name(p): imports_of(p) for p in PACKAGE.rglob("*.py")}
+    names = set(mods)
+    # keep only edges to real modules (``from packing_core.data import readers`` names a module too)
+    return {m: {d for d in deps if d in names and d != m} for m, deps in mods.items()}
+
+
+def layer(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] in ("__init__", "__main__"):
+        return None            # the facade and the entry point sit above every layer
+    return parts[1]
+
+
+def test_the_layer_table_names_every_subpackage():
+    present = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    present |= {p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    assert present <= set(RANK), f"add these to LAYERS in the order of DESIGN.md: {present - set(RANK)}"
+
+
+def test_no_module_imports_from_a_layer_to_its_right():
+    wrong = []
+    for mod, deps in modules().items():
+        if layer(mod) is None:
+            continue
+        for dep in deps:
+            if layer(dep) is None:
+                wrong.append(f"{mod} imports the package facade {dep}: import the defining module")
+            elif RANK[layer(dep)] > RANK[layer(mod)] or (
+                    layer(dep) != layer(mod) and RANK[layer(dep)] == RANK[layer(mod)]):
+                wrong.append(f"{mod} ({layer(mod)}) imports {dep} ({layer(dep)})")
+    assert wrong == []
+
+
+def test_there_are_no_import_cycles():
+    graph = modules()
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node, path):
+        state[node] = 1
+        for dep in graph[node]:
+            if state.get(dep) == 1:
+                cycles.append(" -> ".join(path[path.index(dep):] + [dep]))
+            elif dep not in state:
+                visit(dep, path + [dep])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert cycles == []
+
+
+def test_the_graph_sees_lazy_and_import_module_imports(tmp_path):
+    src = tmp_path / "packing_core" / "data" / "x.py"
+    src.parent.mkdir(parents=True)
+    src.write_text("def f():\n    from packing_core.models import tiny\n    importlib.import_module('packing_core.viz')\n")
+    assert {"packing_core.models", "packing_core.models.tiny", "packing_core.viz"} <= {
+        d for d in _imports_in(src, tmp_path)}
+
+
+def _imports_in(path, root):
+    global ROOT
+    saved, ROOT = ROOT, root
+    try:
+        return imports_of(path)
+    finally:
+        ROOT = saved
+
+
+def test_every_public_name_resolves_and_none_is_a_module():
+    for name in packing_core.__all__:
+        value = getattr(packing_core, name)
+        assert not isinstance(value, type(packing_core)), f"{name} is a module, not a public function or type"
+
+
+USERS = [*ROOT.glob("app.py"), *ROOT.glob("app_pages/*.py"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("scripts/*")]
+
+
+def public_imports(path: Path) -> list[str]:
+    """Names a file takes from packing_core (Python parsed with ast; shell scripts by line)."""
+    if path.suffix == ".py":
+        return [a.name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.ImportFrom) and node.module == "packing_core" for a in node.names]
+    names = []
+    for line in re.findall(r"from packing_core import ([^;\n]+)", path.read_text(encoding="utf-8")):
+        names += [n.split(" as ")[0].strip(" ()") for n in line.split(",")]
+    return [n for n in names if n]
+
+
+@pytest.mark.parametrize("path", USERS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_pages_benchmarks_and_scripts_use_only_the_public_api(path):
+    text = path.read_text(encoding="utf-8")
+    private = re.findall(r"from packing_core\.[\w.]+ import|import packing_core\.\w+", text)
+    assert private == [], f"{path.name} reaches inside the package: {private}"
+    not_public = [n for n in public_imports(path) if n not in packing_core.__all__]
+    not_public += [f"pc.{a}" for a in re.findall(r"\bpc\.(\w+)", text) if a not in packing_core.__all__]
+    assert not_public == [], f"{path.name} uses names that are not public: {not_public}"
+
+
+def test_nothing_reads_transformers_private_attributes():
+    hits = [f"{p.relative_to(ROOT)}: {m}" for p in PACKAGE.rglob("*.py")
+            for m in re.findall(r"AttentionInterface\._\w+|_global_mapping", p.read_text(encoding="utf-8"))]
+    assert hits == []
+
+
+def test_the_library_never_imports_streamlit():
+    assert [p for p in PACKAGE.rglob("*.py") if re.search(r"^\s*(import|from)\s+streamlit", p.read_text(), re.M)] == []
