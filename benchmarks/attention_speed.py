@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from packing_core import format_breakdown, format_benchmark, run_benchmark, segments_breakdown  # noqa: E402
+from packing_core import format_benchmark, format_breakdown, run_benchmark, segments_breakdown
 
 
 def main(argv=None) -> int:

@@ -20,10 +20,10 @@ import tracemalloc
 
 import numpy as np
 
-from packing_core import (  # noqa: E402
+from packing_core import (
     STRATEGIES,
     make_plan,
-    synthetic_lengths,  # noqa: E402
+    synthetic_lengths,
 )
 
 
