@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1 import AppTest  # noqa: E402  (after the offline settings)
 
 PAGES = ("why_packing", "padded_vs_packed", "masks_and_labels", "dataset_explorer", "leakage_lab", "benchmark")
 GOAL_S = 2.0
