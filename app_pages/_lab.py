@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -51,6 +52,31 @@ def bind(key: str, default):
 def setting(key: str, default):
     """The current value of a setting, initialising it if no page has set it yet."""
     return st.session_state.setdefault(key, default)
+
+
+@dataclass(frozen=True)
+class PageSettings:
+    """A page's settings, declared once with their defaults; session keys are ``page.setting``.
+
+    ``S = page_settings("leakage_lab", mask="on")`` then ``st.radio(..., **S.bind("mask"))``;
+    the session key is ``"leakage_lab.mask"`` and its widget's ``"w_leakage_lab.mask"``.
+    """
+
+    page: str
+    defaults: dict
+
+    def key(self, name: str) -> str:
+        return f"{self.page}.{name}"
+
+    def bind(self, name: str) -> dict:
+        return bind(self.key(name), self.defaults[name])
+
+    def get(self, name: str):
+        return setting(self.key(name), self.defaults[name])
+
+
+def page_settings(page: str, **defaults) -> PageSettings:
+    return PageSettings(page, defaults)
 
 
 # ---------------------------------------------------------------- text and errors

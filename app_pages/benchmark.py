@@ -2,8 +2,10 @@
 import streamlit as st
 import torch
 
-from app_pages._lab import bind, esc, figure, guard, setting, sources, strategy_table
+from app_pages._lab import esc, figure, guard, page_settings, setting, sources, strategy_table
 from packing_core import benchmark_figure, synthetic_lengths
+
+S = page_settings("benchmark", docs=128, heads=8, repeats=2)
 
 st.title("Benchmark")
 st.markdown(
@@ -20,11 +22,11 @@ if sources().get(dataset) is None or sources()[dataset].kind != "synthetic":
     dataset = "support-tickets"
 
 c1, c2, c3, c4 = st.columns(4)
-docs = c1.select_slider("Documents", options=(32, 64, 128, 256, 512, 1024, 2048), **bind("p6_docs", 128))
-heads = c2.select_slider("Heads", options=(1, 2, 4, 8, 16), **bind("p6_heads", 8))
-repeats = c3.select_slider("Repeats (best of)", options=(1, 2, 3, 5), **bind("p6_repeats", 2))
+docs = c1.select_slider("Documents", options=(32, 64, 128, 256, 512, 1024, 2048), **S.bind("docs"))
+heads = c2.select_slider("Heads", options=(1, 2, 4, 8, 16), **S.bind("heads"))
+repeats = c3.select_slider("Repeats (best of)", options=(1, 2, 3, 5), **S.bind("repeats"))
 devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-device = c4.radio("Device", devices, horizontal=True, key="p6_device",
+device = c4.radio("Device", devices, horizontal=True, key=S.key("device"),
                   help="cuda appears when a GPU is present; varlen runs only there")
 
 with guard("plan the benchmark's documents"):
@@ -41,12 +43,12 @@ def _run() -> None:
     bar = st.progress(0.0, text="starting")
     from packing_core import run_benchmark
     try:
-        st.session_state["p6_result"] = run_benchmark(
+        st.session_state[S.key("result")] = run_benchmark(
             docs=docs, context=context, heads=heads, head_dim=64, repeats=repeats, device=device,
             dataset=dataset, progress=lambda f, msg: bar.progress(min(1.0, f), text=msg))
-        st.session_state.pop("p6_error", None)
+        st.session_state.pop(S.key("error"), None)
     except ValueError as e:
-        st.session_state["p6_error"] = str(e)
+        st.session_state[S.key("error")] = str(e)
     bar.empty()
 
 
@@ -54,9 +56,9 @@ if st.button("Run the benchmark", type="primary"):
     with guard("run the benchmark"):
         _run()
 
-if "p6_error" in st.session_state:
-    st.error(f"Could not run the benchmark: {esc(st.session_state['p6_error'])}")
-result = st.session_state.get("p6_result")
+if S.key("error") in st.session_state:
+    st.error(f"Could not run the benchmark: {esc(st.session_state[S.key('error')])}")
+result = st.session_state.get(S.key("result"))
 if result is None:
     st.info("Press the button: it takes from seconds (32 documents) to minutes (2,048 on a CPU).")
 else:
@@ -65,7 +67,7 @@ else:
                f"{cfg['head_dim']}, {cfg['dtype']}, on {machine['device']} ({machine['device_name']}, "
                f"{machine['torch_threads']} threads), torch {machine['torch']}. Both layouts get q, k "
                "and v token-major, as a model's projection leaves them.")
-    figure(benchmark_figure(result, title="Attention throughput (higher is better)"), key="p6_fig")
+    figure(benchmark_figure(result, title="Attention throughput (higher is better)"), key=S.key("fig"))
     st.dataframe({
         "layout": ["padded"] + list(result["backends"]),
         "seconds": [result["padded"]["seconds"]] + [r["seconds"] for r in result["backends"].values()],
@@ -87,14 +89,14 @@ st.markdown(
     "q, k and v than a long padded row, so on a CPU reading the inputs weighs more on packing. "
     "This run times the same per-document calls four ways, each adding one cost to the last."
 )
-if st.button("Break down the segments backend", key="p6_breakdown_run"):
+if st.button("Break down the segments backend", key=S.key("breakdown_run")):
     with guard("break down the segments backend"):
         from packing_core import segments_breakdown
         with st.spinner("timing four stages"):
-            st.session_state["p6_breakdown"] = segments_breakdown(
+            st.session_state[S.key("breakdown")] = segments_breakdown(
                 docs=docs, context=context, heads=heads, head_dim=64, repeats=repeats,
                 dataset=dataset)
-breakdown = st.session_state.get("p6_breakdown")
+breakdown = st.session_state.get(S.key("breakdown"))
 if breakdown is not None:
     stages = breakdown["stages"]
     labels = {

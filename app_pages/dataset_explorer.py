@@ -6,7 +6,6 @@ import streamlit as st
 import packing_core as pc
 from app_pages._lab import (
     UPLOAD,
-    bind,
     current_lengths,
     dataset_kind,
     dataset_label,
@@ -14,6 +13,7 @@ from app_pages._lab import (
     figure,
     guard,
     length_summary,
+    page_settings,
     pretrained_status,
     setting,
     sources,
@@ -24,6 +24,7 @@ from packing_core import OVERLONG_POLICIES, describe_columns, length_histogram_f
 
 FILE_TYPES = ["csv", "tsv", "jsonl", "json", "ndjson", "parquet", "txt"]
 KINDS = ("pretraining", "instruction")
+S = page_settings("dataset_explorer", overlong="split")
 
 st.title("Dataset explorer")
 st.markdown(
@@ -111,19 +112,19 @@ m[2].metric("Median (p50)", f"{stats.p50:.0f}")
 m[3].metric("p95", f"{stats.p95:.0f}")
 m[4].metric("Longest", f"{stats.max:,}")
 m[5].metric("Over the context", f"{stats.share_over:.1%}", help=f"{stats.over_context:,} documents")
-figure(length_histogram_figure(hist, title="Tokens per document (red: longer than the context)"), key="p4_hist")
+figure(length_histogram_figure(hist, title="Tokens per document (red: longer than the context)"), key=S.key("hist"))
 
 # ---------------------------------------------------------------- strategies
 st.subheader("Every strategy on this dataset")
 o1, o2 = st.columns(2)
 overlong = o1.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
-                    **bind("p4_overlong", "split"))
-kind = o2.radio("What is this data?", KINDS, horizontal=True, key=f"p4_kind_{name}",
+                    **S.bind("overlong"))
+kind = o2.radio("What is this data?", KINDS, horizontal=True, key=f"dataset_explorer.kind_{name}",
                 index=KINDS.index(dataset_kind(name)),
                 help="instruction data (prompt + answer) must not be split; plain text may be")
 with guard("compare the strategies"):
     rows = strategy_table(lengths, context, overlong=overlong)
     advice = pc.recommend(stats, rows, kind)
 st.info(f"**Recommendation.** {advice}")
-figure(strategy_figure(rows), key="p4_strategies")
+figure(strategy_figure(rows), key=S.key("strategies"))
 strategy_dataframe(rows)

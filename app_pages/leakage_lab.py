@@ -1,12 +1,14 @@
 """Leakage lab: predict, then run documents alone and packed and compare their logits."""
 import streamlit as st
 
-from app_pages._lab import bind, esc, figure, guard, plan, pretrained_status
+from app_pages._lab import esc, figure, guard, page_settings, plan, pretrained_status
 from packing_core import available_backends, logit_diff_figure, plan_strip
 
 MODELS = {"tiny-rope": "tiny model, RoPE positions", "tiny-abs": "tiny model, learned absolute positions",
           "smollm2": "SmolLM2-135M-Instruct (pretrained)"}
 ANSWERS = ("They change", "They stay the same")
+S = page_settings("leakage_lab", mask="on", positions="reset", model="tiny-rope", backend="segments", skip=False,
+                  train_seed=0)
 
 st.title("Leakage lab")
 st.markdown(
@@ -44,15 +46,15 @@ def lab() -> None:
     ok, why = pretrained_status()
     models = list(MODELS) if ok else ["tiny-rope", "tiny-abs"]
     c1, c2, c3, c4 = st.columns(4)
-    mask = c1.radio("Attention mask", ("on", "off"), horizontal=True, **bind("p5_mask", "on"),
+    mask = c1.radio("Attention mask", ("on", "off"), horizontal=True, **S.bind("mask"),
                     help="off = the runner gets cu_seqlens [0, T]: one causal triangle over the whole row")
     positions = c2.radio("Position ids", ("reset", "continuous"), horizontal=True,
-                         **bind("p5_positions", "reset"))
-    model = c3.selectbox("Model", models, format_func=MODELS.get, **bind("p5_model", "tiny-rope"))
+                         **S.bind("positions"))
+    model = c3.selectbox("Model", models, format_func=MODELS.get, **S.bind("model"))
     backends = available_backends("cpu")
-    if st.session_state.get("p5_backend", "segments") not in backends:
-        st.session_state["p5_backend"] = "segments"
-    backend = c4.selectbox("Attention backend", backends, **bind("p5_backend", "segments"),
+    if st.session_state.get(S.key("backend"), "segments") not in backends:
+        st.session_state[S.key("backend")] = "segments"
+    backend = c4.selectbox("Attention backend", backends, **S.bind("backend"),
                            help="causal_only ignores document boundaries: the mask bug inside a kernel")
     if not ok:
         st.caption(f"The pretrained model is not available here: {esc(why)}")
@@ -65,12 +67,12 @@ def lab() -> None:
         from packing_core import DEFAULT_LENGTHS
         row = plan(tuple(DEFAULT_LENGTHS), sum(DEFAULT_LENGTHS), "next-fit")
         figure(plan_strip(row, title=f"The packed row: documents of {', '.join(map(str, DEFAULT_LENGTHS))} "
-                                     "random tokens", row_height=40), key="p5_row")
+                                     "random tokens", row_height=40), key=S.key("row"))
     st.markdown("**Predict:** packed after document 0, will the logits of document 1 change?")
-    key = f"p5_guess_{model}_{mask}_{positions}_{backend}"   # a new question for every setting
+    key = f"leakage_lab.guess_{model}_{mask}_{positions}_{backend}"   # a new question for every setting
     guess = st.radio("Your prediction", ANSWERS, index=None, horizontal=True, key=key,
                      label_visibility="collapsed")
-    reveal = st.checkbox("Skip predictions and always show the result", **bind("p5_skip", False))
+    reveal = st.checkbox("Skip predictions and always show the result", **S.bind("skip"))
     if guess is None and not reveal:
         st.info("Make a prediction to see the result.")
         return
@@ -92,7 +94,7 @@ def lab() -> None:
         st.warning(f"Verdict: NOT EQUIVALENT. Document(s) {bad} differ by up to {rep.max_abs_diff:.2e}, "
                    f"more than the tolerance {rep.tolerance:.1e}. Nothing raised an error.")
     figure(logit_diff_figure(rep.token_diffs, rep.cu_seqlens, rep.tolerance,
-                             title="max |logit alone - logit packed| per token"), key="p5_diffs")
+                             title="max |logit alone - logit packed| per token"), key=S.key("diffs"))
     st.dataframe({"document": [d.index for d in rep.documents], "tokens": [d.length for d in rep.documents],
                   "max |Δlogit|": [f"{d.max_abs_diff:.2e}" for d in rep.documents],
                   "verdict": ["same" if d.equivalent else "DIFFERENT" for d in rep.documents]},
@@ -149,18 +151,18 @@ st.markdown(
     "so both runs finish in seconds on a CPU."
 )
 c1, c2 = st.columns([1, 3], vertical_alignment="bottom")
-seed = c1.number_input("Seed", min_value=0, max_value=999, step=1, **bind("p5_train_seed", 0),
+seed = c1.number_input("Seed", min_value=0, max_value=999, step=1, **S.bind("train_seed"),
                        help="Another seed draws other data and other starting weights.")
-if c2.button("Train both", key="p5_train", type="primary"):
-    st.session_state["p5_trained"] = True   # keep showing the runs on later reruns (cached)
+if c2.button("Train both", key=S.key("train"), type="primary"):
+    st.session_state[S.key("trained")] = True   # keep showing the runs on later reruns (cached)
 
-if st.session_state.get("p5_trained"):
+if st.session_state.get(S.key("trained")):
     from packing_core import TOPICS, loss_curves_figure
 
     with guard(f"train the tiny model with seed {seed}"):
         on, off = train_pair(int(seed))
     figure(loss_curves_figure([on, off], title="Training loss per step, and the loss with each document alone"),
-           key="p5_train_curves")
+           key=S.key("train_curves"))
     m1, m2, m3 = st.columns(3)
     m1.metric("Train loss, mask on", f"{on.train_loss:.3f}")
     m1.metric("Train loss, mask off", f"{off.train_loss:.3f}", delta=f"{off.train_loss - on.train_loss:+.3f}",

@@ -5,11 +5,12 @@ import torch
 
 import packing_core as pc
 from app_pages import _content
-from app_pages._lab import bind, figure, guard, setting
+from app_pages._lab import figure, guard, page_settings
 from packing_core import VIOLATIONS, PackedBatch, block_causal_mask, check_batch, layout_figure, mask_figure, targets_figure
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
 PROMPT_BREAKS = ("prompts in the loss", "prompts cut from attention")
+S = page_settings("masks_and_labels", width=64, instruction=False, break_="none")
 
 st.title("Masks and labels")
 st.markdown(
@@ -31,14 +32,14 @@ def build(width: int, instruction: bool):
 
 
 c1, c2, c3 = st.columns([2, 1, 2], vertical_alignment="bottom")
-width = c1.select_slider("Row width (tokens)", options=WIDTHS, **bind("p3_width", 64),
+width = c1.select_slider("Row width (tokens)", options=WIDTHS, **S.bind("width"),
                          help="64 shows every token; 2,048 is downsampled to colour only.")
-instruction = c2.toggle("Instruction tuning", **bind("p3_instruction", False),
+instruction = c2.toggle("Instruction tuning", **S.bind("instruction"),
                         help="Each document becomes a question (prompt) and its answer.")
 breaks = [b for b in pc.BREAKS if instruction or b not in PROMPT_BREAKS]
-if setting("p3_break", "none") not in breaks:
-    st.session_state["p3_break"] = "none"
-how = c3.selectbox("Break it: plant a classic bug", breaks, **bind("p3_break", "none"))
+if S.get("break_") not in breaks:
+    st.session_state[S.key("break_")] = "none"
+how = c3.selectbox("Break it: plant a classic bug", breaks, **S.bind("break_"))
 st.caption(pc.BREAKS[how])
 
 with guard(f"build a row of {width} tokens"):
@@ -73,7 +74,7 @@ n_valid = int(good.valid[0].sum())  # the row's real tokens, whatever a planted 
 causal = block_causal_mask(torch.tensor([0, n_valid]), total=width).numpy()
 figure(mask_figure({"causal only (j ≤ i)": causal,
                     "block-diagonal (j ≤ i and same document)": shown.dense_mask(0).numpy()},
-                   doc, shown.position_ids[0].numpy()), key="p3_masks")
+                   doc, shown.position_ids[0].numpy()), key=S.key("masks"))
 offsets = good.doc_cu_seqlens[0].tolist()
 listed = ", ".join(map(str, offsets[:12])) + (", ..." if len(offsets) > 12 else "")
 st.markdown(
@@ -90,7 +91,7 @@ st.markdown(
     "it is used alone. Red cells differ from the reset positions. Whether that changes the output "
     "depends on the model: see the *Leakage lab*."
 )
-figure(layout_figure(shown, 0, continuous_positions=continuous), key="p3_layout")
+figure(layout_figure(shown, 0, continuous_positions=continuous), key=S.key("layout"))
 
 # ---------------------------------------------------------------- targets and loss
 st.subheader("Targets stop at the document edge; the loss mask is its own tensor")
@@ -105,6 +106,6 @@ st.markdown(
        "leave the loss." if instruction else
        "switch on instruction tuning to see prompt tokens that are attended but not trained.")
 )
-figure(targets_figure(shown, 0, pc.naive_targets(good, 0)), key="p3_targets")
+figure(targets_figure(shown, 0, pc.naive_targets(good, 0)), key=S.key("targets"))
 with st.expander("The documents in this row"):
     st.code("\n".join(docs.texts), language=None)

@@ -4,12 +4,12 @@ import streamlit as st
 import packing_core as pc
 from app_pages import _content
 from app_pages._lab import (
-    bind,
     current_lengths,
     dataset_label,
     esc,
     figure,
     guard,
+    page_settings,
     plan,
     setting,
     strategy_dataframe,
@@ -27,6 +27,8 @@ from packing_core import (
 
 WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24
+S = page_settings("padded_vs_packed", lengths=WORKED, draw_n=32, strategy="concat-cut", overlong="split", batch=32,
+                  buckets=8, sort=False, shuffle=False)
 
 st.title("Padded vs packed")
 st.markdown(
@@ -41,43 +43,43 @@ def _draw() -> None:
     """Replace the lengths by a random batch of the sidebar's dataset (a new one each click)."""
     st.session_state["draws"] = st.session_state.get("draws", 0) + 1
     _, lengths = current_lengths()
-    drawn = pc.sample_lengths(lengths, int(st.session_state["p2_draw_n"]), seed=st.session_state["draws"])
-    st.session_state["p2_lengths"] = ", ".join(map(str, drawn))
+    drawn = pc.sample_lengths(lengths, int(st.session_state[S.key("draw_n")]), seed=st.session_state["draws"])
+    st.session_state[S.key("lengths")] = ", ".join(map(str, drawn))
 
 
 # ---------------------------------------------------------------- controls
 left, right = st.columns([3, 2], gap="large")
 with left:
     st.text_area("Document lengths (tokens), separated by commas or spaces", height=90,
-                 **bind("p2_lengths", WORKED))
+                 **S.bind("lengths"))
     c1, c2, c3 = st.columns([1, 2, 1], vertical_alignment="bottom")
-    c1.number_input("How many", min_value=1, max_value=4096, step=8, **bind("p2_draw_n", 32))
+    c1.number_input("How many", min_value=1, max_value=4096, step=8, **S.bind("draw_n"))
     c2.button(f"Draw at random from {esc(dataset_label(setting('dataset', 'support-tickets')))}",
               on_click=_draw, width="stretch")
-    c3.button("Reset", on_click=lambda: st.session_state.update(p2_lengths=WORKED),
+    c3.button("Reset", on_click=lambda: st.session_state.update({S.key("lengths"): WORKED}),
               width="stretch")
 with right:
-    strategy = st.selectbox("Strategy", STRATEGIES, **bind("p2_strategy", "concat-cut"))
+    strategy = st.selectbox("Strategy", STRATEGIES, **S.bind("strategy"))
     st.caption(STRATEGY_INFO[strategy])
     overlong = st.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
-                        **bind("p2_overlong", "split"))
+                        **S.bind("overlong"))
 
 batched = strategy in ("pad-longest", "bucket")
 with st.expander("Batching options (pad-longest, bucket) and shuffling", expanded=batched):
     b1, b2, b3, b4 = st.columns(4)
     batch_size = b1.number_input("Batch size (rows)", min_value=1, max_value=4096, disabled=not batched,
-                                 **bind("p2_batch", 32))
+                                 **S.bind("batch"))
     buckets = b2.number_input("Buckets", min_value=1, max_value=64, disabled=strategy != "bucket",
-                              **bind("p2_buckets", 8))
-    sort = b3.checkbox("Sort by length first", disabled=strategy != "pad-longest", **bind("p2_sort", False))
-    shuffle = b4.checkbox("Shuffle packed rows", **bind("p2_shuffle", False))
+                              **S.bind("buckets"))
+    sort = b3.checkbox("Sort by length first", disabled=strategy != "pad-longest", **S.bind("sort"))
+    shuffle = b4.checkbox("Shuffle packed rows", **S.bind("shuffle"))
     st.caption("ffd and bfd place the longest documents first, so their rows come out sorted by "
                "what they hold; shuffling the rows restores a random order. Bucketing shuffles "
                "inside each bucket and then the batches.")
 
 context = setting("context", 512)
 with guard("read the lengths"):
-    lengths = tuple(parse_lengths(st.session_state["p2_lengths"]).tolist())
+    lengths = tuple(parse_lengths(st.session_state[S.key("lengths")]).tolist())
 kwargs = dict(overlong=overlong, batch_size=int(batch_size), buckets=int(buckets), shuffle=shuffle, seed=0)
 with guard(f"plan these documents at context {context}"):
     p = plan(lengths, context, strategy, sort=sort, **kwargs)
@@ -97,11 +99,11 @@ n6.metric("Attention speed-up", f"{pad_cost / cost:.1f}x", help="vs padding ever
 
 first = 0
 if m.rows > MAX_ROWS:
-    if st.session_state.get("p2_first_row", 0) >= m.rows:
-        st.session_state["p2_first_row"] = 0
-    first = st.slider("First row shown", 0, m.rows - 1, step=1, key="p2_first_row")
+    if st.session_state.get(S.key("first_row"), 0) >= m.rows:
+        st.session_state[S.key("first_row")] = 0
+    first = st.slider("First row shown", 0, m.rows - 1, step=1, key=S.key("first_row"))
 figure(plan_strip(p, first_row=first, max_rows=MAX_ROWS,
-                  title=f"rows {first} to {min(m.rows, first + MAX_ROWS) - 1} of {m.rows}"), key="p2_strip")
+                  title=f"rows {first} to {min(m.rows, first + MAX_ROWS) - 1} of {m.rows}"), key=S.key("strip"))
 st.caption("Each colour is one document, grey is padding, white is outside a row. A black tick ends "
            "a document; a red tick marks a document split at a row edge.")
 
@@ -120,7 +122,7 @@ st.markdown(
 st.subheader("Every strategy on these lengths")
 with guard("compare the strategies"):
     rows = strategy_table(lengths, context, **kwargs)
-figure(strategy_figure(rows), key="p2_strategies")
+figure(strategy_figure(rows), key=S.key("strategies"))
 strategy_dataframe(rows)
 
 # ---------------------------------------------------------------- one outlier
@@ -140,7 +142,7 @@ st.markdown(
 )
 figure(plan_strip(stretched_plan, max_rows=len(short), row_height=12, show_ticks=False,
                   title=f"pad-longest, one batch of {len(short)} with a {int(spiked.max())}-token outlier"),
-       key="p2_outlier")
+       key=S.key("outlier"))
 
 # ---------------------------------------------------------------- batch composition
 st.subheader("Packing policy shapes batch composition")
@@ -161,4 +163,4 @@ st.markdown(
     "without changing a single row."
 )
 figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled},
-                        title="Longest document in each row, in the order rows are read"), key="p2_row_order")
+                        title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))

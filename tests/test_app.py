@@ -71,7 +71,7 @@ def test_padded_vs_packed_starts_on_the_worked_example_packed():
 
 def test_changing_the_strategy_changes_the_numbers():
     at = open_page("padded_vs_packed")
-    at.selectbox(key="w_p2_strategy").set_value("pad").run()
+    at.selectbox(key="w_padded_vs_packed.strategy").set_value("pad").run()
     assert_clean(at)
     assert (metric(at, "Rows"), metric(at, "Slots"), metric(at, "Utilisation")) == ("8", "4,096", "22.2%")
     assert metric(at, "Attention speed-up") == "1.0x"
@@ -101,25 +101,25 @@ def test_fit_decreasing_rows_read_in_order_are_correlated_until_shuffled():
 
 def test_editing_the_lengths_replans_and_bad_lengths_say_what_is_wrong():
     at = open_page("padded_vs_packed")
-    at.text_area(key="w_p2_lengths").set_value("512, 512, 256, 256").run()
+    at.text_area(key="w_padded_vs_packed.lengths").set_value("512, 512, 256, 256").run()
     assert (metric(at, "Rows"), metric(at, "Utilisation")) == ("3", "100.0%")
-    at.text_area(key="w_p2_lengths").set_value("120, abc").run()
+    at.text_area(key="w_padded_vs_packed.lengths").set_value("120, abc").run()
     assert not at.exception and "abc" in errors(at)
 
 
 def test_an_extreme_setting_is_an_error_message_not_a_traceback():
     at = open_page("padded_vs_packed")
     at.sidebar.select_slider[0].set_value(16)
-    at.radio(key="w_p2_overlong").set_value("drop").run()
+    at.radio(key="w_padded_vs_packed.overlong").set_value("drop").run()
     assert not at.exception and "overlong='drop' dropped them all" in errors(at)
 
 
 def test_a_random_draw_replaces_the_lengths_with_a_batch_of_the_dataset():
     at = open_page("padded_vs_packed")
-    at.number_input(key="w_p2_draw_n").set_value(40).run()
+    at.number_input(key="w_padded_vs_packed.draw_n").set_value(40).run()
     at.button[0].click().run()
     assert_clean(at)
-    drawn = at.text_area(key="w_p2_lengths").value
+    drawn = at.text_area(key="w_padded_vs_packed.lengths").value
     assert len(drawn.split(",")) == 40 and drawn != ", ".join(map(str, _content.WORKED_LENGTHS))
 
 
@@ -143,9 +143,9 @@ def test_masks_page_passes_the_check_on_the_batch_as_built():
 @pytest.mark.parametrize("how", ["pads in the loss", "prompts cut from attention", "row-shifted targets"])
 def test_masks_page_catches_each_planted_bug_by_name(how):
     at = open_page("masks_and_labels")
-    at.toggle(key="w_p3_instruction").set_value(True).run()
+    at.toggle(key="w_masks_and_labels.instruction").set_value(True).run()
     assert "no violation" in at.success[0].value
-    at.selectbox(key="w_p3_break").set_value(how).run()
+    at.selectbox(key="w_masks_and_labels.break_").set_value(how).run()
     assert_clean(at)
     caught = set(at.dataframe[0].value["violation"])
     assert "caught" in at.warning[0].value and caught <= set(VIOLATIONS) and caught
@@ -153,7 +153,7 @@ def test_masks_page_catches_each_planted_bug_by_name(how):
 
 def test_masks_page_is_usable_at_2048_tokens():
     at = open_page("masks_and_labels")
-    at.select_slider(key="w_p3_width").set_value(2048).run()
+    at.select_slider(key="w_masks_and_labels.width").set_value(2048).run()
     assert_clean(at)
     assert "2048 x 2048" in markdown(at)
 
@@ -168,7 +168,7 @@ def test_explorer_opens_on_the_support_tickets_with_a_recommendation():
 
 def test_explorer_recommends_dropping_overlong_instruction_data():
     at = open_page("dataset_explorer")
-    at.radio(key="p4_kind_support-tickets").set_value("instruction").run()
+    at.radio(key="dataset_explorer.kind_support-tickets").set_value("instruction").run()
     assert "Drop the 1,269 documents" in at.info[0].value
 
 
@@ -236,11 +236,11 @@ def test_explorer_reads_a_real_dataset_chosen_in_the_sidebar():
 # ---------------------------------------------------------------- leakage lab
 def _lab(mask="on", positions="reset", model="tiny-rope", backend="segments") -> AppTest:
     at = open_page("leakage_lab")
-    at.checkbox(key="w_p5_skip").check()
-    at.radio(key="w_p5_mask").set_value(mask)
-    at.radio(key="w_p5_positions").set_value(positions)
-    at.selectbox(key="w_p5_model").set_value(model)
-    at.selectbox(key="w_p5_backend").set_value(backend)
+    at.checkbox(key="w_leakage_lab.skip").check()
+    at.radio(key="w_leakage_lab.mask").set_value(mask)
+    at.radio(key="w_leakage_lab.positions").set_value(positions)
+    at.selectbox(key="w_leakage_lab.model").set_value(model)
+    at.selectbox(key="w_leakage_lab.backend").set_value(backend)
     at.run()
     assert_clean(at)
     return at
@@ -253,7 +253,7 @@ def _verdict(at) -> str:
 def test_leakage_lab_asks_for_a_prediction_before_it_reveals():
     at = open_page("leakage_lab")
     assert not _verdict(at) and "prediction" in at.info[0].value
-    at.radio(key="p5_guess_tiny-rope_on_reset_segments").set_value("They change").run()
+    at.radio(key="leakage_lab.guess_tiny-rope_on_reset_segments").set_value("They change").run()
     assert_clean(at)
     assert "EQUIVALENT" in _verdict(at) and at.info[0].value.startswith("Not this time")
 
@@ -274,9 +274,9 @@ def test_leakage_lab_verdict_follows_the_mask_positions_and_model(settings, equi
 def _small_benchmark():
     """The Benchmark page at its smallest sizes, so a run takes a moment."""
     at = open_page("benchmark")
-    at.select_slider(key="w_p6_docs").set_value(32)
-    at.select_slider(key="w_p6_heads").set_value(1)
-    at.select_slider(key="w_p6_repeats").set_value(1)
+    at.select_slider(key="w_benchmark.docs").set_value(32)
+    at.select_slider(key="w_benchmark.heads").set_value(1)
+    at.select_slider(key="w_benchmark.repeats").set_value(1)
     return at.run()
 
 
@@ -293,12 +293,12 @@ def test_benchmark_shows_the_flop_ratio_before_running_and_the_measurement_after
 
 def test_benchmark_breaks_down_the_segments_time_on_live_numbers():
     at = _small_benchmark()
-    at.button(key="p6_breakdown_run").click().run()
+    at.button(key="benchmark.breakdown_run").click().run()
     assert_clean(at)
     table = at.dataframe[0].value
     assert len(table) == 4 and table["stage"][3].startswith("the whole backend")
     assert (pd.to_numeric(table["seconds"]) > 0).all()
-    stages = at.session_state["p6_breakdown"]["stages"]
+    stages = at.session_state["benchmark.breakdown"]["stages"]
     text = markdown(at)
     # The sentence quotes the measured shares, not fixed numbers.
     for name in ("kernel_cached", "kernel_cold", "backend"):

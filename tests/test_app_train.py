@@ -14,14 +14,14 @@ def test_the_training_section_waits_for_the_button():
 
 def test_train_both_shows_the_mask_off_run_better_in_training_and_worse_alone():
     at = open_page("leakage_lab")
-    at.button(key="p5_train").click().run(timeout=300)  # two training runs: seconds alone, minutes on a loaded CI box
+    at.button(key="leakage_lab.train").click().run(timeout=300)  # two training runs: seconds alone, minutes on a loaded CI box
     assert_clean(at)
     train_on, train_off = _number(metric(at, "Train loss, mask on")), _number(metric(at, "Train loss, mask off"))
     alone_on, alone_off = _number(metric(at, "Loss alone, mask on")), _number(metric(at, "Loss alone, mask off"))
     drift_on, drift_off = _number(metric(at, "Drift, mask on")), _number(metric(at, "Drift, mask off"))
     assert train_off < train_on and alone_off > alone_on and drift_off > drift_on
     assert "looks better" in markdown(at) and f"{alone_off:.3f} against {alone_on:.3f}" in markdown(at)
-    assert any(c.proto.id and "p5_train_curves" in c.proto.id for c in at.get("plotly_chart"))
+    assert any(c.proto.id and "leakage_lab.train_curves" in c.proto.id for c in at.get("plotly_chart"))
     # the runs stay on the page when something else reruns it
     at.run()
     assert_clean(at)
