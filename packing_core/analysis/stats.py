@@ -1,11 +1,8 @@
-"""The numbers the lab shows, computed from plans and batches: stats, tables, advice, examples.
+"""Length statistics and histograms: what a dataset's lengths look like against a context.
 
-Pages call these and draw the result; nothing here draws or imports Streamlit::
-
-    length_stats([120, 90, 300], 256)  -> count 3, mean 170, max 300, 1 over the context
-    strategy_table(lengths, 512)       -> one StrategyRow per strategy, pad as the baseline
-    recommend(stats, table, "instruction")
-        -> "Pack with bfd: it fills 99.9% of the slots against 75.2% for bucketing ..."
+>>> s = length_stats([120, 90, 300], 256)
+>>> s.count, s.mean, s.max, s.over_context
+(3, 170.0, 300, 1)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Invariant checker: a sound packed batch has no named violation.
 
-    >>> from packing_core.batch import PackedBatch
+    >>> from packing_core import PackedBatch
     >>> check_batch(PackedBatch.from_documents([[5, 6, 7], [8, 9]], 8, "next-fit"))
     []
 

@@ -1,11 +1,9 @@
-"""The numbers the lab shows, computed from plans and batches: stats, tables, advice, examples.
+"""The classic packing bugs, planted on purpose in a sound batch, for teaching and for tests.
 
-Pages call these and draw the result; nothing here draws or imports Streamlit::
-
-    length_stats([120, 90, 300], 256)  -> count 3, mean 170, max 300, 1 over the context
-    strategy_table(lengths, 512)       -> one StrategyRow per strategy, pad as the baseline
-    recommend(stats, table, "instruction")
-        -> "Pack with bfd: it fills 99.9% of the slots against 75.2% for bucketing ..."
+>>> from packing_core import PackedBatch, check_batch
+>>> good = PackedBatch.from_documents([[1, 2, 3], [4, 5]], 6, "bfd")
+>>> [v.name for v in check_batch(broken_batch(good, "row-shifted targets"))]
+['target_crosses_boundary', 'loss_count_mismatch']
 """
 
 from __future__ import annotations

@@ -2,10 +2,13 @@
 
 Every source ends as a 1-D ``np.int64`` array, one entry per document, each >= 1::
 
-    as_lengths([120, 90, 300])              -> array([120,  90, 300])
-    parse_lengths("120, 90\\n300")           -> array([120,  90, 300])
-    synthetic_lengths("support-tickets")    -> 200,000 lengths, mean ~114
-    lengths_from_file("docs.parquet", column="text", tokenizer=my_tokenizer)
+    >>> as_lengths([120, 90, 300]).tolist()
+    [120, 90, 300]
+    >>> parse_lengths("120, 90\\n300").tolist()
+    [120, 90, 300]
+    >>> x = synthetic_lengths("support-tickets")
+    >>> len(x), round(float(x.mean()))
+    (200000, 114)
 
 Files are read in batches (see ``readers``) and only the lengths are kept, so a file
 larger than memory works. A text column is turned into lengths by a ``Tokenizer``:
@@ -259,9 +262,9 @@ def lengths_from_file(source, column: str | None = None, tokenizer: Tokenizer | 
     the format comes from the suffix or ``fmt=``. ``column`` is a length column (integers)
     or a text column, whose texts are run through ``tokenizer`` (default ``byte_tokenizer``)::
 
-        data.csv: length,text          lengths_from_file("data.csv")                -> [3, 5]
-                  3,hi!                lengths_from_file("data.csv", column="text") -> [3, 5]
-                  5,hello
+        >>> data = b"length,text\\n3,hi!\\n5,hello\\n"
+        >>> lengths_from_file(data, fmt="csv").tolist(), lengths_from_file(data, "text", fmt="csv").tolist()
+        ([3, 5], [3, 5])
 
     With ``column=None`` a column named length/lengths/n_tokens/num_tokens is used, else
     ``text``, else the only column. In a ``.txt`` file each line is a document and blank

@@ -2,10 +2,12 @@
 
 A source gives document *lengths* (all of them) and, for real text, the *documents*::
 
-    load_lengths("gsm8k")          -> array([151, 98, ...])   tokens per document
-    load_documents("gsm8k", 1)[0]  -> Document(text="Janet's ducks ...\\nJanet sells ...",
-                                               prompt="Janet's ducks ...",
-                                               answer="Janet sells ...")
+    >>> from packing_core.data.lengths import byte_tokenizer
+    >>> load_lengths("gsm8k", tokenizer=byte_tokenizer)[:3].tolist()   # UTF-8 bytes per document
+    [414, 220, 511]
+    >>> doc = load_documents("gsm8k", 1)[0]
+    >>> doc.prompt[:20], doc.text.startswith(doc.prompt)
+    ('Janet’s ducks lay 16', True)
 
 Real sets come from installed packages, never from the network; a missing one is
 listed as unavailable with the command that installs it. Token lengths of real sets

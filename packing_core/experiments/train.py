@@ -89,7 +89,11 @@ class TrainResult:
 
 
 def topic_of(token_ids) -> np.ndarray:
-    """Topic of each token id: ``topic_of([0, 1, 2, 7, 8, 49]) -> [-1, -1, 0, 0, 1, 7]`` (pad, BOS: -1)."""
+    """Topic of each token id (pad and BOS have none: -1).
+
+    >>> topic_of([0, 1, 2, 7, 8, 49]).tolist()
+    [-1, -1, 0, 0, 1, 7]
+    """
     ids = np.asarray(token_ids, dtype=np.int64)
     return np.where(ids >= FIRST_TOPIC_ID, (ids - FIRST_TOPIC_ID) // TOKENS_PER_TOPIC, -1)
 

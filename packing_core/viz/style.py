@@ -83,8 +83,10 @@ def stride_for(n: int, max_cells: int) -> int:
 def downsample_codes(codes: np.ndarray, k: int, axes=(-1,)) -> np.ndarray:
     """One cell per ``k`` along ``axes``: the block's first code, or ALERT if any cell alerts.
 
-    ``downsample_codes(np.array([0, ALERT, 1, 1]), 2) -> [ALERT, 1]``: a leak never vanishes
-    between the sampled cells.
+    A leak never vanishes between the sampled cells:
+
+    >>> downsample_codes(np.array([0, ALERT, 1, 1]), 2).tolist() == [ALERT, 1]
+    True
     """
     out = np.asarray(codes)
     if k == 1:

@@ -22,7 +22,8 @@ MASK_COLOURS = {"on": PACKED_COLOUR, "off": ALERT_COLOUR}
 def trailing_mean(values, window: int) -> np.ndarray:
     """Mean of the last ``window`` values at each step (fewer at the start).
 
-    ``trailing_mean([4, 2, 3, 1], 2) -> [4, 3, 2.5, 2]``
+    >>> trailing_mean([4, 2, 3, 1], 2).tolist()
+    [4.0, 3.0, 2.5, 2.0]
     """
     v = np.asarray(values, dtype=np.float64)
     if window < 1:
