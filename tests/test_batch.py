@@ -1,5 +1,6 @@
 """PackedBatch and the invariant checker, as specifications."""
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -149,8 +150,14 @@ def test_checker_names_a_target_that_is_not_the_next_token():
     assert _names(dataclasses.replace(b, targets=t)) == {"target_is_not_next_token"}
 
 
-def test_every_violation_name_is_documented():
-    assert all(isinstance(v, str) and v for v in VIOLATIONS.values())
+def test_every_violation_the_checker_can_name_is_documented_and_every_documented_one_is_checked():
+    import inspect
+
+    from packing_core.batch import checks
+
+    named = set(re.findall(r"add\(\s*\"(\w+)\"", inspect.getsource(checks)))
+    assert named and named == set(VIOLATIONS), (named ^ set(VIOLATIONS))
+    assert all(isinstance(v, str) and len(v) > 20 for v in VIOLATIONS.values())
 
 
 @pytest.mark.parametrize(

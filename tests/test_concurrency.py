@@ -69,6 +69,12 @@ def test_leakage_lab_builds_every_model_inside_st_cache_resource():
     loaders, decorators = _loaders(page), _cached_functions(page)
     assert loaders, f"no model loader found in {page.name}"
     assert {f: decorators[f] for f in loaders} == {f: "st.cache_resource" for f in loaders}
+    # and no model is built anywhere else: not at module level, not in an uncached helper
+    loads = {"load_pretrained", "tiny_model", "from_pretrained", "TinyTransformer"}
+    tree = ast.parse(page.read_text())
+    stray = [ast.unparse(c) for node in tree.body if not (isinstance(node, ast.FunctionDef) and node.name in loaders)
+             for c in ast.walk(node) if isinstance(c, ast.Call) and ast.unparse(c.func).split(".")[-1] in loads]
+    assert stray == [], f"{page.name} builds a model outside its cached loaders: {stray}"
 
 
 # ---------------------------------------------------------------- one shared model, many threads

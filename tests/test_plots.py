@@ -48,8 +48,14 @@ def test_a_document_keeps_its_colour_and_pads_are_grey():
     assert colour_codes([0, 1, 11, -1]).tolist() == [0, 1, 1, PAD]
 
 
-def test_neighbouring_documents_never_share_a_colour():
-    assert len(set(doc_colour(d) for d in range(len(PALETTE)))) == len(PALETTE)
+def test_neighbouring_documents_get_colours_a_reader_can_tell_apart():
+    def rgb(hex_colour):
+        return np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)])
+
+    for d in range(3 * len(PALETTE)):
+        a, b = rgb(doc_colour(d)), rgb(doc_colour(d + 1))
+        assert np.abs(a - b).sum() > 60, (d, doc_colour(d), doc_colour(d + 1))
+        assert np.abs(a - rgb(PAD_COLOUR)).sum() > 60      # never mistaken for a pad
 
 
 # ---------------------------------------------------------------- plan strips
