@@ -34,16 +34,21 @@ _export("packing.strategies", "OVERLONG_POLICIES", "PACKING_STRATEGIES", "STRATE
         "compare", "make_plan")
 _export("batch.packed", "IGNORE_INDEX", "FlatBatch", "PackedBatch", "SegmentLayout", "segment_layout")
 _export("batch.checks", "VIOLATIONS", "Violation", "check_batch")
+_export("batch.hf_check", "HF_VIOLATIONS", "HFBatchCheck", "check_hf_batch")
+_export("batch.hf_file", "load_batch_file")
 _export("batch.faults", "BREAKS", "NaiveTargets", "broken_batch", "loss_vs_answers", "naive_targets")
 _export("attention.masks", "and_masks", "block_causal_mask", "causal", "materialise", "same_document")
 _export("attention.backends", "BACKENDS", "attend", "available_backends", "varlen_function")
 _export("models.tiny", "MODELS", "TinyConfig", "TinyTransformer", "tiny_model")
 _export("models.hf_attention", "ATTN_IMPLEMENTATIONS", "HF_IMPLEMENTATIONS", "hf_runner", "register_attention")
 _export("models.pretrained", "PRETRAINED", "RealTokenizer", "default_tokenizer", "load_pretrained",
-        "pretrained_status", "real_tokenizer")
+        "pretrained_status", "real_tokenizer", "load_local_model")
 _export("verify.equivalence", "DEFAULT_LENGTHS", "DocumentResult", "TokenChange", "VerifyReport", "default_documents",
         "default_tolerance", "model_runner", "verify_runner")
-_export("verify.registry", "DEFAULT_TEXTS", "PRETRAINED_MODELS", "verify_hf", "verify_model", "verify_pretrained")
+_export("verify.registry", "DEFAULT_TEXTS", "PRETRAINED_MODELS", "verify_hf", "verify_model", "verify_pretrained",
+        "MAX_TEXTS", "MAX_TEXT_TOKENS", "MIN_TEXTS", "is_model_path", "load_causal_lm", "read_texts_file",
+        "tokenise_texts")
+_export("verify.batch_run", "BatchVerdict", "run_hf_batch")
 _export("analysis.stats", "Histogram", "LengthStats", "length_histogram", "length_stats", "outlier_lengths",
         "sample_lengths")
 _export("analysis.tables", "StrategyRow", "attention_cost", "recommend", "strategy_table")

@@ -59,14 +59,23 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--format", default="table", choices=("table", "json"))
 
     v = sub.add_parser("verify", help="run documents alone and packed, and compare the logits")
-    v.add_argument("--model", default="tiny-rope", help="tiny-rope, tiny-abs or smollm2")
+    v.add_argument("--model", default="tiny-rope",
+                   help="tiny-rope, tiny-abs, smollm2, or the path of a local HF causal-LM folder (safetensors)")
     v.add_argument("--mask", default="on", choices=("on", "off"), help="block-diagonal mask on, or one causal triangle")
     v.add_argument("--positions", default="reset", choices=("reset", "continuous"))
     v.add_argument("--backend", default="segments",
                    help="segments, dense, padded, causal_only, varlen (CUDA); for smollm2 also the model's own sdpa or eager")
     v.add_argument("--use-cache", action="store_true",
                    help="smollm2 with sdpa/eager: leave use_cache on, as transformers does by default (it leaks)")
+    v.add_argument("--text", action="append", metavar="TEXT",
+                   help="a document (repeat: 2 to 4); smollm2 or a model folder with a tokenizer")
+    v.add_argument("--texts", metavar="FILE", help="UTF-8 file, one document per line (2 to 4 lines)")
     v.add_argument("--format", default="table", choices=("table", "json"))
+
+    c = sub.add_parser("check", help="check a trainer's batch file (safetensors, .npz, JSON; never pickle)")
+    c.add_argument("file", help="the batch: input_ids, labels, position_ids, attention_mask, cu_seq_lens_q/k")
+    c.add_argument("--model", help="also run it: smollm2 or a local HF model folder (safetensors)")
+    c.add_argument("--format", default="table", choices=("table", "json"))
     return p
 
 
@@ -146,8 +155,15 @@ def _verify(args, out) -> int:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one report on stdout, no loading bars on stderr
+    texts = args.text
+    if args.texts is not None:
+        from packing_core.verify.registry import read_texts_file
+
+        if texts:
+            raise ValueError("give --text or --texts FILE, not both")
+        texts = read_texts_file(args.texts)
     report = verify_model(args.model, mask=args.mask, positions=args.positions, backend=args.backend,
-                          use_cache=args.use_cache)
+                          use_cache=args.use_cache, texts=texts)
     if args.format == "json":
         json.dump(report.to_dict(), out, indent=2)
         out.write("\n")
@@ -157,12 +173,37 @@ def _verify(args, out) -> int:
     return 0 if report.equivalent else 1
 
 
+def _check(args, out) -> int:
+    from packing_core.batch.hf_check import check_hf_batch
+    from packing_core.batch.hf_file import load_batch_file
+
+    check = check_hf_batch(load_batch_file(args.file))
+    verdict = None
+    if args.model is not None:
+        from transformers.utils import logging as hf_logging
+
+        from packing_core.verify.batch_run import run_hf_batch
+        from packing_core.verify.registry import load_causal_lm
+
+        hf_logging.disable_progress_bar()
+        model, _ = load_causal_lm(args.model)
+        verdict = run_hf_batch(model, check, model_name=args.model)
+    if args.format == "json":
+        json.dump({"check": check.to_dict(), "model_run": verdict and verdict.to_dict()}, out, indent=2)
+        out.write("\n")
+    else:
+        out.write(check.format_table() + "\n")
+        if verdict is not None:
+            out.write("\n" + verdict.format_table() + "\n")
+    return 1 if check.violations or (verdict is not None and verdict.leaks) else 0
+
+
 def main(argv=None, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     try:
         args = _parser().parse_args(argv)
-        return _report(args, out) if args.command == "report" else _verify(args, out)
+        return {"report": _report, "verify": _verify, "check": _check}[args.command](args, out)
     except ValueError as e:
         err.write(f"error: {e}\n")
         return EXIT_BAD_INPUT

@@ -175,3 +175,42 @@ def default_tokenizer():
         return tok, "SmolLM2 tokenizer (49,152-token vocabulary)"
     return byte_tokenizer, f"byte tokenizer (one token per UTF-8 byte): {_missing_message()}"
 
+
+
+def load_local_model(path, dtype: torch.dtype = torch.float32):
+    """``(model, tokenizer or None)`` from a local Hugging Face causal-LM folder, safely.
+
+    Safetensors weights only (never a pickle), never ``trust_remote_code``, offline; the
+    model must take ``position_ids`` (packing hands each document its positions).
+    """
+    import inspect
+
+    from transformers import AutoConfig
+
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise ValueError(f"no model folder at {folder}: give a folder with config.json and *.safetensors")
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"{folder} has no config.json: it is not a Hugging Face model folder "
+                         "(save one with model.save_pretrained(folder))")
+    if not any(folder.glob("*.safetensors")):
+        pickles = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"))
+        raise ValueError(f"{folder} has no *.safetensors weights{f' (only pickles: {pickles[:3]})' if pickles else ''}: "
+                         "the lab loads safetensors only; convert with "
+                         "model.save_pretrained(folder, safe_serialization=True)")
+    try:
+        config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(folder, config=config, local_files_only=True, dtype=dtype,
+                                                     use_safetensors=True, trust_remote_code=False)
+    except (ValueError, OSError, KeyError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{folder} is not a causal LM that transformers can build without remote code "
+                         f"({first[:200]})") from None
+    if "position_ids" not in inspect.signature(model.forward).parameters:
+        raise ValueError(f"{type(model).__name__} in {folder} takes no position_ids, so a packed row cannot "
+                         "restart positions per document: pick a model that does (LLaMA, Mistral, Qwen, GPT-2 ...)")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+    except (ValueError, OSError, KeyError, TypeError):
+        tokenizer = None   # token ids still work; texts need a tokenizer
+    return model.eval(), tokenizer

@@ -7,7 +7,9 @@ False
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -44,14 +46,76 @@ def verify_hf(model, documents, *, mask: str = "on", positions: str = "reset",
                   model_name=name, decode=decode, texts=texts)
 
 
+MIN_TEXTS, MAX_TEXTS = 2, 4   # one document to leak from, one to leak into; a row a class can read
+MAX_TEXT_TOKENS = 512         # per text: keeps a CPU verification of SmolLM2 within seconds
+
+
 def _texts(texts) -> tuple[str, ...]:
+    """The one place the limits on user texts are enforced (the token limit: :func:`tokenise_texts`)."""
     if isinstance(texts, str):
         texts = [texts]
     texts = tuple(DEFAULT_TEXTS if texts is None else texts)
-    if not texts or not all(isinstance(t, str) and t.strip() for t in texts):
-        raise ValueError(f"texts must be a list of non-blank strings, got {texts!r}: "
-                         "pass e.g. two sentences")
+    if not MIN_TEXTS <= len(texts) <= MAX_TEXTS:
+        raise ValueError(f"give {MIN_TEXTS} to {MAX_TEXTS} texts, got {len(texts)}: one to leak from and at "
+                         "least one to leak into")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str) or not t.strip():
+            raise ValueError(f"text {i} is empty ({t!r}): every text needs at least one word")
     return texts
+
+
+def tokenise_texts(tokenizer, texts=None) -> list[list[int]]:
+    """Token ids of ``texts`` (default :data:`DEFAULT_TEXTS`), within the limits.
+
+    >>> tokenise_texts(lambda ts: {"input_ids": [[1] * len(t) for t in ts]}, ["ab", "cde"])
+    [[1, 1], [1, 1, 1]]
+    >>> tokenise_texts(lambda ts: {"input_ids": [[1] * len(t) for t in ts]}, ["ab"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: give 2 to 4 texts, got 1: ...
+    """
+    texts = _texts(texts)
+    try:
+        ids = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    except TypeError:   # a plain callable tokenizer (tests, lengths.Tokenizer)
+        ids = tokenizer(list(texts))["input_ids"]
+    for i, doc in enumerate(ids):
+        if len(doc) > MAX_TEXT_TOKENS:
+            raise ValueError(f"text {i} is {len(doc):,} tokens long; the limit is {MAX_TEXT_TOKENS} tokens per "
+                             "text: shorten it")
+        if not doc:
+            raise ValueError(f"text {i} tokenises to nothing: give it at least one word")
+    return [list(d) for d in ids]
+
+
+def read_texts_file(path) -> list[str]:
+    """One text per non-blank line of a UTF-8 file."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read texts file {path}: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text (byte {e.start} is {raw[e.start]:#04x}): save it as "
+                         "UTF-8, one text per line") from None
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def is_model_path(model) -> bool:
+    """A local folder rather than one of the lab's model names."""
+    return isinstance(model, os.PathLike) or (isinstance(model, str) and model not in MODELS + PRETRAINED_MODELS
+                                                and (os.sep in model or Path(model).exists()))
+
+
+def load_causal_lm(model: str, dtype: torch.dtype = torch.float32):
+    """``(model, tokenizer or None)`` for ``"smollm2"`` or a local HF causal-LM folder."""
+    from packing_core.models.pretrained import load_local_model, load_pretrained
+
+    if model in PRETRAINED_MODELS:
+        return load_pretrained(dtype=dtype)
+    if is_model_path(model):
+        return load_local_model(model, dtype=dtype)
+    raise ValueError(f"unknown model {model!r}: use smollm2 or the path of a local Hugging Face model folder")
 
 
 def verify_pretrained(mask: str = "on", positions: str = "reset", backend: str = "segments",
@@ -73,7 +137,7 @@ def verify_pretrained(mask: str = "on", positions: str = "reset", backend: str =
         model, tokenizer = pretrained
     if documents is None:
         texts = _texts(texts)
-        documents = [list(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+        documents = tokenise_texts(tokenizer, texts)
     else:
         texts = tuple(tokenizer.decode(d) for d in documents)
     return verify_hf(model, documents, mask=mask, positions=positions, attn=backend,
@@ -97,9 +161,12 @@ def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset
                              "texts: pass texts= or documents= instead")
         return verify_pretrained(mask=mask, positions=positions, backend=backend, texts=texts,
                                  documents=documents, use_cache=use_cache, dtype=dtype, device=device)
-    if texts is not None:
+    if texts is not None and not is_model_path(model):
         raise ValueError(f"texts need a tokenizer, and {model!r} has none: pass documents= "
                          "(token ids) or use --model smollm2")
+    if is_model_path(model):
+        return _verify_local(model, mask=mask, positions=positions, backend=backend, documents=documents,
+                             texts=texts, seed=seed, dtype=dtype, device=device, use_cache=use_cache)
     seed = 0 if seed is None else seed
     if isinstance(model, TinyTransformer):
         net, name = model, "tiny-rope" if model.cfg.positions == "rope" else "tiny-abs"
@@ -113,3 +180,28 @@ def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset
         else documents
     return verify_runner(model_runner(net, backend), docs, mask=mask, positions=positions,
                   dtype=param.dtype, backend_name=backend, device=param.device, model_name=name)
+
+
+def _verify_local(path, *, mask, positions, backend, documents, texts, seed, dtype, device, use_cache) -> VerifyReport:
+    """A local HF folder: its texts (default :data:`DEFAULT_TEXTS`) if it has a tokenizer, else random ids."""
+    from packing_core.models.pretrained import load_local_model
+
+    net, tokenizer = load_local_model(path, dtype=dtype or torch.float32)
+    if device is not None:
+        net = net.to(device)
+    decode = tokenizer.decode if tokenizer is not None else None
+    if documents is None and tokenizer is not None:
+        if seed is not None:
+            raise ValueError(f"{path} has a tokenizer, so it runs texts: pass texts= instead of seed=")
+        texts = _texts(texts)
+        documents = tokenise_texts(tokenizer, texts)
+    elif documents is None:
+        if texts is not None:
+            raise ValueError(f"{path} has no tokenizer files, so texts cannot be tokenised: pass documents= "
+                             "(token ids), or save the tokenizer into the folder")
+        documents = default_documents(vocab_size=min(net.config.vocab_size, 1000), seed=seed or 0)
+        texts = ()
+    else:
+        texts = tuple(tokenizer.decode(d) for d in documents) if tokenizer is not None else ()
+    return verify_hf(net, documents, mask=mask, positions=positions, attn=backend, use_cache=use_cache,
+                     model_name=str(path), decode=decode, texts=texts or ())
