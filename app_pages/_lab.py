@@ -207,15 +207,25 @@ def strategy_dataframe(rows) -> None:
         "pads": [r.pad_tokens for r in rows],
         "tokens lost": [r.tokens_lost for r in rows],
         "docs split": [r.docs_split for r in rows],
+        "linear: slot ratio": [r.slot_ratio for r in rows],
         "attention cost": [r.attention_cost for r in rows],
-        "attention speed-up": [r.attention_speedup for r in rows],
+        "attention FLOP ratio": [r.attention_ratio for r in rows],
+        "dense-mask FLOP ratio": [r.dense_mask_ratio for r in rows],
         "what it does": [r.description for r in rows],
     })
     st.dataframe(df, hide_index=True, width="stretch", column_config={
         "utilisation %": st.column_config.NumberColumn(format="%.1f %%"),
+        "linear: slot ratio": st.column_config.NumberColumn(
+            format="%.1fx", help="slots of padding to the context / these slots: what the linear layers save"),
         "attention cost": st.column_config.NumberColumn(
-            format="%.3e", help="padding: rows x width²; packing: Σ len² (block-diagonal mask)"),
-        "attention speed-up": st.column_config.NumberColumn(format="%.1fx", help="vs padding every sample to the context"),
+            format="%.3e", help="padding: rows x width²; packing: Σ len², paid only by a kernel that skips "
+                                "masked blocks (cu_seqlens, varlen, FlexAttention)"),
+        "attention FLOP ratio": st.column_config.NumberColumn(
+            format="%.1fx", help="attention FLOPs of padding to the context / these, with a kernel that skips "
+                                 "masked blocks; a FLOP count, not a measured speed-up"),
+        "dense-mask FLOP ratio": st.column_config.NumberColumn(
+            format="%.1fx", help="the same plan with a materialised block-diagonal mask: every cell of each "
+                                 "row is computed, so attention pays rows x width²"),
         "rows": st.column_config.NumberColumn(format="localized"),
         "slots": st.column_config.NumberColumn(format="localized"),
         "pads": st.column_config.NumberColumn(format="localized"),

@@ -124,7 +124,7 @@ kind = o2.radio("What is this data?", KINDS, horizontal=True, key=f"dataset_expl
                 help="instruction data (prompt + answer) must not be split; plain text may be")
 with guard("compare the strategies"):
     rows = strategy_table(lengths, context, overlong=overlong)
-    advice = pc.recommend(stats, rows, kind)
+    advice = pc.recommend(stats, rows, kind, lengths=lengths)
 st.info(f"**Recommendation.** {advice}")
 figure(strategy_figure(rows), key=S.key("strategies"))
 strategy_dataframe(rows)

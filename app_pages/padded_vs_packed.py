@@ -28,7 +28,7 @@ from packing_core import (
 WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24
 S = page_settings("padded_vs_packed", lengths=WORKED, draw_n=32, strategy="concat-cut", overlong="split", batch=32,
-                  buckets=8, sort=False, shuffle=False)
+                  buckets=8, sort=False, shuffle=False, model_shape="SmolLM2-135M")
 
 st.title("Padded vs packed")
 st.markdown(
@@ -86,6 +86,7 @@ with guard(f"plan these documents at context {context}"):
     pad = plan(lengths, context, "pad", **kwargs)
 m, pm = p.metrics(), pad.metrics()
 cost, pad_cost = pc.attention_cost(m), pc.attention_cost(pm)
+dense_cost = pc.attention_cells(m, "dense-mask")
 
 # ---------------------------------------------------------------- numbers
 st.subheader(f"{strategy} at context {context} (change it in the sidebar)")
@@ -95,7 +96,9 @@ n2.metric("Slots", f"{m.slots:,}", help="rows x their width: the positions the G
 n3.metric("Utilisation", f"{m.utilisation:.1%}", help="real tokens / slots")
 n4.metric("Pads", f"{m.pad_tokens:,}")
 n5.metric("Tokens lost", f"{m.tokens_lost:,}", help="truncated or dropped by the over-long policy")
-n6.metric("Attention speed-up", f"{pad_cost / cost:.1f}x", help="vs padding every sample to the context")
+n6.metric("Attention FLOP ratio", f"{pad_cost / cost:.1f}x",
+          help="attention FLOPs of padding every sample to the context / this plan's, with a kernel that "
+               "skips masked blocks. A count of arithmetic, not a measured speed-up.")
 
 first = 0
 if m.rows > MAX_ROWS:
@@ -108,14 +111,17 @@ st.caption("Each colour is one document, grey is padding, white is outside a row
            "a document; a red tick marks a document split at a row edge.")
 
 st.markdown(
-    f"**Attention is quadratic in the row length.** Padded to the context, attention costs "
-    f"rows x context² = {pm.rows:,} x {context}² = **{pad_cost:,}**. "
-    + (f"Packed with a block-diagonal mask (or a varlen kernel fed `cu_seqlens`) it costs Σ len² over "
-       f"the documents = **{cost:,}**, "
+    f"**Three bills, three ratios.** The linear layers (most of a model's FLOPs) pay per slot: "
+    f"{pm.slots:,} padded against {m.slots:,} here, **{pm.slots / m.slots:.1f}x** fewer. "
+    f"Attention grows with the square of the row: padded to the context it computes "
+    f"rows x context² = {pm.rows:,} x {context}² = {pad_cost:,} cells. "
+    + (f"Packed, a kernel that skips masked blocks (varlen fed `cu_seqlens`, FlexAttention, one call per "
+       f"document) computes one square per document, Σ len² = {cost:,}: **{pad_cost / cost:.1f}x** fewer. "
+       f"A materialised block-diagonal mask skips nothing: it computes every cell of each row, "
+       f"Σ width² = {dense_cost:,}, only **{pad_cost / dense_cost:.1f}x** fewer."
        if p.packed else
-       f"This plan pads each row to its batch's longest sample: Σ width² = **{cost:,}**, ")
-    + f"{pad_cost / cost:.1f}x less. The linear layers pay per slot: {pm.slots:,} against {m.slots:,}, "
-    f"{pm.slots / m.slots:.1f}x less."
+       f"This plan pads each row to its batch's longest sample: Σ width² = {cost:,}, "
+       f"**{pad_cost / cost:.1f}x** fewer, with no mask to change.")
 )
 
 # ---------------------------------------------------------------- all strategies
@@ -124,6 +130,34 @@ with guard("compare the strategies"):
     rows = strategy_table(lengths, context, **kwargs)
 figure(strategy_figure(rows), key=S.key("strategies"))
 strategy_dataframe(rows)
+split = {r.strategy: r.docs_split for r in rows}.get("concat-cut", 0)
+if split:
+    st.caption(f"concat-cut tops the attention ratio because it cuts {split:,} document(s) into shorter "
+               "pieces: the split is what buys that figure, and every cut loses context.")
+
+st.subheader("End to end: what a training step costs")
+shape_name = st.radio("Model shape", list(pc.MODEL_SHAPES), horizontal=True,
+                      format_func=lambda k: pc.MODEL_SHAPES[k].name, **S.bind("model_shape"))
+shape = pc.MODEL_SHAPES[shape_name]
+e2e = pc.end_to_end(rows, shape)
+st.latex(r"\text{FLOPs} = 6\,N \cdot \text{slots} + 12\,n_\text{layer}\,d_\text{model} \cdot A")
+st.caption(f"{shape.name}: N = {shape.params / 1e6:,.1f}M parameters, n_layer = {shape.n_layer}, d_model = "
+           f"{shape.d_model}. The standard estimate of training FLOPs (forward and backward) per token is "
+           "6N + 12·n_layer·d_model·T, T the tokens it attends to. Summed over the plan, A is Σ len² with a "
+           "kernel that skips masked blocks, Σ width² with a dense mask.")
+st.dataframe({
+    "strategy": [e.strategy for e in e2e],
+    "training FLOPs": [f"{e.flops:.3g}" for e in e2e],
+    "attention share": [f"{e.attention_share:.1%}" for e in e2e],
+    "end-to-end ratio": [f"{e.ratio:.2f}x" for e in e2e],
+    "with a dense mask": [f"{e.ratio_dense_mask:.2f}x" for e in e2e],
+}, hide_index=True, width="stretch")
+pad_share = {e.strategy: e.attention_share for e in e2e}.get("pad")
+if pad_share is not None:
+    st.markdown(
+        f"Padded to {context}, attention is **{pad_share:.1%}** of {esc(shape.name)}'s FLOPs. The linear "
+        "layers dominate, so end to end packing saves about its slot ratio, not its attention ratio. "
+        "Attention weighs more in small models and long rows.")
 
 # ---------------------------------------------------------------- one outlier
 st.subheader("The longest sample sets the width")
@@ -137,8 +171,9 @@ st.markdown(
     f"A batch of {len(short)} samples of about {int(short.mean())} tokens is padded to "
     f"{calm.slots // calm.rows} and uses **{calm.utilisation:.1%}** of its slots. Replace one of them by "
     f"a {int(spiked.max())}-token outlier and all {len(short)} rows stretch to {int(spiked.max())}: "
-    f"**{stretched.utilisation:.1%}**, {stretched.pad_tokens - calm.pad_tokens:,} more pads in the "
-    f"other {len(short) - 1} rows."
+    f"**{stretched.utilisation:.1%}**. The other {len(short) - 1} rows gain "
+    f"{(len(short) - 1) * (int(spiked.max()) - int(short.max())):,} pads; the batch as a whole gains "
+    f"{stretched.pad_tokens - calm.pad_tokens:,}, a little less, because the outlier's own row has none."
 )
 figure(plan_strip(stretched_plan, max_rows=len(short), row_height=12, show_ticks=False,
                   title=f"pad-longest, one batch of {len(short)} with a {int(spiked.max())}-token outlier"),

@@ -4,7 +4,7 @@ import streamlit as st
 
 from app_pages import _content
 from app_pages._lab import figure, guard, length_summary, plan, source_lengths, strategy_table
-from packing_core import plan_strip, slot_use_figure
+from packing_core import plan_strip, row_cu_seqlens, slot_use_figure
 
 st.title("Why packing")
 st.markdown(
@@ -36,15 +36,20 @@ with right:
            key="strip_packed")
 
 bounds = packed.boundaries
+per_row = row_cu_seqlens(packed)
 st.markdown(
-    f"**Where does each document start?** At the running sum of the lengths: "
-    f"`cumsum([0, {', '.join(map(str, lengths))}])` = `{bounds.tolist()}`. "
-    f"Those offsets are the `cu_seqlens` a varlen attention kernel reads. The stream is cut at "
-    f"{ctx}: document 3 starts at {bounds[3]} and spills into row 1 (the red tick marks the cut)."
+    f"**Where does each document start?** In the stream, at the running sum of the lengths: "
+    f"`cumsum([0, {', '.join(map(str, lengths))}])` = `{bounds.tolist()}`. The stream is cut at "
+    f"{ctx}, so document 3 starts at {bounds[3]} and spills into row 1 (the red tick marks the cut). "
+    "A varlen kernel reads one set of offsets per row, each starting at 0 and ending at the row's "
+    "tokens: " + "; ".join(f"row {r}: `{cu}`" for r, cu in enumerate(per_row)) + ". "
+    "The piece of document 3 in row 1 is a document of its own there: it cannot see its start."
 )
 
 # ---------------------------------------------------------------- the realistic case
 st.subheader("The realistic case: 200,000 support tickets")
+st.caption("From here on the packer is bfd, not concat-cut: bfd fills rows almost as well and never cuts a "
+           "document, while concat-cut would cut tens of thousands of tickets in two.")
 with guard("compute the support-tickets case"):
     tickets = source_lengths("support-tickets")
     stats, _ = length_summary(tickets, ctx)  # cached, and shared with the dataset explorer

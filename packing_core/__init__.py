@@ -51,8 +51,10 @@ _export("verify.registry", "DEFAULT_TEXTS", "PRETRAINED_MODELS", "verify_hf", "v
 _export("verify.batch_run", "BatchVerdict", "run_hf_batch")
 _export("analysis.stats", "Histogram", "LengthStats", "length_histogram", "length_stats", "outlier_lengths",
         "sample_lengths")
-_export("analysis.tables", "StrategyRow", "attention_cost", "recommend", "strategy_table")
-_export("analysis.composition", "RowOrder", "row_order")
+_export("analysis.tables", "StrategyRow", "attention_cost", "bimodality", "recommend", "strategy_table")
+_export("analysis.costs", "COST_FORMULA", "EndToEnd", "MODEL_SHAPES", "ModelShape", "attention_cells",
+        "benchmark_bounds", "end_to_end", "training_flops")
+_export("analysis.composition", "RowOrder", "row_cu_seqlens", "row_order")
 _export("experiments.train", "TOPICS", "TrainResult", "train_demo")
 _export("experiments.bench", "format_benchmark", "format_breakdown", "run_benchmark", "segments_breakdown")
 _export("viz.style", "ALERT_COLOUR", "PACKED_COLOUR", "PADDED_COLOUR", "PALETTE", "PAD_COLOUR", "doc_colour")

@@ -52,7 +52,9 @@ def test_why_packing_shows_the_worked_example_at_22_and_89_percent():
     at = open_page("why_packing")
     assert metric(at, "Padded to the context") == "22.2%"
     assert metric(at, "Concatenated and cut") == "88.9%"
-    assert "[0, 120, 210, 510, 550, 605, 635, 845, 910]" in markdown(at)
+    text = markdown(at)
+    assert "[0, 120, 210, 510, 550, 605, 635, 845, 910]" in text                 # the stream
+    assert "row 0: `[0, 120, 210, 510, 512]`; row 1: `[0, 38, 93, 123, 333, 398]`" in text   # what a kernel reads
     assert len(at.get("plotly_chart")) == 3
 
 
@@ -74,22 +76,37 @@ def test_changing_the_strategy_changes_the_numbers():
     at.selectbox(key="w_padded_vs_packed.strategy").set_value("pad").run()
     assert_clean(at)
     assert (metric(at, "Rows"), metric(at, "Slots"), metric(at, "Utilisation")) == ("8", "4,096", "22.2%")
-    assert metric(at, "Attention speed-up") == "1.0x"
+    assert metric(at, "Attention FLOP ratio") == "1.0x"
 
 
 def test_attention_cost_is_quadratic_padded_rows_against_sum_of_squares():
     at = open_page("padded_vs_packed")
     text = markdown(at)
-    assert f"8 x 512² = **{8 * 512 ** 2:,}**" in text
+    assert f"8 x 512² = {8 * 512 ** 2:,} cells" in text
+    assert "Σ len² = 166,198: **12.6x** fewer" in text            # a kernel that skips masked blocks
+    assert "Σ width² = 524,288, only **4.0x** fewer" in text       # a materialised mask skips nothing
+    assert "speed-up" not in text.lower()
+    assert any("splits 1 document" in c.value or "cuts 1 document" in c.value for c in at.caption)
     table = at.dataframe[0].value
     assert list(table["strategy"]) == ["pad", "pad-longest", "bucket", "concat-cut", "next-fit", "ffd", "bfd"]
+
+
+def test_end_to_end_flops_show_the_formula_and_follow_the_slot_ratio_on_a_7b_shape():
+    at = open_page("padded_vs_packed")
+    assert any("6\\,N" in x.value for x in at.get("latex"))
+    at.radio(key="w_padded_vs_packed.model_shape").set_value("7B").run()
+    assert_clean(at)
+    table = next(d.value for d in at.dataframe if "end-to-end ratio" in d.value)
+    row = dict(zip(table["strategy"], table["end-to-end ratio"]))
+    assert row["bfd"] == "4.05x" and dict(zip(table["strategy"], table["attention share"]))["pad"] == "2.0%"
 
 
 def test_one_500_token_outlier_pads_the_other_31_rows():
     at = open_page("padded_vs_packed")
     para = next(m.value for m in at.markdown if "outlier" in m.value)
     calm, stretched = [float(v) / 100 for v in re.findall(r"\*\*([\d.]+)%\*\*", para)]
-    assert "all 32 rows stretch to 500" in para and "other 31 rows" in para
+    assert "all 32 rows stretch to 500" in para and "The other 31 rows gain 12,710 pads" in para
+    assert "gains 12,672" in para     # net: the outlier's own row lost its pads
     assert stretched < calm / 3
 
 
@@ -162,7 +179,7 @@ def test_masks_page_is_usable_at_2048_tokens():
 def test_explorer_opens_on_the_support_tickets_with_a_recommendation():
     at = open_page("dataset_explorer")
     assert metric(at, "Documents") == "200,000" and metric(at, "Mean") == "114"
-    assert at.info[0].value.startswith("**Recommendation.** Pack with")
+    assert at.info[0].value.startswith("**Recommendation.** First run: bucket.") and "Long run: pack with" in at.info[0].value
     assert len(at.dataframe[0].value) == 7
 
 
@@ -282,7 +299,9 @@ def _small_benchmark():
 
 def test_benchmark_shows_the_flop_ratio_before_running_and_the_measurement_after():
     at = _small_benchmark()
-    assert re.search(r"FLOP ratio \*\*[\d.]+x\*\*", markdown(at))
+    text = markdown(at)
+    assert re.search(r"Σ len² = [\d,]+, a bound of \*\*[\d.]+x\*\*", text)
+    assert re.search(r"`dense` computes \d+ x 512² = [\d,]+, a bound of \*\*[\d.]+x\*\*", text)
     at.button[0].click().run()
     assert_clean(at)
     table = at.dataframe[0].value

@@ -237,13 +237,15 @@ def test_histogram_figure_counts_every_document_and_marks_the_context():
     assert fig.layout.shapes[0].x0 == 512
 
 
-def test_strategy_figure_plots_utilisation_and_attention_speed_up_per_strategy():
+def test_strategy_figure_plots_utilisation_and_both_attention_flop_ratios_per_strategy():
     rows = pc.strategy_table(WORKED, 512)
     fig = strategy_figure(rows)
     bars = [t for t in fig.data if t.type == "bar"]
     assert list(bars[0].y) == [r.strategy for r in rows]
     assert list(bars[0].x) == pytest.approx([r.utilisation for r in rows])
-    assert list(bars[1].x) == pytest.approx([r.attention_speedup for r in rows])
+    assert list(bars[1].x) == pytest.approx([r.attention_ratio for r in rows])
+    assert list(bars[2].x) == pytest.approx([r.dense_mask_ratio for r in rows])
+    assert "docs split" in bars[1].text[[r.strategy for r in rows].index("concat-cut")]
     assert bars[0].marker.color[0] != bars[0].marker.color[-1]    # padding vs packing
 
 
@@ -254,15 +256,18 @@ def test_slot_use_figure_stacks_real_tokens_and_pads_to_the_slots():
     assert list(real.x) == [910, 910]
 
 
-def test_benchmark_figure_draws_measured_bars_beside_the_flop_ratio_bound():
+def test_benchmark_figure_draws_each_backend_beside_its_own_flop_bound():
     result = run_benchmark(docs=16, heads=1, head_dim=16, repeats=1)
     fig = benchmark_figure(result)
-    bar = fig.data[0]
+    bar, bound, goal = fig.data[0], fig.data[1], fig.data[2]
     assert list(bar.x) == ["padded", *result["backends"]]
     assert bar.y[0] == result["padded"]["tokens_per_s"]
-    bound = result["padded"]["tokens_per_s"] * result["flop_ratio"]
-    assert fig.layout.shapes[0].y0 == pytest.approx(bound)
-    assert fig.layout.shapes[1].y0 == pytest.approx(bound * result["goal_factor"])
+    padded = result["padded"]["tokens_per_s"]
+    by = dict(zip(bound.x, bound.y))
+    assert by["segments"] == pytest.approx(padded * result["flop_ratio"])
+    assert by["dense"] == pytest.approx(padded * result["plans"]["pad"]["rows"] / result["plans"]["bfd"]["rows"])
+    assert by["dense"] < by["segments"]
+    assert list(goal.y) == pytest.approx([y * result["goal_factor"] for y in bound.y])
 
 
 def test_row_order_figure_draws_one_line_per_plan_with_the_longest_piece_per_row():

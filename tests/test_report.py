@@ -36,12 +36,69 @@ def test_histogram_of_200k_tickets_is_a_few_dozen_numbers():
     assert len(h.counts) == 60 and h.counts.sum() == 200_000
 
 
-def test_strategy_table_measures_speed_ups_against_padding_to_the_context():
+def test_strategy_table_measures_ratios_against_padding_to_the_context():
     rows = {r.strategy: r for r in pc.strategy_table(WORKED, 512)}
     assert list(rows) == list(STRATEGIES)
-    assert rows["pad"].attention_speedup == 1.0 and rows["pad"].slots_speedup == 1.0
-    assert rows["concat-cut"].slots_speedup == 4.0
+    assert rows["pad"].attention_ratio == 1.0 and rows["pad"].slot_ratio == 1.0
+    assert rows["concat-cut"].slot_ratio == 4.0
     assert rows["pad"].attention_cost == 8 * 512**2
+    assert not hasattr(rows["pad"], "attention_speedup")    # a FLOP ratio is not a speed-up
+
+
+def test_the_worked_example_pays_three_different_bills():
+    rows = {r.strategy: r for r in pc.strategy_table(WORKED, 512)}
+    bfd = rows["bfd"]
+    assert bfd.slot_ratio == 4.0                                   # the linear layers
+    assert bfd.attention_cost == 166_350 and bfd.attention_ratio == pytest.approx(12.607, abs=1e-3)
+    assert bfd.dense_mask_cost == 2 * 512**2 and bfd.dense_mask_ratio == 4.0   # a dense mask skips nothing
+    # concat-cut splits document 3 (300 + 40 ... cut at 512): the cut shrinks its squares
+    assert rows["concat-cut"].docs_split == 1 and rows["concat-cut"].attention_cost == 166_198
+    assert rows["bucket"].dense_mask_cost == rows["bucket"].attention_cost   # padding has no mask to skip
+
+
+def test_on_the_tickets_a_dense_mask_is_worth_no_more_than_the_slots_and_concat_cut_buys_its_ratio_by_splitting():
+    rows = {r.strategy: r for r in pc.strategy_table(synthetic_lengths("support-tickets"), 512)}
+    bfd, cut = rows["bfd"], rows["concat-cut"]
+    assert round(bfd.attention_ratio, 1) == 13.1 and round(bfd.dense_mask_ratio, 2) == round(bfd.slot_ratio, 2) == 4.52
+    assert round(cut.attention_ratio, 1) == 15.6 and cut.docs_split == 43_805 and bfd.docs_split == 1_269
+    assert rows["bucket"].attention_ratio > bfd.dense_mask_ratio   # bucketing beats packing with a dense mask
+
+
+def test_end_to_end_flops_follow_the_slot_ratio_on_a_7b_shape_and_show_the_formula():
+    rows = pc.strategy_table(WORKED, 512)
+    big = {e.strategy: e for e in pc.end_to_end(rows, "7B")}
+    small = {e.strategy: e for e in pc.end_to_end(rows, "SmolLM2-135M")}
+    assert big["pad"].attention_share == pytest.approx(0.0195, abs=1e-4)   # 2 % of a 7B's FLOPs at 512
+    assert big["bfd"].ratio == pytest.approx(4.054, abs=1e-3)              # near the slot ratio 4.0, far from 12.6
+    assert big["bfd"].ratio_dense_mask == pytest.approx(4.0)
+    assert small["pad"].attention_share == pytest.approx(0.1163, abs=1e-4)
+    assert small["bfd"].ratio == pytest.approx(4.345, abs=1e-3)
+    shape = pc.MODEL_SHAPES["SmolLM2-135M"]
+    assert (shape.n_layer, shape.d_model, shape.params) == (30, 576, 134.5e6)
+    assert pc.training_flops(512, 512**2, shape) == 6 * 134.5e6 * 512 + 12 * 30 * 576 * 512**2
+    assert "6·N·slots + 12·n_layer·d_model·A" in pc.COST_FORMULA
+    with pytest.raises(ValueError, match="unknown model shape 'GPT-9'"):
+        pc.end_to_end(rows, "GPT-9")
+
+
+def test_attention_cells_name_the_kernel_and_refuse_an_unknown_one():
+    m = make_plan(WORKED, 512, "bfd").metrics()
+    assert pc.attention_cells(m) == sum(n * n for n in WORKED)
+    assert pc.attention_cells(m, "dense-mask") == 2 * 512**2
+    with pytest.raises(ValueError, match="kernel must be"):
+        pc.attention_cells(m, "magic")
+
+
+def test_benchmark_bounds_measure_dense_against_its_rows_and_segments_against_the_squares():
+    result = {"flop_ratio": 13.1, "backends": {"segments": {}, "dense": {}},
+              "plans": {"pad": {"rows": 128}, "bfd": {"rows": 27}}}
+    bounds = pc.benchmark_bounds(result)
+    assert bounds == {"segments": 13.1, "dense": pytest.approx(128 / 27)}
+
+
+def test_each_row_has_its_own_cu_seqlens_restarting_at_zero():
+    plan = make_plan(WORKED, 512, "concat-cut")
+    assert pc.row_cu_seqlens(plan) == [[0, 120, 210, 510, 512], [0, 38, 93, 123, 333, 398]]
 
 
 def test_attention_cost_is_a_square_per_document_when_packed_and_per_row_when_padded():
@@ -56,16 +113,27 @@ def test_attention_cost_is_a_square_per_document_when_packed_and_per_row_when_pa
 def test_strategy_table_computes_the_pad_baseline_even_when_not_asked_for():
     rows = pc.strategy_table(WORKED, 512, strategies=("bfd",))
     assert [r.strategy for r in rows] == ["bfd"]
-    assert rows[0].slots_speedup == 4.0
+    assert rows[0].slot_ratio == 4.0
 
 
 def _advice(lengths, context, kind):
     return pc.recommend(pc.length_stats(lengths, context), pc.strategy_table(lengths, context), kind)
 
 
-def test_recommend_packing_when_bucketing_leaves_much_more_waste():
+def test_recommend_bucketing_first_and_packing_for_the_long_run_when_packing_saves_much_more():
     advice = _advice(synthetic_lengths("support-tickets", n=20_000), 512, "pretraining")
-    assert advice.startswith("Pack with") and "cu_seqlens" in advice
+    assert advice.startswith("First run: bucket.") and "Long run: pack with" in advice and "cu_seqlens" in advice
+    assert "Keep the buckets wide" in advice and "padding-free path finds documents" in advice
+
+
+def test_recommend_says_bucketing_shines_on_the_bimodal_set_and_not_on_one_bell():
+    def advice(name):
+        x = synthetic_lengths(name)
+        return pc.recommend(pc.length_stats(x, 512), pc.strategy_table(x, 512), "pretraining", lengths=x)
+    assert "two modes: bucketing does well" in advice("bimodal")
+    assert "two modes" not in advice("support-tickets")
+    assert pc.bimodality(synthetic_lengths("bimodal")) > tables_mod.BIMODAL > pc.bimodality(
+        synthetic_lengths("support-tickets"))
 
 
 def test_recommend_bucketing_when_it_is_nearly_as_good():

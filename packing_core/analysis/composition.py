@@ -41,3 +41,18 @@ def row_order(plan, batch_size: int = 32) -> RowOrder:
     last = plan.piece_row >= plan.n_rows - rows
     return RowOrder(longest, corr, float(plan.piece_len[first].mean()), float(plan.piece_len[last].mean()))
 
+
+
+def row_cu_seqlens(plan) -> list[list[int]]:
+    """The offsets a varlen kernel reads for each row: restart at 0 in every row, end at the row's tokens.
+
+    Not the plain running sum of the lengths: a row is cut at the context, and a split
+    document's continuation starts the next row at 0.
+
+    >>> from packing_core import make_plan
+    >>> row_cu_seqlens(make_plan([120, 90, 300, 40, 55, 30, 210, 65], 512, "concat-cut"))
+    [[0, 120, 210, 510, 512], [0, 38, 93, 123, 333, 398]]
+    """
+    bounds = plan.row_bounds()
+    lens = plan.piece_len
+    return [np.r_[0, np.cumsum(lens[bounds[r]:bounds[r + 1]])].astype(int).tolist() for r in range(plan.n_rows)]

@@ -7,14 +7,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
+import numpy as np
+
+from packing_core._validate import as_lengths
+from packing_core.analysis.costs import attention_cells
 from packing_core.analysis.stats import LengthStats
 from packing_core.packing.plan import PlanMetrics
-from packing_core.packing.strategies import PACKING_STRATEGIES, STRATEGIES, STRATEGY_INFO, compare
+from packing_core.packing.strategies import STRATEGIES, STRATEGY_INFO, compare
 
 # Bucketing within this many points of the best packing is good enough: no mask changes.
 BUCKET_IS_ENOUGH = 0.05
+
+
+# Sarle's coefficient of the log lengths above this: two modes (a single bell gives about 0.33).
+BIMODAL = 0.6
 
 
 # More than this share of documents over the context: the context, not the policy, is the problem.
@@ -23,7 +31,12 @@ TOO_SHORT = 0.25
 
 @dataclass(frozen=True)
 class StrategyRow:
-    """One strategy on one dataset, with its costs relative to padding every sample to the context."""
+    """One strategy on one dataset, with its costs relative to padding every sample to the context.
+
+    Three ratios, three different bills (``analysis.costs`` explains each one):
+    ``slot_ratio`` is what the linear layers save; ``attention_ratio`` what attention saves with
+    a kernel that skips masked blocks; ``dense_mask_ratio`` what it saves with a materialised mask.
+    """
 
     strategy: str
     description: str
@@ -34,24 +47,30 @@ class StrategyRow:
     tokens_lost: int
     docs_split: int
     docs_dropped: int
-    attention_cost: int          # padded rows: sum(row_width**2); packed rows: sum(len**2)
-    attention_speedup: float     # attention cost of "pad" / this one
-    slots_speedup: float         # slots of "pad" / this one (the linear layers' saving)
+    attention_cost: int          # cells with a kernel that skips masked blocks: padded sum(width**2), packed sum(len**2)
+    dense_mask_cost: int         # cells with a materialised mask: sum(width**2) for every strategy
+    attention_ratio: float       # pad's attention_cost / this one (an attention FLOP ratio, not a measured speed-up)
+    dense_mask_ratio: float      # pad's attention_cost / this dense_mask_cost
+    slot_ratio: float            # pad's slots / this one: the linear layers' saving
     rows_over_lower_bound: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 def attention_cost(m: PlanMetrics) -> int:
-    """FLOP-proportional attention cost of a plan, as a kernel would pay it.
+    """Attention cells of a plan with a kernel that skips masked blocks (varlen, FlexAttention).
 
-    A padded row pays its full causal square (row_width**2) because the kernel runs
-    over the pads too. A packed row with a block-diagonal mask or a varlen kernel pays
-    one square per document: ``[300, 100] in a row of 512 -> 300**2 + 100**2``.
+    A padded row pays its full causal square (row_width**2) because the kernel runs over the
+    pads too. A packed row pays one square per document: ``[300, 100] -> 300**2 + 100**2``,
+    but only if the kernel skips the masked blocks; a materialised dense mask pays the whole
+    row's square (``analysis.costs.attention_cells(m, "dense-mask")``).
     """
-    return m.attention_cost_packed if m.strategy in PACKING_STRATEGIES else m.attention_cost_padded
+    return attention_cells(m, "skips-masked")
 
 
 def strategy_table(lengths, context: int, strategies=STRATEGIES, **plan_kwargs) -> list[StrategyRow]:
-    """Every strategy on the same lengths; speed-ups are against ``pad`` (always computed)."""
+    """Every strategy on the same lengths; the ratios are against ``pad`` (always computed)."""
     names = list(strategies)
     metrics = compare(lengths, context, names if "pad" in names else ["pad", *names], **plan_kwargs)
     by_name = {m.strategy: m for m in metrics}
@@ -60,23 +79,43 @@ def strategy_table(lengths, context: int, strategies=STRATEGIES, **plan_kwargs) 
     out = []
     for s in names:
         m = by_name[s]
-        cost = attention_cost(m)
+        cost, dense = attention_cost(m), attention_cells(m, "dense-mask")
         out.append(StrategyRow(
             strategy=s, description=STRATEGY_INFO[s], rows=m.rows, slots=m.slots,
             utilisation=m.utilisation, pad_tokens=m.pad_tokens, tokens_lost=m.tokens_lost,
             docs_split=m.docs_split, docs_dropped=m.docs_dropped, attention_cost=cost,
-            attention_speedup=base_attn / cost if cost else float("inf"),
-            slots_speedup=base.slots / m.slots if m.slots else float("inf"),
+            dense_mask_cost=dense,
+            attention_ratio=base_attn / cost if cost else float("inf"),
+            dense_mask_ratio=base_attn / dense if dense else float("inf"),
+            slot_ratio=base.slots / m.slots if m.slots else float("inf"),
             rows_over_lower_bound=m.rows_over_lower_bound,
         ))
     return out
 
 
-def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretraining") -> str:
-    """One sentence (two at most) on what fits this data: bucketing or packing, split or drop.
+def bimodality(lengths) -> float:
+    """Sarle's bimodality coefficient of the log lengths: about 0.33 for one bell, above 0.6 for two humps.
+
+    >>> round(bimodality([20] * 50 + [400] * 50), 2)
+    0.91
+    """
+    x = np.log(as_lengths(lengths).astype(np.float64))
+    n, s = len(x), float(x.std())
+    if n < 4 or s == 0:
+        return 0.0
+    z = (x - x.mean()) / s
+    skew, excess = float((z**3).mean()), float((z**4).mean()) - 3.0
+    return (skew * skew + 1.0) / (excess + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
+
+
+def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretraining", lengths=None) -> str:
+    """A few sentences on what fits this data: bucketing or packing, split or drop.
 
     ``kind`` is ``"instruction"`` (prompt + answer examples: never split them) or
-    ``"pretraining"`` (plain text: a split at a row edge is acceptable).
+    ``"pretraining"`` (plain text: a split at a row edge is acceptable). With ``lengths``
+    it also says when the lengths have two modes, where bucketing does best.
+    When packing saves clearly more, the advice still starts with bucketing for a first
+    run (no mask to get wrong), and packs once the pipeline is trusted.
     """
     if kind not in ("instruction", "pretraining"):
         raise ValueError(f"kind must be 'instruction' or 'pretraining', got {kind!r}")
@@ -87,17 +126,24 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
                          "in the table; pass strategy_table(lengths, context) with every strategy")
     best = max(packers, key=lambda r: r.utilisation)
     bucket = by["bucket"]
+    wide = " Keep the buckets wide (hundreds of samples each) and shuffle the batches, so no batch is a run of look-alikes."
     if bucket.utilisation >= best.utilisation:
         first = (f"Bucket: it fills {bucket.utilisation:.1%} of the slots, more than the best packing "
-                 f"({best.strategy}, {best.utilisation:.1%}), with no mask to get wrong.")
+                 f"({best.strategy}, {best.utilisation:.1%}), with no mask to get wrong." + wide)
     elif best.utilisation - bucket.utilisation <= BUCKET_IS_ENOUGH:
         first = (f"Bucket: it already fills {bucket.utilisation:.1%} of the slots, within "
                  f"{(best.utilisation - bucket.utilisation) * 100:.1f} points of {best.strategy} "
-                 f"packing ({best.utilisation:.1%}), with no mask to get wrong.")
+                 f"packing ({best.utilisation:.1%}), with no mask to get wrong." + wide)
     else:
-        first = (f"Pack with {best.strategy}: it fills {best.utilisation:.1%} of the slots against "
-                 f"{bucket.utilisation:.1%} for bucketing, which computes {bucket.slots / best.slots:.1f}x "
-                 "as many slots; use cu_seqlens (a block-diagonal mask) and reset positions per document.")
+        first = (f"First run: bucket. It fills {bucket.utilisation:.1%} of the slots ({bucket.slot_ratio:.1f}x "
+                 "fewer than padding to the context) and changes no mask, so nothing can leak." + wide
+                 + f" Long run: pack with {best.strategy}, which fills {best.utilisation:.1%} (bucketing computes "
+                 f"{bucket.slots / best.slots:.1f}x as many slots). Pass cu_seqlens, start every document's "
+                 "positions at 0 (transformers' padding-free path finds documents by them), and check "
+                 "alone against packed before training.")
+    if lengths is not None and bimodality(lengths) > BIMODAL:
+        first += (" These lengths have two modes: bucketing does well here, because short and long "
+                  "samples fall into different buckets and are padded only to their own kind.")
     if stats.over_context == 0:
         return first + f" No document is longer than the context ({stats.context})."
     if stats.share_over > TOO_SHORT:

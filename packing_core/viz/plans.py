@@ -20,6 +20,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from packing_core.analysis.costs import benchmark_bounds
 from packing_core.batch.packed import segment_layout
 from packing_core.packing.strategies import PACKING_STRATEGIES
 from packing_core.viz.style import (
@@ -122,28 +123,45 @@ def length_histogram_figure(hist, title: str | None = None) -> go.Figure:
 
 
 def strategy_figure(rows, title: str | None = None) -> go.Figure:
-    """Utilisation and attention speed-up of every strategy (rows of ``report.strategy_table``)."""
+    """Utilisation, and the attention FLOP ratio against padding to the context, of every strategy.
+
+    Two bars per strategy on the right: with a kernel that skips masked blocks (cu_seqlens,
+    varlen, FlexAttention) and with a materialised dense mask, which computes every cell of
+    each row. A strategy that splits documents is labelled with how many: the cut is what
+    buys its ratio.
+    """
     names = [r.strategy for r in rows]
     colours = [PACKED_COLOUR if n in PACKING_STRATEGIES else PADDED_COLOUR for n in names]
     fig = make_subplots(1, 2, subplot_titles=("utilisation (real tokens / slots)",
-                                              "attention speed-up vs padding to the context"),
+                                              "attention FLOP ratio vs padding to the context"),
                         horizontal_spacing=0.12)
     util = np.array([r.utilisation for r in rows])
-    speed = np.array([r.attention_speedup for r in rows])
+    skip = np.array([r.attention_ratio for r in rows])
+    dense = np.array([r.dense_mask_ratio for r in rows])
     fig.add_trace(go.Bar(y=names, x=util, orientation="h", marker_color=colours, showlegend=False,
                          text=[f"{u:.1%}" for u in util], textposition="outside", textangle=0,
                          cliponaxis=False, hovertemplate="%{y}: %{x:.1%}<extra></extra>"), 1, 1)
-    fig.add_trace(go.Bar(y=names, x=speed, orientation="h", marker_color=colours, showlegend=False,
-                         text=[f"{s:.1f}x" for s in speed], textposition="outside", textangle=0,
-                         cliponaxis=False,
-                         hovertemplate="%{y}: %{x:.2f}x less attention work<extra></extra>"), 1, 2)
+    split_note = [f" ({r.docs_split:,} docs split)" if r.docs_split and r.strategy == "concat-cut" else ""
+                  for r in rows]
+    fig.add_trace(go.Bar(y=names, x=skip, orientation="h", marker_color=colours, name="kernel skips masked blocks",
+                         showlegend=False, text=[f"{s:.1f}x{n}" for s, n in zip(skip, split_note)],
+                         textposition="outside", textangle=0, cliponaxis=False,
+                         hovertemplate="%{y}: %{x:.2f}x fewer attention FLOPs (kernel skips masked blocks)"
+                                       "<extra></extra>"), 1, 2)
+    fig.add_trace(go.Bar(y=names, x=dense, orientation="h", marker_color=PAD_COLOUR, name="dense mask",
+                         showlegend=False, text=[f"{d:.1f}x" for d in dense], textposition="outside",
+                         textangle=0, cliponaxis=False,
+                         hovertemplate="%{y}: %{x:.2f}x fewer attention FLOPs (materialised dense mask)"
+                                       "<extra></extra>"), 1, 2)
     fig.update_xaxes(range=[0, 1.18], tickvals=[0, 0.25, 0.5, 0.75, 1], tickformat=".0%",
                      gridcolor="#eee", row=1, col=1)
-    fig.update_xaxes(gridcolor="#eee", range=[0, float(speed.max()) * 1.2], row=1, col=2)
+    fig.update_xaxes(gridcolor="#eee", range=[0, float(max(skip.max(), dense.max())) * 1.45], row=1, col=2)
     fig.update_yaxes(autorange="reversed")
-    legend_swatch(fig, "packing (needs a block-diagonal mask)", PACKED_COLOUR)
+    legend_swatch(fig, "packing", PACKED_COLOUR)
     legend_swatch(fig, "padding (one sample per row)", PADDED_COLOUR)
-    return apply_layout(fig, title=title, height=120 + 34 * len(rows), top=70 if title else 40)
+    legend_swatch(fig, "second bar: same plan with a dense mask (every cell computed)", PAD_COLOUR)
+    return apply_layout(fig, title=title, height=120 + 44 * len(rows), top=70 if title else 40,
+                        barmode="group")
 
 
 def slot_use_figure(rows, title: str | None = None) -> go.Figure:
@@ -164,28 +182,32 @@ def slot_use_figure(rows, title: str | None = None) -> go.Figure:
 
 
 def benchmark_figure(result: dict, title: str | None = None) -> go.Figure:
-    """Tokens/s of the padded baseline and each packed backend, beside the FLOP-ratio bound.
+    """Tokens/s of the padded baseline and each packed backend, each beside its own FLOP bound.
 
-    The bound is padded tokens/s x (padded FLOPs / packed FLOPs): what packing would reach
-    if time followed attention FLOPs exactly. The goal line is ``goal_factor`` x the bound.
+    A backend's bound is padded tokens/s x (padded FLOPs / that backend's FLOPs): ``dense``
+    computes every cell of each packed row, the others one square per document
+    (``analysis.costs.benchmark_bounds``). The goal line is ``goal_factor`` x the bound.
     """
     padded = result["padded"]["tokens_per_s"]
     names = ["padded"] + list(result["backends"])
     tps = [padded] + [r["tokens_per_s"] for r in result["backends"].values()]
     colours = [PADDED_COLOUR] + [PACKED_COLOUR] * (len(names) - 1)
-    bound = padded * result["flop_ratio"]
+    bounds = benchmark_bounds(result)
     fig = go.Figure(go.Bar(x=names, y=tps, marker_color=colours, name="measured",
                            text=[f"{t:,.0f}" for t in tps], textposition="outside",
                            hovertemplate="%{x}: %{y:,.0f} tokens/s<extra></extra>"))
-    fig.add_hline(y=bound, line=dict(color="#222", dash="dash"),
-                  annotation_text=f"FLOP-ratio bound ({result['flop_ratio']:.1f}x padded)",
-                  annotation_position="top left")
-    fig.add_hline(y=bound * result["goal_factor"], line=dict(color=ALERT_COLOUR, dash="dot"),
-                  annotation_text=f"goal: {result['goal_factor']:.0%} of the bound",
-                  annotation_position="bottom left")
+    bx = list(bounds)
+    by = [padded * bounds[b] for b in bx]
+    fig.add_trace(go.Scatter(x=bx, y=by, mode="markers+text", name="FLOP bound",
+                             marker=dict(symbol="line-ew", size=40, line=dict(width=3, color="#222")),
+                             text=[f"bound {bounds[b]:.1f}x" for b in bx], textposition="top center",
+                             hovertemplate="%{x}: bound %{y:,.0f} tokens/s<extra></extra>"))
+    fig.add_trace(go.Scatter(x=bx, y=[y * result["goal_factor"] for y in by], mode="markers",
+                             name=f"goal: {result['goal_factor']:.0%} of the bound",
+                             marker=dict(symbol="line-ew", size=40, line=dict(width=2, color=ALERT_COLOUR))))
     fig.update_yaxes(title="attention tokens per second", gridcolor="#eee", rangemode="tozero",
-                     range=[0, max(max(tps), bound) * 1.18])
-    return apply_layout(fig, title=title, height=380, showlegend=False)
+                     range=[0, max(max(tps), max(by, default=0)) * 1.22])
+    return apply_layout(fig, title=title, height=380, showlegend=True)
 
 
 def row_order_figure(orders: dict, title: str | None = None) -> go.Figure:

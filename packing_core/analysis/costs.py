@@ -1,0 +1,132 @@
+"""What a plan costs, each quantity named for what it is.
+
+Three different bills, in FLOP-proportional units, for the worked example at context 512::
+
+    lengths 120 90 300 40 55 30 210 65         pad (8 rows)   concat-cut (2 rows)
+    slots: what the linear layers pay           4,096          1,024        ratio 4.0
+    attention, kernel that skips masked blocks  8 x 512**2     sum(piece**2) ratio 11.0
+    attention, materialised dense mask          8 x 512**2     2 x 512**2    ratio 4.0
+
+A kernel that reads ``cu_seqlens`` (varlen, FlexAttention, one call per document) pays one
+square per document. A materialised block-diagonal mask still computes every cell of the
+row's square, masked or not, so it pays ``rows x width**2`` like a padded batch.
+
+End to end, the standard per-token estimate of training FLOPs (forward and backward) is
+``6 N + 12 n_layer d_model T``: the linear layers (N parameters) plus the attention scores
+over the T tokens a token attends to. Summed over a plan's slots that is
+``6 N x slots + 12 n_layer d_model x (attention cells)``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from packing_core.packing.plan import PlanMetrics
+from packing_core.packing.strategies import PACKING_STRATEGIES
+
+COST_FORMULA = "FLOPs = 6·N·slots + 12·n_layer·d_model·A,  A = Σ len² (block-skipping kernel) or Σ width² (dense mask)"
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The three numbers the per-token FLOP formula needs."""
+
+    name: str
+    n_layer: int
+    d_model: int
+    params: float   # N, every parameter a token multiplies (embeddings included)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+MODEL_SHAPES = {
+    "SmolLM2-135M": ModelShape("SmolLM2-135M", n_layer=30, d_model=576, params=134.5e6),
+    "7B": ModelShape("7B (Llama-2 shape)", n_layer=32, d_model=4096, params=6.74e9),
+}
+
+
+def attention_cells(m: PlanMetrics, kernel: str = "skips-masked") -> int:
+    """Query-key cells the attention scores compute for a plan, under one kind of kernel.
+
+    ``"skips-masked"``: a padded row pays its whole square (the pads are in it), a packed row
+    one square per document piece. ``"dense-mask"``: every row pays its whole square.
+
+    >>> from packing_core.packing.strategies import make_plan
+    >>> m = make_plan([300, 100], 512, "bfd").metrics()
+    >>> attention_cells(m), attention_cells(m, "dense-mask")
+    (100000, 262144)
+    """
+    if kernel == "dense-mask":
+        return m.attention_cost_padded
+    if kernel != "skips-masked":
+        raise ValueError(f"kernel must be 'skips-masked' or 'dense-mask', got {kernel!r}")
+    return m.attention_cost_packed if m.strategy in PACKING_STRATEGIES else m.attention_cost_padded
+
+
+def training_flops(slots: int, cells: int, shape: ModelShape) -> float:
+    """Forward plus backward FLOPs of one pass over a plan: ``6 N slots + 12 n_layer d_model cells``.
+
+    A 7B shape, one row of 512 tokens each attending to the full row: attention is 2 % of it.
+
+    >>> shape = MODEL_SHAPES["7B"]
+    >>> total = training_flops(512, 512**2, shape)
+    >>> f"{total:.3g}", round(1 - training_flops(512, 0, shape) / total, 4)
+    ('2.11e+13', 0.0195)
+    """
+    return 6.0 * shape.params * slots + 12.0 * shape.n_layer * shape.d_model * cells
+
+
+@dataclass(frozen=True)
+class EndToEnd:
+    """One strategy's training FLOPs for one model shape, against padding every sample to the context."""
+
+    strategy: str
+    model: str
+    flops: float              # with a kernel that skips masked blocks
+    flops_dense_mask: float   # with a materialised block-diagonal mask
+    attention_share: float    # attention part of ``flops``
+    ratio: float              # pad's FLOPs / ``flops``: the end-to-end saving
+    ratio_dense_mask: float   # pad's FLOPs / ``flops_dense_mask``
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def end_to_end(rows, shape: ModelShape | str = "SmolLM2-135M") -> list[EndToEnd]:
+    """Training FLOPs per strategy of a ``strategy_table`` (which always holds what ``pad`` costs).
+
+    On 7B-sized layers attention is a few percent of the FLOPs at 512 tokens, so the end-to-end
+    saving of packing is close to its slot ratio, not to its attention ratio.
+    """
+    if isinstance(shape, str):
+        if shape not in MODEL_SHAPES:
+            raise ValueError(f"unknown model shape {shape!r}; choose one of {', '.join(MODEL_SHAPES)}")
+        shape = MODEL_SHAPES[shape]
+    out = []
+    for r in rows:
+        base_slots = r.slots * r.slot_ratio
+        base_cells = r.attention_cost * r.attention_ratio
+        base = training_flops(base_slots, base_cells, shape)
+        flops = training_flops(r.slots, r.attention_cost, shape)
+        dense = training_flops(r.slots, r.dense_mask_cost, shape)
+        attn = flops - 6.0 * shape.params * r.slots
+        out.append(EndToEnd(r.strategy, shape.name, flops, dense, attn / flops if flops else 0.0,
+                            base / flops if flops else float("inf"), base / dense if dense else float("inf")))
+    return out
+
+
+def benchmark_bounds(result: dict) -> dict[str, float]:
+    """Each packed backend's true FLOP bound in a ``run_benchmark`` result, against the padded run.
+
+    ``dense`` builds the block-diagonal mask and computes every cell of each packed row, so
+    its bound is ``padded rows / packed rows`` (both rows x context**2). ``segments`` and
+    ``varlen`` compute one square per document: their bound is ``rows x context**2 / sum(len**2)``.
+
+    >>> r = {"config": {"context": 512}, "flop_ratio": 13.1, "backends": {"segments": {}, "dense": {}},
+    ...      "plans": {"pad": {"rows": 128}, "bfd": {"rows": 27}}}
+    >>> {k: round(v, 2) for k, v in benchmark_bounds(r).items()}
+    {'segments': 13.1, 'dense': 4.74}
+    """
+    plans = result["plans"]
+    dense = plans["pad"]["rows"] / plans["bfd"]["rows"]
+    return {b: dense if b == "dense" else float(result["flop_ratio"]) for b in result["backends"]}
