@@ -4,6 +4,9 @@
 | --------------------- | -------------------------------- | -------------------------------------- |
 | ``PACKING_LAB_CACHE`` | ``~/.cache/packing-lab``         | converted models, cached length arrays |
 | ``PACKING_LAB_MODELS``| ``.models/`` in the checkout     | model wheels installed with ``--target``|
+| ``PACKING_LAB_MAX_ROWS``    | ``10000000``               | rows one analysis may read from a file |
+| ``PACKING_LAB_MAX_BYTES``   | ``1073741824`` (1 GiB)     | bytes one analysis may read or decode  |
+| ``PACKING_LAB_MAX_SECONDS`` | ``300``                    | seconds one analysis may spend reading |
 
 >>> import os; os.environ["PACKING_LAB_CACHE"] = "/tmp/lab"; str(cache_dir())
 '/tmp/lab'
@@ -11,6 +14,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -27,3 +31,44 @@ def models_dir() -> Path:
     out of the environment's metadata keeps ``pip check`` clean.
     """
     return Path(os.environ.get("PACKING_LAB_MODELS") or Path(__file__).resolve().parents[1] / ".models")
+
+
+@dataclass(frozen=True)
+class ReadBudget:
+    """What one analysis may read from one file: rows, bytes (read or decoded) and seconds.
+
+    >>> ReadBudget(rows=10, bytes=1000, seconds=5.0).rows
+    10
+    """
+
+    rows: int
+    bytes: int
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return {"rows": self.rows, "bytes": self.bytes, "seconds": self.seconds}
+
+
+_BUDGET_DEFAULTS = {"PACKING_LAB_MAX_ROWS": 10_000_000, "PACKING_LAB_MAX_BYTES": 1 << 30,
+                    "PACKING_LAB_MAX_SECONDS": 300}
+
+
+def _env_number(name: str) -> float:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return _BUDGET_DEFAULTS[name]
+    try:
+        value = float(text) if name.endswith("SECONDS") else int(text)
+    except ValueError:
+        value = -1
+    if not value > 0:
+        raise ValueError(f"{name}={text[:40]!r} is not a positive number; unset it for the default "
+                         f"({_BUDGET_DEFAULTS[name]:,})")
+    return value
+
+
+def read_budget() -> ReadBudget:
+    """The per-analysis read budget from ``$PACKING_LAB_MAX_ROWS``, ``_BYTES`` and ``_SECONDS``."""
+    return ReadBudget(rows=int(_env_number("PACKING_LAB_MAX_ROWS")), bytes=int(_env_number("PACKING_LAB_MAX_BYTES")),
+                      seconds=float(_env_number("PACKING_LAB_MAX_SECONDS")))
+

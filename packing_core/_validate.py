@@ -2,7 +2,7 @@
 
 >>> whole_number(512, "context")
 512
->>> whole_number(True, "context")
+>>> whole_number(True, "context", hint="try 512")
 Traceback (most recent call last):
 ValueError: context must be a whole number, got True (a boolean); try 512
 >>> as_lengths([3, 2, 5]).tolist()
@@ -13,6 +13,16 @@ ValueError: length 3.0 at position 0 is not a whole number; lengths must be whol
 >>> choice("mask", "maybe", MASKS)
 Traceback (most recent call last):
 ValueError: mask must be one of 'on', 'off', got 'maybe'
+
+The bounds below are the lab's documented limits. Inside them every sum the lab forms
+(tokens, slots, row offsets) fits an int64 with room to spare; attention costs, which
+square lengths, are summed exactly with :func:`exact_sum_of_squares`.
+
+>>> whole_number(10**10, "context", maximum=MAX_CONTEXT)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+ValueError: context must be at most 268,435,456, got 10,000,000,000
+>>> exact_sum_of_squares(np.array([3_000_000_000] * 4))  # 3.6e19: past int64, still exact
+36000000000000000000
 """
 from __future__ import annotations
 
@@ -25,6 +35,16 @@ Positions = Literal["reset", "continuous"]
 Overlong = Literal["split", "truncate", "drop"]
 Strategy = Literal["pad", "pad-longest", "bucket", "concat-cut", "next-fit", "ffd", "bfd"]
 MASKS: tuple[str, ...] = get_args(Mask)
+MAX_CONTEXT = 2**28            # 268,435,456 tokens per row: far past any model's context
+MAX_BATCH_SIZE = 2**20         # rows per batch (pad-longest, bucket)
+MAX_LENGTH = 2**40             # tokens in one document (about 1.1e12)
+MAX_DOCUMENTS = 2**30          # documents in one dataset (about 1.07e9)
+MAX_TOTAL_TOKENS = 2**53       # tokens in one dataset (about 9.0e15; exact as a float64 too)
+MAX_TEXT_BYTES = 4 << 20       # bytes in one text value (a line, a cell): refused before tokenising
+# A length written as text: optional spaces, an optional sign, digits. "12.0" and "1e3" are
+# not lengths in any format (a float column is refused too); "+7" is 7 everywhere.
+INTEGER_TEXT = r"^\s*[+-]?[0-9]+\s*$"
+_INT64_SAFE = 2**62
 POSITIONS: tuple[str, ...] = get_args(Positions)
 
 
@@ -50,12 +70,20 @@ def whole_number(value, name: str, *, minimum: int = 1, maximum: int | None = No
     return value
 
 
-def as_lengths(values) -> np.ndarray:
+def as_lengths(values, where=None) -> np.ndarray:
     """Document lengths as a new 1-D int64 array: whole numbers, each >= 1.
 
     The one rule for lengths everywhere (plans, stats, files): booleans, floats (even
-    ``3.0``), text and ``None`` are refused with the position of the first bad value.
+    ``3.0``), text and ``None`` are refused with the position of the first bad value;
+    so are lengths above ``MAX_LENGTH``, more than ``MAX_DOCUMENTS`` documents and more
+    than ``MAX_TOTAL_TOKENS`` tokens. ``where(i)`` names value ``i`` in messages
+    ("data row 3"); the default is "position i".
+
+    >>> as_lengths([5, 2**41])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: length 2,199,023,255,552 at position 1 is above the largest length the lab accepts ...
     """
+    where = where or (lambda i: f"position {i}")
     if isinstance(values, (str, bytes)):
         raise ValueError(f"lengths must be numbers, got text {values[:40]!r}; "
                          "use parse_lengths() for text")
@@ -63,7 +91,7 @@ def as_lengths(values) -> np.ndarray:
         bad = next((i for i, v in enumerate(values) if isinstance(v, (bool, np.bool_, str, bytes, float))
                     or v is None), None)
         if bad is not None:
-            raise ValueError(f"length {values[bad]!r} at position {bad} is not a whole number; lengths "
+            raise ValueError(f"length {values[bad]!r} at {where(bad)} is not a whole number; lengths "
                              "must be whole numbers >= 1 (for text like '120, 90' use parse_lengths())")
     arr = np.asarray(values)
     if arr.ndim != 1:
@@ -77,14 +105,60 @@ def as_lengths(values) -> np.ndarray:
     if arr.dtype.kind not in "iu":
         raise ValueError(f"lengths must be whole numbers, got dtype {arr.dtype} (first value "
                          f"{arr[0]!r}); convert them to integers first (for text use parse_lengths())")
-    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8:
-        too_big = arr > np.iinfo(np.int64).max
-        if too_big.any():
-            i = int(np.argmax(too_big))
-            raise ValueError(f"length {int(arr[i]):,} at position {i} is too large to be a token count")
+    if arr.size > MAX_DOCUMENTS:
+        raise ValueError(f"{arr.size:,} documents is more than the lab accepts ({MAX_DOCUMENTS:,}); "
+                         "analyse a sample or a shard of the dataset")
+    # compared in the input's own dtype: a uint64 2**64-1 keeps its value in the message
+    too_big = arr > MAX_LENGTH
+    if too_big.any():
+        i = int(np.argmax(too_big))
+        raise ValueError(f"length {int(arr[i]):,} at {where(i)} is above the largest length the lab accepts "
+                         f"({MAX_LENGTH:,} tokens); fix that value or drop the document")
     bad = arr < 1
     if bad.any():
         i = int(np.argmax(bad))
-        raise ValueError(f"length {arr[i].item()!r} at position {i} is not >= 1; every document needs "
+        raise ValueError(f"length {arr[i].item()!r} at {where(i)} is not >= 1; every document needs "
                          "at least one token: drop empty documents or fix the value")
-    return arr.astype(np.int64)  # astype copies: callers may keep editing their input
+    out = arr.astype(np.int64)  # astype copies: callers may keep editing their input
+    total = int(out.sum()) if out.size * MAX_LENGTH < _INT64_SAFE else float(out.sum(dtype=np.float64))
+    if total > MAX_TOTAL_TOKENS:
+        raise ValueError(f"the lengths add up to {total:,.0f} tokens, more than the lab accepts "
+                         f"({MAX_TOTAL_TOKENS:,}); analyse a sample or a shard of the dataset")
+    return out
+
+
+def exact_sum_of_squares(x: np.ndarray) -> int:
+    """``sum(x**2)`` of non-negative integers as an exact Python int, never an int64 overflow.
+
+    Squares of values up to ``MAX_LENGTH`` are summed in int64 chunks small enough not to
+    overflow; the chunk sums are added as Python ints.
+
+    >>> exact_sum_of_squares(np.array([3, 4]))
+    25
+    """
+    x = np.asarray(x, dtype=np.int64)
+    if x.size == 0:
+        return 0
+    top = int(x.max())
+    if top >= 2**31:  # the square itself leaves int64: exact Python ints over the distinct values
+        values, counts = np.unique(x, return_counts=True)
+        return sum(int(v) * int(v) * int(c) for v, c in zip(values.tolist(), counts.tolist()))
+    chunk = max(1, _INT64_SAFE // max(1, top * top))
+    if chunk >= x.size:
+        return int(np.dot(x, x))
+    starts = np.arange(0, x.size, chunk)
+    return sum(np.add.reduceat(x * x, starts).tolist())
+
+
+def as_context(value, name: str = "context") -> int:
+    """A row length in tokens: a whole number from 1 to ``MAX_CONTEXT``.
+
+    >>> as_context(2048)
+    2048
+    """
+    return whole_number(value, name, maximum=MAX_CONTEXT, hint="try 512 or 2048")
+
+
+def as_batch_size(value, name: str = "batch_size") -> int:
+    """Rows per batch: a whole number from 1 to ``MAX_BATCH_SIZE``."""
+    return whole_number(value, name, maximum=MAX_BATCH_SIZE, hint="try 32")

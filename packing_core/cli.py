@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 
+from packing_core._validate import as_batch_size, as_context
 from packing_core.packing.strategies import OVERLONG_POLICIES, STRATEGIES, STRATEGY_INFO, make_plan
 
 EXIT_BAD_INPUT = 2
@@ -39,6 +40,20 @@ class _Parser(argparse.ArgumentParser):
         raise ValueError(message)
 
 
+def _bounded(check):
+    """An argparse type: a whole number checked by ``_validate`` (so '1e20' or 10**20 is one line)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number (digits only)") from None
+        try:
+            return check(value)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m packing_core", description="Packing Lab: measure and check sequence packing.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -51,10 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--column", help="length column (integers) or text column (tokenised) of FILE")
     r.add_argument("--tokenizer", default="auto", choices=("auto", "smollm2", "bytes"),
                    help="for a text column: SmolLM2's tokenizer (auto: when installed) or UTF-8 bytes (fast)")
-    r.add_argument("--context", type=int, default=512, help="row length in tokens (default 512)")
+    r.add_argument("--context", type=_bounded(as_context), default=512, help="row length in tokens (default 512)")
     r.add_argument("--strategy", default="all", help=f"one of {', '.join(STRATEGIES)}, or all (default)")
     r.add_argument("--overlong", default="split", choices=OVERLONG_POLICIES, help="documents longer than the context")
-    r.add_argument("--batch-size", type=int, default=32, help="rows per batch for pad-longest and bucket")
+    r.add_argument("--batch-size", type=_bounded(as_batch_size), default=32, help="rows per batch for pad-longest and bucket")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--format", default="table", choices=("table", "json"))
 
@@ -121,8 +136,6 @@ def _lazy_real_tokenizer(required: bool):
 
 
 def _report(args, out) -> int:
-    if args.context < 1:
-        raise ValueError(f"--context must be at least 1 token, got {args.context}")
     strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
     if args.strategy != "all" and args.strategy not in STRATEGIES:
         raise ValueError(f"unknown --strategy {args.strategy!r}; choose one of {', '.join(STRATEGIES)} or all")

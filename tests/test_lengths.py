@@ -533,7 +533,6 @@ def test_bad_csv_length_names_the_row(tmp_path, cell, shown):
 
 
 @pytest.mark.parametrize("table, shown", [({"length": [4, 0]}, "holds 0"),
-                                          ({"length": [4.0, 2.5]}, "holds 2.5, not a whole"),
                                           ({"length": [4, None]}, "has no value")])
 def test_bad_parquet_length_names_the_row(tmp_path, table, shown):
     pq.write_table(pa.table(table), tmp_path / "d.parquet")
@@ -570,7 +569,7 @@ def test_deeply_nested_json_line_is_refused(tmp_path):
         lengths_from_file(write(tmp_path, "d.jsonl", '{"length": 3}\n' + "[" * 100_000 + "\n"))
 
 
-@pytest.mark.parametrize("value, what", [('{"en": "hi"}', "an object"), ("[1, 2]", "an array"),
+@pytest.mark.parametrize("value, what", [('{"en": "hi"}', "an object"), ('["a", "b"]', "an array"),
                                          ("true", "a boolean")])
 def test_json_column_holding_nested_or_boolean_values(tmp_path, value, what):
     path = write(tmp_path, "d.jsonl", '{"text": "ok"}\n{"text": %s}\n' % value)
@@ -578,10 +577,43 @@ def test_json_column_holding_nested_or_boolean_values(tmp_path, value, what):
         lengths_from_file(path)
 
 
-def test_nested_parquet_column_is_neither_lengths_nor_text(tmp_path):
-    pq.write_table(pa.table({"ids": [[1, 2], [3]]}), tmp_path / "d.parquet")
-    with pytest.raises(ValueError, match="'ids' has type list<.*neither integer lengths nor text"):
+def test_nested_parquet_column_of_strings_is_neither_lengths_nor_text(tmp_path):
+    pq.write_table(pa.table({"ids": [["a", "b"], ["c"]]}), tmp_path / "d.parquet")
+    with pytest.raises(ValueError, match="'ids' has type list<.*neither integer lengths, token-id lists nor text"):
         lengths_from_file(tmp_path / "d.parquet")
+
+
+def test_pre_tokenised_token_id_lists_count_as_lengths_in_parquet_and_jsonl(tmp_path):
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3], [7], [5, 5]]}), tmp_path / "d.parquet")
+    path = write(tmp_path, "d.jsonl", '{"input_ids": [1, 2, 3]}\n{"input_ids": [7]}\n{"input_ids": [5, 5]}\n')
+    assert lengths_from_file(tmp_path / "d.parquet").tolist() == [3, 1, 2]
+    assert lengths_from_file(path).tolist() == [3, 1, 2]
+
+
+def test_an_empty_token_id_list_is_a_document_without_tokens(tmp_path):
+    pq.write_table(pa.table({"input_ids": [[1, 2], []]}), tmp_path / "d.parquet")
+    with pytest.raises(ValueError, match="at row 2 holds 0"):
+        lengths_from_file(tmp_path / "d.parquet")
+
+
+@pytest.mark.parametrize("name, data", [
+    ("d.csv", b"length\n4\n12.0\n"), ("d.jsonl", b'{"length": 4}\n{"length": 12.0}\n'), ("d.parquet", None)])
+def test_a_float_length_is_refused_in_every_format(tmp_path, name, data):
+    path = tmp_path / name
+    if data is None:
+        pq.write_table(pa.table({"length": [4.0, 12.0]}), path)
+    else:
+        path.write_bytes(data)
+    with pytest.raises(ValueError, match=r"holds '?12\.0'?|holds 4\.0, a double"):
+        lengths_from_file(path)
+    with pytest.raises(ValueError, match="could not read '12.0'"):
+        parse_lengths("4, 12.0")
+
+
+@pytest.mark.parametrize("name, data", [("d.csv", b"length\n+7\n 3 \n"), ("d.jsonl", b'{"length": "+7"}\n{"length": " 3 "}\n')])
+def test_a_plus_sign_reads_as_the_same_length_in_every_format(tmp_path, name, data):
+    (tmp_path / name).write_bytes(data)
+    assert lengths_from_file(tmp_path / name).tolist() == [7, 3] == parse_lengths("+7, 3").tolist()
 
 
 def test_json_length_too_large_names_the_line(tmp_path):

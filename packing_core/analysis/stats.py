@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core.data.lengths import as_lengths
+from packing_core._validate import as_context, as_lengths, whole_number
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,7 @@ class LengthStats:
 def length_stats(lengths, context: int) -> LengthStats:
     """``length_stats([120, 90, 300], 256)`` -> count 3, mean 170.0, p50 120, max 300, over 1."""
     x = as_lengths(lengths)
-    if context < 1:
-        raise ValueError(f"context must be at least 1 token, got {context}; try 512")
+    context = as_context(context)
     over = x > context
     p50, p95 = np.percentile(x, [50, 95])
     return LengthStats(
@@ -59,22 +58,28 @@ def length_histogram(lengths, context: int, bins: int = 60) -> Histogram:
 
     One edge sits at ``context + 0.5``, so a bin holds either documents that fit or documents
     longer than the context, never both. Built from ``np.histogram``: 200,000 lengths become
-    a few dozen numbers, not 200,000 points.
+    a few dozen numbers, not 200,000 points. Whatever the data, there are at most
+    ``2 x bins`` bins: below the context and beyond it, each side has equal widths.
+
+    >>> h = length_histogram([5, 10**9], 512)   # one huge document: still a few bins
+    >>> len(h.counts) <= 120, int(h.counts.sum())
+    (True, 2)
     """
     x = as_lengths(lengths)
-    if bins < 1:
-        raise ValueError(f"bins must be at least 1, got {bins}")
-    if context < 1:
-        raise ValueError(f"context must be at least 1 token, got {context}; try 512")
+    bins = whole_number(bins, "bins", maximum=1000, hint="try 60")
+    context = as_context(context)
     longest = int(x.max())
     if longest <= context:      # everything fits: bins of at least one token up to the longest
         top = longest
         width = max(1.0, top / bins)
+        edges = 0.5 + width * np.arange(int(np.ceil(top / width)) + 1)
     else:
         top = min(longest, max(1.25 * context, float(np.percentile(x, 99))))
         below = min(context, max(1, round(bins * context / top)))   # bins up to the context
         width = context / below
-    edges = 0.5 + width * np.arange(int(np.ceil(top / width)) + 1)
+        beyond = max(1, min(bins, int(np.ceil((top - context) / width))))  # a far tail: wider bins
+        edges = np.concatenate([0.5 + width * np.arange(below + 1),
+                                np.linspace(context + 0.5, max(top, context + 1) + 0.5, beyond + 1)[1:]])
     counts, edges = np.histogram(np.clip(x, edges[0], edges[-1]), bins=edges)
     return Histogram(edges=edges, counts=counts.astype(np.int64), context=int(context),
                      clipped=int((x > edges[-1]).sum()))

@@ -24,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from packing_core._validate import as_lengths  # noqa: F401  (the one rule, re-exported here)
+from packing_core._settings import ReadBudget
+from packing_core._validate import INTEGER_TEXT, MAX_LENGTH, MAX_TEXT_BYTES, as_lengths
 from packing_core.data import readers
 
 Tokenizer = Callable[[list[str]], list[list[int]]]
@@ -44,7 +45,8 @@ _DEFAULT_N = {"support-tickets": 200_000, "bimodal": 100_000, "long-tailed": 100
 
 
 _SEPARATORS = re.compile(r"[\s,;]+")
-_INTEGER = re.compile(r"[+-]?\d+")
+_INTEGER = re.compile(INTEGER_TEXT)
+_DIGITS = len(str(MAX_LENGTH))   # more digits than this can only be too large
 
 
 def parse_lengths(text: str) -> np.ndarray:
@@ -57,11 +59,12 @@ def parse_lengths(text: str) -> np.ndarray:
     if not tokens:
         raise ValueError("no lengths given; type whole numbers separated by commas, e.g. '120, 90, 300'")
     for i, token in enumerate(tokens):
-        if not _INTEGER.fullmatch(token):
-            raise ValueError(f"could not read {token!r} (item {i + 1}) as a length; type whole numbers "
+        if not _INTEGER.match(token):
+            raise ValueError(f"could not read {token[:40]!r} (item {i + 1}) as a length; type whole numbers "
                              "separated by commas, spaces or new lines, e.g. '120, 90, 300'")
-        if len(token) > 18:
-            raise ValueError(f"length {token} (item {i + 1}) is too large; lengths count tokens")
+        if len(token.lstrip("+-0")) > _DIGITS:
+            raise ValueError(f"length {token[:40]} (item {i + 1}) is above the largest length the lab "
+                             f"accepts ({MAX_LENGTH:,} tokens)")
     return as_lengths(np.array(tokens).astype(np.int64))
 
 
@@ -180,13 +183,18 @@ def _pick_column(src: readers.Source, column: str | None, want: str) -> str:
     raise ValueError(f"{src.name} has columns [{shown}]; pass column= naming {wanted}")
 
 
-def _batches(src: readers.Source, column: str, text_only: bool):
-    """Yield ``(kind, values, where)``: kind 'lengths' (int64 numpy) or 'text' (non-blank strings)."""
+def _batches(src: readers.Source, column: str, text_only: bool, budget: ReadBudget | None = None):
+    """Yield ``(kind, values, where)``: kind 'lengths' (int64 numpy) or 'text' (non-blank strings).
+
+    A column of token-id lists (pre-tokenised data) is a length column: each list's length.
+    """
     kind = None
-    for values, where in readers.iter_column(src, column):
+    for values, where in readers.iter_column(src, column, budget):
         if pa.types.is_dictionary(values.type):
             values = values.dictionary_decode()
         t = values.type
+        if (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type):
+            values, t = pc.list_value_length(values), pa.int64()
         if pa.types.is_null(t):  # all missing: a length column fails on it, a text column skips it
             batch_kind = kind or ("lengths" if column.lower() in LENGTH_COLUMNS else "text")
         elif pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -196,8 +204,8 @@ def _batches(src: readers.Source, column: str, text_only: bool):
         elif pa.types.is_integer(t) or pa.types.is_floating(t):
             batch_kind = "lengths"
         else:
-            raise ValueError(f"{src.name}: column {column!r} has type {t}, neither integer lengths "
-                             "nor text; pick another column")
+            raise ValueError(f"{src.name}: column {readers.display(column)!r} has type {t}, neither integer "
+                             "lengths, token-id lists nor text; pick another column")
         if kind is not None and batch_kind != kind:
             raise ValueError(f"{src.name}: column {column!r} changes from {kind} to {batch_kind} at "
                              f"{where(0)}; a column must hold only integer lengths or only text")
@@ -206,6 +214,11 @@ def _batches(src: readers.Source, column: str, text_only: bool):
             yield kind, _file_lengths(values, where, src, column), where
         else:
             values = values.cast(pa.string())
+            sizes = pc.binary_length(values).to_numpy(zero_copy_only=False)
+            if len(sizes) and np.nanmax(sizes) > MAX_TEXT_BYTES:
+                i = int(np.nanargmax(sizes))
+                raise ValueError(f"{src.name}: the text at {where(i)} is {int(sizes[i]):,} bytes, more than one "
+                                 f"document may hold ({MAX_TEXT_BYTES:,}); split it or drop it")
             blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(values), ""), True)
             keep = np.flatnonzero(~blank.to_numpy(zero_copy_only=False))
             # blank texts (empty, whitespace, missing) are no documents and are skipped
@@ -219,29 +232,40 @@ def _looks_like_lengths(values: pa.Array, column: str, sniff: bool) -> bool:
     if column.lower() == "text" or not sniff:
         return False
     filled = values.filter(pc.not_equal(values, ""))
-    return len(filled) > 0 and pc.all(pc.match_substring_regex(filled, r"^\s*-?\d+\s*$")).as_py()
+    return len(filled) > 0 and pc.all(pc.match_substring_regex(filled, INTEGER_TEXT)).as_py()
 
 
 def _file_lengths(values: pa.Array, where, src, column) -> np.ndarray:
-    """A batch of a length column as int64, naming the first row that is not a length >= 1."""
+    """A batch of a length column as int64, naming the first row that is not a length >= 1.
+
+    The rule is ``_validate``'s, in every format: integers (text spelling one, such as
+    ``"+7"``), never floats: ``12.0`` is refused in a CSV, JSON Lines, Parquet and ``--lengths``.
+    """
     def fail(i: int, problem: str):
-        raise ValueError(f"{src.name}: column {column!r} at {where(i)} {problem}; lengths must be whole "
-                         "numbers >= 1: fix or drop that row, or pick a text column")
+        raise ValueError(f"{src.name}: column {readers.display(column)!r} at {where(i)} {problem}; lengths must be "
+                         "whole numbers >= 1: fix or drop that row, or pick a text column")
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-        ok = pc.fill_null(pc.match_substring_regex(values, r"^\s*-?\d{1,18}\s*$"), False)
-        ok = ok.to_numpy(zero_copy_only=False)
+        ok = pc.fill_null(pc.match_substring_regex(values, INTEGER_TEXT), False).to_numpy(zero_copy_only=False)
         if not ok.all():
             i = int(np.argmin(ok))
-            fail(i, f"holds {values[i].as_py()!r}" if values[i].as_py() else "has no value")
-        values = pc.cast(pc.utf8_trim_whitespace(values), pa.int64())
+            fail(i, f"holds {values[i].as_py()[:40]!r}" if values[i].as_py() else "has no value")
+        digits = pc.utf8_trim(values, characters=" \t\r\n\v\f+")
+        long = (pc.utf8_length(pc.utf8_ltrim(digits, characters="-0")).to_numpy(zero_copy_only=False) > _DIGITS)
+        if long.any():
+            i = int(np.argmax(long))
+            fail(i, f"holds {values[i].as_py().strip()[:40]!r}, above the largest length ({MAX_LENGTH:,})")
+        values = pc.cast(digits, pa.int64())
     if values.null_count:
         fail(int(np.argmax(values.is_null().to_numpy(zero_copy_only=False))), "has no value")
+    if pa.types.is_floating(values.type):
+        i = 0
+        fail(i, f"holds {values[i].as_py()!r}, a {values.type} number; lengths are integers: store the "
+             "column as integers")
     arr = values.to_numpy(zero_copy_only=False)
-    if arr.dtype.kind == "f":
-        whole = np.isfinite(arr) & (arr == np.floor(arr)) & (np.abs(arr) < 2.0**62)
-        if not whole.all():
-            i = int(np.argmin(whole))
-            fail(i, f"holds {arr[i].item()!r}, not a whole number")
+    big = arr > MAX_LENGTH  # in the column's own dtype: a uint64 2**64-1 keeps its value
+    if big.any():
+        i = int(np.argmax(big))
+        fail(i, f"holds {int(arr[i]):,}, above the largest length the lab accepts ({MAX_LENGTH:,})")
     bad = arr < 1
     if bad.any():
         fail(int(np.argmax(bad)), f"holds {arr[int(np.argmax(bad))].item()!r}")
@@ -255,7 +279,8 @@ def _check_limit(limit) -> None:
 
 
 def lengths_from_file(source, column: str | None = None, tokenizer: Tokenizer | None = None,
-                      fmt: str | None = None, *, limit: int | None = None) -> np.ndarray:
+                      fmt: str | None = None, *, limit: int | None = None,
+                      budget: ReadBudget | None = None) -> np.ndarray:
     """Document lengths from a CSV/TSV, JSONL, Parquet or text file, read in batches.
 
     ``source`` is a path, bytes, or a binary file-like object with a ``.name`` (an upload);
@@ -269,7 +294,8 @@ def lengths_from_file(source, column: str | None = None, tokenizer: Tokenizer | 
     With ``column=None`` a column named length/lengths/n_tokens/num_tokens is used, else
     ``text``, else the only column. In a ``.txt`` file each line is a document and blank
     lines are skipped; blank or missing texts in a text column are skipped too.
-    ``limit`` stops after that many documents.
+    ``limit`` stops after that many documents. ``budget`` (default: the environment's
+    ``PACKING_LAB_MAX_ROWS``, ``_BYTES``, ``_SECONDS``) caps what one call may read.
     """
     tokenizer = byte_tokenizer if tokenizer is None else tokenizer
     if not callable(tokenizer):
@@ -278,7 +304,7 @@ def lengths_from_file(source, column: str | None = None, tokenizer: Tokenizer | 
     src = readers.as_source(source, fmt)
     column = _pick_column(src, column, "lengths")
     parts, total = [], 0
-    for kind, values, where in _batches(src, column, text_only=False):
+    for kind, values, where in _batches(src, column, text_only=False, budget=budget):
         if limit is not None:
             values = values[: limit - total]  # tokenize no more than asked for
         parts.append(values if kind == "lengths" else _token_lengths(values, tokenizer, where))
@@ -286,8 +312,8 @@ def lengths_from_file(source, column: str | None = None, tokenizer: Tokenizer | 
         if limit is not None and total >= limit:
             break
     if total == 0:
-        raise ValueError(f"no documents found in {src.name} (column {column!r})")
-    return np.concatenate(parts)
+        raise ValueError(f"no documents found in {src.name} (column {readers.display(column)!r})")
+    return as_lengths(np.concatenate(parts))  # the dataset's bounds: documents, total tokens
 
 
 def texts_from_file(source, column: str | None = None, fmt: str | None = None,

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from packing_core._validate import exact_sum_of_squares
+
 
 def cu_seqlens_from_lengths(lengths, dtype=np.int64) -> np.ndarray:
     """Boundary offsets of pieces laid end to end: a 0, then the running total.
@@ -171,8 +173,8 @@ class Plan:
             docs_truncated=int(truncated.sum()),
             docs_dropped=int(dropped.sum()),
             docs_split=int(self.split.sum()),
-            attention_cost_padded=int((self.row_width**2).sum()),
-            attention_cost_packed=int((self.pieces.length**2).sum()),
+            attention_cost_padded=exact_sum_of_squares(self.row_width),
+            attention_cost_packed=exact_sum_of_squares(self.pieces.length),
             linear_cost=slots,
             lower_bound_rows=lower,
             rows_over_lower_bound=self.n_rows / lower if lower else 1.0,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core._validate import as_lengths, choice, whole_number
+from packing_core._validate import as_batch_size, as_context, as_lengths, choice
 from packing_core.packing.plan import Pieces, Plan, PlanMetrics, cu_seqlens_from_lengths
 
 STRATEGIES = ("pad", "pad-longest", "bucket", "concat-cut", "next-fit", "ffd", "bfd")
@@ -53,10 +53,10 @@ class _Items:
 
 
 def _check_args(lengths, context, strategy, overlong, batch_size) -> np.ndarray:
-    context = whole_number(context, "context", hint="try 512 or 2048")
+    context = as_context(context)
     choice("strategy", strategy, STRATEGIES)
     choice("overlong policy", overlong, OVERLONG_POLICIES)
-    whole_number(batch_size, "batch_size", hint="try 32")
+    as_batch_size(batch_size)
     arr = as_lengths(lengths)
     if overlong == "split":
         # float sum: a single absurd length must not overflow before it is reported
@@ -317,9 +317,8 @@ def _bucket_of(length: np.ndarray, context: int, buckets: int, bucket_edges, bat
         # batch (eight buckets over eight samples would be eight one-row "batches")
         buckets = min(int(buckets), max(1, len(length) // batch_size))
         edges = np.unique(np.quantile(length, np.linspace(0, 1, buckets + 1)[1:], method="higher").astype(np.int64))
-    # items never exceed the context: look the bucket up in a table of every possible length
-    table = np.searchsorted(edges, np.arange(context + 1), side="left").astype(np.uint16 if len(edges) < 2**16 - 1 else np.int64)
-    return table[length]
+    # a search per item, not a table per possible length: the context may be huge
+    return np.searchsorted(edges, length, side="left")
 
 
 def compare(lengths, context: int, strategies=STRATEGIES, **kwargs) -> list[PlanMetrics]:
