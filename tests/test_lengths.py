@@ -1,4 +1,4 @@
-"""Specification of packing_core.lengths: every source ends as int64 lengths >= 1."""
+"""Specification of packing_core.data.lengths: every source ends as int64 lengths >= 1."""
 from __future__ import annotations
 
 import io

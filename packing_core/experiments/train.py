@@ -20,7 +20,7 @@ document alone, as at inference, and the advantage is gone: the mask-off run is 
 Put a document after one of another topic and its first guess comes from the old topic
 (the *drift*).
 
-The model is :class:`packing_core.model.TinyTransformer` (2 layers, 64 wide, RoPE) from
+The model is :class:`packing_core.models.tiny.TinyTransformer` (2 layers, 64 wide, RoPE) from
 its seeded random init: chosen so both runs take a few seconds on a CPU, not for quality.
 """
 from __future__ import annotations

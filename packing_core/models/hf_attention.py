@@ -8,8 +8,8 @@ attention mask, plus the document boundaries as keyword arguments::
                       cu_seq_lens_q = cu_seq_lens_k = [0 3 5]
                       max_length_q  = max_length_k  = 3
 
-Importing this module registers one attention function per backend of
-``attention.BACKENDS`` under ``packing_lab_<backend>`` (``packing_lab_segments``, ...),
+:func:`register_attention` (an explicit call; :func:`hf_runner` makes it) registers one
+attention function per backend of ``attention.BACKENDS`` under ``packing_lab_<backend>`` (``packing_lab_segments``, ...),
 so ``model.set_attn_implementation("packing_lab_segments")`` runs any model built on
 ``AttentionInterface`` through them. They read ``cu_seq_lens_q`` and never guess; they
 take no padding mask (HF builds none for them), so feed packed rows, not padded ones.

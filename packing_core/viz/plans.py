@@ -11,7 +11,7 @@ Every grid is one heatmap trace over *colour codes* (never one shape per cell)::
 
 Wide grids are downsampled by a stride (one cell per k tokens) so 2,048 tokens stay usable.
 This module holds the palette, the shared heatmap helper and the length/plan/benchmark
-figures; the per-token pictures of one packed row live in :mod:`packing_core.plots_row`.
+figures; the per-token pictures of one packed row live in :mod:`packing_core.viz.rows`.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 
 
 
 def length_histogram_figure(hist, title: str | None = None) -> go.Figure:
-    """Bars from a :class:`~packing_core.report.Histogram`, the context as a dashed line."""
+    """Bars from a :class:`~packing_core.analysis.stats.Histogram`, the context as a dashed line."""
     centres = (hist.edges[:-1] + hist.edges[1:]) / 2
     widths = np.diff(hist.edges)
     over = hist.edges[:-1] > hist.context  # report.length_histogram puts an edge at context + 0.5

@@ -1,7 +1,7 @@
 """Figures of one packed row: attention masks, token tracks (ids, positions, targets, loss) and
 the per-token logit differences of a verification report. Pure plotly, no Streamlit.
 
-Colours follow :mod:`packing_core.plots`: document ``d`` in ``PALETTE[d % 10]``, pads grey,
+Colours follow :mod:`packing_core.viz.style`: document ``d`` in ``PALETTE[d % 10]``, pads grey,
 red where something crosses a document edge. A row of 64 tokens shows every token's
 character and value; a row of 2,048 is downsampled (one cell per k tokens) and shows colour.
 """
@@ -156,7 +156,7 @@ def targets_figure(batch, row: int, naive, *, title: str | None = None) -> go.Fi
     """Input -> target pairs: the naive row shift (red where it crosses a document edge),
     the batch's own targets, the answer tokens and the loss mask, as separate tracks.
 
-    ``naive`` is a :class:`~packing_core.report.NaiveTargets` of the same row (of the batch
+    ``naive`` is a :class:`~packing_core.batch.faults.NaiveTargets` of the same row (of the batch
     as built, so a planted bug shows in the ``targets`` track only).
     """
     doc = batch.document_ids[row].numpy()

@@ -11,7 +11,7 @@ Every grid is one heatmap trace over *colour codes* (never one shape per cell)::
 
 Wide grids are downsampled by a stride (one cell per k tokens) so 2,048 tokens stay usable.
 This module holds the palette, the shared heatmap helper and the length/plan/benchmark
-figures; the per-token pictures of one packed row live in :mod:`packing_core.plots_row`.
+figures; the per-token pictures of one packed row live in :mod:`packing_core.viz.rows`.
 """
 
 from __future__ import annotations

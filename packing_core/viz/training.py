@@ -37,7 +37,7 @@ def trailing_mean(values, window: int) -> np.ndarray:
 def loss_curves_figure(results: Sequence, *, smooth: int = 10, title: str | None = None) -> go.Figure:
     """Training loss per step of each run, plus its loss with every document alone.
 
-    ``results`` are :class:`packing_core.train.TrainResult` (anything with ``mask``,
+    ``results`` are :class:`packing_core.experiments.train.TrainResult` (anything with ``mask``,
     ``losses`` and ``alone_loss``), one per mask. The mask-off curve ends lower while its
     dashed alone line sits higher: the training log flatters the bug. The y axis zooms onto
     the end of training, where the runs part; the first steps run off the top.
