@@ -15,9 +15,11 @@ S = page_settings("masks_and_labels", width=64, instruction=False, break_="none"
 st.title("Masks and labels")
 st.markdown(
     "Below is one packed row of short documents; each character is one token. Packing is "
-    "correct only if every document gets exactly the computation it would get alone. Three "
-    "things make sure of that: the attention mask, the position ids and the targets. A fourth, "
-    "the loss mask, decides what is trained."
+    "correct only if every document gets the computation it would get alone. The attention mask "
+    "decides that, helped by position ids that restart at each document when the model needs them. "
+    "Two more tensors decide what is trained, not what is computed: the targets and the loss mask. "
+    "(A document split across two rows never gets its alone computation: its second piece cannot "
+    "see its start.)"
 )
 
 
@@ -29,6 +31,13 @@ def build(width: int, instruction: bool):
     batch = PackedBatch.from_documents(docs.documents, width, "next-fit", **kw)
     twin = PackedBatch.from_documents(docs.documents, width, "next-fit", positions="continuous", **kw)
     return docs, batch, twin.position_ids[0].numpy()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def attention_check(width: int, instruction: bool, how: str):
+    """Each document alone against packed, on one attention layer (the check that reads no tensor rule)."""
+    _, batch, _ = build(width, instruction)
+    return pc.alone_vs_packed_attention(pc.broken_batch(batch, how))
 
 
 c1, c2, c3 = st.columns([2, 1, 2], vertical_alignment="bottom")
@@ -47,20 +56,37 @@ with guard(f"build a row of {width} tokens"):
     shown = pc.broken_batch(good, how)
     violations = check_batch(shown)
     loss_positions, answers = pc.loss_vs_answers(shown)
+    isolation = attention_check(width, instruction, how)
 doc = shown.document_ids[0].numpy()
 in_row = np.unique(doc[doc >= 0])
 n_docs = len(in_row)
 
-# ---------------------------------------------------------------- the check
+# ---------------------------------------------------------------- the checks
+hard = [v for v in violations if v.kind == "violation"]
 if not violations:
     st.success(f"check_batch: no violation. In this batch, loss positions = answer targets: "
                f"{loss_positions} = {answers}.")
-else:
-    st.warning(f"check_batch caught {len(violations)} violation(s). Loss positions: {loss_positions}, "
+elif hard:
+    st.warning(f"check_batch caught {len(hard)} violation(s). Loss positions: {loss_positions}, "
                f"answer targets: {answers}.")
-    st.dataframe({"violation": [v.name for v in violations],
+else:
+    st.info(f"check_batch: no violation, {len(violations)} model-specific finding(s). Loss positions = "
+            f"answer targets: {loss_positions} = {answers}.")
+if violations:
+    st.dataframe({"violation": [v.name for v in violations], "kind": [v.kind for v in violations],
                   "rule": [VIOLATIONS[v.name] for v in violations],
                   "where": [v.detail for v in violations]}, hide_index=True, width="stretch")
+if isolation.equivalent:
+    st.caption(f"Alone vs packed, one attention layer with random weights: every document's output matches "
+               f"its alone run (max |Δ| {max(isolation.max_abs_diff, default=0):.1e}). This layer has no "
+               "positions, so it judges the mask only.")
+else:
+    st.warning(f"Alone vs packed, one attention layer with random weights: document piece(s) "
+               f"{', '.join(map(str, isolation.differing))} differ from their alone run by up to "
+               f"{max(isolation.max_abs_diff):.1f}. "
+               + ("check_batch and the loss count see nothing here: the loss tensors are intact, only "
+                  "who may read whom changed. Only this comparison catches it."
+                  if not violations else "The tensors show it too."))
 
 # ---------------------------------------------------------------- attention
 st.subheader("Attention: a causal mask is not a boundary mask")
@@ -89,7 +115,10 @@ st.markdown(
     "With continuous positions the second document thinks it starts at position "
     f"{int(continuous[doc == in_row[min(1, n_docs - 1)]][0])}, which never happens when "
     "it is used alone. Red cells differ from the reset positions. Whether that changes the output "
-    "depends on the model: see the *Leakage lab*."
+    "depends on the model (see the *Leakage lab*): learned absolute positions change, plain RoPE under "
+    "a correct mask does not. Reset them all the same when you train with transformers' padding-free "
+    "path: it finds where documents start from the places position_ids fall back to 0, so continuous "
+    "positions there also erase the document boundaries."
 )
 figure(layout_figure(shown, 0, continuous_positions=continuous), key=S.key("layout"))
 
@@ -97,10 +126,14 @@ figure(layout_figure(shown, 0, continuous_positions=continuous), key=S.key("layo
 st.subheader("Targets stop at the document edge; the loss mask is its own tensor")
 st.markdown(
     "Shifting the whole row by one makes the last token of a document predict the first token "
-    "of the next one (red): an artificial transition. The batch's targets stop at each edge "
-    "(–); the other fix is to end every document with an EOS token that belongs to the data. "
-    "This is separate from attention: a batch can isolate its documents perfectly and still "
-    "train on a wrong boundary target (try *row-shifted targets* above). "
+    "of the next one (red): an artificial transition. The fix is a target of -100 at each edge "
+    "(–), as this batch has. An EOS token at the end of each document does not remove that target: "
+    "with row-shifted targets the EOS itself is then trained to predict the next document's first "
+    "token. The EOS helps only as a trained target of its own document (the last word predicts EOS). "
+    "Targets are separate from attention both ways. A batch can isolate its documents perfectly and "
+    "still train on a wrong boundary target (try *row-shifted targets* above). And masking the target "
+    "at an edge does not stop the next document from reading the previous one: without the attention "
+    "mask, that path stays open. "
     "The loss mask is separate from the attention mask: "
     + ("prompt tokens (P) stay in attention, because the answer must read the question, but "
        "leave the loss." if instruction else

@@ -5,7 +5,12 @@
     []
 
 Each check names one way packing silently goes wrong. ``check_batch`` returns them
-all, so a broken batch tells you every fault at once, not just the first.
+all, so a broken batch tells you every fault at once, not just the first. Positions that
+do not restart are reported with ``kind="model-specific"``: they break learned absolute
+positions and transformers' padding-free path, not plain RoPE under a correct mask.
+
+A check of tensors cannot see everything: a mask that hides the prompt from the answers
+leaves every tensor here intact. ``alone_vs_packed_attention`` (analysis) catches that one.
 """
 from __future__ import annotations
 
@@ -19,7 +24,10 @@ VIOLATIONS = {
     "cu_seqlens_not_monotone": "cu_seqlens must start at 0 and strictly increase",
     "cu_seqlens_wrong_total": "cu_seqlens must end at the number of real (non-pad) tokens",
     "segments_disagree_with_cu_seqlens": "segment ids must change exactly where cu_seqlens puts a boundary",
-    "positions_do_not_restart": "position ids must be 0 at every document start and count up by 1 inside it",
+    "positions_do_not_restart": "position ids do not restart at 0 at each document. Model-specific: it changes the "
+                                "output of learned absolute positions and of scaled RoPE that depends on the row "
+                                "(dynamic NTK); transformers' padding-free path finds documents where position_ids "
+                                "fall to 0, so there it also removes the mask. Plain RoPE with a correct mask: no change",
     "target_crosses_boundary": "the last token of a document must have target -100 (no target across an edge)",
     "target_is_not_next_token": "a target must be the next token of the same document",
     "pad_in_loss": "pads must carry target -100 and stay out of the loss mask",
@@ -29,10 +37,15 @@ VIOLATIONS = {
 }
 
 
+# Findings that are wrong for some models only: check_batch reports them with kind "model-specific".
+MODEL_SPECIFIC = frozenset({"positions_do_not_restart"})
+
+
 @dataclass(frozen=True)
 class Violation:
     name: str      # one of VIOLATIONS
     detail: str    # where, with the offending values
+    kind: str = "violation"   # or "model-specific": wrong for some models only (MODEL_SPECIFIC)
 
     def __str__(self) -> str:
         return f"{self.name}: {self.detail}"
@@ -51,7 +64,7 @@ def check_batch(batch: PackedBatch) -> list[Violation]:
     valid = seg >= 0
 
     def add(name, detail):
-        out.append(Violation(name, detail))
+        out.append(Violation(name, detail, "model-specific" if name in MODEL_SPECIFIC else "violation"))
 
     if cu[0] != 0 or (np.diff(cu) <= 0).any():
         add("cu_seqlens_not_monotone", f"cu_seqlens = {cu[:12].tolist()}{' ...' if len(cu) > 12 else ''}")

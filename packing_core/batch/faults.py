@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from packing_core.batch.packed import IGNORE_INDEX, PackedBatch
 
@@ -50,21 +51,48 @@ def loss_vs_answers(batch: PackedBatch) -> tuple[int, int]:
     return int(batch.loss_mask.numpy().sum()), expected
 
 
+@dataclass(frozen=True, eq=False)
+class PromptBlindBatch(PackedBatch):
+    """A batch whose attention reads only the keys in ``key_mask``: the prompt-blind bug.
+
+    It is what happens when the loss mask is handed to the model as its attention mask:
+    prompt tokens look like padding, so no answer token can read its question. Every loss
+    tensor is as built, so ``loss_vs_answers`` and ``check_batch`` see nothing. Only a
+    comparison of each document alone against packed shows it. Each token still reads
+    itself, so no softmax row is empty.
+
+    >>> from packing_core.batch.packed import PackedBatch
+    >>> good = PackedBatch.from_documents([[1, 2, 3, 4]], 4, "bfd", prompt_lengths=[2])
+    >>> broken_batch(good, "prompts cut from attention").dense_mask(0).int().tolist()
+    [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]]
+    """
+
+    key_mask: torch.Tensor   # bool [rows, width]: tokens any query may read (besides itself)
+
+    def dense_mask(self, row: int) -> torch.Tensor:
+        mask = super().dense_mask(row)
+        return mask & (self.key_mask[row][None, :] | torch.eye(mask.shape[0], dtype=torch.bool))
+
+
 BREAKS = {
     "none": "the batch as PackedBatch builds it",
     "row-shifted targets": "targets shifted across the whole row: the last token of a document predicts the next document",
     "continuous positions": "position ids count across the row instead of restarting at each document",
-    "pads in the loss": "pad positions get a target and a loss-mask bit",
+    "pads in the loss": "pad positions get a target and a loss-mask bit: the mean loss is diluted by "
+                        "pad predictions, so the real tokens' gradient shrinks",
     "prompts in the loss": "prompt tokens are trained on, not only the answers",
-    "prompts cut from attention": "prompt tokens are masked out of attention like pads, so answers cannot read the question",
+    "prompts cut from attention": "the loss mask is used as the attention mask: prompt tokens stop being keys, so the "
+                                  "answers cannot read the question; the loss tensors are untouched",
     "row cu_seqlens": "cu_seqlens marks whole rows, not documents: the mask that lets documents see each other",
 }
 
 
 def broken_batch(batch: PackedBatch, how: str) -> PackedBatch:
-    """``batch`` with one classic packing bug planted, for ``check_batch`` to catch."""
-    import torch
+    """``batch`` with one classic packing bug planted: ``check_batch`` catches most of them.
 
+    ``"prompts cut from attention"`` leaves every tensor as built; only a comparison of each
+    document alone against packed (``alone_vs_packed_attention``) catches it.
+    """
     if how not in BREAKS:
         raise ValueError(f"unknown break {how!r}; choose one of {', '.join(BREAKS)}")
     if how == "none":
@@ -87,8 +115,8 @@ def broken_batch(batch: PackedBatch, how: str) -> PackedBatch:
         inner = valid & nxt_valid & (shift(seg, -1) == seg)
         return replace(batch, targets=torch.where(inner, nxt_ids, IGNORE_INDEX), loss_mask=inner)
     if how == "prompts cut from attention":
-        prompt = valid & ~batch.answer_mask
-        return replace(batch, segment_ids=torch.where(prompt, -1, seg))
+        fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(PackedBatch)}
+        return PromptBlindBatch(**fields, key_mask=batch.answer_mask.clone())
     total = int(valid.sum())
     return replace(batch, cu_seqlens=torch.tensor([0, total], dtype=torch.int32))
 
