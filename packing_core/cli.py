@@ -4,6 +4,8 @@
     python -m packing_core report --synthetic support-tickets --strategy bfd --format json
     python -m packing_core report data.parquet --column text
     python -m packing_core verify --model tiny-rope --mask off
+    python -m packing_core scan data/ --tokenizer smollm2 --out profile.json
+    python -m packing_core report --profile profile.json
 
 Bad input prints one line, ``error: ...``, to stderr and exits 2. ``verify`` exits 0
 when packing changed nothing within tolerance, 1 when it did.
@@ -63,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("file", nargs="?", help="CSV/TSV, JSONL, Parquet or TXT file (one document per row/line)")
     src.add_argument("--lengths", help="comma-separated token lengths, e.g. 120,90,300")
     src.add_argument("--synthetic", metavar="NAME", help="a built-in synthetic dataset, e.g. support-tickets")
+    src.add_argument("--profile", metavar="JSON", help="a length profile written by `scan` (planned from its counts)")
     r.add_argument("--column", help="length column (integers) or text column (tokenised) of FILE")
     r.add_argument("--tokenizer", default="auto", choices=("auto", "smollm2", "bytes"),
                    help="for a text column: SmolLM2's tokenizer (auto: when installed) or UTF-8 bytes (fast)")
@@ -72,6 +75,16 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--batch-size", type=_bounded(as_batch_size), default=32, help="rows per batch for pad-longest and bucket")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--format", default="table", choices=("table", "json"))
+
+    s = sub.add_parser("scan", help="scan files, folders or globs of shards into a length profile (JSON)")
+    s.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders (also save_to_disk) or quoted globs")
+    s.add_argument("--out", required=True, help="the profile to write (atomically: complete or not at all)")
+    s.add_argument("--tokenizer", default="smollm2", help="smollm2, bytes, or a local Hugging Face tokenizer folder")
+    s.add_argument("--kind", choices=("text", "prompt-completion", "messages"), help="override the detected kind")
+    s.add_argument("--engine", default="local", choices=("local", "ray"))
+    s.add_argument("--workers", type=int, default=2, help="worker processes (local) or actors (ray)")
+    s.add_argument("--ray-address", help="join a Ray cluster: auto or HOST:PORT (default: start a local Ray)")
+    s.add_argument("--cap", type=int, help="name the documents longer than this many tokens (e.g. the context)")
 
     v = sub.add_parser("verify", help="run documents alone and packed, and compare the logits")
     v.add_argument("--model", default="tiny-rope",
@@ -136,6 +149,8 @@ def _lazy_real_tokenizer(required: bool):
 
 
 def _report(args, out) -> int:
+    if args.profile is not None:
+        return _profile_report(args, out)
     strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
     if args.strategy != "all" and args.strategy not in STRATEGIES:
         raise ValueError(f"unknown --strategy {args.strategy!r}; choose one of {', '.join(STRATEGIES)} or all")
@@ -211,11 +226,53 @@ def _check(args, out) -> int:
     return 1 if check.violations or (verdict is not None and verdict.leaks) else 0
 
 
+def _scan(args, out, err) -> int:
+    import functools
+
+    from packing_core.data.scan import scan
+    from packing_core.models.tokenizers import check_tokenizer, load_tokenizer
+
+    check_tokenizer(args.tokenizer)
+    last = [0.0]
+
+    def progress(p):
+        if p.shards_done == p.shards_total or p.seconds - last[0] >= 1.0:
+            last[0] = p.seconds
+            err.write(p.line() + "\n")
+            err.flush()
+
+    profile = scan(args.inputs, functools.partial(load_tokenizer, args.tokenizer), kind=args.kind, engine=args.engine,
+                   workers=args.workers, cap=args.cap, ray_address=args.ray_address, progress=progress)
+    profile.save(args.out)
+    out.write(f"wrote {args.out}: {profile.documents:,} documents, {profile.tokens:,} tokens ({profile.kind}, "
+              f"tokenizer {profile.tokenizer}) from {len(profile.sources):,} shards in {profile.scan_seconds:.1f} s\n")
+    return 0
+
+
+def _profile_report(args, out) -> int:
+    from packing_core.analysis.profile_report import format_profile_report, profile_table
+    from packing_core.data.profile import LengthProfile
+
+    profile = LengthProfile.load(args.profile)
+    strategies = None if args.strategy == "all" else (args.strategy,)
+    plans = profile_table(profile, args.context, strategies=strategies, overlong=args.overlong,
+                          batch_size=args.batch_size, seed=args.seed)
+    if args.format == "json":
+        json.dump({"profile": {k: v for k, v in profile.to_dict().items() if k not in ("counts", "loss_tokens")},
+                   "loss_share": profile.loss_share, "strategies": [p.to_dict() for p in plans]}, out, indent=2)
+        out.write("\n")
+    else:
+        out.write(format_profile_report(profile, plans) + "\n")
+    return 0
+
+
 def main(argv=None, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     try:
         args = _parser().parse_args(argv)
+        if args.command == "scan":
+            return _scan(args, out, err)
         return {"report": _report, "verify": _verify, "check": _check}[args.command](args, out)
     except ValueError as e:
         err.write(f"error: {e}\n")
@@ -223,6 +280,9 @@ def main(argv=None, out=None, err=None) -> int:
     except (OSError, MemoryError) as e:  # unreadable paths and the like: still one line
         err.write(f"error: {e.__class__.__name__}: {e}\n")
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:   # Ctrl-C: writes are atomic, so nothing half-done is left behind
+        err.write("error: interrupted; nothing was written\n")
+        return 130
 
 
 if __name__ == "__main__":

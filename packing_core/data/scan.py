@@ -1,0 +1,193 @@
+"""Scan a corpus into a LengthProfile: a map over shards to counts, then a merge.
+
+    shards ──> worker (one tokenizer, loaded once) ──> counts per shard ──┐
+    shards ──> worker                              ──> counts per shard ──┼──> merge ──> LengthProfile
+    shards ──> worker                              ──> counts per shard ──┘
+
+Two engines run the same ``scan_shard``:
+
+- ``local`` (default): worker processes on this machine (``concurrent.futures`` with
+  the ``spawn`` start method); ``workers=0`` runs in this process.
+- ``ray``: Ray Data, ``map_batches`` over the shard list with an actor class that holds
+  the tokenizer once per worker. ``ray_address`` joins a cluster ("auto" or
+  "HOST:PORT"); without one a local Ray starts and stops with the scan.
+
+Workers return counts; nothing is mutated across processes. The tokenizer travels as
+a *loader*, a picklable zero-argument callable (``functools.partial(load_tokenizer,
+"smollm2")``), so that each worker builds its own.
+
+    >>> import functools, pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "a.txt").write_text("hi\\nhello\\n")
+    >>> scan([folder], lambda: byte_tokenizer, workers=0).count_dict()
+    {2: 1, 5: 1}
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from packing_core.data.formats import detect_kind, kind_columns, record_lengths
+from packing_core.data.lengths import byte_tokenizer
+from packing_core.data.profile import MAX_OVER_CAP_EXAMPLES, LengthProfile, OverCap, SourceCount
+from packing_core.data.shards import Shard, find_shards, shard_batches, shard_columns
+
+ENGINES = ("local", "ray")
+_worker_tokenizer = None     # one per worker process, set by _init_worker
+
+
+@dataclass(frozen=True)
+class ScanProgress:
+    """Where a scan stands: shards and bytes done, documents counted, and the time so far."""
+
+    shards_done: int
+    shards_total: int
+    documents: int
+    bytes_done: int
+    bytes_total: int
+    seconds: float
+
+    @property
+    def docs_per_second(self) -> float:
+        return self.documents / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Seconds left, from the share of bytes done (None before the first shard ends)."""
+        if not self.bytes_done:
+            return None
+        return self.seconds * (self.bytes_total - self.bytes_done) / self.bytes_done
+
+    def line(self) -> str:
+        eta = "?" if self.eta_seconds is None else f"{self.eta_seconds:,.0f} s"
+        return (f"scan: {self.shards_done}/{self.shards_total} shards, {self.documents:,} documents, "
+                f"{self.docs_per_second:,.0f} documents/s, ETA {eta}")
+
+
+def tokenizer_identity(tokenizer) -> dict:
+    """What a profile records about a tokenizer: name, vocabulary hash, chat-template hash."""
+    if tokenizer is byte_tokenizer:
+        return {"tokenizer": "bytes", "vocab_hash": "utf-8 bytes", "chat_template_hash": None}
+    return {"tokenizer": str(getattr(tokenizer, "name", type(tokenizer).__name__)),
+            "vocab_hash": getattr(tokenizer, "vocab_hash", None),
+            "chat_template_hash": getattr(tokenizer, "chat_template_hash", None)}
+
+
+def plan_scan(inputs, kind: str | None = None) -> tuple[list[Shard], str, list[str]]:
+    """The shards, the record kind and the columns to read; refuses shards of mixed schemas."""
+    shards = find_shards(inputs)
+    first, first_kind = None, None
+    for shard in shards:
+        cols = shard_columns(shard)
+        k = detect_kind(cols, kind, name=f"shard {shard.path}")
+        if first is None:
+            first, first_kind, columns = (shard, cols), k, kind_columns(k, cols)
+        elif k != first_kind or not all(c in cols for c in columns):
+            raise ValueError(f"mixed schemas: shard {shard.path} has columns {cols} ({k}) but shard "
+                             f"{first[0].path} has {first[1]} ({first_kind}); every shard must hold the same kind of records")
+    return shards, first_kind, columns
+
+
+def scan_shard(shard: Shard, kind: str, columns: list[str], tokenizer, cap: int | None = None) -> LengthProfile:
+    """Count one shard: its lengths (and loss tokens) as a profile with one source."""
+    start = time.perf_counter()
+    parts, losses, examples = [], [], []
+    for batch, where in shard_batches(shard, columns):
+        lengths, loss = record_lengths(batch, kind, tokenizer, where)
+        keep = lengths > 0
+        if cap is not None and len(examples) < MAX_OVER_CAP_EXAMPLES:
+            for i in np.flatnonzero(keep & (lengths > cap))[: MAX_OVER_CAP_EXAMPLES - len(examples)].tolist():
+                examples.append(OverCap(shard.path, where(i), int(lengths[i])))
+        parts.append(lengths[keep])
+        if loss is not None:
+            losses.append(loss[keep])
+    lengths = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    loss = np.concatenate(losses) if losses else None
+    profile = LengthProfile.from_lengths(lengths, loss, kind=kind, **tokenizer_identity(tokenizer),
+                                         sources=(SourceCount(shard.path, int(len(lengths))),), cap=cap,
+                                         over_cap_examples=tuple(examples))
+    return dataclasses.replace(profile, scan_seconds=time.perf_counter() - start)
+
+
+def _init_worker(load_tokenizer: Callable) -> None:
+    global _worker_tokenizer
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"   # one thread per worker: the workers are the parallelism
+    _worker_tokenizer = load_tokenizer()
+
+
+def _scan_task(shard: Shard, kind: str, columns: list[str], cap: int | None) -> LengthProfile:
+    return scan_shard(shard, kind, columns, _worker_tokenizer, cap)
+
+
+def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, engine: str = "local", workers: int = 2,
+         cap: int | None = None, ray_address: str | None = None,
+         progress: Callable[[ScanProgress], None] | None = None) -> LengthProfile:
+    """Scan files, folders or globs into one profile, shard by shard on ``workers`` processes.
+
+    ``load_tokenizer`` is a picklable zero-argument callable returning the tokenizer.
+    ``progress`` is called after each shard. A failed shard raises a ``ValueError`` that
+    names it, and nothing is returned: a partial profile never looks complete.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"workers must be a whole number >= 0, got {workers!r}")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        raise ValueError(f"cap must be a whole number >= 1, got {cap!r}")
+    start = time.perf_counter()
+    shards, kind, columns = plan_scan(inputs, kind)
+    done: list[LengthProfile] = []
+    total_bytes = sum(s.size for s in shards)
+    bytes_done = 0
+
+    def finished(shard: Shard, profile: LengthProfile) -> None:
+        nonlocal bytes_done
+        done.append(profile)
+        bytes_done += shard.size
+        if progress is not None:
+            progress(ScanProgress(len(done), len(shards), sum(p.documents for p in done), bytes_done,
+                                  total_bytes, time.perf_counter() - start))
+
+    if engine == "ray":
+        from packing_core.data.scan_ray import scan_ray
+
+        scan_ray(shards, kind, columns, load_tokenizer, scan_shard, cap, max(1, workers), ray_address, finished)
+    elif workers == 0:
+        tokenizer = load_tokenizer()
+        for shard in shards:
+            finished(shard, scan_shard(shard, kind, columns, tokenizer, cap))
+    else:
+        _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished)
+    by_path = {p.sources[0].name: p for p in done}
+    ordered = [by_path[s.path] for s in shards]     # shard order, whatever order they finished in
+    merged = ordered[0].merge(*ordered[1:])
+    return dataclasses.replace(merged, scan_seconds=time.perf_counter() - start)
+
+
+def _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished) -> None:
+    context = multiprocessing.get_context("spawn")   # fork would copy a tokenizer's threads mid-flight
+    pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(shards)), mp_context=context,
+                                  initializer=_init_worker, initargs=(load_tokenizer,))
+    try:
+        futures = {pool.submit(_scan_task, s, kind, columns, cap): s for s in shards}
+        for future in cf.as_completed(futures):
+            shard = futures[future]
+            try:
+                profile = future.result()
+            except ValueError:
+                raise
+            except cf.process.BrokenProcessPool as e:
+                raise ValueError(f"a scan worker died while reading shard {shard.path} ({e}); the shard may be "
+                                 "damaged, or the machine ran out of memory: try fewer workers") from None
+            except Exception as e:  # noqa: BLE001  (anything a worker raised: one line that names the shard)
+                raise ValueError(f"shard {shard.path} failed ({type(e).__name__}: {e})") from None
+            finished(shard, profile)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

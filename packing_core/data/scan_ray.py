@@ -1,0 +1,78 @@
+"""The Ray Data engine of ``scan``: the shard list as a dataset, one actor per worker.
+
+    ray.data.from_items([shard, ...])
+      .map_batches(ShardScanner, compute=ActorPoolStrategy(size=workers))   tokenizer built once per actor
+      -> one JSON profile per shard -> merged by the caller, in shard order
+
+Ray is an optional extra (``requirements-ray.txt``); this module imports it only when
+a scan asks for ``engine="ray"``. To join a running cluster pass ``ray_address``
+("auto", or "HOST:PORT"); every node needs the same packages and can read the paths.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from packing_core.data.profile import LengthProfile
+from packing_core.data.shards import Shard
+
+INSTALL_RAY = "pip install -r requirements-ray.txt"
+
+
+class ShardScanner:
+    """A Ray Data actor: holds one tokenizer, turns a batch of shard rows into their profiles."""
+
+    def __init__(self, load_tokenizer, scan_shard, kind: str, columns: list[str], cap: int | None):
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        self.tokenizer = load_tokenizer()
+        self.scan_shard = scan_shard    # data.scan.scan_shard, passed in: the engines share it
+        self.kind, self.columns, self.cap = kind, list(columns), cap
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        profiles, errors = [], []
+        for path, fmt, size in zip(batch["path"], batch["fmt"], batch["size"]):
+            shard = Shard(str(path), str(fmt), int(size))
+            try:
+                profile = self.scan_shard(shard, self.kind, self.columns, self.tokenizer, self.cap)
+                profiles.append(json.dumps(profile.to_dict()))
+                errors.append("")
+            except ValueError as e:   # handed back as data: the driver raises it with the shard's name
+                profiles.append("")
+                errors.append(str(e))
+        return {"path": batch["path"], "profile": np.array(profiles, dtype=object),
+                "error": np.array(errors, dtype=object)}
+
+
+def scan_ray(shards: list[Shard], kind: str, columns: list[str], load_tokenizer, scan_shard, cap, workers: int,
+             address: str | None, finished) -> None:
+    """Scan ``shards`` on Ray; call ``finished(shard, profile)`` as each one's counts arrive."""
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise ValueError(f"--engine ray needs Ray: {INSTALL_RAY} (or use --engine local)") from None
+    started = not ray.is_initialized()
+    if started:
+        try:
+            ray.init(address=address, num_cpus=workers if address is None else None, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise ValueError(f"could not reach a Ray cluster at {address!r} ({e}); start one with "
+                             "`ray start --head` or pass --ray-address HOST:PORT") from None
+    try:
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        by_path = {s.path: s for s in shards}
+        ds = ray.data.from_items([{"path": s.path, "fmt": s.fmt, "size": s.size} for s in shards],
+                                 override_num_blocks=len(shards))
+        out = ds.map_batches(ShardScanner, fn_constructor_args=(load_tokenizer, scan_shard, kind, columns, cap), batch_size=1,
+                             batch_format="numpy", num_cpus=1,
+                             compute=ray.data.ActorPoolStrategy(size=min(workers, len(shards))))
+        for row in out.iter_rows():
+            if row["error"]:
+                raise ValueError(row["error"])
+            finished(by_path[str(row["path"])], LengthProfile.from_dict(json.loads(row["profile"]), str(row["path"])))
+    finally:
+        if started:
+            ray.shutdown()
