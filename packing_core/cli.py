@@ -76,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--format", default="table", choices=("table", "json"))
 
+    r.add_argument("--ranks", type=int, help="instead of the table: split the strategy's rows (bfd for all) over "
+                   "this many data-parallel ranks, before and after balancing by attention cost")
+    r.add_argument("--micro-batches", type=int, default=1, help="with --ranks: micro-batches per rank (default 1)")
+
     s = sub.add_parser("scan", help="scan files, folders or globs of shards into a length profile (JSON)")
     s.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders (also save_to_disk) or quoted globs")
     s.add_argument("--out", required=True, help="the profile to write (atomically: complete or not at all)")
@@ -266,6 +270,29 @@ def _profile_report(args, out) -> int:
     return 0
 
 
+def _balance(args, out) -> int:
+    from packing_core.analysis.balance_report import format_balance
+    from packing_core.data.profile import LengthProfile
+    from packing_core.packing.balance import balance_rows
+
+    strategy = "bfd" if args.strategy == "all" else args.strategy
+    if args.profile is not None:   # a profile has counts, not rows: balance the rows of a seeded sample
+        profile = LengthProfile.load(args.profile)
+        lengths = profile.sample(200_000, args.seed)
+        label = f"{strategy} rows of a sample of {len(lengths):,} documents (seed {args.seed})"
+    else:
+        lengths = _load_lengths(args)
+        label = f"{strategy} rows"
+    plan = make_plan(lengths, args.context, strategy, overlong=args.overlong, batch_size=args.batch_size, seed=args.seed)
+    report = balance_rows(plan, args.ranks, args.micro_batches)
+    if args.format == "json":
+        json.dump({"strategy": strategy, "basis": label, **report.to_dict()}, out, indent=2)
+        out.write("\n")
+    else:
+        out.write(format_balance(report, label) + "\n")
+    return 0
+
+
 def main(argv=None, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -273,6 +300,8 @@ def main(argv=None, out=None, err=None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "scan":
             return _scan(args, out, err)
+        if args.command == "report" and args.ranks is not None:
+            return _balance(args, out)
         return {"report": _report, "verify": _verify, "check": _check}[args.command](args, out)
     except ValueError as e:
         err.write(f"error: {e}\n")
