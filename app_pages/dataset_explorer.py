@@ -20,6 +20,7 @@ from app_pages._lab import (
     strategy_dataframe,
     strategy_table,
 )
+from app_pages._profiles import profile_section
 from packing_core import OVERLONG_POLICIES, describe_columns, length_histogram_figure, lengths_from_file, strategy_figure
 
 FILE_TYPES = ["csv", "tsv", "jsonl", "json", "ndjson", "parquet", "txt"]
@@ -128,3 +129,6 @@ with guard("compare the strategies"):
 st.info(f"**Recommendation.** {advice}")
 figure(strategy_figure(rows), key=S.key("strategies"))
 strategy_dataframe(rows)
+
+# ---------------------------------------------------------------- a corpus of any size, as a profile
+profile_section(context, overlong)

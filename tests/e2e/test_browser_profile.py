@@ -1,0 +1,28 @@
+"""The Dataset explorer reads an uploaded length profile at once: strategies, loss share, balance."""
+import json
+
+import pytest
+
+from packing_core.data.profile import LengthProfile, SourceCount
+
+pytestmark = pytest.mark.browser
+
+
+def test_an_uploaded_profile_shows_the_strategy_table_and_the_balance(app_page, tmp_path):
+    profile = LengthProfile.from_counts({60: 40_000, 200: 20_000, 450: 5_000}, {60: 800_000, 200: 1_600_000, 450: 500_000},
+                                        kind="prompt-completion", tokenizer="smollm2",
+                                        sources=(SourceCount("train.jsonl", 65_000),))
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(profile.to_dict()))
+    app_page.open("dataset_explorer")
+    uploader = app_page.page.get_by_test_id("stFileUploader").filter(has_text="Length profile")
+    with app_page.rerun():
+        uploader.locator("input[type='file']").set_input_files(str(path))
+    assert app_page.metric("Tokens in the loss") == f"{profile.loss_share:.1%}"
+    table = app_page.main.locator("[data-testid='stTable']").last.inner_text()
+    for strategy in ("pad", "bucket", "concat-cut", "ffd", "bfd", "next-fit", "pad-longest"):
+        assert strategy in table
+    assert "counts" in table and "sample of 65,000 documents" not in table and "documents in a random order" in table
+    assert app_page.page.locator("[data-testid='stPlotlyChart']").count() >= 3   # histogram, strategies, balance
+    app_page.assert_healthy()
+    app_page.screenshot("dataset-explorer-profile")
