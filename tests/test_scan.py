@@ -159,6 +159,20 @@ def test_truncated_shards_are_named(tmp_path):
         scan([tmp_path / "cut.jsonl.gz"], BYTES, workers=0)
 
 
+def test_a_file_that_is_not_what_its_name_says_is_named(tmp_path):
+    (tmp_path / "junk.parquet").write_bytes(b"this is not parquet at all")
+    with pytest.raises(ValueError, match="shard .*junk.parquet is unreadable or truncated"):
+        scan([tmp_path / "junk.parquet"], BYTES, workers=0)
+    (tmp_path / "bad.jsonl").write_text('{"text": "ok"}\n{"text": oops}\n')
+    with pytest.raises(ValueError, match="shard .*bad.jsonl line 2 is not valid JSON"):
+        scan([tmp_path / "bad.jsonl"], BYTES, workers=0)
+
+
+def test_a_file_given_twice_counts_twice(tmp_path):
+    path = _jsonl(tmp_path / "a.jsonl", [{"text": "abc"}, {"text": "de"}])
+    assert scan([path, path], BYTES, workers=2).count_dict() == {2: 2, 3: 2}
+
+
 def test_a_folder_without_tokenizer_files_gets_one_error_line(tmp_path):
     (tmp_path / "a.txt").write_text("hi\n")
     (tmp_path / "empty").mkdir()

@@ -143,17 +143,18 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, engine: s
         raise ValueError(f"cap must be a whole number >= 1, got {cap!r}")
     start = time.perf_counter()
     shards, kind, columns = plan_scan(inputs, kind)
-    done: list[LengthProfile] = []
+    done: dict[int, LengthProfile] = {}     # shard index -> its counts (a file given twice counts twice)
     total_bytes = sum(s.size for s in shards)
-    bytes_done = 0
+    bytes_done = documents = 0
 
-    def finished(shard: Shard, profile: LengthProfile) -> None:
-        nonlocal bytes_done
-        done.append(profile)
-        bytes_done += shard.size
+    def finished(index: int, profile: LengthProfile) -> None:
+        nonlocal bytes_done, documents
+        done[index] = profile
+        bytes_done += shards[index].size
+        documents += profile.documents
         if progress is not None:
-            progress(ScanProgress(len(done), len(shards), sum(p.documents for p in done), bytes_done,
-                                  total_bytes, time.perf_counter() - start))
+            progress(ScanProgress(len(done), len(shards), documents, bytes_done, total_bytes,
+                                  time.perf_counter() - start))
 
     if engine == "ray":
         from packing_core.data.scan_ray import scan_ray
@@ -161,12 +162,11 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, engine: s
         scan_ray(shards, kind, columns, load_tokenizer, scan_shard, cap, max(1, workers), ray_address, finished)
     elif workers == 0:
         tokenizer = load_tokenizer()
-        for shard in shards:
-            finished(shard, scan_shard(shard, kind, columns, tokenizer, cap))
+        for i, shard in enumerate(shards):
+            finished(i, scan_shard(shard, kind, columns, tokenizer, cap))
     else:
         _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished)
-    by_path = {p.sources[0].name: p for p in done}
-    ordered = [by_path[s.path] for s in shards]     # shard order, whatever order they finished in
+    ordered = [done[i] for i in range(len(shards))]     # shard order, whatever order they finished in
     merged = ordered[0].merge(*ordered[1:])
     return dataclasses.replace(merged, scan_seconds=time.perf_counter() - start)
 
@@ -176,9 +176,10 @@ def _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished) -
     pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(shards)), mp_context=context,
                                   initializer=_init_worker, initargs=(load_tokenizer,))
     try:
-        futures = {pool.submit(_scan_task, s, kind, columns, cap): s for s in shards}
+        futures = {pool.submit(_scan_task, s, kind, columns, cap): i for i, s in enumerate(shards)}
         for future in cf.as_completed(futures):
-            shard = futures[future]
+            index = futures[future]
+            shard = shards[index]
             try:
                 profile = future.result()
             except ValueError:
@@ -188,6 +189,6 @@ def _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished) -
                                  "damaged, or the machine ran out of memory: try fewer workers") from None
             except Exception as e:  # noqa: BLE001  (anything a worker raised: one line that names the shard)
                 raise ValueError(f"shard {shard.path} failed ({type(e).__name__}: {e})") from None
-            finished(shard, profile)
+            finished(index, profile)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

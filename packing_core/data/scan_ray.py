@@ -41,13 +41,13 @@ class ShardScanner:
             except ValueError as e:   # handed back as data: the driver raises it with the shard's name
                 profiles.append("")
                 errors.append(str(e))
-        return {"path": batch["path"], "profile": np.array(profiles, dtype=object),
+        return {"index": batch["index"], "path": batch["path"], "profile": np.array(profiles, dtype=object),
                 "error": np.array(errors, dtype=object)}
 
 
 def scan_ray(shards: list[Shard], kind: str, columns: list[str], load_tokenizer, scan_shard, cap, workers: int,
              address: str | None, finished) -> None:
-    """Scan ``shards`` on Ray; call ``finished(shard, profile)`` as each one's counts arrive."""
+    """Scan ``shards`` on Ray; call ``finished(index, profile)`` as each shard's counts arrive."""
     try:
         import ray
         import ray.data
@@ -63,8 +63,7 @@ def scan_ray(shards: list[Shard], kind: str, columns: list[str], load_tokenizer,
                              "`ray start --head` or pass --ray-address HOST:PORT") from None
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
-        by_path = {s.path: s for s in shards}
-        ds = ray.data.from_items([{"path": s.path, "fmt": s.fmt, "size": s.size} for s in shards],
+        ds = ray.data.from_items([{"index": i, "path": s.path, "fmt": s.fmt, "size": s.size} for i, s in enumerate(shards)],
                                  override_num_blocks=len(shards))
         out = ds.map_batches(ShardScanner, fn_constructor_args=(load_tokenizer, scan_shard, kind, columns, cap), batch_size=1,
                              batch_format="numpy", num_cpus=1,
@@ -72,7 +71,11 @@ def scan_ray(shards: list[Shard], kind: str, columns: list[str], load_tokenizer,
         for row in out.iter_rows():
             if row["error"]:
                 raise ValueError(row["error"])
-            finished(by_path[str(row["path"])], LengthProfile.from_dict(json.loads(row["profile"]), str(row["path"])))
+            finished(int(row["index"]), LengthProfile.from_dict(json.loads(row["profile"]), str(row["path"])))
+    except ValueError:
+        raise
+    except Exception as e:  # noqa: BLE001  (a dead actor, a lost node: one line, not Ray's traceback)
+        raise ValueError(f"the Ray scan failed ({type(e).__name__}: {str(e)[:500]}); see the Ray logs") from None
     finally:
         if started:
             ray.shutdown()
