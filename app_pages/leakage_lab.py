@@ -2,13 +2,13 @@
 import streamlit as st
 
 from app_pages._lab import esc, figure, guard, page_settings, plan, pretrained_status
-from packing_core import available_backends, logit_diff_figure, plan_strip
+from packing_core import DEFAULT_TEXTS, available_backends, logit_diff_figure, plan_strip
 
 MODELS = {"tiny-rope": "tiny model, RoPE positions", "tiny-abs": "tiny model, learned absolute positions",
           "smollm2": "SmolLM2-135M-Instruct (pretrained)"}
 ANSWERS = ("They change", "They stay the same")
 S = page_settings("leakage_lab", mask="on", positions="reset", model="tiny-rope", backend="segments", skip=False,
-                  train_seed=0)
+                  train_seed=0, texts="\n".join(DEFAULT_TEXTS), drift=False)
 
 st.title("Leakage lab")
 st.markdown(
@@ -32,25 +32,39 @@ def smollm2():
 
 
 @st.cache_data(show_spinner="Running the documents alone and packed...", max_entries=64)
-def run(model: str, mask: str, positions: str, backend: str):
+def run(model: str, mask: str, positions: str, backend: str, texts: tuple[str, ...] | None = None):
     if model == "smollm2":
         from packing_core import verify_pretrained
-        return verify_pretrained(mask=mask, positions=positions, backend=backend, pretrained=smollm2())
+        return verify_pretrained(mask=mask, positions=positions, backend=backend, pretrained=smollm2(), texts=texts)
     from packing_core import verify_model
-    return verify_model(tiny(model), mask=mask, positions=positions, backend=backend)
+    if model in MODELS:
+        return verify_model(tiny(model), mask=mask, positions=positions, backend=backend)
+    return verify_model(model, mask=mask, positions=positions, backend=backend, texts=texts)   # a local folder
+
+
+@st.cache_data(show_spinner="Writing 20 tokens of document 1, alone and packed...", max_entries=32)
+def drift(mask: str, texts: tuple[str, ...]):
+    from packing_core import drift_pretrained
+    return drift_pretrained(texts, mask=mask, pretrained=smollm2())
 
 
 @st.fragment
 def lab() -> None:
     """Only this part reruns when a toggle changes."""
+    from packing_core import model_dirs
+
     ok, why = pretrained_status()
-    models = list(MODELS) if ok else ["tiny-rope", "tiny-abs"]
+    local = {str(p): f"{p.name} (local folder)" for p in model_dirs()}   # $PACKING_LAB_MODEL_DIRS
+    models = (list(MODELS) if ok else ["tiny-rope", "tiny-abs"]) + list(local)
+    if st.session_state.get(S.key("model"), "tiny-rope") not in models:
+        st.session_state[S.key("model")] = "tiny-rope"
     c1, c2, c3, c4 = st.columns(4)
     mask = c1.radio("Attention mask", ("on", "off"), horizontal=True, **S.bind("mask"),
                     help="off = the runner gets cu_seqlens [0, T]: one causal triangle over the whole row")
     positions = c2.radio("Position ids", ("reset", "continuous"), horizontal=True,
                          **S.bind("positions"))
-    model = c3.selectbox("Model", models, format_func=MODELS.get, **S.bind("model"))
+    model = c3.selectbox("Model", models, format_func=lambda m: MODELS.get(m) or local[m], **S.bind("model"),
+                         help="Add your own: list Hugging Face model folders (safetensors) in PACKING_LAB_MODEL_DIRS")
     backends = available_backends("cpu")
     if st.session_state.get(S.key("backend"), "segments") not in backends:
         st.session_state[S.key("backend")] = "segments"
@@ -59,10 +73,13 @@ def lab() -> None:
     if not ok:
         st.caption(f"The pretrained model is not available here: {esc(why)}")
 
-    if model == "smollm2":
-        from packing_core import DEFAULT_TEXTS
-        st.markdown("The documents: two unrelated English texts, tokenised by SmolLM2.")
-        st.text("\n".join(DEFAULT_TEXTS))
+    texts = None
+    if model not in MODELS or model == "smollm2":
+        from packing_core import MAX_TEXT_TOKENS, MAX_TEXTS, MIN_TEXTS
+        raw = st.text_area(f"The documents: {MIN_TEXTS} to {MAX_TEXTS} texts, one per line, at most "
+                           f"{MAX_TEXT_TOKENS} tokens each. Type your own; the model's tokenizer splits them.",
+                           **S.bind("texts"), height=110)
+        texts = tuple(line for line in raw.splitlines() if line.strip())
     else:
         from packing_core import DEFAULT_LENGTHS
         row = plan(tuple(DEFAULT_LENGTHS), sum(DEFAULT_LENGTHS), "next-fit")
@@ -78,8 +95,8 @@ def lab() -> None:
         return
 
     with guard(f"verify {model} with mask {mask}, positions {positions}, backend {backend}"):
-        result = run(model, mask, positions, backend)
-    rep = result.report if model == "smollm2" else result
+        result = run(model, mask, positions, backend, texts)
+    rep = result
     changed = not rep.documents[1].equivalent
     if guess is not None:
         right = (guess == ANSWERS[0]) == changed
@@ -101,6 +118,24 @@ def lab() -> None:
                  hide_index=True)
     st.caption(f"Tolerance: {esc(rep.tolerance_reason)}")
     if model == "smollm2":
+        st.markdown("**Drift in words.** Greedy continuations of document 1, 20 tokens each: alone, and packed "
+                    f"after document 0 with the mask {mask}.")
+        if st.button("Continue document 1 in words", key=S.key("drift_go")):
+            st.session_state[S.key("drift")] = True
+        if S.get("drift"):
+            with guard("continue document 1"):
+                words = drift(mask, texts)
+            d1, d2 = st.columns(2)
+            d1.markdown("**Alone**")
+            d1.text(words.alone_text)
+            d2.markdown(f"**Packed after document 0, mask {mask}**")
+            d2.text(words.packed_text)
+            if words.same:
+                st.success("The same words: with the mask on, document 1 cannot read document 0.")
+            else:
+                st.warning(f"The words part at generated token {words.first_difference}: document 1 read "
+                           "document 0 and drifted towards it.")
+    if texts is not None:
         st.markdown("**The texts** (document 0, then document 1):")
         st.text("\n".join(result.texts))
         if result.changes:
@@ -111,7 +146,7 @@ def lab() -> None:
                           "packed predicts": [c.packed_top1 for c in result.changes],
                           "max |Δlogit|": [round(c.delta, 2) for c in result.changes]},
                          hide_index=True, width="stretch")
-        else:
+        elif result.changes is not None:
             st.markdown("**Next-token predictions:** packing changed none of them.")
 
 

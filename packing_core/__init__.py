@@ -25,7 +25,7 @@ def _export(module: str, *names: str) -> None:
 
 
 _export("_validate", "Mask", "Positions")
-_export("_settings", "cache_dir", "models_dir")
+_export("_settings", "cache_dir", "models_dir", "model_dirs")
 _export("data.lengths", "SYNTHETIC", "Tokenizer", "as_lengths", "byte_tokenizer", "describe_columns",
         "lengths_from_file", "parse_lengths", "synthetic_lengths", "texts_from_file")
 _export("data.sources", "Document", "SourceInfo", "list_sources", "load_documents", "load_lengths")
@@ -57,8 +57,9 @@ _export("verify.equivalence", "DEFAULT_LENGTHS", "DocumentResult", "TokenChange"
         "default_tolerance", "model_runner", "verify_runner")
 _export("verify.registry", "DEFAULT_TEXTS", "PRETRAINED_MODELS", "verify_hf", "verify_model", "verify_pretrained",
         "MAX_TEXTS", "MAX_TEXT_TOKENS", "MIN_TEXTS", "is_model_path", "load_causal_lm", "read_texts_file",
-        "tokenise_texts")
+        "tokenise_texts", "drift_pretrained")
 _export("verify.batch_run", "BatchVerdict", "run_hf_batch")
+_export("verify.drift", "Continuations", "continuations")
 _export("analysis.stats", "Histogram", "LengthStats", "length_histogram", "length_stats", "outlier_lengths",
         "sample_lengths")
 _export("analysis.tables", "StrategyRow", "attention_cost", "bimodality", "recommend", "strategy_table")

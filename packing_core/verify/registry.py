@@ -205,3 +205,16 @@ def _verify_local(path, *, mask, positions, backend, documents, texts, seed, dty
         texts = tuple(tokenizer.decode(d) for d in documents) if tokenizer is not None else ()
     return verify_hf(net, documents, mask=mask, positions=positions, attn=backend, use_cache=use_cache,
                      model_name=str(path), decode=decode, texts=texts or ())
+
+
+def drift_pretrained(texts=None, *, mask: str = "off", steps: int = 20, document: int = 1, pretrained=None):
+    """SmolLM2's greedy continuations of ``texts[document]``, alone and packed after the texts before it.
+
+    ``pretrained`` is a loaded ``(model, tokenizer)`` pair (else SmolLM2 loads).
+    """
+    from packing_core.models.pretrained import load_pretrained
+    from packing_core.verify.drift import continuations
+
+    model, tokenizer = pretrained if pretrained is not None else load_pretrained()
+    documents = tokenise_texts(tokenizer, texts)
+    return continuations(model, documents, tokenizer.decode, document=document, mask=mask, steps=steps)
