@@ -2,12 +2,13 @@
 import streamlit as st
 import torch
 
-from app_pages._lab import esc, figure, guard, page_settings, setting, sources, strategy_table
+from app_pages._lab import esc, figure, guard, lesson, page_settings, setting, sources, strategy_table
 from packing_core import benchmark_bounds, benchmark_figure, synthetic_lengths
 
 S = page_settings("benchmark", docs=128, heads=8, repeats=2)
 
 st.title("Benchmark")
+lesson("Benchmark")
 st.markdown(
     "Padding pays attention for a full square per row. Packed, a kernel that skips masked blocks "
     "(one call per document, or varlen fed `cu_seqlens`) pays one small square per document, "
@@ -65,7 +66,7 @@ result = st.session_state.get(S.key("result"))
 if result is None:
     st.info("Press the button: it takes from seconds (32 documents) to minutes (2,048 on a CPU).")
 else:
-    cfg, machine = result["config"], result["machine"]
+    cfg, machine = result.config, result.machine
     st.caption(f"{cfg['docs']} documents of {cfg['dataset']}, context {cfg['context']}, {cfg['heads']} heads x "
                f"{cfg['head_dim']}, {cfg['dtype']}, on {machine['device']} ({machine['device_name']}, "
                f"{machine['torch_threads']} threads), torch {machine['torch']}. Both layouts get q, k "
@@ -73,13 +74,12 @@ else:
     bounds = benchmark_bounds(result)
     figure(benchmark_figure(result, title="Attention throughput (higher is better)"), key=S.key("fig"))
     st.dataframe({
-        "layout": ["padded"] + list(result["backends"]),
-        "seconds": [result["padded"]["seconds"]] + [r["seconds"] for r in result["backends"].values()],
-        "tokens/s": [round(result["padded"]["tokens_per_s"])] + [round(r["tokens_per_s"])
-                                                                 for r in result["backends"].values()],
-        "speed-up": [1.0] + [round(r["speedup"], 2) for r in result["backends"].values()],
-        "its FLOP bound": ["1.0x"] + [f"{bounds[b]:.1f}x" for b in result["backends"]],
-        "share of its bound": ["baseline"] + [f"{r['speedup'] / bounds[b]:.0%}" for b, r in result["backends"].items()],
+        "layout": ["padded"] + list(result.backends),
+        "seconds": [result.padded.seconds] + [r.seconds for r in result.backends.values()],
+        "tokens/s": [round(result.padded.tokens_per_s)] + [round(r.tokens_per_s) for r in result.backends.values()],
+        "speed-up": [1.0] + [round(r.speedup, 2) for r in result.backends.values()],
+        "its FLOP bound": ["1.0x"] + [f"{bounds[b]:.1f}x" for b in result.backends],
+        "share of its bound": ["baseline"] + [f"{r.speedup / bounds[b]:.0%}" for b, r in result.backends.items()],
     }, hide_index=True)
     st.markdown(
         "Each backend is measured against the work it really does: `dense` against rows x context², "

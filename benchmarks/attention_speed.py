@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(result, indent=2) if args.json else format_benchmark(result))
+    print(json.dumps(result.to_dict(), indent=2) if args.json else format_benchmark(result))
     return 0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from packing_core import format_benchmark, make_plan, run_benchmark, synthetic_lengths
+from packing_core import BenchmarkResult, format_benchmark, make_plan, run_benchmark, synthetic_lengths
 
 SMALL = dict(docs=12, context=64, heads=2, head_dim=8, repeats=1)
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_speed.py"
@@ -24,23 +24,23 @@ def test_flop_ratio_is_padded_cost_over_packed_cost(result):
     lengths = synthetic_lengths("support-tickets", n=12, seed=0)
     pad = make_plan(lengths, 64, "pad").metrics()
     bfd = make_plan(lengths, 64, "bfd").metrics()
-    assert result["flop_ratio"] == pytest.approx(pad.attention_cost_padded
+    assert result.flop_ratio == pytest.approx(pad.attention_cost_padded
                                                  / bfd.attention_cost_packed)
-    assert result["tokens"] == bfd.real_tokens
+    assert result.tokens == bfd.real_tokens
 
 
 def test_each_cpu_backend_reports_throughput_and_a_goal_verdict(result):
-    assert set(result["backends"]) == {"segments", "dense"}
-    for r in result["backends"].values():
-        assert r["tokens_per_s"] == pytest.approx(result["tokens"] / r["seconds"])
-        assert r["goal_pass"] == (r["speedup"] >= 0.8 * result["flop_ratio"])
+    assert set(result.backends) == {"segments", "dense"}
+    for r in result.backends.values():
+        assert r.tokens_per_s == pytest.approx(result.tokens / r.seconds)
+        assert r.goal_pass == (r.speedup >= 0.8 * result.flop_ratio)
 
 
 def test_machine_info_names_torch_and_the_cpus(result):
-    assert result["machine"]["torch"] == torch.__version__
-    assert result["machine"]["cpu_count"] == os.cpu_count()
-    assert result["machine"]["torch_threads"] == torch.get_num_threads()
-    assert json.loads(json.dumps(result)) == result
+    assert result.machine["torch"] == torch.__version__
+    assert result.machine["cpu_count"] == os.cpu_count()
+    assert result.machine["torch_threads"] == torch.get_num_threads()
+    assert BenchmarkResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
 
 
 def test_table_has_a_row_per_layout(result):
@@ -121,8 +121,8 @@ def test_gpu_check_rehearses_every_step_on_cpu(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "CPU rehearsal" in (out / "gpu.txt").read_text()
     assert "skipped" in (out / "tests.log").read_text()      # the CUDA tests, cleanly
-    result = json.loads((out / "attention_8.json").read_text())
-    assert result["config"]["docs"] == 8 and result["machine"]["device"] == "cpu"
+    result = BenchmarkResult.from_dict(json.loads((out / "attention_8.json").read_text()))
+    assert result.config["docs"] == 8 and result.machine["device"] == "cpu"
     assert "FLOP ratio" in r.stdout and "rehearsal on cpu" in r.stdout
 
 
@@ -139,7 +139,7 @@ def test_padded_q_k_v_lie_token_major_like_a_models_projection_unless_asked():
 
 def test_padded_layout_is_recorded_and_a_bad_one_is_refused():
     r = run_benchmark(**SMALL, backends=["segments"], padded_layout="contiguous")
-    assert r["config"]["padded_layout"] == "contiguous"
+    assert r.config["padded_layout"] == "contiguous"
     assert "contiguous layout" in format_benchmark(r)
     with pytest.raises(ValueError, match="model or contiguous"):
         run_benchmark(**SMALL, padded_layout="rows")

@@ -260,14 +260,14 @@ def test_benchmark_figure_draws_each_backend_beside_its_own_flop_bound():
     result = run_benchmark(docs=16, heads=1, head_dim=16, repeats=1)
     fig = benchmark_figure(result)
     bar, bound, goal = fig.data[0], fig.data[1], fig.data[2]
-    assert list(bar.x) == ["padded", *result["backends"]]
-    assert bar.y[0] == result["padded"]["tokens_per_s"]
-    padded = result["padded"]["tokens_per_s"]
+    assert list(bar.x) == ["padded", *result.backends]
+    assert bar.y[0] == result.padded.tokens_per_s
+    padded = result.padded.tokens_per_s
     by = dict(zip(bound.x, bound.y))
-    assert by["segments"] == pytest.approx(padded * result["flop_ratio"])
-    assert by["dense"] == pytest.approx(padded * result["plans"]["pad"]["rows"] / result["plans"]["bfd"]["rows"])
+    assert by["segments"] == pytest.approx(padded * result.flop_ratio)
+    assert by["dense"] == pytest.approx(padded * result.plans["pad"]["rows"] / result.plans["bfd"]["rows"])
     assert by["dense"] < by["segments"]
-    assert list(goal.y) == pytest.approx([y * result["goal_factor"] for y in bound.y])
+    assert list(goal.y) == pytest.approx([y * result.goal_factor for y in bound.y])
 
 
 def test_row_order_figure_draws_one_line_per_plan_with_the_longest_piece_per_row():

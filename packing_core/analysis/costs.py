@@ -115,18 +115,20 @@ def end_to_end(rows, shape: ModelShape | str = "SmolLM2-135M") -> list[EndToEnd]
     return out
 
 
-def benchmark_bounds(result: dict) -> dict[str, float]:
+def benchmark_bounds(result) -> dict[str, float]:
     """Each packed backend's true FLOP bound in a ``run_benchmark`` result, against the padded run.
 
     ``dense`` builds the block-diagonal mask and computes every cell of each packed row, so
     its bound is ``padded rows / packed rows`` (both rows x context**2). ``segments`` and
     ``varlen`` compute one square per document: their bound is ``rows x context**2 / sum(len**2)``.
 
-    >>> r = {"config": {"context": 512}, "flop_ratio": 13.1, "backends": {"segments": {}, "dense": {}},
-    ...      "plans": {"pad": {"rows": 128}, "bfd": {"rows": 27}}}
+    ``result`` is a ``BenchmarkResult`` (anything with ``plans``, ``flop_ratio`` and ``backends``):
+
+    >>> from types import SimpleNamespace
+    >>> r = SimpleNamespace(flop_ratio=13.1, backends={"segments": None, "dense": None},
+    ...                     plans={"pad": {"rows": 128}, "bfd": {"rows": 27}})
     >>> {k: round(v, 2) for k, v in benchmark_bounds(r).items()}
     {'segments': 13.1, 'dense': 4.74}
     """
-    plans = result["plans"]
-    dense = plans["pad"]["rows"] / plans["bfd"]["rows"]
-    return {b: dense if b == "dense" else float(result["flop_ratio"]) for b in result["backends"]}
+    dense = result.plans["pad"]["rows"] / result.plans["bfd"]["rows"]
+    return {b: dense if b == "dense" else float(result.flop_ratio) for b in result.backends}

@@ -17,6 +17,7 @@ import os
 import platform
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -32,6 +33,49 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 _PADDED_CHUNK_BYTES = 512 * 2**20
 
 Progress = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One layout's best time over the rounds, and the attention tokens per second it gives."""
+
+    seconds: float
+    tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class BackendTiming(Timing):
+    """A packed backend's timing against the padded baseline and the goal."""
+
+    speedup: float          # padded seconds / these seconds
+    flop_ratio: float       # padded attention FLOPs / block-diagonal FLOPs (sum len**2)
+    goal_speedup: float     # GOAL_FACTOR x flop_ratio
+    goal_pass: bool
+    of_flop_ratio: float    # speedup / flop_ratio
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """What :func:`run_benchmark` measured; ``to_dict()`` is the ``--json`` shape."""
+
+    machine: dict           # torch, device, device_name, cpu_count, torch_threads, python
+    config: dict            # dataset, docs, context, heads, head_dim, repeats, dtype, seed, padded_layout
+    plans: dict             # {"pad": {"rows", "attention_cost"}, "bfd": {"rows", "attention_cost"}}
+    tokens: int
+    flop_ratio: float
+    goal_factor: float
+    padded: Timing
+    backends: dict[str, BackendTiming]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BenchmarkResult":
+        """Back from ``to_dict()`` (or the script's ``--json``)."""
+        return cls(machine=d["machine"], config=d["config"], plans=d["plans"], tokens=d["tokens"],
+                   flop_ratio=d["flop_ratio"], goal_factor=d["goal_factor"], padded=Timing(**d["padded"]),
+                   backends={k: BackendTiming(**v) for k, v in d["backends"].items()})
 
 
 def _sync(device: torch.device) -> None:
@@ -120,7 +164,7 @@ def _padded_baseline(rows: int, context: int, heads: int, head_dim: int, dt: tor
 def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_dim: int = 64,
                   repeats: int = 3, device: str = "cpu", dtype: str | None = None,
                   backends=None, dataset: str = "support-tickets", seed: int = 0,
-                  padded_layout: str = "model", progress: Progress | None = None) -> dict:
+                  padded_layout: str = "model", progress: Progress | None = None) -> BenchmarkResult:
     """Time padded against packed attention on ``docs`` documents of ``dataset``.
 
     ``progress(fraction, message)`` is called as each stage starts. Returns a JSON-ready
@@ -184,29 +228,29 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
     for backend in backends:
         seconds = best[backend]
         speedup = padded_s / seconds
-        results[backend] = {
-            "seconds": seconds, "tokens_per_s": tokens / seconds, "speedup": speedup,
-            "flop_ratio": flop_ratio, "goal_speedup": GOAL_FACTOR * flop_ratio,
-            "goal_pass": bool(speedup >= GOAL_FACTOR * flop_ratio),
-            "of_flop_ratio": speedup / flop_ratio,
-        }
+        results[backend] = BackendTiming(
+            seconds=seconds, tokens_per_s=tokens / seconds, speedup=speedup,
+            flop_ratio=flop_ratio, goal_speedup=GOAL_FACTOR * flop_ratio,
+            goal_pass=bool(speedup >= GOAL_FACTOR * flop_ratio),
+            of_flop_ratio=speedup / flop_ratio,
+        )
     report(1.0, "done")
-    return {
-        "machine": machine_info(dev),
-        "config": {"dataset": dataset, "docs": int(docs), "context": context, "heads": heads,
-                   "head_dim": head_dim, "repeats": repeats,
-                   "dtype": str(dt).replace("torch.", ""), "seed": seed,
-                   "padded_layout": padded_layout},
-        "plans": {
+    return BenchmarkResult(
+        machine=machine_info(dev),
+        config={"dataset": dataset, "docs": int(docs), "context": context, "heads": heads,
+                "head_dim": head_dim, "repeats": repeats,
+                "dtype": str(dt).replace("torch.", ""), "seed": seed,
+                "padded_layout": padded_layout},
+        plans={
             "pad": {"rows": pad_m.rows, "attention_cost": pad_m.attention_cost_padded},
             "bfd": {"rows": bfd_m.rows, "attention_cost": bfd_m.attention_cost_packed},
         },
-        "tokens": tokens,
-        "flop_ratio": flop_ratio,
-        "goal_factor": GOAL_FACTOR,
-        "padded": {"seconds": padded_s, "tokens_per_s": tokens / padded_s},
-        "backends": results,
-    }
+        tokens=tokens,
+        flop_ratio=flop_ratio,
+        goal_factor=GOAL_FACTOR,
+        padded=Timing(seconds=padded_s, tokens_per_s=tokens / padded_s),
+        backends=results,
+    )
 
 
 def segments_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16,
@@ -310,27 +354,26 @@ def format_breakdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def format_benchmark(result: dict) -> str:
-    """Plain-text table of a :func:`run_benchmark` result."""
-    m, c = result["machine"], result["config"]
+def format_benchmark(result: BenchmarkResult | dict) -> str:
+    """Plain-text table of a :func:`run_benchmark` result (or of its ``to_dict()``)."""
+    r = result if isinstance(result, BenchmarkResult) else BenchmarkResult.from_dict(result)
+    m, c = r.machine, r.config
     lines = [
-        f"{c['dataset']}: {c['docs']} documents, {result['tokens']} tokens, context "
+        f"{c['dataset']}: {c['docs']} documents, {r.tokens} tokens, context "
         f"{c['context']}, {c['heads']} heads x {c['head_dim']}, {c['dtype']}",
         f"torch {m['torch']} on {m['device']} ({m['device_name']}, {m['cpu_count']} CPUs, "
         f"{m['torch_threads']} threads)",
-        f"FLOP ratio padded/packed: {result['flop_ratio']:.2f} "
-        f"(pad {result['plans']['pad']['rows']} rows, bfd {result['plans']['bfd']['rows']} rows)",
+        f"FLOP ratio padded/packed: {r.flop_ratio:.2f} "
+        f"(pad {r.plans['pad']['rows']} rows, bfd {r.plans['bfd']['rows']} rows)",
         f"padded q, k, v in the {c.get('padded_layout', 'model')} layout",
         "",
         f"{'layout':<10} {'seconds':>9} {'tokens/s':>12} {'speedup':>8} {'goal':>7}  result",
-        f"{'padded':<10} {result['padded']['seconds']:>9.3f} "
-        f"{result['padded']['tokens_per_s']:>12,.0f} {1.0:>8.2f} {'':>7}  baseline",
+        f"{'padded':<10} {r.padded.seconds:>9.3f} {r.padded.tokens_per_s:>12,.0f} {1.0:>8.2f} {'':>7}  baseline",
     ]
-    for name, r in result["backends"].items():
+    for name, b in r.backends.items():
         lines.append(
-            f"{name:<10} {r['seconds']:>9.3f} {r['tokens_per_s']:>12,.0f} {r['speedup']:>8.2f} "
-            f"{r['goal_speedup']:>7.2f}  {'PASS' if r['goal_pass'] else 'fail'} "
-            f"({r['of_flop_ratio']:.2f} x FLOP ratio)")
-    lines.append(f"goal: speedup >= {result['goal_factor']} x FLOP ratio = "
-                 f"{result['goal_factor'] * result['flop_ratio']:.2f}")
+            f"{name:<10} {b.seconds:>9.3f} {b.tokens_per_s:>12,.0f} {b.speedup:>8.2f} "
+            f"{b.goal_speedup:>7.2f}  {'PASS' if b.goal_pass else 'fail'} "
+            f"({b.of_flop_ratio:.2f} x FLOP ratio)")
+    lines.append(f"goal: speedup >= {r.goal_factor} x FLOP ratio = {r.goal_factor * r.flop_ratio:.2f}")
     return "\n".join(lines)

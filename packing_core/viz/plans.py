@@ -188,9 +188,9 @@ def benchmark_figure(result: dict, title: str | None = None) -> go.Figure:
     computes every cell of each packed row, the others one square per document
     (``analysis.costs.benchmark_bounds``). The goal line is ``goal_factor`` x the bound.
     """
-    padded = result["padded"]["tokens_per_s"]
-    names = ["padded"] + list(result["backends"])
-    tps = [padded] + [r["tokens_per_s"] for r in result["backends"].values()]
+    padded = result.padded.tokens_per_s
+    names = ["padded"] + list(result.backends)
+    tps = [padded] + [r.tokens_per_s for r in result.backends.values()]
     colours = [PADDED_COLOUR] + [PACKED_COLOUR] * (len(names) - 1)
     bounds = benchmark_bounds(result)
     fig = go.Figure(go.Bar(x=names, y=tps, marker_color=colours, name="measured",
@@ -202,8 +202,8 @@ def benchmark_figure(result: dict, title: str | None = None) -> go.Figure:
                              marker=dict(symbol="line-ew", size=40, line=dict(width=3, color="#222")),
                              text=[f"bound {bounds[b]:.1f}x" for b in bx], textposition="top center",
                              hovertemplate="%{x}: bound %{y:,.0f} tokens/s<extra></extra>"))
-    fig.add_trace(go.Scatter(x=bx, y=[y * result["goal_factor"] for y in by], mode="markers",
-                             name=f"goal: {result['goal_factor']:.0%} of the bound",
+    fig.add_trace(go.Scatter(x=bx, y=[y * result.goal_factor for y in by], mode="markers",
+                             name=f"goal: {result.goal_factor:.0%} of the bound",
                              marker=dict(symbol="line-ew", size=40, line=dict(width=2, color=ALERT_COLOUR))))
     fig.update_yaxes(title="attention tokens per second", gridcolor="#eee", rangemode="tozero",
                      range=[0, max(max(tps), max(by, default=0)) * 1.22])
