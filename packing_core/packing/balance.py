@@ -74,9 +74,9 @@ def _imbalance(load: np.ndarray) -> float:
 
 def row_loads(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     """``(tokens, attention)`` per row: block-diagonal sum(len^2) when packed, width^2 when padded."""
-    tokens = np.bincount(plan.pieces.row, weights=plan.pieces.length, minlength=plan.n_rows).astype(np.int64)
+    tokens = np.bincount(plan.placed.row, weights=plan.placed.length, minlength=plan.n_rows).astype(np.int64)
     if plan.packed:
-        cost = np.bincount(plan.pieces.row, weights=plan.pieces.length.astype(np.float64) ** 2, minlength=plan.n_rows)
+        cost = np.bincount(plan.placed.row, weights=plan.placed.length.astype(np.float64) ** 2, minlength=plan.n_rows)
         return tokens, cost.astype(np.int64)
     return tokens, plan.row_width * plan.row_width
 

@@ -60,8 +60,12 @@ class PlanMetrics:
 
 
 @dataclass(frozen=True, eq=False)
-class Pieces:
-    """Piece arrays in the order a strategy placed them (not sorted)."""
+class PlacedPieces:
+    """Piece arrays in the order a strategy placed them (not sorted).
+
+    ``Plan.placed.length`` and ``Plan.piece_len`` hold the same pieces: the first in
+    placement order, the second sorted by row and offset (what layouts and pictures need).
+    """
 
     doc: np.ndarray     # int64: which document
     start: np.ndarray   # int64: first token of the piece inside its document
@@ -86,18 +90,18 @@ class Plan:
     context: int
     overlong: str
     lengths: np.ndarray       # int64 [documents]: the input lengths
-    pieces: Pieces            # placement order
+    placed: PlacedPieces      # the pieces in placement order (metrics read these, unsorted)
     row_width: np.ndarray     # int64 [rows]
     packed: bool              # rows may hold several documents: needs a block-diagonal mask
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def _sorted(self, name: str) -> np.ndarray:
         if "order" not in self._cache:
-            p = self.pieces
+            p = self.placed
             key = p.row * (self.context + 1) + p.offset
             # (row, offset) pairs are unique, so one plain sort of the combined key is exact
             self._cache["order"] = None if (np.diff(key) > 0).all() else np.argsort(key)
-        order, arr = self._cache["order"], getattr(self.pieces, name)
+        order, arr = self._cache["order"], getattr(self.placed, name)
         if order is None:
             return arr
         if name not in self._cache:
@@ -119,7 +123,7 @@ class Plan:
         """Tokens of each document that made it into a row."""
         if "kept" not in self._cache:
             self._cache["kept"] = np.bincount(
-                self.pieces.doc, weights=self.pieces.length, minlength=len(self.lengths)
+                self.placed.doc, weights=self.placed.length, minlength=len(self.lengths)
             ).astype(np.int64)
         return self._cache["kept"]
 
@@ -131,7 +135,7 @@ class Plan:
     @property
     def split(self) -> np.ndarray:
         """Boolean per document: placed in more than one piece."""
-        counts = np.bincount(self.pieces.doc, minlength=len(self.lengths))
+        counts = np.bincount(self.placed.doc, minlength=len(self.lengths))
         return counts > 1
 
     def row_bounds(self) -> np.ndarray:
@@ -153,7 +157,7 @@ class Plan:
         if "metrics" in self._cache:
             return self._cache["metrics"]
         slots = int(self.row_width.sum())
-        real = int(self.pieces.length.sum())
+        real = int(self.placed.length.sum())
         total = int(self.lengths.sum())
         kept = self.kept
         dropped = kept == 0
@@ -174,7 +178,7 @@ class Plan:
             docs_dropped=int(dropped.sum()),
             docs_split=int(self.split.sum()),
             attention_cost_padded=exact_sum_of_squares(self.row_width),
-            attention_cost_packed=exact_sum_of_squares(self.pieces.length),
+            attention_cost_packed=exact_sum_of_squares(self.placed.length),
             linear_cost=slots,
             lower_bound_rows=lower,
             rows_over_lower_bound=self.n_rows / lower if lower else 1.0,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from packing_core._validate import as_batch_size, as_context, as_lengths, choice
-from packing_core.packing.plan import Pieces, Plan, PlanMetrics, cu_seqlens_from_lengths
+from packing_core.packing.plan import PlacedPieces, Plan, PlanMetrics, cu_seqlens_from_lengths
 
 STRATEGIES = ("pad", "pad-longest", "bucket", "concat-cut", "next-fit", "ffd", "bfd")
 PACKING_STRATEGIES = ("concat-cut", "next-fit", "ffd", "bfd")
@@ -89,7 +89,7 @@ def _items(lengths: np.ndarray, context: int, overlong: str) -> _Items:
 def _plan(strategy, context, overlong, lengths, doc, start, length, row, offset, row_width, packed) -> Plan:
     return Plan(
         strategy=strategy, context=context, overlong=overlong, lengths=lengths,
-        pieces=Pieces(doc, start, length, row, offset),
+        placed=PlacedPieces(doc, start, length, row, offset),
         row_width=np.asarray(row_width, dtype=np.int64), packed=packed,
     )
 
