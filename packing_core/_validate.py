@@ -70,7 +70,7 @@ def whole_number(value, name: str, *, minimum: int = 1, maximum: int | None = No
     return value
 
 
-def as_lengths(values, where=None) -> np.ndarray:
+def as_lengths(values, where=None, *, copy: bool = True) -> np.ndarray:
     """Document lengths as a new 1-D int64 array: whole numbers, each >= 1.
 
     The one rule for lengths everywhere (plans, stats, files): booleans, floats (even
@@ -119,7 +119,9 @@ def as_lengths(values, where=None) -> np.ndarray:
         i = int(np.argmax(bad))
         raise ValueError(f"length {arr[i].item()!r} at {where(i)} is not >= 1; every document needs "
                          "at least one token: drop empty documents or fix the value")
-    out = arr.astype(np.int64)  # astype copies: callers may keep editing their input
+    # a copy by default (callers may keep editing their input); planning passes copy=False so
+    # a plan of 10M lengths does not hold a second 80 MB array
+    out = arr.astype(np.int64, copy=copy)
     total = int(out.sum()) if out.size * MAX_LENGTH < _INT64_SAFE else float(out.sum(dtype=np.float64))
     if total > MAX_TOTAL_TOKENS:
         raise ValueError(f"the lengths add up to {total:,.0f} tokens, more than the lab accepts "

@@ -57,7 +57,7 @@ def _check_args(lengths, context, strategy, overlong, batch_size) -> np.ndarray:
     choice("strategy", strategy, STRATEGIES)
     choice("overlong policy", overlong, OVERLONG_POLICIES)
     as_batch_size(batch_size)
-    arr = as_lengths(lengths)
+    arr = as_lengths(lengths, copy=False)
     if overlong == "split":
         # float sum: a single absurd length must not overflow before it is reported
         pieces = float(np.ceil(arr / float(context)).sum())
