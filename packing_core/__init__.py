@@ -46,6 +46,7 @@ _export("batch.packed", "IGNORE_INDEX", "FlatBatch", "PackedBatch", "SegmentLayo
 _export("batch.checks", "MODEL_SPECIFIC", "VIOLATIONS", "Violation", "check_batch")
 _export("batch.hf_check", "HF_VIOLATIONS", "HFBatchCheck", "check_hf_batch")
 _export("batch.hf_file", "load_batch_file")
+_export("batch.loss", "LOSS_RULES", "document_weights", "reduce_loss", "token_weights")
 _export("batch.faults", "BREAKS", "NaiveTargets", "PromptBlindBatch", "broken_batch", "loss_vs_answers", "naive_targets")
 _export("attention.masks", "and_masks", "block_causal_mask", "causal", "materialise", "same_document")
 _export("attention.backends", "BACKENDS", "attend", "available_backends", "varlen_function")
@@ -60,6 +61,7 @@ _export("verify.registry", "DEFAULT_TEXTS", "PRETRAINED_MODELS", "verify_hf", "v
         "tokenise_texts", "drift_pretrained")
 _export("verify.batch_run", "BatchVerdict", "run_hf_batch")
 _export("verify.drift", "Continuations", "continuations")
+_export("verify.zoo", "ZOO", "ZOO_NAMES", "ZooBug", "ZooResult", "reproduce_bug", "zoo_entry")
 _export("analysis.stats", "Histogram", "LengthStats", "length_histogram", "length_stats", "outlier_lengths",
         "sample_lengths")
 _export("analysis.tables", "StrategyRow", "attention_cost", "bimodality", "recommend", "strategy_table")

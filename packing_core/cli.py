@@ -108,6 +108,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("file", help="the batch: input_ids, labels, position_ids, attention_mask, cu_seq_lens_q/k")
     c.add_argument("--model", help="also run it: smollm2 or a local HF model folder (safetensors)")
     c.add_argument("--format", default="table", choices=("table", "json"))
+
+    z = sub.add_parser("zoo", help="packing bugs that reached users of real projects, reproduced live")
+    z.add_argument("--run", metavar="NAME", help="reproduce one bug (a name from the listing), or all")
+    z.add_argument("--format", default="table", choices=("table", "json"))
     return p
 
 
@@ -293,6 +297,35 @@ def _balance(args, out) -> int:
     return 0
 
 
+def _zoo(args, out) -> int:
+    from packing_core.verify.zoo import ZOO, ZOO_NAMES, reproduce_bug
+
+    if args.run is None:
+        if args.format == "json":
+            json.dump([b.to_dict() for b in ZOO], out, indent=2)
+            out.write("\n")
+            return 0
+        for b in ZOO:
+            out.write(f"{b.name:<30} {b.title}\n{'':<30} reported: {'; '.join(r.split(':')[0] for r in b.reported)}\n"
+                      f"{'':<30} caught by: {b.check}\n")
+        out.write("\nreproduce one: python -m packing_core zoo --run NAME (or --run all)\n")
+        return 0
+    if args.run != "all" and args.run not in ZOO_NAMES:
+        raise ValueError(f"unknown bug {args.run!r}: choose one of {', '.join(ZOO_NAMES)}, or all")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    results = [reproduce_bug(n) for n in (ZOO_NAMES if args.run == "all" else (args.run,))]
+    if args.format == "json":
+        json.dump([r.to_dict() for r in results], out, indent=2)
+        out.write("\n")
+    else:
+        for r in results:
+            out.write(f"{r.name}\n  broken: {r.symptom}\n  fixed:  {r.fixed}\n  check:  {r.check_says}\n"
+                      f"  caught: {'yes' if r.caught else 'NO'}; silent on the fix: {'yes' if r.silent_on_fix else 'NO'}\n")
+    return 0 if all(r.caught and r.silent_on_fix for r in results) else 1
+
+
 def main(argv=None, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -302,7 +335,7 @@ def main(argv=None, out=None, err=None) -> int:
             return _scan(args, out, err)
         if args.command == "report" and args.ranks is not None:
             return _balance(args, out)
-        return {"report": _report, "verify": _verify, "check": _check}[args.command](args, out)
+        return {"report": _report, "verify": _verify, "check": _check, "zoo": _zoo}[args.command](args, out)
     except ValueError as e:
         err.write(f"error: {e}\n")
         return EXIT_BAD_INPUT

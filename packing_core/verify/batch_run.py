@@ -26,6 +26,7 @@ class BatchDocument:
     length: int
     max_abs_diff: float
     equivalent: bool
+    changed_top1: int = 0   # tokens whose most likely next token differs in the batch vs alone
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,10 @@ class BatchVerdict:
     def max_abs_diff(self) -> float:
         return max((d.max_abs_diff for d in self.documents), default=0.0)
 
+    @property
+    def changed_top1(self) -> int:
+        return sum(d.changed_top1 for d in self.documents)
+
     def to_dict(self) -> dict:
         return {"model": self.model, "attention": self.attention, "tolerance": self.tolerance,
                 "leaks": self.leaks, "max_abs_diff": self.max_abs_diff,
@@ -62,8 +67,13 @@ class BatchVerdict:
 
 
 @torch.inference_mode()
-def run_hf_batch(model, check: HFBatchCheck, *, model_name: str = "", tolerance: float | None = None) -> BatchVerdict:
-    """Logits of every document of ``check``'s batch, in the batch vs alone, on ``model``."""
+def run_hf_batch(model, check: HFBatchCheck, *, model_name: str = "", tolerance: float | None = None,
+                 use_cache: bool | None = False) -> BatchVerdict:
+    """Logits of every document of ``check``'s batch, in the batch vs alone, on ``model``.
+
+    ``use_cache=None`` leaves it to the model's config (True for LLaMA-style configs), as a
+    plain ``model(**batch)`` call in a hand-written loop does.
+    """
     param = next(model.parameters())
     a = check.arrays
     if int(a["input_ids"].max()) >= model.config.vocab_size or int(a["input_ids"].min()) < 0:
@@ -78,18 +88,22 @@ def run_hf_batch(model, check: HFBatchCheck, *, model_name: str = "", tolerance:
         cu = a.get("cu_seq_lens_q", a.get("cu_seq_lens_k"))
         longest = int((cu[1:] - cu[:-1]).max())
         kwargs.update(max_length_q=longest, max_length_k=longest)
-    logits = model(**kwargs, use_cache=False).logits.float()
+    if use_cache is not None:
+        kwargs["use_cache"] = use_cache
+    logits = model(**kwargs).logits.float()
     ids = a["input_ids"]
     alone_runs, scale = [], 1.0
     for r, row in enumerate(check.documents):          # documents of one batch: a handful to hundreds
         for start, length in row:
             doc = torch.as_tensor(ids[r, start:start + length], dtype=torch.long, device=param.device)[None]
             alone = model(input_ids=doc, use_cache=False).logits.float()[0]
-            diff = float((alone - logits[r, start:start + length]).abs().max())
-            alone_runs.append((r, start, length, diff))
+            inside = logits[r, start:start + length]
+            diff = float((alone - inside).abs().max())
+            changed = int((alone.argmax(-1) != inside.argmax(-1)).sum())
+            alone_runs.append((r, start, length, diff, changed))
             scale = max(scale, float(alone.abs().max()))
     attention = model.config._attn_implementation
     if tolerance is None:
         tolerance, _ = default_tolerance(param.dtype, attention, scale)
-    docs = tuple(BatchDocument(r, s, n, d, d <= tolerance) for r, s, n, d in alone_runs)
+    docs = tuple(BatchDocument(r, s, n, d, d <= tolerance, c) for r, s, n, d, c in alone_runs)
     return BatchVerdict(model=model_name, attention=attention, tolerance=float(tolerance), documents=docs)
