@@ -21,6 +21,7 @@ PAGES = [
     st.Page("app_pages/masks_and_labels.py", title="Masks and labels", icon=":material/grid_on:"),
     st.Page("app_pages/dataset_explorer.py", title="Dataset explorer", icon=":material/bar_chart:"),
     st.Page("app_pages/leakage_lab.py", title="Leakage lab", icon=":material/science:"),
+    st.Page("app_pages/bug_zoo.py", title="Bug zoo", icon=":material/bug_report:"),
     st.Page("app_pages/benchmark.py", title="Benchmark", icon=":material/speed:"),
 ]
 

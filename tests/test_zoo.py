@@ -57,3 +57,30 @@ def test_zoo_cli_lists_every_entry_and_runs_one():
 def test_zoo_cli_names_the_choices_for_an_unknown_bug():
     code, _, err = run_cli("zoo", "--run", "nope")
     assert code == 2 and "loss-per-row" in err and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- the page
+def open_zoo():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../app.py", default_timeout=120)
+    at.switch_page("app_pages/bug_zoo.py").run()
+    assert not at.exception and not at.error
+    return at
+
+
+def test_zoo_page_lists_every_bug_and_reproduces_one_behind_its_button():
+    at = open_zoo()
+    assert len(at.expander) == len(pc.ZOO) and not at.success            # nothing runs before a click
+    at.button(key="bug_zoo.run_sliding-window-crosses").click().run()
+    assert not at.exception and not at.error
+    assert any("catches it" in s.value and "attention_mask_hides_packing" in s.value.replace("\\", "") for s in at.success)
+
+
+def test_zoo_page_weights_documents_per_rule_and_refuses_bad_rows():
+    at = open_zoo()
+    table = at.dataframe[0].value
+    assert list(table["per row"]) == ["0.500", "0.250", "0.250"]
+    assert list(table["per token"]) == ["0.032", "0.484", "0.484"]
+    at.text_input(key="w_bug_zoo.rows").set_value("4 | x").run()
+    assert not at.exception and "Could not read the rows" in at.error[0].value

@@ -1,0 +1,73 @@
+"""Bug zoo: packing bugs that reached users of real projects, each reproduced live; and how losses weight documents."""
+import streamlit as st
+
+from app_pages._lab import esc, guard, page_settings
+from packing_core import LOSS_RULES, ZOO, document_weights, parse_lengths
+
+S = page_settings("bug_zoo", rows="4 | 60 60")
+
+st.title("Bug zoo")
+st.markdown(
+    "Packing bugs that reached users of real projects. None of them raises an error: the loss still falls. "
+    "Each entry says what goes wrong, where it was reported, and how it was fixed; **Reproduce** runs it on the "
+    "lab's models, broken and fixed, and shows what the lab's checks say of each."
+)
+
+
+@st.cache_data(show_spinner="Reproducing the bug, broken and fixed (SmolLM2 entries take a few seconds)...",
+               max_entries=32)
+def reproduce(name: str):
+    from packing_core import reproduce_bug
+    return reproduce_bug(name)
+
+
+for bug in ZOO:
+    with st.expander(f"**{esc(bug.title)}** · `{bug.name}`"):
+        st.markdown(f"**What goes wrong.** {esc(bug.what)}")
+        st.markdown("**Where it was reported.**\n" + "\n".join(f"- {esc(r)}" for r in bug.reported))
+        st.markdown(f"**The fix.** {esc(bug.fix)}")
+        st.caption(f"Reproduced on: {esc(bug.model)}. Caught by: {esc(bug.check)}.")
+        if st.button("Reproduce", key=S.key(f"run_{bug.name}")):
+            st.session_state[S.key(f"shown_{bug.name}")] = True
+        if st.session_state.get(S.key(f"shown_{bug.name}")):
+            with guard(f"reproduce {bug.name}"):
+                r = reproduce(bug.name)
+            c1, c2 = st.columns(2)
+            c1.markdown(f"**Broken:** {esc(r.symptom)}")
+            c2.markdown(f"**Fixed:** {esc(r.fixed)}")
+            (st.success if r.caught else st.warning)(
+                f"The lab's check {'catches it' if r.caught else 'misses it'}: {esc(r.check_says)}")
+            (st.success if r.silent_on_fix else st.warning)(
+                "On the fixed setup the check is silent." if r.silent_on_fix else "The check still complains on the fix.")
+
+# ---------------------------------------------------------------- loss normalisation
+st.subheader("How a loss average weights documents")
+st.markdown(
+    "Once documents share rows, *how* the per-token losses are averaged decides how much each document "
+    "counts. The weight of a document below is its share of the gradient: the sum over its tokens of "
+    "d(loss)/d(token loss).\n\n"
+    "- **per token**: sum of token losses / number of counted tokens. Every token weighs the same; a document "
+    "weighs its share of the tokens, wherever it was packed.\n"
+    "- **per row**: mean in each row, then over rows. A row weighs the same whatever it holds, so a short "
+    "document alone in a row counts as much as a row of long ones.\n"
+    "- **per document**: mean in each document, then over documents. Every document weighs the same, "
+    "whatever its length."
+)
+raw = st.text_input("Counted tokens per document, rows separated by |", **S.bind("rows"),
+                    help="e.g. 4 | 60 60: a 4-token document alone in row 0, two 60-token documents in row 1")
+with guard("read the rows"):
+    rows = [parse_lengths(part.replace(" ", ",")).tolist() for part in raw.split("|") if part.strip()]
+    table = {rule: document_weights(rows, rule) for rule in LOSS_RULES}
+labels = [f"row {r}, doc {i} ({n} tokens)" for r, row in enumerate(rows) for i, n in enumerate(row)]
+st.dataframe({"document": labels, **{f"per {rule}": [f"{w:.3f}" for w in table[rule]] for rule in LOSS_RULES}},
+             hide_index=True)
+st.markdown(
+    "**What transformers and TRL do: per token, over the global batch.** transformers' `ForCausalLMLoss` "
+    "flattens every row and calls `fixed_cross_entropy`, which sums and divides by `num_items_in_batch` when "
+    "it is given (else takes the mean over the forward's counted tokens): no per-row mean. `Trainer` counts "
+    "`num_items_in_batch` over all gradient-accumulation micro-batches (`labels.ne(-100).sum()`) and, with "
+    "`average_tokens_across_devices` (default True), over every data-parallel rank. This came with "
+    "huggingface/transformers #34191 (gradient accumulation) and #34373 (tokens across devices). TRL's "
+    "`SFTTrainer.compute_loss` passes `num_items_in_batch` on to `Trainer.compute_loss`, so it follows the same "
+    "rule. A model that accepts no loss kwargs falls back to a per-micro-batch mean (huggingface/transformers #37766)."
+)
