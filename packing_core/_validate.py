@@ -161,6 +161,11 @@ def as_context(value, name: str = "context") -> int:
     return whole_number(value, name, maximum=MAX_CONTEXT, hint="try 512 or 2048")
 
 
+def as_seed(value, name: str = "seed") -> int:
+    """A random seed: a whole number from 0 to 2**63 - 1 (what numpy's generators take)."""
+    return whole_number(value, name, minimum=0, maximum=2**63 - 1, hint="try 0")
+
+
 def as_batch_size(value, name: str = "batch_size") -> int:
     """Rows per batch: a whole number from 1 to ``MAX_BATCH_SIZE``."""
     return whole_number(value, name, maximum=MAX_BATCH_SIZE, hint="try 32")

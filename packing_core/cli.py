@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from packing_core._validate import as_batch_size, as_context
+from packing_core._validate import as_batch_size, as_context, as_seed
 from packing_core.packing.strategies import OVERLONG_POLICIES, STRATEGIES, STRATEGY_INFO, make_plan
 
 EXIT_BAD_INPUT = 2
@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--strategy", default="all", help=f"one of {', '.join(STRATEGIES)}, or all (default)")
     r.add_argument("--overlong", default="split", choices=OVERLONG_POLICIES, help="documents longer than the context")
     r.add_argument("--batch-size", type=_bounded(as_batch_size), default=32, help="rows per batch for pad-longest and bucket")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=_bounded(as_seed), default=0)
     r.add_argument("--format", default="table", choices=("table", "json"))
 
     r.add_argument("--ranks", type=int, help="instead of the table: split the strategy's rows (bfd for all) over "

@@ -432,3 +432,255 @@ def test_browser_analyses_a_million_line_text_upload_within_a_minute(app_page, m
     assert app_page.metric("Longest") == f"{int(widths.max()):,}"
     assert time.perf_counter() - start < 60
     app_page.assert_healthy()
+
+
+# ---------------------------------------------------------------- round 2: the CLI under a budget
+# Every case runs ``python -m packing_core report`` in a child process with a timeout and
+# measures the child's peak memory (``os.wait4``). Six classes: silently wrong numbers,
+# memory unbounded by the input, hangs, tracebacks, messages, one answer per input.
+CLI_MEMORY_LIMIT_MIB = 1024
+CLASSES = ("numbers", "memory", "hangs", "tracebacks", "messages", "answers")
+
+
+@dataclass(frozen=True)
+class Measured:
+    rc: int
+    stdout: str
+    stderr: str
+    peak_mib: float
+    seconds: float
+
+
+def run_measured(argv: list[str], env: dict | None = None, timeout: float = 60) -> Measured:
+    """Run the CLI; the child's peak RSS comes from ``os.wait4`` (its own, not the pytest process's)."""
+    import tempfile
+    import threading
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        child = subprocess.Popen([sys.executable, "-m", "packing_core", "report", *argv], cwd=ROOT,
+                                 env={**CLI_ENV, **(env or {})}, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        killer = threading.Timer(timeout, child.kill)
+        killer.start()
+        try:
+            _, status, usage = os.wait4(child.pid, 0)
+        finally:
+            killer.cancel()
+        child.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keep Popen from waiting again
+        seconds = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        return Measured(child.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"),
+                        usage.ru_maxrss / 1024, seconds)
+
+
+@dataclass(frozen=True)
+class CliCase:
+    """A hostile (or odd but valid) CLI run: ``make(folder)`` writes its files and returns the arguments.
+
+    ``error`` is a regex for the one ``error:`` line; None means valid, and ``check`` then
+    gets the JSON report and returns True when the numbers are right.
+    """
+
+    id: str
+    cls: str
+    make: object
+    error: str | None = None
+    check: object = None
+    env: tuple = ()
+
+
+def _write(folder: Path, name: str, data: bytes | str) -> str:
+    path = folder / name
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return str(path)
+
+
+def _pq(folder: Path, name: str, table: pa.Table) -> str:
+    pq.write_table(table, folder / name)
+    return str(folder / name)
+
+
+def _fifo(folder: Path) -> list[str]:
+    path = folder / "pipe.csv"
+    if not path.exists():
+        os.mkfifo(path)
+    return [str(path)]
+
+
+def _loop(folder: Path) -> list[str]:
+    path = folder / "loop.csv"
+    if not path.is_symlink():
+        path.symlink_to("loop.csv")
+    return [str(path)]
+
+
+def _dict_bomb(folder: Path) -> list[str]:
+    """1,000 rows sharing one 2 MB string: 94 KB on disk, 2 GB once decoded."""
+    values = pa.DictionaryArray.from_arrays(pa.array([0] * 1000, pa.int32()), pa.array(["x" * 2_000_000]))
+    return [_pq(folder, "dictbomb.parquet", pa.table({"text": values})), "--tokenizer", "bytes"]
+
+
+def _one(report: list[dict], key: str):
+    assert len({m[key] for m in report}) == 1, report
+    return report[0][key]
+
+
+BIG = 2**40  # MAX_LENGTH
+CLI_CASES = [
+    # 1. silently wrong numbers: exact, or refused
+    CliCase("sum-of-lengths-near-1e18", "numbers",
+            lambda d: [_write(d, "near1e18.csv", "length\n" + "999999999999999999\n" * 10), "--overlong", "truncate"],
+            r"999999999999999999.*above the largest length"),
+    CliCase("uint64-max-in-parquet", "numbers",
+            lambda d: [_pq(d, "u64.parquet", pa.table({"length": pa.array([5, 2**64 - 1], pa.uint64())}))],
+            r"row 2 holds 18,446,744,073,709,551,615"),
+    CliCase("int64-min-in-parquet", "numbers",
+            lambda d: [_pq(d, "i64.parquet", pa.table({"length": pa.array([5, -2**63], pa.int64())}))],
+            r"row 2 holds -9223372036854775808"),
+    CliCase("lengths-adding-past-max-total", "numbers",
+            lambda d: [_write(d, "total.csv", "length\n" + f"{BIG}\n" * 8200), "--overlong", "truncate"],
+            r"add up to 9,015,995,347,763,200 tokens, more than the lab accepts"),
+    CliCase("attention-cost-past-int64-is-exact", "numbers",
+            lambda d: ["--lengths", ",".join(["7"] * 200), "--context", str(2**28), "--strategy", "pad"],
+            check=lambda r: _one(r, "attention_cost_padded") == 200 * 2**56),
+    CliCase("tokens-lost-near-max-length-exact", "numbers",
+            lambda d: ["--lengths", f"{BIG},5", "--overlong", "truncate", "--strategy", "pad"],
+            check=lambda r: _one(r, "tokens_lost") == BIG - 512 and _one(r, "real_tokens") == 517),
+    CliCase("context-10-billion", "numbers", lambda d: ["--lengths", "5,3", "--context", "10000000000", "--strategy", "pad"],
+            r"context must be at most 268,435,456, got 10,000,000,000"),
+    CliCase("json-length-2-to-the-63", "numbers",
+            lambda d: [_write(d, "big.jsonl", '{"length": 5}\n{"length": %d}\n' % 2**63)], r"line 2.*too large"),
+    # 2. memory bounded by a budget, not by the input
+    CliCase("parquet-20M-rows-in-84KB", "memory",
+            lambda d: [_pq(d, "rows.parquet", pa.table({"length": pa.array(np.ones(20_000_000, np.int64))}))],
+            r"20,000,000 rows \(limit 10,000,000, PACKING_LAB_MAX_ROWS\) \(from its metadata\)"),
+    CliCase("parquet-one-64MB-string", "memory",
+            lambda d: [_pq(d, "bigstring.parquet", pa.table({"text": ["a" * 64_000_000]})), "--tokenizer", "bytes"],
+            r"holds 64,000,0\d\d bytes in 1 rows \(from its metadata\), more than one document"),
+    CliCase("parquet-dictionary-bomb", "memory", _dict_bomb, r"2,000,008,000 bytes \(limit .*PACKING_LAB_MAX_BYTES\)"),
+    CliCase("csv-400k-columns", "memory",
+            lambda d: [_write(d, "wide.csv", ",".join(f"c{i}" for i in range(400_000)) + "\n" + "1," * 399_999 + "1\n")],
+            r"and 399,980 more\]; pass column="),
+    CliCase("context-200M-sizes-nothing-by-it", "memory",
+            lambda d: ["--lengths", "5,3,300000000", "--context", "200000000"],
+            check=lambda r: {m["strategy"] for m in r} >= {"bucket", "bfd"} and _one(r, "documents") == 3),
+    CliCase("txt-one-50MB-line", "memory", lambda d: [_write(d, "line.txt", "a" * 50_000_000 + "\n")],
+            r"line 1 is longer than 4,194,304 bytes"),
+    CliCase("jsonl-one-50MB-line", "memory",
+            lambda d: [_write(d, "line.jsonl", '{"text": "' + "a" * 50_000_000 + '"}\n')], r"line 1 is longer than"),
+    CliCase("csv-one-50MB-cell", "memory", lambda d: [_write(d, "cell.csv", "text\n" + "a" * 50_000_000 + "\n")],
+            r"data row 1 is longer than 8,388,608 bytes"),
+    CliCase("txt-rows-past-the-budget", "memory", lambda d: [_write(d, "rows.txt", "ab\n" * 5000)],
+            r"5,000 rows \(limit 1,000, PACKING_LAB_MAX_ROWS\) by line 5000", env=(("PACKING_LAB_MAX_ROWS", "1000"),)),
+    CliCase("bytes-past-the-budget", "memory", lambda d: [_write(d, "bytes.csv", "length\n" + "7\n" * 300_000)],
+            r"bytes \(limit 100,000, PACKING_LAB_MAX_BYTES\)", env=(("PACKING_LAB_MAX_BYTES", "100000"),)),
+    CliCase("budget-setting-not-a-number", "memory", lambda d: [_write(d, "ok.csv", "length\n7\n")],
+            r"PACKING_LAB_MAX_ROWS='lots' is not a positive number", env=(("PACKING_LAB_MAX_ROWS", "lots"),)),
+    # 3. hangs: only regular files are read
+    CliCase("fifo", "hangs", _fifo, r"pipe.csv is a FIFO \(named pipe\), not a regular file"),
+    CliCase("character-device", "hangs", lambda d: ["/dev/zero"], r"/dev/zero is a character device"),
+    CliCase("folder-with-a-suffix", "hangs", lambda d: [str(d / "folder.csv")], r"is a folder, not a regular file"),
+    # 4. tracebacks: one line instead
+    CliCase("context-1e20", "tracebacks", lambda d: ["--lengths", "5", "--context", "1e20"], r"--context: '1e20' is not a whole"),
+    CliCase("context-10-to-the-20", "tracebacks", lambda d: ["--lengths", "5", "--context", str(10**20)],
+            r"context must be at most 268,435,456"),
+    CliCase("batch-size-1e20", "tracebacks", lambda d: ["--lengths", "5", "--batch-size", "1e20"], r"--batch-size: '1e20'"),
+    CliCase("batch-size-10-to-the-20", "tracebacks", lambda d: ["--lengths", "5", "--batch-size", str(10**20)],
+            r"batch_size must be at most 1,048,576"),
+    CliCase("seed-negative", "tracebacks", lambda d: ["--lengths", "5", "--seed", "-1"], r"--seed: seed must be at least 0"),
+    CliCase("jsonl-lone-surrogate-key", "tracebacks", lambda d: [_write(d, "surkey.jsonl", '{"\\ud800": 1}\n')],
+            r"surkey.jsonl: line 1 holds a lone surrogate"),
+    CliCase("jsonl-lone-surrogate-text", "tracebacks",
+            lambda d: [_write(d, "surtext.jsonl", '{"text": "ok"}\n{"text": "a\\udfffb"}\n'), "--tokenizer", "bytes"],
+            r"surtext.jsonl: line 2 holds a lone surrogate"),
+    # 5. messages: names escaped, causes named, places named
+    CliCase("newline-in-file-name", "messages", lambda d: [_write(d, "two\nlines.csv", "length\n0\n")],
+            r"two\\nlines.csv: column 'length' at data row 1 holds 0"),
+    CliCase("ansi-escapes-in-file-name", "messages",
+            lambda d: [_write(d, "t\x1b]0;pwned\x07\x1b[2J.csv", "length\n0\n")], r"t\\x1b\]0;pwned\\x07\\x1b\[2J.csv"),
+    CliCase("bidi-override-in-file-name", "messages", lambda d: [_write(d, "a\u202ecod.csv", "length\n0\n")], r"a\\u202ecod.csv"),
+    CliCase("undecodable-jsonl-value", "messages",
+            lambda d: [_write(d, "bad.jsonl", b'{"text": "ok"}\n{"text": "caf\xe9"}\n'), "--tokenizer", "bytes"],
+            r"bad.jsonl is not UTF-8 text \(line 2"),
+    CliCase("undecodable-csv-header", "messages", lambda d: [_write(d, "badhead.csv", b"l\xe9ngth\n3\n")],
+            r"badhead.csv is not UTF-8 text \(line 1"),
+    # 6. one answer per input
+    CliCase("float-text-in-csv", "answers", lambda d: [_write(d, "f.csv", "length\n12.0\n")], r"f.csv.*holds '12.0'"),
+    CliCase("float-in-jsonl", "answers", lambda d: [_write(d, "f.jsonl", '{"length": 12.0}\n')], r"f.jsonl.*holds 12.0"),
+    CliCase("float-in-parquet", "answers", lambda d: [_pq(d, "f.parquet", pa.table({"length": [12.0]}))], r"holds 12.0, a"),
+    CliCase("float-in-lengths", "answers", lambda d: ["--lengths", "12.0"], r"could not read '12.0'"),
+    CliCase("plus-sign-in-csv", "answers", lambda d: [_write(d, "p.csv", "length\n+7\n5\n")],
+            check=lambda r: _one(r, "real_tokens") == 12),
+    CliCase("plus-sign-in-lengths", "answers", lambda d: ["--lengths", "+7,5"], check=lambda r: _one(r, "real_tokens") == 12),
+    CliCase("bare-cr-in-txt", "answers", lambda d: [_write(d, "cr.txt", "ab\rcde\rf\r"), "--tokenizer", "bytes"],
+            check=lambda r: _one(r, "documents") == 3 and _one(r, "real_tokens") == 6),
+    CliCase("bare-cr-in-csv", "answers", lambda d: [_write(d, "cr.csv", "text\rab\rcde\rf\r"), "--tokenizer", "bytes"],
+            check=lambda r: _one(r, "documents") == 3 and _one(r, "real_tokens") == 6),
+    CliCase("duplicate-parquet-columns", "answers",
+            lambda d: [_pq(d, "dup.parquet", pa.table([pa.array([1]), pa.array([2])], names=["length", "length"]))],
+            r"dup.parquet has two columns named 'length'"),
+    CliCase("duplicate-csv-columns", "answers", lambda d: [_write(d, "dup.csv", "length,length\n1,2\n")],
+            r"dup.csv has two columns named 'length'"),
+    CliCase("symlink-loop", "answers", _loop, r"loop.csv is a symbolic link loop"),
+    CliCase("missing-file", "answers", lambda d: [str(d / "nowhere.csv")], r"file not found: .*nowhere.csv"),
+    CliCase("token-id-lists-in-parquet", "answers",
+            lambda d: [_pq(d, "ids.parquet", pa.table({"input_ids": [[1, 2, 3], [4], [5, 6]]}))],
+            check=lambda r: _one(r, "documents") == 3 and _one(r, "real_tokens") == 6),
+    CliCase("token-id-lists-in-jsonl", "answers",
+            lambda d: [_write(d, "ids.jsonl", '{"input_ids": [1, 2, 3]}\n{"input_ids": [4]}\n{"input_ids": [5, 6]}\n')],
+            check=lambda r: _one(r, "documents") == 3 and _one(r, "real_tokens") == 6),
+]
+assert {c.cls for c in CLI_CASES} == set(CLASSES) and len({c.id for c in CLI_CASES}) == len(CLI_CASES)
+
+
+def measure_case(case: CliCase, folder: Path, timeout: float = 60) -> Measured:
+    argv = case.make(folder)
+    return run_measured([*argv, "--format", "json"], env=dict(case.env), timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def cli_round2(tmp_path_factory) -> dict[str, Measured]:
+    """Every round-2 case, two at a time; each child gets its own folder and 60 s."""
+    folders = {c.id: tmp_path_factory.mktemp(c.id[:30]) for c in CLI_CASES}
+    (folders["folder-with-a-suffix"] / "folder.csv").mkdir()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {c.id: pool.submit(measure_case, c, folders[c.id]) for c in CLI_CASES}
+        return {k: f.result() for k, f in runs.items()}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=f"{c.cls}-{c.id}") for c in CLI_CASES])
+def test_cli_round2_case_answers_in_one_line_or_with_exact_numbers_within_budget(case, cli_round2):
+    r = cli_round2[case.id]
+    assert r.rc not in (-9, 137), f"killed after the timeout ({r.seconds:.0f} s): a hang"
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.peak_mib <= CLI_MEMORY_LIMIT_MIB, f"peak {r.peak_mib:,.0f} MiB > {CLI_MEMORY_LIMIT_MIB} MiB"
+    if case.error is None:
+        assert r.rc == 0, r.stderr[-500:]
+        assert case.check(json.loads(r.stdout)), r.stdout[:2000]
+        return
+    assert r.rc == 2, (r.rc, r.stderr[-500:])
+    assert r.stdout == ""
+    assert r.stderr.endswith("\n") and r.stderr.count("\n") == 1, repr(r.stderr[-1000:])
+    line = r.stderr.rstrip("\n")
+    assert line.startswith("error: ") and len(line) < 600, line[:700]
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\u202e]", line), f"raw control characters: {line!r}"
+    assert re.search(case.error, line), f"{line!r} does not match {case.error!r}"
+
+
+def test_run_measured_sees_the_childs_peak_memory_not_ours():
+    """The measurement itself can fail: a child that allocates 300 MiB must read as >= 300 MiB."""
+    child = [sys.executable, "-c", "import numpy as np; a = np.ones(300 << 17); print(a.sum())"]
+    with subprocess.Popen(child, stdout=subprocess.DEVNULL) as p:
+        _, _, usage = os.wait4(p.pid, 0)
+        p.returncode = 0
+    assert usage.ru_maxrss / 1024 >= 300
+
+
+def test_a_huge_document_makes_a_histogram_of_a_bounded_number_of_bins():
+    from packing_core import length_histogram, length_histogram_figure
+
+    for lengths, context in (([5, 10**9], 512), ([1] * 10 + [2**40], 1), (list(range(1, 100_000)), 2**28)):
+        h = length_histogram(lengths, context)
+        assert len(h.counts) <= 120 and int(h.counts.sum()) == len(lengths)
+        assert len(length_histogram_figure(h).data[0].x) <= 120

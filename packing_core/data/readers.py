@@ -178,17 +178,18 @@ def columns(src: Source) -> list[str]:
             _check_text_head(f, src)
             names = []
             for chunk, first in _chunks(f, src):
-                seen: dict[str, None] = {}
+                keys: dict[str, None] = {}
                 for i, line in enumerate(_decode(chunk, first, src).split("\n")):
                     if line.strip():
-                        seen.update(dict.fromkeys(_json_object(line, first + i, src)))
-                names = list(seen)
+                        keys.update(dict.fromkeys(_json_object(line, first + i, src)))
+                names = list(keys)
                 break  # the first batch is enough to show the columns
         else:
             _check_text_head(f, src)
             names = _csv_header(f, src)
-    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
-    if twice is not None:
+    if len(set(names)) < len(names):
+        seen: set[str] = set()
+        twice = next(n for n in names if n in seen or seen.add(n))
         raise ValueError(f"{src.name} has two columns named {display(twice)!r}; rename one so that "
                          "the column to read is unambiguous")
     if src.fmt in ("csv", "tsv") and len(names) == 1:
@@ -221,7 +222,7 @@ def iter_column(src: Source, column: str, budget: ReadBudget | None = None) -> I
         for values, where in batches:
             rows += len(values)
             nbytes = max(nbytes, f.tell()) if src.fmt != "parquet" else nbytes + _decoded_bytes(values)
-            _check_budget(src, budget, rows, nbytes, time.monotonic() - start, where(len(values) - 1))
+            _check_budget(src, budget, rows, nbytes, time.monotonic() - start, f"by {where(len(values) - 1)}")
             yield values, where
 
 
@@ -231,7 +232,7 @@ def _check_budget(src: Source, budget: ReadBudget, rows: int, nbytes: int, secon
             f"{seconds:.0f} s (limit {budget.seconds:g} s, PACKING_LAB_MAX_SECONDS)" if seconds > budget.seconds else ""]
     over = [o for o in over if o]
     if over:
-        raise ValueError(f"{src.name} is larger than one analysis may read: {' and '.join(over)} by {at}; "
+        raise ValueError(f"{src.name} is larger than one analysis may read: {' and '.join(over)} {at}; "
                          "analyse a sample or a shard of it")
 
 
@@ -263,12 +264,16 @@ def _iter_parquet(f, src, column, budget: ReadBudget):
     pf = _parquet(f, src)
     meta = pf.metadata
     if meta.num_rows > budget.rows:  # refuse from the metadata, before decoding a page
-        _check_budget(src, budget, meta.num_rows, 0, 0.0, "its metadata")
+        _check_budget(src, budget, meta.num_rows, 0, 0.0, "(from its metadata)")
     index = [i for i in range(meta.num_columns) if meta.schema.column(i).path.split(".")[0] == column]
     decoded = sum(meta.row_group(g).column(i).total_uncompressed_size
                   for g in range(meta.num_row_groups) for i in index)
-    _check_budget(src, budget, 0, decoded, 0.0, "its metadata")
+    _check_budget(src, budget, 0, decoded, 0.0, "(from its metadata)")
     row_bytes = max(1.0, decoded / max(1, meta.num_rows))
+    if row_bytes > MAX_TEXT_BYTES:  # some value is longer than a document may be: refuse before decoding it
+        raise ValueError(f"{src.name}: column {display(column)!r} holds {decoded:,} bytes in {meta.num_rows:,} rows "
+                         f"(from its metadata), more than one document may hold ({MAX_TEXT_BYTES:,} bytes); "
+                         "split the long values or drop them")
     rows = int(min(MAX_BATCH_ROWS, max(1, BATCH_BYTES // row_bytes)))  # long texts: fewer rows
     if _is_text(pf.schema_arrow.field(column).type):
         # kept as a dictionary: a few long values repeated a million times are counted
@@ -348,6 +353,9 @@ def _csv_error(e: Exception, f, src: Source, offset: int) -> ValueError:
                 chunk.decode("utf-8")
             except UnicodeDecodeError as e:
                 return _utf8_error(chunk, first, src, e)
+    if "straddling" in msg:  # pyarrow's words for a value longer than one block
+        return ValueError(f"{src.name}: a value in the block from data row {offset + 1} is longer than "
+                          f"{BATCH_BYTES:,} bytes, more than one document may hold; split it, or check the quoting")
     return ValueError(f"could not parse {src.name} as {src.fmt.upper()} in the block from data row "
                       f"{offset + 1} ({msg}); check the delimiter ({_delimiter(src)!r}) and the quoting")
 
@@ -418,7 +426,7 @@ def _decode(chunk: bytes, first: int, src: Source) -> str:
 def _iter_txt(f, src, column):
     for chunk, first in _chunks(f, src):
         # Split and validate in C: one Python call per block, none per line.
-        lines = pa.array(chunk.split(b"\n"), pa.binary())
+        lines = pa.array((chunk[:-1] if chunk.endswith(b"\n") else chunk).split(b"\n"), pa.binary())
         try:
             lines = pc.utf8_rtrim(lines.cast(pa.string()), characters="\r")
         except pa.ArrowException as e:
