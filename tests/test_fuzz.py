@@ -684,3 +684,16 @@ def test_a_huge_document_makes_a_histogram_of_a_bounded_number_of_bins():
         h = length_histogram(lengths, context)
         assert len(h.counts) <= 120 and int(h.counts.sum()) == len(lengths)
         assert len(length_histogram_figure(h).data[0].x) <= 120
+
+
+def test_plan_figures_are_bounded_whatever_the_context_and_the_number_of_rows():
+    from packing_core import make_plan, plan_strip, row_order, row_order_figure
+
+    huge = make_plan([2**28 - 1, 5, 7], 2**28, "pad")  # three rows of 2**28 slots
+    fig = plan_strip(huge, max_cols=512)
+    assert np.asarray(fig.data[0].z).size <= 3 * 512
+    tiny = make_plan(np.ones(200_000, np.int64), 2**20, "bfd")  # one row, 200,000 one-token documents
+    assert all(len(t.x) <= 2000 for t in plan_strip(tiny, max_cols=512).data[1:] if t.x is not None)
+    many = make_plan(np.full(100_000, 9), 16, "ffd")  # 100,000 rows
+    fig = row_order_figure({"ffd": row_order(many)})
+    assert len(fig.data[0].x) <= 2000 and int(max(fig.data[0].y)) == 9

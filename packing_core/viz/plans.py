@@ -21,7 +21,6 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from packing_core.analysis.costs import benchmark_bounds
-from packing_core.batch.packed import segment_layout
 from packing_core.packing.strategies import PACKING_STRATEGIES
 from packing_core.viz.style import (
     ALERT_COLOUR,
@@ -38,27 +37,34 @@ from packing_core.viz.style import (
     stride_for,
 )
 
+MAX_POINTS = 2000  # markers or line points per trace, whatever the data
 
-def plan_grid(plan, first_row: int = 0, max_rows: int = 32):
+
+def plan_grid(plan, first_row: int = 0, max_rows: int = 32, stride: int = 1):
     """Per-slot document ids and token indices of rows ``first_row ..`` of a plan.
 
-    Returns ``(rows, doc, token)``: ``doc`` is -1 on pads and -2 past a row's width.
+    Returns ``(rows, doc, token)``: ``doc`` is -1 on pads and -2 past a row's width. With
+    ``stride`` k only every k-th slot is computed, so the grid has ``width / k`` columns
+    whatever the context (a context of 2**28 must not build a 2**28-wide grid).
     """
     if not 0 <= first_row < plan.n_rows:
         raise ValueError(f"first_row {first_row} does not exist: the plan has rows 0..{plan.n_rows - 1}")
     rows = np.arange(first_row, min(plan.n_rows, first_row + max_rows))
     width = int(plan.row_width[rows].max())
-    slot = np.arange(width)
+    slot = np.arange(0, width, max(1, int(stride)))
     doc = np.where(slot[None, :] < plan.row_width[rows][:, None], PAD, EMPTY).astype(np.int64)
     token = np.full_like(doc, -1)
     b = plan.row_bounds()
-    lo, hi = int(b[rows[0]]), int(b[rows[-1] + 1])
-    pieces = segment_layout(plan.piece_len[lo:hi])
-    piece, within = pieces.segment_ids, pieces.position_ids
-    r = plan.piece_row[lo:hi][piece] - first_row
-    c = plan.piece_offset[lo:hi][piece] + within
-    doc[r, c] = plan.piece_doc[lo:hi][piece]
-    token[r, c] = plan.piece_start[lo:hi][piece] + within
+    for i, r in enumerate(rows):  # at most max_rows rows; per row, one search per shown slot
+        sl = slice(int(b[r]), int(b[r + 1]))
+        order = np.argsort(plan.piece_offset[sl], kind="stable")
+        off, length = plan.piece_offset[sl][order], plan.piece_len[sl][order]
+        if len(off) == 0:
+            continue
+        j = np.maximum(np.searchsorted(off, slot, side="right") - 1, 0)
+        inside = (slot >= off[j]) & (slot < off[j] + length[j])
+        doc[i, inside] = plan.piece_doc[sl][order][j[inside]]
+        token[i, inside] = plan.piece_start[sl][order][j[inside]] + slot[inside] - off[j[inside]]
     return rows, doc, token
 
 
@@ -68,16 +74,18 @@ def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 
 
     A piece that does not finish its document (split at a row edge) ends in a red tick.
     """
-    rows, doc, token = plan_grid(plan, first_row, max_rows)
-    width = doc.shape[1]
+    if not 0 <= first_row < plan.n_rows:
+        raise ValueError(f"first_row {first_row} does not exist: the plan has rows 0..{plan.n_rows - 1}")
+    width = int(plan.row_width[first_row:first_row + max_rows].max())
     k = stride_for(width, max_cols)
+    rows, doc, token = plan_grid(plan, first_row, max_rows, stride=k)
     x = np.arange(0, width, k)
     labels = np.where(doc >= 0, np.char.add(np.char.add("document ", doc.astype(str)),
                                             np.char.add(", token ", token.astype(str))),
                       np.where(doc == PAD, "pad", "outside the row"))
     codes = np.where(doc == EMPTY, EMPTY, colour_codes(doc))
     fig = go.Figure(code_heatmap(
-        codes[:, ::k], x=x, y=rows, text=labels[:, ::k], gaps=k == 1 and width <= 256,
+        codes, x=x, y=rows, text=labels, gaps=k == 1 and width <= 256,
         hovertemplate="row %{y}, slot %{x}<br>%{text}<extra></extra>"))
     if show_ticks:
         b = plan.row_bounds()
@@ -86,7 +94,9 @@ def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 
         finishes = plan.piece_start[sl] + plan.piece_len[sl] == plan.lengths[plan.piece_doc[sl]]
         for mask, name, colour in ((finishes, "document ends", "#222"),
                                    (~finishes, "document split here", ALERT_COLOUR)):
-            if mask.any():
+            shown = np.flatnonzero(mask)
+            mask = shown[:: stride_for(len(shown), MAX_POINTS)]  # tiny documents: a bounded number of ticks
+            if len(mask):
                 fig.add_trace(go.Scatter(
                     x=end[mask] - 0.5, y=plan.piece_row[sl][mask], mode="markers", name=name,
                     marker=dict(symbol="line-ns", size=max(8, min(26, row_height - 4)),
@@ -211,11 +221,19 @@ def benchmark_figure(result: dict, title: str | None = None) -> go.Figure:
 
 
 def row_order_figure(orders: dict, title: str | None = None) -> go.Figure:
-    """Longest document per row, in row order, one line per plan (``{label: RowOrder}``)."""
+    """Longest document per row, in row order, one line per plan (``{label: RowOrder}``).
+
+    At most ``MAX_POINTS`` points per line: beyond that, each point is the longest of a
+    block of rows (a spike never vanishes).
+    """
     fig = go.Figure()
     for i, (label, order) in enumerate(orders.items()):
+        longest = np.asarray(order.longest)
+        k = stride_for(len(longest), MAX_POINTS)
+        if k > 1:
+            longest = np.maximum.reduceat(longest, np.arange(0, len(longest), k))
         fig.add_trace(go.Scattergl(
-            x=np.arange(len(order.longest)), y=order.longest, mode="lines", name=label,
+            x=np.arange(len(longest)) * k, y=longest, mode="lines", name=label,
             line=dict(width=1.5, color=PALETTE[i % len(PALETTE)]),
             hovertemplate="row %{x}: longest document %{y} tokens<extra>" + label + "</extra>",
         ))
