@@ -142,3 +142,36 @@ st.markdown(
 figure(targets_figure(shown, 0, pc.naive_targets(good, 0)), key=S.key("targets"))
 with st.expander("The documents in this row"):
     st.code("\n".join(docs.texts), language=None)
+
+
+# ---------------------------------------------------------------- a batch from your trainer
+st.subheader("Check a batch from your trainer")
+st.markdown(
+    "Save one batch as your trainer hands it to `model(**batch)`, and upload it: transformers' padding-free "
+    "format (`input_ids`, `labels`, `position_ids`, optionally `cu_seq_lens_q/k`), a padded batch with an "
+    "`attention_mask`, or packed rows with `position_ids` only. Safetensors, `.npz` or JSON; pickles "
+    "(`.pt`, `.bin`, `.pkl`) are refused, because loading one runs code. "
+    "`python -m packing_core check FILE --model smollm2` does the same and also runs the model on it."
+)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def check_upload(data: bytes, name: str):
+    return pc.check_hf_batch(pc.load_batch_bytes(data, name))
+
+
+up = st.file_uploader("Batch file", type=["safetensors", "npz", "json", "pt", "bin", "pkl"], key=S.key("batch_file"))
+if up is not None:
+    with guard(f"check {up.name}"):
+        checked = check_upload(up.getvalue(), up.name)
+    rows_, width_ = checked.shape
+    st.markdown(f"**{checked.format}** batch: {rows_} row(s) of {width_} tokens, "
+                f"{checked.n_documents} document(s).")
+    if checked.sound:
+        st.success("No violation: documents, positions, labels and boundaries agree.")
+    for v in checked.violations:
+        st.warning(f"`{v.name}`: {v.detail}. {pc.HF_VIOLATIONS[v.name]}.")
+    row_ = st.number_input("Row", 0, rows_ - 1, 0, key=S.key("batch_row")) if rows_ > 1 else 0
+    with guard("draw the row"):
+        figure(pc.hf_batch_figure(checked, int(row_), title="Your batch: red marks each violation"),
+               key=S.key("batch_fig"))

@@ -45,7 +45,7 @@ _export("packing.strategies", "OVERLONG_POLICIES", "PACKING_STRATEGIES", "STRATE
 _export("batch.packed", "IGNORE_INDEX", "FlatBatch", "PackedBatch", "SegmentLayout", "segment_layout")
 _export("batch.checks", "MODEL_SPECIFIC", "VIOLATIONS", "Violation", "check_batch")
 _export("batch.hf_check", "HF_VIOLATIONS", "HFBatchCheck", "check_hf_batch")
-_export("batch.hf_file", "load_batch_file")
+_export("batch.hf_file", "load_batch_bytes", "load_batch_file")
 _export("batch.loss", "LOSS_RULES", "document_weights", "reduce_loss", "token_weights")
 _export("batch.faults", "BREAKS", "NaiveTargets", "PromptBlindBatch", "broken_batch", "loss_vs_answers", "naive_targets")
 _export("attention.masks", "and_masks", "block_causal_mask", "causal", "materialise", "same_document")
@@ -75,6 +75,7 @@ _export("viz.style", "ALERT_COLOUR", "PACKED_COLOUR", "PADDED_COLOUR", "PALETTE"
 _export("viz.plans", "benchmark_figure", "length_histogram_figure", "plan_grid", "plan_strip", "row_order_figure",
         "slot_use_figure", "strategy_figure")
 _export("viz.rows", "layout_figure", "logit_diff_figure", "mask_figure", "targets_figure")
+_export("viz.batch_check", "hf_batch_figure")
 _export("viz.training", "loss_curves_figure")
 
 __all__ = sorted(_EXPORTS)

@@ -181,3 +181,36 @@ def test_check_with_a_model_finds_the_leak_of_an_all_ones_mask(tmp_path, llama_d
     code, out, _ = run_cli("check", str(tmp_path / "masked.npz"), "--model", str(llama_dir), "--format", "json")
     run = json.loads(out)["model_run"]
     assert code == 1 and run["leaks"] and run["documents"][0]["equivalent"] and not run["documents"][1]["equivalent"]
+
+
+# ---------------------------------------------------------------- the Masks and labels page
+def upload(name, data):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../app.py", default_timeout=120)
+    at.switch_page("app_pages/masks_and_labels.py").run()
+    at.file_uploader(key="masks_and_labels.batch_file").set_value((name, data, "application/octet-stream")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_an_uploaded_batch_is_drawn_with_each_violation_named():
+    batch = flattened()
+    batch["labels"] = batch["input_ids"].tolist()
+    at = upload("batch.json", json.dumps({k: np.asarray(v).tolist() for k, v in batch.items()}).encode())
+    assert any("label_crosses_boundary" in w.value for w in at.warning) and not at.error
+    fig = pc.hf_batch_figure(pc.check_hf_batch(batch))
+    assert "label_crosses_boundary" in list(fig.data[0].y)
+
+
+def test_an_uploaded_pickle_is_refused_in_one_line():
+    at = upload("batch.pt", b"\x80\x04K\x01.")
+    assert len(at.error) == 1 and "pickle" in at.error[0].value
+
+
+def test_batch_bytes_and_files_read_the_same(tmp_path):
+    batch = {k: np.asarray(v, dtype=np.int64) for k, v in flattened().items()}
+    save_file(batch, str(tmp_path / "b.safetensors"))
+    from_file = pc.load_batch_file(tmp_path / "b.safetensors")
+    from_bytes = pc.load_batch_bytes((tmp_path / "b.safetensors").read_bytes(), "b.safetensors")
+    assert sorted(from_file) == sorted(from_bytes) and all((from_file[k] == from_bytes[k]).all() for k in from_file)
