@@ -697,3 +697,30 @@ def test_plan_figures_are_bounded_whatever_the_context_and_the_number_of_rows():
     many = make_plan(np.full(100_000, 9), 16, "ffd")  # 100,000 rows
     fig = row_order_figure({"ffd": row_order(many)})
     assert len(fig.data[0].x) <= 2000 and int(max(fig.data[0].y)) == 9
+
+
+def _one_error_line(r: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), r.stderr[-1000:]
+    return r.stderr.strip()
+
+
+@pytest.mark.skipif(__import__("importlib.util").util.find_spec("flash_attn") is not None, reason="flash-attn is installed")
+def test_verify_with_flash_attention_names_the_missing_package_not_the_model(tmp_path):
+    """Even with no model installed at all, the missing kernel package is the first cause named."""
+    env = {**CLI_ENV, "PACKING_LAB_CACHE": str(tmp_path / "cache"), "PACKING_LAB_MODELS": str(tmp_path / "models")}
+    r = subprocess.run([sys.executable, "-m", "packing_core", "verify", "--model", "smollm2", "--backend",
+                        "flash_attention_2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    line = _one_error_line(r)
+    assert "flash-attn package, which is not installed" in line and "not installed (and no" not in line
+
+
+def test_an_empty_tokenizer_folder_in_the_cache_is_named_in_one_line(tmp_path):
+    folder = tmp_path / "cache" / "smollm2-135m-instruct-tokenizer"
+    folder.mkdir(parents=True)
+    data = tmp_path / "t.csv"
+    data.write_text("text\nhello world\n")
+    r = subprocess.run([sys.executable, "-m", "packing_core", "report", str(data), "--tokenizer", "smollm2"], cwd=ROOT,
+                       env={**CLI_ENV, "PACKING_LAB_CACHE": str(tmp_path / "cache")}, capture_output=True, text=True,
+                       timeout=120)
+    assert f"the cached tokenizer folder {folder} is empty or broken" in _one_error_line(r)

@@ -24,6 +24,7 @@ so a plain forward over a packed row leaks across documents unless the caller pa
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import threading
 import weakref
 from typing import Any
@@ -82,11 +83,21 @@ def register_attention() -> tuple[str, ...]:
     return ATTN_IMPLEMENTATIONS
 
 
+# transformers' kernels that live in optional packages: (module to find, pip name)
+_KERNEL_PACKAGES = {"flash_attention_2": ("flash_attn", "flash-attn"),
+                    "flash_attention_3": ("flash_attn_interface", "flash-attn-3")}
+
+
 def attn_name(attn: str) -> str:
     """Full implementation name: ``"segments" -> "packing_lab_segments"``; HF names pass."""
     if attn in attention.BACKENDS:
         return ATTN_PREFIX + attn
     if attn in ATTN_IMPLEMENTATIONS or attn == "eager" or attn in AttentionInterface():
+        package = _KERNEL_PACKAGES.get(attn)
+        if package is not None and importlib.util.find_spec(package[0]) is None:
+            raise ValueError(f"attention {attn!r} needs the {package[1]} package, which is not installed "
+                             f"(it needs a CUDA GPU: pip install {package[1]}); use sdpa, eager or one of the "
+                             f"lab's backends ({', '.join(attention.BACKENDS)})")
         return attn
     raise ValueError(f"unknown attention {attn!r}: choose one of "
                      f"{', '.join(ATTN_IMPLEMENTATIONS + HF_IMPLEMENTATIONS)}")

@@ -155,7 +155,7 @@ def real_tokenizer() -> RealTokenizer | None:
     """The SmolLM2 tokenizer (49,152 tokens), or None when the model is not installed."""
     for folder in (cache_dir() / _MODEL_DIR, cache_dir() / _TOKENIZER_DIR):
         if folder.is_dir():
-            return RealTokenizer(PRETRAINED, AutoTokenizer.from_pretrained(folder, local_files_only=True))
+            return RealTokenizer(PRETRAINED, _cached_tokenizer(folder))
     gguf = _gguf_folder()
     if gguf is None:
         return None
@@ -165,7 +165,17 @@ def real_tokenizer() -> RealTokenizer | None:
 
     with _convert_lock:
         folder = _atomic_save(cache_dir() / _TOKENIZER_DIR, save)
-    return RealTokenizer(PRETRAINED, AutoTokenizer.from_pretrained(folder, local_files_only=True))
+    return RealTokenizer(PRETRAINED, _cached_tokenizer(folder))
+
+
+def _cached_tokenizer(folder: Path):
+    """A tokenizer from a cache folder; an empty or broken one is named in one line."""
+    try:
+        return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ValueError(f"the cached tokenizer folder {folder} is empty or broken ({first}); delete that "
+                         "folder and the next run rebuilds it from the installed model") from None
 
 
 def default_tokenizer():

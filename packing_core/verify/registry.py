@@ -127,8 +127,10 @@ def verify_pretrained(mask: str = "on", positions: str = "reset", backend: str =
     ``dtype``, on ``device``). With ``mask="off"`` the second text reads the first, and
     its top-1 predictions change: the report lists them, decoded, in ``changes``.
     """
+    from packing_core.models.hf_attention import attn_name
     from packing_core.models.pretrained import PRETRAINED, load_pretrained
 
+    attn_name(backend)  # a backend that cannot run is named before the model loads
     if pretrained is None:
         model, tokenizer = load_pretrained(dtype=dtype or torch.float32)
         if device is not None:
