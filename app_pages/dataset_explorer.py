@@ -75,6 +75,12 @@ def _use_file() -> None:
 with st.expander("Use your own file (CSV, TSV, JSONL, Parquet or TXT)", expanded="upload" not in st.session_state):
     st.caption("One document per row (per line for TXT). Pick a column of token counts, or a text "
                "column to tokenise. The file stays in this session; nothing is stored.")
+    try:  # one analysis may not take the server from the rest of the class
+        _budget = pc.read_budget()
+        st.caption(f"Limits per analysis: {_budget.rows:,} rows, {_budget.bytes / 2**20:,.0f} MiB read or decoded, "
+                   f"{_budget.seconds:g} s (the server's PACKING_LAB_MAX_ROWS, _BYTES, _SECONDS).")
+    except ValueError as e:
+        st.error(f"The server's read budget is misconfigured: {esc(e)}")
     # a new file starts clean: an error about the previous one would mislead
     up = st.file_uploader("File", type=FILE_TYPES, key="w_upload",
                           on_change=lambda: st.session_state.pop("upload_error", None))

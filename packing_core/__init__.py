@@ -24,8 +24,8 @@ def _export(module: str, *names: str) -> None:
         _EXPORTS[name] = f"packing_core.{module}"
 
 
-_export("_validate", "Mask", "Positions")
-_export("_settings", "cache_dir", "models_dir", "model_dirs")
+_export("_validate", "LIMITS", "Mask", "Positions")
+_export("_settings", "cache_dir", "models_dir", "model_dirs", "ReadBudget", "read_budget")
 _export("data.lengths", "SYNTHETIC", "Tokenizer", "as_lengths", "byte_tokenizer", "describe_columns",
         "lengths_from_file", "parse_lengths", "synthetic_lengths", "texts_from_file")
 _export("data.sources", "Document", "SourceInfo", "list_sources", "load_documents", "load_lengths")

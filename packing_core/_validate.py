@@ -169,3 +169,8 @@ def as_seed(value, name: str = "seed") -> int:
 def as_batch_size(value, name: str = "batch_size") -> int:
     """Rows per batch: a whole number from 1 to ``MAX_BATCH_SIZE``."""
     return whole_number(value, name, maximum=MAX_BATCH_SIZE, hint="try 32")
+
+
+# The documented limits, by name (the README and the hostile-input benchmark print them).
+LIMITS = {"MAX_CONTEXT": MAX_CONTEXT, "MAX_BATCH_SIZE": MAX_BATCH_SIZE, "MAX_LENGTH": MAX_LENGTH,
+          "MAX_DOCUMENTS": MAX_DOCUMENTS, "MAX_TOTAL_TOKENS": MAX_TOTAL_TOKENS, "MAX_TEXT_BYTES": MAX_TEXT_BYTES}

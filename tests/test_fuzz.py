@@ -451,27 +451,38 @@ class Measured:
     seconds: float
 
 
-def run_measured(argv: list[str], env: dict | None = None, timeout: float = 60) -> Measured:
-    """Run the CLI; the child's peak RSS comes from ``os.wait4`` (its own, not the pytest process's)."""
-    import tempfile
-    import threading
+# Linux counts a process's memory before exec in its peak RSS, so a child forked from this
+# (large) pytest process would report at least our size. A tiny launcher, started with
+# -I -S, forks and execs the real child and reads its peak with os.wait4.
+_LAUNCHER = ("import os, sys\n"
+             "pid = os.fork()\n"
+             "if pid == 0:\n"
+             "    os.execv(sys.argv[2], sys.argv[2:])\n"
+             "_, status, usage = os.wait4(pid, 0)\n"
+             "open(sys.argv[1], 'w').write(f'{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}')\n")
 
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+
+def run_measured(argv: list[str], env: dict | None = None, timeout: float = 60, command=None) -> Measured:
+    """Run the CLI (or ``command``) in a child; its own peak RSS comes from ``os.wait4``."""
+    import signal
+    import tempfile
+
+    command = command or [sys.executable, "-m", "packing_core", "report", *argv]
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err, usage = (Path(tmp) / n for n in ("out", "err", "usage"))
         start = time.perf_counter()
-        child = subprocess.Popen([sys.executable, "-m", "packing_core", "report", *argv], cwd=ROOT,
-                                 env={**CLI_ENV, **(env or {})}, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-        killer = threading.Timer(timeout, child.kill)
-        killer.start()
-        try:
-            _, status, usage = os.wait4(child.pid, 0)
-        finally:
-            killer.cancel()
-        child.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keep Popen from waiting again
+        with open(out, "wb") as o, open(err, "wb") as e:
+            launcher = subprocess.Popen([sys.executable, "-I", "-S", "-c", _LAUNCHER, str(usage), *command], cwd=ROOT,
+                                        env={**CLI_ENV, **(env or {})}, stdout=o, stderr=e, stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
+            try:
+                launcher.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(launcher.pid, signal.SIGKILL)  # the launcher and the child: a hang
+                launcher.wait()
         seconds = time.perf_counter() - start
-        out.seek(0)
-        err.seek(0)
-        return Measured(child.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"),
-                        usage.ru_maxrss / 1024, seconds)
+        rc, peak_kib = map(int, usage.read_text().split()) if usage.exists() else (-9, 0)
+        return Measured(rc, out.read_text(errors="replace"), err.read_text(errors="replace"), peak_kib / 1024, seconds)
 
 
 @dataclass(frozen=True)
@@ -668,13 +679,12 @@ def test_cli_round2_case_answers_in_one_line_or_with_exact_numbers_within_budget
     assert re.search(case.error, line), f"{line!r} does not match {case.error!r}"
 
 
-def test_run_measured_sees_the_childs_peak_memory_not_ours():
-    """The measurement itself can fail: a child that allocates 300 MiB must read as >= 300 MiB."""
-    child = [sys.executable, "-c", "import numpy as np; a = np.ones(300 << 17); print(a.sum())"]
-    with subprocess.Popen(child, stdout=subprocess.DEVNULL) as p:
-        _, _, usage = os.wait4(p.pid, 0)
-        p.returncode = 0
-    assert usage.ru_maxrss / 1024 >= 300
+def test_run_measured_sees_the_childs_own_peak_memory_not_ours():
+    """The measurement can fail both ways: 300 MiB must read as >= 300, a bare interpreter as < 60."""
+    big = run_measured([], command=[sys.executable, "-c", "import numpy as np; print(np.ones(300 << 17).sum())"])
+    small = run_measured([], command=[sys.executable, "-S", "-c", "print(1)"])
+    assert big.rc == 0 and big.peak_mib >= 300, big
+    assert small.rc == 0 and small.peak_mib < 60, small
 
 
 def test_a_huge_document_makes_a_histogram_of_a_bounded_number_of_bins():
@@ -724,3 +734,27 @@ def test_an_empty_tokenizer_folder_in_the_cache_is_named_in_one_line(tmp_path):
                        env={**CLI_ENV, "PACKING_LAB_CACHE": str(tmp_path / "cache")}, capture_output=True, text=True,
                        timeout=120)
     assert f"the cached tokenizer folder {folder} is empty or broken" in _one_error_line(r)
+
+
+# ---------------------------------------------------------------- round 2: the app's per-analysis budget
+def _rows_txt(n: int) -> bytes:
+    return b"ab\n" * n
+
+
+@pytest.mark.parametrize("name, data, env, shown", [
+    ("rows.txt", _rows_txt(5000), {"PACKING_LAB_MAX_ROWS": "1000"}, r"5,000 rows \(limit 1,000, PACKING_LAB_MAX_ROWS\)"),
+    ("bytes.csv", b"length\n" + b"7\n" * 300_000, {"PACKING_LAB_MAX_BYTES": "100000"}, r"limit 100,000, PACKING_LAB_MAX_BYTES"),
+    ("surrogate.jsonl", b'{"\\ud800": 1}\n', {}, r"line 1 holds a lone surrogate"),
+], ids=["rows", "bytes", "lone-surrogate-key"])
+def test_app_upload_past_the_budget_shows_one_error_and_the_next_file_is_served(name, data, env, shown, monkeypatch):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    at = _explorer()
+    before = _documents(at)
+    _upload(at, name, data)
+    assert not at.exception, at.exception[0].value
+    errors = [_plain(e.value) for e in at.error]
+    assert len(errors) == 1 and re.search(shown, errors[0]) and name in errors[0], errors
+    assert _documents(at) == before
+    _upload(at, "good.csv", b"length\n5\n3\n8\n")  # the same session, the next file: served
+    assert not at.error and _documents(at) == "3"

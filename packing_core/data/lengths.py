@@ -304,13 +304,16 @@ def lengths_from_file(source, column: str | None = None, tokenizer: Tokenizer | 
     src = readers.as_source(source, fmt)
     column = _pick_column(src, column, "lengths")
     parts, total = [], 0
-    for kind, values, where in _batches(src, column, text_only=False, budget=budget):
-        if limit is not None:
-            values = values[: limit - total]  # tokenize no more than asked for
-        parts.append(values if kind == "lengths" else _token_lengths(values, tokenizer, where))
-        total += len(parts[-1])
-        if limit is not None and total >= limit:
-            break
+    try:
+        for kind, values, where in _batches(src, column, text_only=False, budget=budget):
+            if limit is not None:
+                values = values[: limit - total]  # tokenize no more than asked for
+            parts.append(values if kind == "lengths" else _token_lengths(values, tokenizer, where))
+            total += len(parts[-1])
+            if limit is not None and total >= limit:
+                break
+    finally:  # a server reads one upload after another: hand Arrow's freed buffers back to the system
+        pa.default_memory_pool().release_unused()
     if total == 0:
         raise ValueError(f"no documents found in {src.name} (column {readers.display(column)!r})")
     return as_lengths(np.concatenate(parts))  # the dataset's bounds: documents, total tokens
