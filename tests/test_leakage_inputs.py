@@ -56,3 +56,12 @@ def test_smollm2_drift_in_words_side_by_side():
     assert not at.exception and not at.error
     assert any("The words part at generated token" in w.value for w in at.warning)
     assert "tower" in "\n".join(t.value for t in at.text).lower()
+
+
+def test_a_folder_without_a_tokenizer_says_so_in_one_line(tmp_path, monkeypatch):
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    LlamaForCausalLM(cfg).save_pretrained(tmp_path, safe_serialization=True)
+    monkeypatch.setenv("PACKING_LAB_MODEL_DIRS", str(tmp_path))
+    at = open_lab(model=str(tmp_path))
+    assert not at.exception and len(at.error) == 1 and "no tokenizer files" in at.error[0].value

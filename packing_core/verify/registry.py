@@ -120,15 +120,17 @@ def load_causal_lm(model: str, dtype: torch.dtype = torch.float32):
 
 def verify_pretrained(mask: str = "on", positions: str = "reset", backend: str = "segments",
                       texts=None, *, documents=None, pretrained=None, use_cache: bool = False,
-                      dtype: torch.dtype | None = None, device=None) -> VerifyReport:
+                      dtype: torch.dtype | None = None, device=None, model_name: str = PRETRAINED_MODELS[0]
+                      ) -> VerifyReport:
     """Verify SmolLM2 on real text: the texts (or token-id ``documents``) packed in one row vs alone.
 
     ``pretrained`` is a ``(model, tokenizer)`` pair already loaded (else loads it in
-    ``dtype``, on ``device``). With ``mask="off"`` the second text reads the first, and
-    its top-1 predictions change: the report lists them, decoded, in ``changes``.
+    ``dtype``, on ``device``): SmolLM2, or any local model from ``load_local_model``.
+    With ``mask="off"`` the second text reads the first, and its top-1 predictions change:
+    the report lists them, decoded, in ``changes``.
     """
     from packing_core.models.hf_attention import attn_name
-    from packing_core.models.pretrained import PRETRAINED, load_pretrained
+    from packing_core.models.pretrained import load_pretrained
 
     attn_name(backend)  # a backend that cannot run is named before the model loads
     if pretrained is None:
@@ -137,13 +139,16 @@ def verify_pretrained(mask: str = "on", positions: str = "reset", backend: str =
             model = model.to(device)
     else:
         model, tokenizer = pretrained
+    if tokenizer is None:
+        raise ValueError(f"{model_name} has no tokenizer files, so texts cannot be tokenised: save the tokenizer "
+                         "into its folder, or verify it from the command line on token ids")
     if documents is None:
         texts = _texts(texts)
         documents = tokenise_texts(tokenizer, texts)
     else:
         texts = tuple(tokenizer.decode(d) for d in documents)
     return verify_hf(model, documents, mask=mask, positions=positions, attn=backend,
-                     use_cache=use_cache, model_name=PRETRAINED, decode=tokenizer.decode, texts=texts)
+                     use_cache=use_cache, model_name=model_name, decode=tokenizer.decode, texts=texts)
 
 
 def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset",
