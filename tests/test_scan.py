@@ -3,6 +3,7 @@ import functools
 import gzip
 import io
 import json
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -98,6 +99,13 @@ def test_a_local_tokenizer_folder_loads_offline_and_names_itself(smollm2, tmp_pa
     tok = load_tokenizer(str(folder))
     assert tok.name == "my-tokenizer" and tok.vocab_hash == smollm2.vocab_hash
     assert tok(["Hello world"]) == smollm2(["Hello world"])
+
+
+def test_the_tokenizer_picker_lists_the_built_ins_and_the_folders_of_the_setting(monkeypatch, tmp_path):
+    from packing_core.models.tokenizers import tokenizer_choices
+
+    monkeypatch.setenv("PACKING_LAB_TOKENIZERS", f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}")
+    assert tokenizer_choices() == ["smollm2", "bytes", str(tmp_path / "a"), str(tmp_path / "b")]
 
 
 def test_chat_data_with_the_byte_tokenizer_asks_for_a_template(tmp_path):

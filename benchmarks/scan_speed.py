@@ -1,0 +1,168 @@
+"""Scan speed: fortunes texts replicated to a million documents, the local engine against datasets.map.
+
+    python benchmarks/scan_speed.py                   # 1M documents, 2 workers, SmolLM2's tokenizer
+    python benchmarks/scan_speed.py --json
+    python benchmarks/scan_speed.py --docs 100000 --memory-docs 100000,1000000 --skip-datasets
+
+Three measurements:
+- throughput: ``scan`` with the local engine against ``datasets.Dataset.map(batched=True,
+  num_proc=2)`` computing the same lengths with the same tokenizer (the profiles must agree);
+- memory: peak RSS of the scanning process and of its largest worker at each ``--memory-docs``
+  size (each in a fresh subprocess), flat when nothing grows with the documents;
+- planning from counts: bfd on the fortunes profile scaled to 1,000,000,000 documents.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import packing_core as pc
+
+BLOCK = 1_000_000     # documents per block of shards; larger sets link the same block again
+
+
+def write_block(folder: Path, docs: int, shards: int) -> list[Path]:
+    """The fortunes texts repeated to ``docs`` documents, in ``shards`` Parquet files."""
+    texts = np.array([d.text for d in pc.load_documents("fortunes")], dtype=object)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k, idx in enumerate(np.array_split(np.arange(docs), shards)):
+        path = folder / f"part-{k:03d}.parquet"
+        pq.write_table(pa.table({"text": texts[idx % len(texts)].tolist()}), path, row_group_size=16_384)
+        paths.append(path)
+    return paths
+
+
+def corpus(folder: Path, docs: int, shards: int) -> Path:
+    """A folder of ``docs`` documents: one written block, linked as often as needed."""
+    block = write_block(folder / "block", min(docs, BLOCK), shards)
+    if docs <= BLOCK:
+        return folder / "block"
+    out = folder / f"docs-{docs}"
+    out.mkdir()
+    for copy in range(docs // BLOCK):
+        for p in block:
+            (out / f"c{copy:03d}-{p.name}").symlink_to(p)
+    return out
+
+
+def _peak_mb(who) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024   # Linux reports KiB
+
+
+def child_scan(folder: str, workers: int, tokenizer: str) -> dict:
+    """Scan an existing corpus in this (fresh) process: its peak RSS is the scan's alone."""
+    start = time.perf_counter()
+    profile = pc.scan([folder], functools.partial(pc.load_tokenizer, tokenizer), workers=workers)
+    seconds = time.perf_counter() - start
+    return {"documents": profile.documents, "seconds": round(seconds, 2),
+            "peak_rss_scan_process_mb": round(_peak_mb(resource.RUSAGE_SELF), 1),
+            "peak_rss_largest_worker_mb": round(_peak_mb(resource.RUSAGE_CHILDREN), 1)}
+
+
+def datasets_lengths(files: list[Path], tokenizer: str, workers: int, cache: Path) -> tuple[dict, float, float]:
+    """The same lengths with ``datasets.Dataset.map(batched=True, num_proc=workers)``: (counts, load s, map s)."""
+    import datasets
+
+    hf = pc.load_tokenizer(tokenizer).hf
+    datasets.disable_progress_bars()
+    # one thread per process on both sides, as in the scan's workers: 2 processes on 2 cores
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    start = time.perf_counter()
+    ds = datasets.Dataset.from_parquet([str(f) for f in files], cache_dir=str(cache))
+    loaded = time.perf_counter()
+    out = ds.map(lambda b: {"length": [len(ids) for ids in hf(b["text"], add_special_tokens=False)["input_ids"]]},
+                 batched=True, num_proc=workers, remove_columns=["text"])
+    lengths = np.asarray(out["length"], dtype=np.int64)
+    seconds = time.perf_counter() - start
+    values, counts = np.unique(lengths, return_counts=True)
+    return dict(zip(values.tolist(), counts.tolist())), loaded - start, seconds - (loaded - start)
+
+
+def bfd_billion(profile, context: int, rounds: int = 3) -> dict:
+    scale = -(-10**9 // profile.documents)
+    big = pc.LengthProfile(profile.lengths, profile.counts * scale)
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        plan = pc.plan_from_counts(big, context, "bfd")
+        best = min(best, time.perf_counter() - start)
+    m = plan.metrics
+    return {"documents": m.documents, "context": context, "seconds": round(best, 4), "rows": m.rows,
+            "utilisation": round(m.utilisation, 5), "rows_over_lower_bound": round(m.rows_over_lower_bound, 6)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--docs", type=int, default=1_000_000)
+    p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--tokenizer", default="smollm2")
+    p.add_argument("--memory-docs", default="1000000,10000000", help="comma-separated sizes for the RSS runs")
+    p.add_argument("--memory-tokenizer", default="bytes",
+                   help="tokenizer of the RSS runs (bytes: 10M documents in minutes; the tokenizer's own memory is constant)")
+    p.add_argument("--skip-datasets", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child_scan(args.child, args.workers, args.tokenizer)))
+        return 0
+    result: dict = {"docs": args.docs, "workers": args.workers, "tokenizer": args.tokenizer, "cpus": os.cpu_count(),
+                    "memory_tokenizer": args.memory_tokenizer}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = corpus(Path(tmp), args.docs, args.shards)
+        start = time.perf_counter()
+        profile = pc.scan([folder], functools.partial(pc.load_tokenizer, args.tokenizer), workers=args.workers)
+        scan_s = time.perf_counter() - start
+        result["scan"] = {"seconds": round(scan_s, 2), "docs_per_second": round(profile.documents / scan_s),
+                          "tokens": profile.tokens}
+        if not args.skip_datasets:
+            counts, load_s, map_s = datasets_lengths(sorted(folder.glob("*.parquet")), args.tokenizer, args.workers,
+                                                     Path(tmp) / "hf-cache")
+            result["datasets_map"] = {"seconds": round(map_s, 2), "docs_per_second": round(profile.documents / map_s),
+                                      "from_parquet_seconds": round(load_s, 2), "same_lengths": counts == profile.count_dict()}
+            result["speedup"] = round(map_s / scan_s, 2)   # map alone: the Parquet -> Arrow load not counted
+    result["memory"] = []   # each entry: one scan in a fresh process, --memory-tokenizer
+    for n in (int(x) for x in args.memory_docs.split(",") if x):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = corpus(Path(tmp), n, args.shards)      # written here, scanned in a fresh process
+            run = subprocess.run([sys.executable, __file__, "--child", str(folder), "--workers", str(args.workers),
+                                  "--tokenizer", args.memory_tokenizer], capture_output=True, text=True, check=True)
+        result["memory"].append(json.loads(run.stdout.strip().splitlines()[-1]))
+    result["bfd_1e9"] = bfd_billion(profile, 512)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        s = result["scan"]
+        print(f"scan, local engine, {args.workers} workers, {args.tokenizer}: {args.docs:,} documents in "
+              f"{s['seconds']} s ({s['docs_per_second']:,} documents/s)")
+        if "datasets_map" in result:
+            d = result["datasets_map"]
+            print(f"datasets.map(batched=True, num_proc={args.workers}): {d['seconds']} s "
+                  f"({d['docs_per_second']:,} documents/s; from_parquet before it {d['from_parquet_seconds']} s), "
+                  f"same lengths: {d['same_lengths']}; scan / map throughput {result['speedup']}x")
+        for m in result["memory"]:
+            print(f"peak RSS at {m['documents']:,} documents ({args.memory_tokenizer} tokenizer): scan process "
+                  f"{m['peak_rss_scan_process_mb']} MB, "
+                  f"largest worker {m['peak_rss_largest_worker_mb']} MB ({m['seconds']} s)")
+        b = result["bfd_1e9"]
+        print(f"bfd from counts, {b['documents']:,} documents at context {b['context']}: {b['seconds']} s, "
+              f"{b['rows']:,} rows, utilisation {b['utilisation']}, {b['rows_over_lower_bound']}x the lower bound")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
