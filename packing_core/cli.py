@@ -4,6 +4,9 @@
     python -m packing_core report --synthetic support-tickets --strategy bfd --format json
     python -m packing_core report data.parquet --column text
     python -m packing_core verify --model tiny-rope --mask off
+    python -m packing_core verify --model smollm2 --mask off --text "..." --text "..."
+    python -m packing_core check batch.safetensors --model smollm2
+    python -m packing_core zoo --run all
     python -m packing_core scan data/ --tokenizer smollm2 --out profile.json
     python -m packing_core report --profile profile.json
 
