@@ -1,26 +1,15 @@
-"""Causal attention over packed documents, five ways.
+"""Causal attention over packed documents, five ways: ``attend(q, k, v, cu_seqlens, ...)``.
 
 Every backend takes the same packed input: q, k, v of shape ``[T, H, D]`` with the
-documents laid end to end (no pads) and ``cu_seqlens``, their boundary offsets::
-
-    lengths [3, 2] -> cu_seqlens [0 3 5]
-
-    block-diagonal causal mask (1 = may attend, rule: j <= i and segment[i] == segment[j])
-            j: 0 1 2 3 4
-        i=0    1 . . . .
-        i=1    1 1 . . .
-        i=2    1 1 1 . .
-        i=3    . . . 1 .      <- document 1 starts: it sees nothing of document 0
-        i=4    . . . 1 1
-
-Backends (``BACKENDS``):
+documents laid end to end (no pads) and ``cu_seqlens``, their boundary offsets
+(``lengths [3, 2] -> cu_seqlens [0 3 5]``). Backends (``BACKENDS``):
 
 - ``varlen``: a flash-attention kernel that reads ``cu_seqlens`` directly (CUDA only).
 - ``segments``: one causal SDPA per document (small documents of equal length batched
   into one call). Exact, no ``[T, T]`` mask: the CPU path.
-- ``dense``: SDPA with the materialised block-diagonal mask: the reference.
+- ``dense``: SDPA with the materialised block-diagonal mask (:mod:`.masks`): the reference.
 - ``causal_only``: one causal triangle over each whole row: the bug. Later documents
-  attend to earlier ones (row 3 above would read ``1 1 1 1 .``).
+  attend to earlier ones.
 - ``padded``: every document alone in its own row of ``max_seqlen``: the baseline.
 """
 

@@ -1,11 +1,10 @@
-"""Causal attention over packed documents, five ways.
+"""Attention masks as small composable predicates over (query i, key j).
 
-Every backend takes the same packed input: q, k, v of shape ``[T, H, D]`` with the
-documents laid end to end (no pads) and ``cu_seqlens``, their boundary offsets::
+A packed row needs the block-diagonal causal mask, ``causal & same_document``::
 
     lengths [3, 2] -> cu_seqlens [0 3 5]
 
-    block-diagonal causal mask (1 = may attend, rule: j <= i and segment[i] == segment[j])
+    (1 = may attend, rule: j <= i and segment[i] == segment[j])
             j: 0 1 2 3 4
         i=0    1 . . . .
         i=1    1 1 . . .
@@ -13,15 +12,11 @@ documents laid end to end (no pads) and ``cu_seqlens``, their boundary offsets::
         i=3    . . . 1 .      <- document 1 starts: it sees nothing of document 0
         i=4    . . . 1 1
 
-Backends (``BACKENDS``):
+>>> block_causal_mask([0, 3, 5]).int().tolist()[3]
+[0, 0, 0, 1, 0]
 
-- ``varlen``: a flash-attention kernel that reads ``cu_seqlens`` directly (CUDA only).
-- ``segments``: one causal SDPA per document (small documents of equal length batched
-  into one call). Exact, no ``[T, T]`` mask: the CPU path.
-- ``dense``: SDPA with the materialised block-diagonal mask: the reference.
-- ``causal_only``: one causal triangle over each whole row: the bug. Later documents
-  attend to earlier ones (row 3 above would read ``1 1 1 1 .``).
-- ``padded``: every document alone in its own row of ``max_seqlen``: the baseline.
+The plain causal triangle alone would give row 3 ``1 1 1 1 .``: the mask bug.
+Materialise a mask only for pictures and the dense reference; kernels take ``cu_seqlens``.
 """
 
 from __future__ import annotations

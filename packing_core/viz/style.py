@@ -1,4 +1,4 @@
-"""Figure builders: pure functions from plans and reports to plotly figures (no Streamlit).
+"""The lab's visual language: one palette, colour codes, the shared heatmap and layout helpers.
 
 One colour per document everywhere: document ``d`` is ``PALETTE[d % len(PALETTE)]`` in
 the token strips, the masks and the logit differences, so a document is recognisable
@@ -9,9 +9,10 @@ Every grid is one heatmap trace over *colour codes* (never one shape per cell)::
 
     codes  -2 outside the row   -1 pad   0..9 document d % 10   10 alert (a leak)
 
+>>> colour_codes([0, 1, 11, -1]).tolist()
+[0, 1, 1, -1]
+
 Wide grids are downsampled by a stride (one cell per k tokens) so 2,048 tokens stay usable.
-This module holds the palette, the shared heatmap helper and the length/plan/benchmark
-figures; the per-token pictures of one packed row live in :mod:`packing_core.viz.rows`.
 """
 
 from __future__ import annotations
