@@ -1,4 +1,4 @@
-"""Transformers integration: our attention backends inside a HF causal LM, and a real model.
+"""Transformers integration: our attention backends inside any HF causal LM, and a runner for it.
 
 HF causal LMs accept packed rows in the *padding-free* format: one row ``[1, T]``, no
 attention mask, plus the document boundaries as keyword arguments::
@@ -18,7 +18,7 @@ HF's own ``sdpa`` / ``eager`` guess instead: they rebuild the document mask from
 ``position_ids`` (a reset to 0 starts a document) and silently skip that when a cache
 is present. ``use_cache`` defaults to True in the config, in ``train()`` mode as well,
 so a plain forward over a packed row leaks across documents unless the caller passes
-``use_cache=False``. :func:`runner` keeps that behaviour so the verifier can show it.
+``use_cache=False``. :func:`hf_runner` keeps that behaviour so the verifier can show it.
 """
 
 from __future__ import annotations
