@@ -279,3 +279,15 @@ def test_without_the_mask_the_second_text_drifts_in_words(smollm2):
     c = pc.drift_pretrained(mask="off", pretrained=smollm2)
     assert not c.same and c.alone_text != c.packed_text
     assert "Eiffel" not in c.packed_text and c.first_difference is not None
+
+
+def test_our_tokenizer_wrapper_and_a_plain_callable_both_tokenise():
+    assert pc.tokenise_texts(pc.byte_tokenizer, ["ab", "c"]) == [[97, 98], [99]]
+
+
+def test_verify_smollm2_on_a_texts_file_finds_the_leak(smollm2, tmp_path):
+    path = tmp_path / "texts.txt"
+    path.write_text("The cat sat on the warm mat all afternoon.\n\nInterest rates rose again this spring.\n",
+                    encoding="utf-8")
+    code, out, err = run_cli("verify", "--model", "smollm2", "--mask", "off", "--texts", str(path))
+    assert (code, err) == (1, "") and "Interest rates rose" in out and "NOT EQUIVALENT" in out

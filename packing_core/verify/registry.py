@@ -75,9 +75,10 @@ def tokenise_texts(tokenizer, texts=None) -> list[list[int]]:
     """
     texts = _texts(texts)
     try:
-        ids = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-    except TypeError:   # a plain callable tokenizer (tests, lengths.Tokenizer)
-        ids = tokenizer(list(texts))["input_ids"]
+        ids = tokenizer(list(texts), add_special_tokens=False)
+    except TypeError:   # a plain callable tokenizer (lengths.Tokenizer): no special tokens to add
+        ids = tokenizer(list(texts))
+    ids = ids["input_ids"] if hasattr(ids, "keys") else ids
     for i, doc in enumerate(ids):
         if len(doc) > MAX_TEXT_TOKENS:
             raise ValueError(f"text {i} is {len(doc):,} tokens long; the limit is {MAX_TEXT_TOKENS} tokens per "
