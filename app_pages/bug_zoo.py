@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app_pages._lab import esc, guard, page_settings
-from packing_core import LOSS_RULES, ZOO, document_weights, parse_lengths
+from packing_core import LOSS_RULES, ZOO, parse_lengths
 
 S = page_settings("bug_zoo", rows="4 | 60 60")
 
@@ -55,12 +55,26 @@ st.markdown(
 )
 raw = st.text_input("Counted tokens per document, rows separated by |", **S.bind("rows"),
                     help="e.g. 4 | 60 60: a 4-token document alone in row 0, two 60-token documents in row 1")
+
+
+@st.cache_data(show_spinner="Measuring the weights on the tiny model...", max_entries=32)
+def weights(rows: tuple[tuple[int, ...], ...]):
+    from packing_core import loss_lesson
+    return loss_lesson(rows)
+
+
 with guard("read the rows"):
-    rows = [parse_lengths(part.replace(" ", ",")).tolist() for part in raw.split("|") if part.strip()]
-    table = {rule: document_weights(rows, rule) for rule in LOSS_RULES}
+    rows = tuple(tuple(parse_lengths(part.replace(" ", ",")).tolist()) for part in raw.split("|") if part.strip())
+    if not rows:
+        raise ValueError("no documents given: type counted tokens per document, e.g. 4 | 60 60")
+    lesson = weights(rows)
 labels = [f"row {r}, doc {i} ({n} tokens)" for r, row in enumerate(rows) for i, n in enumerate(row)]
-st.dataframe({"document": labels, **{f"per {rule}": [f"{w:.3f}" for w in table[rule]] for rule in LOSS_RULES}},
+st.dataframe({"document": labels,
+              **{f"per {rule}": [f"{w:.3f}" for w in lesson.measured[rule]] for rule in LOSS_RULES}},
              hide_index=True)
+st.caption("Measured with autograd on the tiny model (random init, for speed): d(loss)/d(token loss), summed per "
+           "document. They equal the formula exactly: the weights belong to the rule and the packing, not the "
+           "model. The loss itself: " + ", ".join(f"per {r} {lesson.loss[r]:.3f}" for r in LOSS_RULES) + ".")
 st.markdown(
     "**What transformers and TRL do: per token, over the global batch.** transformers' `ForCausalLMLoss` "
     "flattens every row and calls `fixed_cross_entropy`, which sums and divides by `num_items_in_batch` when "

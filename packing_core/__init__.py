@@ -61,6 +61,7 @@ _export("verify.registry", "DEFAULT_TEXTS", "PRETRAINED_MODELS", "verify_hf", "v
         "tokenise_texts", "drift_pretrained")
 _export("verify.batch_run", "BatchVerdict", "run_hf_batch")
 _export("verify.drift", "Continuations", "continuations")
+_export("verify.loss_lesson", "LossLesson", "loss_lesson")
 _export("verify.zoo", "ZOO", "ZOO_NAMES", "ZooBug", "ZooResult", "reproduce_bug", "zoo_entry")
 _export("analysis.stats", "Histogram", "LengthStats", "length_histogram", "length_stats", "outlier_lengths",
         "sample_lengths")

@@ -84,3 +84,15 @@ def test_zoo_page_weights_documents_per_rule_and_refuses_bad_rows():
     assert list(table["per token"]) == ["0.032", "0.484", "0.484"]
     at.text_input(key="w_bug_zoo.rows").set_value("4 | x").run()
     assert not at.exception and "Could not read the rows" in at.error[0].value
+
+
+def test_measured_gradient_weights_match_the_formula_for_every_rule():
+    lesson = pc.loss_lesson([[3, 9], [5], [2, 2, 2]])
+    for rule in pc.LOSS_RULES:
+        assert lesson.measured[rule] == pytest.approx(lesson.expected[rule], abs=1e-6)
+    assert lesson.measured["document"] == pytest.approx([1 / 6] * 6)
+
+
+def test_the_lesson_refuses_a_zero_length_document():
+    with pytest.raises(ValueError, match="counted tokens must be at least 1"):
+        pc.loss_lesson([[3, 0]])

@@ -21,7 +21,6 @@ import torch
 
 from packing_core._validate import choice
 from packing_core.batch.hf_check import check_hf_batch
-from packing_core.batch.loss import LOSS_RULES, document_weights, reduce_loss
 from packing_core.verify.batch_run import run_hf_batch
 from packing_core.verify.equivalence import default_documents
 
@@ -239,36 +238,17 @@ def _sliding_window() -> ZooResult:
 
 
 def _loss_per_row() -> ZooResult:
-    from packing_core.models.tiny import tiny_model
+    from packing_core.verify.loss_lesson import loss_lesson
 
-    rows = [[4], [60, 60]]     # counted tokens per document: a short one alone in its row, two long ones
-    weights = {rule: document_weights(rows, rule) for rule in LOSS_RULES}
-    torch.manual_seed(0)
-    model = tiny_model("tiny-rope")
-    docs = default_documents((5, 61, 61), seed=2)   # 4, 60, 60 counted targets
-    per_token, seg, row = [], [], []
-    for d, (doc, r) in enumerate(zip(docs, (0, 1, 1))):     # each document's token losses, alone
-        ids = torch.tensor(doc)
-        logits = model(ids[:-1], torch.arange(len(doc) - 1), torch.tensor([0, len(doc) - 1], dtype=torch.int32),
-                       len(doc) - 1)
-        per_token.append(torch.nn.functional.cross_entropy(logits, ids[1:], reduction="none"))
-        seg += [d] * (len(doc) - 1)
-        row += [r] * (len(doc) - 1)
-    losses = torch.cat(per_token).detach().requires_grad_(True)
-    grads = {}
-    for rule in LOSS_RULES:
-        (g,) = torch.autograd.grad(reduce_loss(losses, seg, row, rule), losses)
-        grads[rule] = np.bincount(seg, weights=g.numpy())
-    measured = grads["row"]
-    short = weights["row"][0] / weights["token"][0]
-    caught = not np.allclose(measured, weights["token"])
+    lesson = loss_lesson([[4], [60, 60]])   # a short document alone in its row, two long ones sharing one
+    token, row = np.array(lesson.expected["token"]), np.array(lesson.measured["row"])
     return ZooResult(
-        name="", symptom=f"per-row mean: the 4-token document weighs {measured[0]:.3f} of the gradient, "
-                         f"{short:.1f}x its per-token share {weights['token'][0]:.3f}",
-        fixed=f"per-token mean (Trainer/TRL): weights {np.round(grads['token'], 3).tolist()} = token shares",
+        name="", symptom=f"per-row mean: the 4-token document weighs {row[0]:.3f} of the gradient, "
+                         f"{row[0] / token[0]:.1f}x its per-token share {token[0]:.3f}",
+        fixed=f"per-token mean (Trainer/TRL): weights {np.round(lesson.measured['token'], 3).tolist()} = token shares",
         broken_max_abs_diff=None, fixed_max_abs_diff=None, changed_predictions=None,
-        caught=caught, silent_on_fix=bool(np.allclose(grads["token"], weights["token"])),
-        check_says="gradient weights per document differ from the per-token shares")
+        caught=not np.allclose(row, token), silent_on_fix=bool(np.allclose(lesson.measured["token"], token)),
+        check_says="gradient weights per document (autograd, tiny model) differ from the per-token shares")
 
 
 # ---------------------------------------------------------------- the entries
