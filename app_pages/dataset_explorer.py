@@ -92,7 +92,8 @@ with st.expander("Use your own file (CSV, TSV, JSONL, Parquet or TXT)", expanded
             st.error(f"Could not read the file: {esc(e)}")
         if columns:
             u1, u2, u3 = st.columns(3)
-            u1.selectbox("Column", columns, key="w_upload_column",
+            # a picker of 400,000 columns would freeze the tab: the first 1,000 are enough to choose from
+            u1.selectbox("Column", columns[:1000], key="w_upload_column",
                          help="a column of integers is read as lengths; a text column is tokenised")
             smol, _ = pretrained_status()  # the real tokenizer ships with the pretrained model
             u2.radio("Tokenizer for text", ["bytes", "SmolLM2"] if smol else ["bytes"], key="w_upload_tok",

@@ -758,3 +758,56 @@ def test_app_upload_past_the_budget_shows_one_error_and_the_next_file_is_served(
     assert _documents(at) == before
     _upload(at, "good.csv", b"length\n5\n3\n8\n")  # the same session, the next file: served
     assert not at.error and _documents(at) == "3"
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+@pytest.mark.browser
+def test_browser_hostile_uploads_leave_the_server_small_and_serving_the_next_user(app_page, browser):
+    """After each bomb: one error (or the right numbers), no exception box, the tab still answers,
+    the server's memory back near its baseline and below 2 GiB at its peak; then a new visitor is served."""
+    import psutil
+
+    server = psutil.Process(app_page.server.pid)
+    app_page.open("dataset_explorer")
+    before = app_page.metric("Documents")
+    _browser_upload(app_page, "warm.csv", b"length\n5\n0\n")  # refused: imports the upload path, keeps the form open
+    baseline = server.memory_info().rss
+    bomb = pa.DictionaryArray.from_arrays(pa.array(np.zeros(1000, np.int32)), pa.array(["x" * 2_000_000]))
+    uploads = [
+        ("rows.parquet", _parquet_bytes(pa.table({"length": pa.array(np.ones(20_000_000, np.int64))})), r"20,000,000 rows"),
+        ("bomb.parquet", _parquet_bytes(pa.table({"text": bomb})), r"PACKING_LAB_MAX_BYTES"),
+        ("string.parquet", _parquet_bytes(pa.table({"text": ["a" * 64_000_000]})), r"more than one document may hold"),
+        ("surrogate.jsonl", b'{"\\ud800": 1}\n', r"lone surrogate"),
+        ("wide.csv", (",".join(f"c{i}" for i in range(400_000)) + "\n" + "0," * 399_999 + "0\n").encode(), r"c0.*holds 0"),
+        ("billion.csv", b"length\n1000000000\n", None),  # valid: one document of 10^9 tokens
+    ]
+    for name, data, error in uploads:
+        start = time.perf_counter()
+        _browser_upload(app_page, name, data)
+        app_page.assert_healthy()
+        if error is None:
+            assert app_page.metric("Documents") == "1", name
+            assert app_page.page.locator(".js-plotly-plot .bars path").count() <= 2 * 120 + 10, name
+        else:
+            errors = app_page.alerts("error")
+            assert len(errors) == 1 and re.search(error, errors[0]), (name, errors)
+            assert app_page.metric("Documents") == before, name
+        assert time.perf_counter() - start < 60, f"{name} took {time.perf_counter() - start:.0f} s"
+        grown = (server.memory_info().rss - baseline) / 2**20
+        assert grown < 300, f"after {name} the server holds {grown:,.0f} MiB more than its baseline"
+    peak = int(re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{server.pid}/status").read_text()).group(1)) / 2**10
+    assert peak <= 2048, f"the server peaked at {peak:,.0f} MiB"
+    context = browser.new_context()  # the next student: a fresh session on the same server
+    try:
+        page = context.new_page()
+        page.goto(f"{app_page.base_url}/dataset_explorer")
+        metric = page.locator("[data-testid='stMetricValue']").first
+        metric.wait_for(timeout=60_000)
+        assert metric.inner_text() == before
+    finally:
+        context.close()
