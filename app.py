@@ -15,13 +15,14 @@ from app_pages._lab import sidebar  # noqa: E402
 
 st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", layout="wide")
 
+# The order of a 60-minute lesson (app_pages/_content.LESSON_PLAN): waste, costs, correctness, leaks, policy, speed.
 PAGES = [
     st.Page("app_pages/why_packing.py", title="Why packing", icon=":material/lightbulb:", default=True),
     st.Page("app_pages/padded_vs_packed.py", title="Padded vs packed", icon=":material/view_week:"),
     st.Page("app_pages/masks_and_labels.py", title="Masks and labels", icon=":material/grid_on:"),
-    st.Page("app_pages/dataset_explorer.py", title="Dataset explorer", icon=":material/bar_chart:"),
     st.Page("app_pages/leakage_lab.py", title="Leakage lab", icon=":material/science:"),
     st.Page("app_pages/bug_zoo.py", title="Bug zoo", icon=":material/bug_report:"),
+    st.Page("app_pages/dataset_explorer.py", title="Dataset explorer", icon=":material/bar_chart:"),
     st.Page("app_pages/benchmark.py", title="Benchmark", icon=":material/speed:"),
 ]
 

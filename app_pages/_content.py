@@ -1,11 +1,10 @@
-"""The numbers the lab shows, computed from plans and batches: stats, tables, advice, examples.
+"""What the lab shows by default: the worked example, example texts, the Leakage lab's scenarios,
+the teacher's lines for each page, and the map from each lesson to the frameworks a learner meets.
 
-Pages call these and draw the result; nothing here draws or imports Streamlit::
-
-    length_stats([120, 90, 300], 256)  -> count 3, mean 170, max 300, 1 over the context
-    strategy_table(lengths, 512)       -> one StrategyRow per strategy, pad as the baseline
-    recommend(stats, table, "instruction")
-        -> "Pack with bfd: it fills 99.9% of the slots against 75.2% for bucketing ..."
+>>> [title for title, _ in LESSON_PLAN][:2]
+['Why packing', 'Padded vs packed']
+>>> sum(minutes for _, minutes in LESSON_PLAN)
+60
 """
 
 from __future__ import annotations
@@ -71,3 +70,87 @@ def row_documents(width: int, instruction: bool = False) -> RowDocuments:
     prompts = tuple(len(p.encode()) if a else 0 for p, a in picked)
     return RowDocuments(texts, docs, prompts)
 
+
+
+# ---------------------------------------------------------------- the Leakage lab's scenarios
+# name -> (what the learner reads, the settings it sets). The free grid stays under "Advanced".
+SCENARIOS = {
+    "correct": ("Correct packing: mask on, positions reset",
+                dict(mask="on", positions="reset", model="tiny-rope", backend="segments", use_cache=False)),
+    "mask off": ("The mask forgotten: one causal triangle over the whole row",
+                 dict(mask="off", positions="reset", model="tiny-rope", backend="segments", use_cache=False)),
+    "continuous, RoPE": ("Positions not reset, on a RoPE model (mask on)",
+                         dict(mask="on", positions="continuous", model="tiny-rope", backend="segments",
+                              use_cache=False)),
+    "continuous, absolute": ("Positions not reset, on learned absolute positions (mask on)",
+                             dict(mask="on", positions="continuous", model="tiny-abs", backend="segments",
+                                  use_cache=False)),
+    "sdpa with cache": ("transformers' own sdpa attention, use_cache left on (SmolLM2)",
+                        dict(mask="on", positions="reset", model="smollm2", backend="sdpa", use_cache=True)),
+}
+FREE = "advanced"   # the scenario name that leaves every switch to the learner
+
+
+# ---------------------------------------------------------------- the teacher's path
+# (page title, minutes): the navigation follows this order, one 60-minute lesson.
+LESSON_PLAN = (
+    ("Why packing", 8),
+    ("Padded vs packed", 12),
+    ("Masks and labels", 12),
+    ("Leakage lab", 14),
+    ("Dataset explorer", 8),
+    ("Benchmark", 6),
+)
+
+# page title -> (one sentence to read out, one question to ask the class)
+TEACHER = {
+    "Why packing": (
+        "A batch is a rectangle, so every short sample drags a tail of padding through the whole model.",
+        "Eight samples hold 910 tokens: how many slots does padding them to 512 cost, and how many could we get away with?"),
+    "Padded vs packed": (
+        "Packing saves three different bills: the linear layers pay per slot, attention per square, and a dense mask "
+        "pays for every cell it hides.",
+        "If attention shrinks twelve-fold but the step only gets four times cheaper, where did the rest go?"),
+    "Masks and labels": (
+        "A packed row is correct only if every document computes as if it were alone, and trains only on its own "
+        "next tokens.",
+        "Which of these bugs would a count of loss positions catch, and which would it miss?"),
+    "Leakage lab": (
+        "A wrong mask never raises an error; the only way to see it is to run a document alone and packed and compare.",
+        "Before you click: will document 1's logits change in this scenario?"),
+    "Dataset explorer": (
+        "The right policy depends on the lengths: look at the histogram before choosing between bucketing and packing.",
+        "For this dataset, would you bucket or pack on a first run, and what would make you change your mind?"),
+    "Benchmark": (
+        "A FLOP ratio is a ceiling, not a speed-up: each kernel has its own ceiling, and real time falls short of it.",
+        "Why does the dense-mask backend have a lower ceiling than the per-document one on the same rows?"),
+}
+
+
+# ---------------------------------------------------------------- in your framework
+# (lesson, what you meet in transformers or TRL), each checked in the library's source or docs.
+FRAMEWORK = (
+    ("Packing without pads, boundaries as offsets",
+     "transformers' `DataCollatorWithFlattening` joins a batch into one row of shape [1, total tokens], with "
+     "`position_ids` restarting per example; `return_flash_attn_kwargs=True` also returns `cu_seq_lens_q/k`. "
+     "Only the FlashAttention kernels take the variable-length path it needs."),
+    ("Boundary targets",
+     "The same collator puts `separator_id` (-100) as the first label of every example, so the last token of one "
+     "example is never trained to predict the next one. TRL's collator does the same where `position_ids == 0`."),
+    ("Positions act as the mask",
+     "With no `attention_mask`, transformers finds the documents from `position_ids`: FlashAttention starts a "
+     "document wherever the position falls back to its minimum, and sdpa/eager build a block-diagonal mask from "
+     "every step that is not +1. Continuous positions there mean one long document: no isolation."),
+    ("A library can drop the mask silently",
+     "That detection is skipped when a 2D `attention_mask` is passed or a cache is in use. A model called with "
+     "`use_cache` at its config default builds a cache, and its sdpa path then falls back to one causal triangle. "
+     "TRL's SFTTrainer sets `use_cache=False` and sends no attention mask in padding-free mode for this reason."),
+    ("TRL's switches",
+     "`SFTConfig(packing=True)` packs with `packing_strategy='bfd'` by default (best-fit decreasing, overflow "
+     "truncated; `'bfd_split'` splits it, `'wrapped'` cuts mid-sequence), and bfd turns `padding_free` on. "
+     "`padding_free=True` alone flattens each batch; it needs FlashAttention 2 or 3."),
+    ("Loss weighting under packing",
+     "transformers' Trainer divides the summed loss by `num_items_in_batch`, the count of non-ignored labels over "
+     "every accumulation step (and every device by default): a mean per token, so a long example weighs more than "
+     "a short one, packed or not. A mean per row or per example would change with the packing."),
+)

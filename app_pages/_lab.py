@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 import packing_core as pc
+from app_pages import _content
 from packing_core import PACKING_STRATEGIES, make_plan
 
 log = logging.getLogger("packing_lab")
@@ -105,6 +106,17 @@ def guard(action: str):
         st.error(f"Could not {esc(action)}: an unexpected {type(e).__name__} occurred. "
                  "Try other settings; the details are in the server log.")
         st.stop()
+
+
+def lesson(title: str) -> None:
+    """The teacher's lines at the top of a page: its place in the 60-minute lesson, one sentence
+    to read out, and one question to ask the class (texts in ``_content.TEACHER``)."""
+    say, ask = _content.TEACHER[title]
+    order = [t for t, _ in _content.LESSON_PLAN]
+    minutes = dict(_content.LESSON_PLAN)[title]
+    with st.container(border=True):
+        st.markdown(f"**Lesson, step {order.index(title) + 1} of {len(order)} (about {minutes} minutes).** {say}\n\n"
+                    f"**Ask the class:** {ask}")
 
 
 def figure(fig, key: str | None = None) -> None:

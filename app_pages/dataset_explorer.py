@@ -13,6 +13,7 @@ from app_pages._lab import (
     figure,
     guard,
     length_summary,
+    lesson,
     page_settings,
     pretrained_status,
     setting,
@@ -28,6 +29,7 @@ KINDS = ("pretraining", "instruction")
 S = page_settings("dataset_explorer", overlong="split")
 
 st.title("Dataset explorer")
+lesson("Dataset explorer")
 st.markdown(
     "How much padding a dataset causes depends on its length distribution against the context. "
     "The built-in support tickets are short with a long tail: most rows would be mostly pads. "

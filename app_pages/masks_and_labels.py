@@ -5,7 +5,7 @@ import torch
 
 import packing_core as pc
 from app_pages import _content
-from app_pages._lab import figure, guard, page_settings
+from app_pages._lab import figure, guard, lesson, page_settings
 from packing_core import VIOLATIONS, PackedBatch, block_causal_mask, check_batch, layout_figure, mask_figure, targets_figure
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
@@ -13,6 +13,7 @@ PROMPT_BREAKS = ("prompts in the loss", "prompts cut from attention")
 S = page_settings("masks_and_labels", width=64, instruction=False, break_="none")
 
 st.title("Masks and labels")
+lesson("Masks and labels")
 st.markdown(
     "Below is one packed row of short documents; each character is one token. Packing is "
     "correct only if every document gets the computation it would get alone. The attention mask "
@@ -142,6 +143,12 @@ st.markdown(
 figure(targets_figure(shown, 0, pc.naive_targets(good, 0)), key=S.key("targets"))
 with st.expander("The documents in this row"):
     st.code("\n".join(docs.texts), language=None)
+
+# ---------------------------------------------------------------- in your framework
+st.subheader("In your framework")
+st.markdown("Where each lesson of this lab shows up in transformers and TRL (checked in their source and docs):")
+for lesson_name, where in _content.FRAMEWORK:
+    st.markdown(f"- **{lesson_name}.** {where}")
 
 
 # ---------------------------------------------------------------- a batch from your trainer

@@ -9,6 +9,7 @@ from app_pages._lab import (
     esc,
     figure,
     guard,
+    lesson,
     page_settings,
     plan,
     setting,
@@ -31,6 +32,7 @@ S = page_settings("padded_vs_packed", lengths=WORKED, draw_n=32, strategy="conca
                   buckets=8, sort=False, shuffle=False, model_shape="SmolLM2-135M")
 
 st.title("Padded vs packed")
+lesson("Padded vs packed")
 st.markdown(
     "The page opens on the eight samples of the first page, laid out by one strategy. Padding "
     "strategies give each sample its own row; packing strategies fill rows with several "

@@ -3,10 +3,11 @@ import numpy as np
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import figure, guard, length_summary, plan, source_lengths, strategy_table
+from app_pages._lab import figure, guard, length_summary, lesson, plan, source_lengths, strategy_table
 from packing_core import plan_strip, row_cu_seqlens, slot_use_figure
 
 st.title("Why packing")
+lesson("Why packing")
 st.markdown(
     "A training batch is a rectangle: every row has the same number of slots. "
     "Short samples leave the rest of their row empty, and those **pads** still go through "

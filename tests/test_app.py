@@ -294,9 +294,51 @@ def _verdict(at) -> str:
 def test_leakage_lab_asks_for_a_prediction_before_it_reveals():
     at = open_page("leakage_lab")
     assert not _verdict(at) and "prediction" in at.info[0].value
-    at.radio(key="leakage_lab.guess_tiny-rope_on_reset_segments").set_value("They change").run()
+    assert not any(h.value == "Why the settings matter" for h in at.subheader)   # no answer before the guess
+    at.radio(key="leakage_lab.guess_tiny-rope_on_reset_segments_False").set_value("They change").run()
     assert_clean(at)
     assert "EQUIVALENT" in _verdict(at) and at.info[0].value.startswith("Not this time")
+    assert any(h.value == "Why the settings matter" for h in at.subheader)
+    text = markdown(at)
+    assert "dynamic NTK scaling does not" in text and "Reset them anyway" not in text
+    assert "finds the documents where position_ids fall back to 0" in text
+
+
+@pytest.mark.parametrize("scenario,equivalent", [
+    ("correct", True), ("mask off", False), ("continuous, RoPE", True), ("continuous, absolute", False),
+])
+def test_leakage_lab_named_scenarios_set_every_switch(scenario, equivalent):
+    at = open_page("leakage_lab")
+    assert at.selectbox(key="w_leakage_lab.scenario").options[-1] == "Advanced: set every switch yourself"
+    at.checkbox(key="w_leakage_lab.skip").check()
+    at.selectbox(key="w_leakage_lab.scenario").set_value(scenario).run()
+    assert_clean(at)
+    assert _verdict(at).startswith("Verdict: EQUIVALENT" if equivalent else "Verdict: NOT EQUIVALENT")
+    expected = _content.SCENARIOS[scenario][1]
+    assert at.radio(key="w_leakage_lab.mask").value == expected["mask"]
+    assert at.selectbox(key="w_leakage_lab.model").value == expected["model"]
+
+
+@pytest.mark.parametrize("page,title", [("why_packing", "Why packing"), ("masks_and_labels", "Masks and labels"),
+                                        ("benchmark", "Benchmark")])
+def test_each_page_opens_with_a_line_to_read_out_and_a_question_for_the_class(page, title):
+    text = markdown(open_page(page))
+    say, ask = _content.TEACHER[title]
+    assert say in text and f"**Ask the class:** {ask}" in text
+
+
+def test_the_navigation_follows_the_sixty_minute_lesson():
+    from pathlib import Path
+    app = (Path(__file__).parents[1] / "app.py").read_text()
+    titles = re.findall(r'st.Page\("[^"]+", title="([^"]+)"', app)
+    assert titles == [t for t, _ in _content.LESSON_PLAN] and set(_content.TEACHER) == set(titles)
+    assert sum(m for _, m in _content.LESSON_PLAN) == 60
+
+
+def test_masks_page_maps_the_lessons_to_transformers_and_trl():
+    text = markdown(open_page("masks_and_labels"))
+    for name in ("DataCollatorWithFlattening", "padding_free", "use_cache", "num_items_in_batch", "position_ids"):
+        assert name in text, name
 
 
 @pytest.mark.parametrize("settings,equivalent", [

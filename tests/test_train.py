@@ -14,6 +14,12 @@ def runs() -> tuple[TrainResult, TrainResult]:
     return train_demo("on", seed=0), train_demo("off", seed=0)
 
 
+@pytest.fixture(scope="module")
+def independent() -> tuple[TrainResult, TrainResult]:
+    """The control: a neighbour shares the topic only by chance (1 in TOPICS)."""
+    return train_demo("on", seed=0, same_topic=1 / TOPICS), train_demo("off", seed=0, same_topic=1 / TOPICS)
+
+
 # ---------------------------------------------------------------- the data
 def test_topic_of_maps_ids_to_topics_and_special_tokens_to_minus_one():
     assert topic_of([0, 1, 2, 7, 8, 49]).tolist() == [-1, -1, 0, 0, 1, 7]
@@ -60,11 +66,18 @@ def test_packed_validation_flatters_the_bug_and_matches_alone_with_the_mask_on(r
     assert off.packed_loss < on.packed_loss
 
 
-def test_the_mask_off_model_drifts_to_the_previous_documents_topic(runs):
+def test_with_the_previous_document_visible_both_models_drift_so_drift_alone_does_not_convict(runs):
     on, off = runs
-    assert on.drift_cases == off.drift_cases > 100        # same held-out data for both runs
+    assert on.drift_cases == off.drift_cases > 100        # same held-out data, same condition for both runs
     assert off.drift_share > 0.6
-    assert on.drift_share < 2.5 / TOPICS                  # near a blind guess: 1 in 8
+    assert on.drift_share > 3 / TOPICS                    # far above a blind guess (1 in 8): it drifts too
+    assert off.visible_loss < on.visible_loss             # reading neighbours is what the bug learned to use
+
+
+def test_with_independent_neighbours_the_leak_buys_no_training_loss(independent):
+    on, off = independent
+    assert abs(off.train_loss - on.train_loss) < 0.03, (on.train_loss, off.train_loss)
+    assert off.alone_loss >= on.alone_loss - 0.01
 
 
 def test_the_same_seed_gives_the_same_losses_and_another_seed_does_not():
@@ -109,6 +122,7 @@ def test_loss_curves_refuse_an_empty_list_and_an_unknown_mask():
     with pytest.raises(ValueError, match="train_demo"):
         loss_curves_figure([])
     bogus = TrainResult(mask="sideways", seed=0, steps=1, same_topic=0.9, losses=(1.0,), train_loss=1.0,
-                        packed_loss=1.0, alone_loss=1.0, drift_share=0.0, drift_cases=0, seconds=0.0)
+                        packed_loss=1.0, alone_loss=1.0, visible_loss=1.0, drift_share=0.0, drift_cases=0,
+                        seconds=0.0)
     with pytest.raises(ValueError, match="sideways"):
         loss_curves_figure([bogus])
