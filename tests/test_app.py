@@ -60,6 +60,7 @@ def test_why_packing_shows_the_worked_example_at_22_and_89_percent():
 
 def test_why_packing_computes_that_three_quarters_of_the_ticket_slots_are_pads():
     at = open_page("why_packing")
+    assert any("never cuts a document" in c.value for c in at.caption)   # why the page switches to bfd
     assert metric(at, "Tickets") == "200,000"
     assert 0.70 < percent(metric(at, "Pads when padded")) < 0.80
     assert "three quarters" in markdown(at)
@@ -372,6 +373,9 @@ def test_benchmark_shows_the_flop_ratio_before_running_and_the_measurement_after
     assert_clean(at)
     table = at.dataframe[0].value
     assert table["layout"][0] == "padded" and "segments" in set(table["layout"])
+    bound = dict(zip(table["layout"], table["its FLOP bound"]))
+    assert float(bound["dense"].rstrip("x")) < float(bound["segments"].rstrip("x"))   # each against its own work
+    assert "share of the FLOP ratio" not in table.columns
     assert (pd.to_numeric(table["tokens/s"]) > 0).all()
     assert len(at.get("plotly_chart")) == 1
 
