@@ -392,3 +392,19 @@ def test_benchmark_breaks_down_the_segments_time_on_live_numbers():
     # The sentence quotes the measured shares, not fixed numbers.
     for name in ("kernel_cached", "kernel_cold", "backend"):
         assert f"**{stages[name]['of_flop_ratio']:.0%}**" in text
+
+
+def test_leakage_lab_sdpa_with_cache_scenario_leaks_on_smollm2():
+    from packing_core import pretrained_status
+    ok, why = pretrained_status()
+    if not ok:
+        skip_or_fail(why)
+    at = open_page("leakage_lab")
+    at.checkbox(key="w_leakage_lab.skip").check()
+    at.selectbox(key="w_leakage_lab.scenario").set_value("sdpa with cache").run(timeout=600)
+    assert_clean(at)
+    assert at.selectbox(key="w_leakage_lab.backend").value == "sdpa" and at.checkbox(key="w_leakage_lab.use_cache").value
+    assert _verdict(at).startswith("Verdict: NOT EQUIVALENT")
+    at.checkbox(key="w_leakage_lab.use_cache").uncheck().run(timeout=600)   # the same call without the cache
+    assert_clean(at)
+    assert _verdict(at).startswith("Verdict: EQUIVALENT")
