@@ -124,8 +124,12 @@ def test_unknown_attention_name_lists_the_choices():
         hf_attention_mod.attn_name("flash-of-genius")
 
 
-def test_blank_texts_are_refused_before_any_model_loads():
-    with pytest.raises(ValueError, match="non-blank"):
+def test_blank_texts_are_refused_before_any_model_loads(monkeypatch):
+    def no_loading(*a, **k):
+        raise AssertionError("the model loaded before the texts were checked")
+
+    monkeypatch.setattr(pretrained_mod, "load_pretrained", no_loading)
+    with pytest.raises(ValueError, match="text 1 is empty"):
         pc.verify_pretrained(texts=["A sentence.", "  "])
 
 

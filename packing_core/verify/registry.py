@@ -134,6 +134,8 @@ def verify_pretrained(mask: str = "on", positions: str = "reset", backend: str =
     from packing_core.models.pretrained import load_pretrained
 
     attn_name(backend)  # a backend that cannot run is named before the model loads
+    if documents is None:
+        texts = _texts(texts)   # so are texts outside the limits
     if pretrained is None:
         model, tokenizer = load_pretrained(dtype=dtype or torch.float32)
         if device is not None:
@@ -144,7 +146,6 @@ def verify_pretrained(mask: str = "on", positions: str = "reset", backend: str =
         raise ValueError(f"{model_name} has no tokenizer files, so texts cannot be tokenised: save the tokenizer "
                          "into its folder, or verify it from the command line on token ids")
     if documents is None:
-        texts = _texts(texts)
         documents = tokenise_texts(tokenizer, texts)
     else:
         texts = tuple(tokenizer.decode(d) for d in documents)
