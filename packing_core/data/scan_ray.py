@@ -11,6 +11,7 @@ a scan asks for ``engine="ray"``. To join a running cluster pass ``ray_address``
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 import numpy as np
@@ -57,12 +58,13 @@ def scan_ray(shards: list[Shard], kind: str, columns: list[str], load_tokenizer,
     if started:
         try:
             ray.init(address=address, num_cpus=workers if address is None else None, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False)
+                     log_to_driver=False, logging_level=logging.WARNING)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise ValueError(f"could not reach a Ray cluster at {address!r} ({e}); start one with "
                              "`ray start --head` or pass --ray-address HOST:PORT") from None
     try:
-        ray.data.DataContext.get_current().enable_progress_bars = False
+        ray.data.DataContext.get_current().enable_progress_bars = False   # the caller shows progress
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
         ds = ray.data.from_items([{"index": i, "path": s.path, "fmt": s.fmt, "size": s.size} for i, s in enumerate(shards)],
                                  override_num_blocks=len(shards))
         out = ds.map_batches(ShardScanner, fn_constructor_args=(load_tokenizer, scan_shard, kind, columns, cap), batch_size=1,
