@@ -83,7 +83,8 @@ def lab() -> None:
         st.session_state[S.key("applied")] = scenario
     if scenario == _content.FREE:
         st.session_state[S.key("applied")] = _content.FREE
-    grid = st.expander("Advanced: every switch", expanded=scenario == _content.FREE)
+    # the free grid: open when the learner chose it, folded away under a named scenario
+    grid = st.container(border=True) if scenario == _content.FREE else st.expander("Advanced: every switch")
     c1, c2, c3, c4 = grid.columns(4)
     mask = c1.radio("Attention mask", ("on", "off"), horizontal=True, **S.bind("mask"),
                     help="off = the runner gets cu_seqlens [0, T]: one causal triangle over the whole row")

@@ -192,6 +192,7 @@ async def one_user(browser, url: str, i: int, model: str, t0: float) -> dict:
         await s.open("leakage_lab")
         s.step = "tick 'Skip predictions'"
         await s.act(lambda: s.page.get_by_text("Skip predictions", exact=False).first.click())
+        await s.select("Scenario", "Advanced: set every switch yourself")   # the free grid, unfolded
         if model != "tiny-rope":
             await s.select("Model", MODEL_LABELS[model])
         if mask != "on":

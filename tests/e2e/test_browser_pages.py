@@ -90,6 +90,7 @@ def test_leakage_lab_mask_off_breaks_equivalence_and_rope_forgives_continuous_po
     assert any(s.startswith("Right") for s in app_page.alerts("success")), app_page.alerts("success")
     assert any("Verdict: EQUIVALENT" in s for s in app_page.alerts("success"))
     app_page.toggle("Skip predictions")
+    app_page.select("Scenario", "Advanced: set every switch yourself")   # the free grid, unfolded
     app_page.radio("Attention mask", "off")
     assert any("Verdict: NOT EQUIVALENT" in w for w in app_page.alerts("warning"))
     app_page.radio("Attention mask", "on")
