@@ -50,7 +50,7 @@ class PlanMetrics:
     docs_dropped: int
     docs_split: int              # documents placed in more than one piece
     attention_cost_padded: int   # sum(row_width**2): full square per row (padded, or packed without a mask)
-    attention_cost_packed: int   # sum(piece_len**2): block-diagonal mask / varlen kernel
+    attention_cost_packed: int   # sum(piece_len**2): what a kernel that skips masked blocks computes
     linear_cost: int             # = slots: every slot goes through the MLPs
     lower_bound_rows: int        # ceil(real_tokens / context): no plan of full rows can do better
     rows_over_lower_bound: float  # rows / lower_bound_rows (1.0 is optimal)
