@@ -146,12 +146,12 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(child_scan(args.child, args.workers, args.tokenizer)))
         return 0
+    if args.memory_only:   # the 1e9 bfd still needs a real fortunes profile: count it with bytes, fast
+        args.tokenizer, args.skip_datasets = "bytes", True
     result: dict = {"docs": args.docs, "workers": args.workers, "tokenizer": args.tokenizer, "cpus": os.cpu_count(),
                     "memory_tokenizer": args.memory_tokenizer}
     with tempfile.TemporaryDirectory() as tmp:
         folder = corpus(Path(tmp), args.docs, args.shards)
-        if args.memory_only:   # the 1e9 bfd still needs a real fortunes profile: count it with bytes, fast
-            args.tokenizer, args.skip_datasets = "bytes", True
         start = time.perf_counter()
         profile = pc.scan([folder], functools.partial(pc.load_tokenizer, args.tokenizer), workers=args.workers)
         scan_s = time.perf_counter() - start

@@ -252,6 +252,7 @@ class LengthProfile:
             with os.fdopen(fd, "w") as f:
                 json.dump(self.to_dict(), f)
                 f.write("\n")
+            os.chmod(tmp, 0o644)   # mkstemp makes it private; a profile is meant to be shared
             os.replace(tmp, path)
         except BaseException:   # Ctrl-C included: never leave the half-written file behind
             Path(tmp).unlink(missing_ok=True)
