@@ -210,6 +210,25 @@ def test_worker_processes_give_the_same_profile_as_one_process(tmp_path):
     assert two.over_cap == int(sum(c for n, c in one.count_dict().items() if n > 100))
 
 
+def test_one_big_parquet_file_spreads_over_the_workers_as_row_group_ranges(tmp_path):
+    from packing_core.data.shards import split_parquet
+
+    rng = np.random.default_rng(1)
+    prompts = ["q" * int(n) for n in rng.integers(1, 50, 1000)]
+    completions = ["a" * int(n) for n in rng.integers(1, 50, 1000)]
+    completions[899] = None
+    pq.write_table(pa.table({"prompt": prompts, "completion": completions}), tmp_path / "big.parquet", row_group_size=100)
+    (shard,) = find_shards([tmp_path / "big.parquet"])
+    assert [p.row_groups for p in split_parquet(shard, 4)] == [(0, 2), (2, 5), (5, 8), (8, 10)]
+    with pytest.raises(ValueError, match="big.parquet row 900 has no completion"):   # rows counted across ranges
+        scan([tmp_path / "big.parquet"], BYTES, workers=2)
+    completions[899] = "a"
+    pq.write_table(pa.table({"prompt": prompts, "completion": completions}), tmp_path / "big.parquet", row_group_size=100)
+    one, two = scan([tmp_path / "big.parquet"], BYTES, workers=0), scan([tmp_path / "big.parquet"], BYTES, workers=2)
+    assert two.to_dict() | {"scan_seconds": 0} == one.to_dict() | {"scan_seconds": 0}
+    assert [(s.name, s.rows) for s in two.sources] == [(str(tmp_path / "big.parquet"), 1000)]
+
+
 def test_local_and_ray_engines_give_identical_profiles(tmp_path):
     pytest.importorskip("ray", reason="Ray is an optional extra: pip install -r requirements-ray.txt")
     folder = _shards(tmp_path / "data", n=3)

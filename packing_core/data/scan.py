@@ -37,9 +37,10 @@ import numpy as np
 from packing_core.data.formats import detect_kind, kind_columns, record_lengths
 from packing_core.data.lengths import byte_tokenizer
 from packing_core.data.profile import MAX_OVER_CAP_EXAMPLES, LengthProfile, OverCap, SourceCount
-from packing_core.data.shards import Shard, find_shards, shard_batches, shard_columns
+from packing_core.data.shards import Shard, find_shards, shard_batches, shard_columns, split_parquet
 
 ENGINES = ("local", "ray")
+TASKS_PER_WORKER = 4        # tasks per worker when files are few: keeps every worker busy to the end
 _worker_tokenizer = None     # one per worker process, set by _init_worker
 
 
@@ -142,8 +143,12 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, engine: s
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
         raise ValueError(f"cap must be a whole number >= 1, got {cap!r}")
     start = time.perf_counter()
-    shards, kind, columns = plan_scan(inputs, kind)
-    done: dict[int, LengthProfile] = {}     # shard index -> its counts (a file given twice counts twice)
+    files, kind, columns = plan_scan(inputs, kind)
+    # fewer files than tasks to go round: big Parquet files become ranges of row groups
+    pieces = -(-TASKS_PER_WORKER * workers // len(files)) if workers and len(files) < TASKS_PER_WORKER * workers else 1
+    split = [split_parquet(f, pieces) for f in files]
+    shards = [piece for parts in split for piece in parts]
+    done: dict[int, LengthProfile] = {}     # task index -> its counts (a file given twice counts twice)
     total_bytes = sum(s.size for s in shards)
     bytes_done = documents = 0
 
@@ -166,7 +171,11 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, engine: s
             finished(i, scan_shard(shard, kind, columns, tokenizer, cap))
     else:
         _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished)
-    ordered = [done[i] for i in range(len(shards))]     # shard order, whatever order they finished in
+    ordered, i = [], 0          # file order, whatever order the tasks finished in
+    for f, parts in zip(files, split):
+        profile = done[i].merge(*(done[j] for j in range(i + 1, i + len(parts))))
+        ordered.append(dataclasses.replace(profile, sources=(SourceCount(f.path, profile.documents),)))
+        i += len(parts)
     merged = ordered[0].merge(*ordered[1:])
     return dataclasses.replace(merged, scan_seconds=time.perf_counter() - start)
 

@@ -33,8 +33,8 @@ class ShardScanner:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         profiles, errors = [], []
-        for path, fmt, size in zip(batch["path"], batch["fmt"], batch["size"]):
-            shard = Shard(str(path), str(fmt), int(size))
+        for path, fmt, size, first, stop in zip(batch["path"], batch["fmt"], batch["size"], batch["first"], batch["stop"]):
+            shard = Shard(str(path), str(fmt), int(size), None if first < 0 else (int(first), int(stop)))
             try:
                 profile = self.scan_shard(shard, self.kind, self.columns, self.tokenizer, self.cap)
                 profiles.append(json.dumps(profile.to_dict()))
@@ -65,7 +65,9 @@ def scan_ray(shards: list[Shard], kind: str, columns: list[str], load_tokenizer,
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False   # the caller shows progress
         logging.getLogger("ray.data").setLevel(logging.WARNING)
-        ds = ray.data.from_items([{"index": i, "path": s.path, "fmt": s.fmt, "size": s.size} for i, s in enumerate(shards)],
+        ds = ray.data.from_items([{"index": i, "path": s.path, "fmt": s.fmt, "size": s.size,
+                                   "first": (s.row_groups or (-1, -1))[0], "stop": (s.row_groups or (-1, -1))[1]}
+                                  for i, s in enumerate(shards)],
                                  override_num_blocks=len(shards))
         out = ds.map_batches(ShardScanner, fn_constructor_args=(load_tokenizer, scan_shard, kind, columns, cap), batch_size=1,
                              batch_format="numpy", num_cpus=1,

@@ -34,11 +34,16 @@ Where = Callable[[int], str]
 
 @dataclass(frozen=True)
 class Shard:
-    """One file of a corpus: its path, format and size in bytes (for progress and ETAs)."""
+    """One file of a corpus (or a range of a Parquet file's row groups): path, format, size in bytes.
+
+    ``row_groups`` ``(first, stop)`` makes one task of part of a big Parquet file, so a
+    single file still spreads over every worker (see :func:`split_parquet`).
+    """
 
     path: str
     fmt: str
     size: int
+    row_groups: tuple[int, int] | None = None
 
     @property
     def name(self) -> str:
@@ -134,6 +139,16 @@ def _jsonl_lines(shard: Shard) -> Iterator[tuple[int, str]]:
                 yield i, line
 
 
+def split_parquet(shard: Shard, pieces: int) -> list[Shard]:
+    """A Parquet shard as up to ``pieces`` ranges of its row groups (other shards stay whole)."""
+    groups = pq.ParquetFile(shard.path).metadata.num_row_groups if shard.fmt == "parquet" and pieces > 1 else 0
+    if groups < 2:
+        return [shard]
+    k = min(pieces, groups)
+    bounds = sorted({round(i * groups / k) for i in range(k + 1)})
+    return [Shard(shard.path, shard.fmt, shard.size * (b - a) // groups, (a, b)) for a, b in zip(bounds, bounds[1:])]
+
+
 def shard_columns(shard: Shard) -> list[str]:
     """Column names of a shard (for JSON Lines: the keys of its first record)."""
     try:
@@ -168,8 +183,13 @@ def shard_batches(shard: Shard, columns: list[str]) -> Iterator[tuple[dict[str, 
     """
     try:
         if shard.fmt == "parquet":
-            batches = pq.ParquetFile(shard.path).iter_batches(batch_size=BATCH_ROWS, columns=columns)
-            yield from _arrow_batches(shard, batches, columns)
+            pf = pq.ParquetFile(shard.path)
+            groups, offset = None, 0
+            if shard.row_groups is not None:
+                groups = list(range(*shard.row_groups))
+                offset = sum(pf.metadata.row_group(g).num_rows for g in range(shard.row_groups[0]))
+            batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=columns, row_groups=groups)
+            yield from _arrow_batches(shard, batches, columns, offset=offset)
         elif shard.fmt == "arrow":
             yield from _arrow_batches(shard, _arrow_reader(shard), columns)
         elif shard.fmt in ("csv", "tsv"):
@@ -188,8 +208,7 @@ def shard_batches(shard: Shard, columns: list[str]) -> Iterator[tuple[dict[str, 
         raise _bad(shard, e) from None
 
 
-def _arrow_batches(shard, batches, columns, first_row=1):
-    offset = 0
+def _arrow_batches(shard, batches, columns, first_row=1, offset=0):
     for batch in batches:
         missing = [c for c in columns if c not in batch.schema.names]
         if missing:
