@@ -267,3 +267,16 @@ def test_a_profile_of_another_version_is_one_error_line(tmp_path):
     path.write_text(json.dumps({"schema_version": 0, "counts": {}}))
     code, _, err = _cli("report", "--profile", str(path))
     assert code == 2 and "schema_version 0" in err and err.count("\n") == 1
+
+
+def test_ctrl_c_during_a_scan_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
+    import packing_core.data.scan as scan_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(scan_module, "scan", interrupted)
+    (tmp_path / "a.txt").write_text("hi\n")
+    out = tmp_path / "profile.json"
+    code, _, err = _cli("scan", str(tmp_path / "a.txt"), "--tokenizer", "bytes", "--out", str(out))
+    assert (code, err) == (130, "error: interrupted; nothing was written\n")
+    assert list(tmp_path.iterdir()) == [tmp_path / "a.txt"]
