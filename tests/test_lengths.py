@@ -26,7 +26,7 @@ from packing_core import (
     synthetic_lengths,
     texts_from_file,
 )
-from packing_core.data import lengths, readers
+from packing_core.data import lengths, lines, readers
 
 TEXTS = ["hello world", "héllo wörld, ça va?", "日本語のテキスト", "a", "tabs\tand, commas"]
 
@@ -34,6 +34,12 @@ TEXTS = ["hello world", "héllo wörld, ça va?", "日本語のテキスト", "a
 def whitespace_tokenizer(texts: list[str]) -> list[list[int]]:
     """A second, real tokenizer: one id per whitespace-separated word."""
     return [[hash(w) % 1000 for w in t.split()] for t in texts]
+
+
+def small_blocks(monkeypatch, n: int) -> None:
+    """Read every format in blocks of about ``n`` bytes (CSV and Parquet in readers, lines in lines)."""
+    monkeypatch.setattr(readers, "BATCH_BYTES", n)
+    monkeypatch.setattr(lines, "BATCH_BYTES", n)
 
 
 def write(tmp_path, name: str, content: str | bytes):
@@ -253,7 +259,7 @@ def test_parquet_in_many_row_groups_read_in_small_batches_keeps_every_row(tmp_pa
     lengths = np.arange(1, 1001, dtype=np.int64)
     pq.write_table(pa.table({"length": lengths}), path, row_group_size=64)
     assert pq.ParquetFile(path).metadata.num_row_groups == 16
-    monkeypatch.setattr(readers, "BATCH_BYTES", 300)
+    small_blocks(monkeypatch, 300)
     batches = list(readers.iter_column(readers.as_source(path), "length"))
     assert max(len(values) for values, _ in batches) < 64 and len(batches) > 16
     assert np.array_equal(lengths_from_file(path), lengths)
@@ -304,7 +310,7 @@ def test_jsonl_and_txt_stream_in_small_blocks(tmp_path, monkeypatch, name):
     texts = [f"document number {i}" for i in range(300)]
     body = "".join((json.dumps({"text": t}) if name == "d.jsonl" else t) + "\n" for t in texts)
     path = write(tmp_path, name, body)
-    monkeypatch.setattr(readers, "BATCH_BYTES", 500)
+    small_blocks(monkeypatch, 500)
     assert len(list(readers.iter_column(readers.as_source(path), "text"))) > 5
     assert texts_from_file(path) == texts
 
@@ -313,7 +319,7 @@ def test_csv_streams_in_small_blocks(tmp_path, monkeypatch):
     path = tmp_path / "d.csv"
     lengths = np.arange(1, 3001)
     pa_csv.write_csv(pa.table({"length": lengths}), path)
-    monkeypatch.setattr(readers, "BATCH_BYTES", 512)
+    small_blocks(monkeypatch, 512)
     batches = list(readers.iter_column(readers.as_source(path), "length"))
     assert len(batches) > 5
     assert np.array_equal(lengths_from_file(path), lengths)
@@ -477,7 +483,7 @@ def test_known_binary_formats_get_a_hint(tmp_path, head, hint):
 
 @pytest.mark.parametrize("batch_bytes", [8 << 20, 40])  # 40: line 1 is a batch of its own
 def test_missing_value_in_jsonl_length_column_names_the_line(tmp_path, monkeypatch, batch_bytes):
-    monkeypatch.setattr(readers, "BATCH_BYTES", batch_bytes)
+    small_blocks(monkeypatch, batch_bytes)
     path = write(tmp_path, "d.jsonl", '{"text": "a", "length": null}\n{"text": "b", "length": 2}\n')
     with pytest.raises(ValueError, match="'length' at line 1 has no value"):
         lengths_from_file(path)
@@ -542,7 +548,7 @@ def test_bad_parquet_length_names_the_row(tmp_path, table, shown):
 
 def test_later_non_integer_in_a_streamed_csv_names_its_row(tmp_path, monkeypatch):
     path = write(tmp_path, "d.csv", "length\n" + "7\n" * 500 + "oops\n")
-    monkeypatch.setattr(readers, "BATCH_BYTES", 256)
+    small_blocks(monkeypatch, 256)
     with pytest.raises(ValueError, match="data row 501 holds 'oops'"):
         lengths_from_file(path)
 
@@ -641,7 +647,7 @@ def test_tokenizer_returning_no_ids_names_the_document(tmp_path):
 
 
 def test_line_numbers_stay_right_across_batches(tmp_path, monkeypatch):
-    monkeypatch.setattr(readers, "BATCH_BYTES", 50)
+    small_blocks(monkeypatch, 50)
     path = write(tmp_path, "d.txt", "word\n" * 69 + "!!\n" + "word\n" * 10)
     with pytest.raises(ValueError, match="document at line 70;"):
         lengths_from_file(path, tokenizer=lambda texts: [[1] if t.isalpha() else [] for t in texts])

@@ -18,15 +18,14 @@ in a name cannot forge lines or drive the terminal), a Parquet's row count and d
 size are checked in its metadata before any page is read, a CSV's columns come from its
 header line alone, no single text value may exceed ``MAX_TEXT_BYTES``, and every read
 stays within a :class:`~packing_core._settings.ReadBudget` of rows, bytes and seconds.
+JSON Lines and plain text are cut into whole lines by :mod:`packing_core.data.lines`.
 """
 from __future__ import annotations
 
 import csv
 import errno
 import io
-import json
 import os
-import re
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -42,10 +41,10 @@ import pyarrow.parquet as pq
 
 from packing_core._settings import ReadBudget, read_budget
 from packing_core._validate import MAX_TEXT_BYTES
+from packing_core.data.lines import BATCH_BYTES, chunks, decode, iter_jsonl, iter_txt, json_object, utf8_error
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
            ".json": "jsonl", ".jsonlines": "jsonl", ".parquet": "parquet", ".txt": "txt"}
-BATCH_BYTES = 8 << 20       # about this much of the file per batch, in every format
 MAX_BATCH_ROWS = 65_536      # Parquet: cap on rows per batch when rows are tiny
 _FMT_NAMES = sorted(set(FORMATS.values()))
 _ALIASES = {"ndjson": "jsonl", "json": "jsonl", "jsonlines": "jsonl", "text": "txt"}
@@ -177,11 +176,11 @@ def columns(src: Source) -> list[str]:
         elif src.fmt == "jsonl":
             _check_text_head(f, src)
             names = []
-            for chunk, first in _chunks(f, src):
+            for chunk, first in chunks(f, src):
                 keys: dict[str, None] = {}
-                for i, line in enumerate(_decode(chunk, first, src).split("\n")):
+                for i, line in enumerate(decode(chunk, first, src).split("\n")):
                     if line.strip():
-                        keys.update(dict.fromkeys(_json_object(line, first + i, src)))
+                        keys.update(dict.fromkeys(json_object(line, first + i, src)))
                 names = list(keys)
                 break  # the first batch is enough to show the columns
         else:
@@ -218,7 +217,7 @@ def iter_column(src: Source, column: str, budget: ReadBudget | None = None) -> I
             batches = _iter_csv(f, src, column)
         else:
             _check_text_head(f, src)
-            batches = (_iter_txt if src.fmt == "txt" else _iter_jsonl)(f, src, column)
+            batches = (iter_txt if src.fmt == "txt" else iter_jsonl)(f, src, column)
         for values, where in batches:
             rows += len(values)
             nbytes = max(nbytes, f.tell()) if src.fmt != "parquet" else nbytes + _decoded_bytes(values)
@@ -304,7 +303,7 @@ def _csv_header(f, src: Source) -> list[str]:
         text = head.decode("utf-8")
     except UnicodeDecodeError as e:  # bad bytes on the header line are named; later ones when read
         if head.count(b"\n", 0, e.start) == 0 and e.start < MAX_HEADER_BYTES:
-            raise _utf8_error(head, 1, src, e) from None
+            raise utf8_error(head, 1, src, e) from None
         text = head[: e.start].decode("utf-8")
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=_delimiter(src))
     csv.field_size_limit(MAX_HEADER_BYTES)
@@ -325,9 +324,17 @@ def _csv_reader(f, src: Source, column: str | None):
     # length can be named by its row instead of failing pyarrow's type inference.
     convert = pa_csv.ConvertOptions() if column is None else pa_csv.ConvertOptions(
         include_columns=[column], column_types={column: pa.string()})
+    # A native Arrow stream and no reader threads: a thread still reading a Python file object
+    # when an error ends the process aborts it ("terminate called without an active exception").
+    if isinstance(f, io.BytesIO):
+        native = pa.BufferReader(pa.py_buffer(f.getbuffer()))
+    elif isinstance(f, io.BufferedReader) and isinstance(f.name, str):
+        native = pa.OSFile(f.name)
+    else:
+        native = f
     try:
-        return pa_csv.open_csv(
-            f, read_options=pa_csv.ReadOptions(block_size=BATCH_BYTES),
+        return native, pa_csv.open_csv(
+            native, read_options=pa_csv.ReadOptions(block_size=BATCH_BYTES, use_threads=False),
             parse_options=pa_csv.ParseOptions(delimiter=_delimiter(src), newlines_in_values=True),
             convert_options=convert)
     except pa.ArrowException as e:
@@ -344,15 +351,15 @@ def _csv_error(e: Exception, f, src: Source, offset: int) -> ValueError:
         try:
             head.decode("utf-8")
         except UnicodeDecodeError as e:
-            return _utf8_error(head, 1, src, e)
+            return utf8_error(head, 1, src, e)
         return ValueError(f"no documents found in {src.name}: it holds a header line and no data rows")
     if "UTF8" in msg or "UTF-8" in msg:
         f.seek(0)
-        for chunk, first in _chunks(f, src):  # error path only: find the line to name
+        for chunk, first in chunks(f, src):  # error path only: find the line to name
             try:
                 chunk.decode("utf-8")
             except UnicodeDecodeError as e:
-                return _utf8_error(chunk, first, src, e)
+                return utf8_error(chunk, first, src, e)
     if "straddling" in msg:  # pyarrow's words for a value longer than one block
         return ValueError(f"{src.name}: a value in the block from data row {offset + 1} is longer than "
                           f"{BATCH_BYTES:,} bytes, more than one document may hold; split it, or check the quoting")
@@ -361,7 +368,7 @@ def _csv_error(e: Exception, f, src: Source, offset: int) -> ValueError:
 
 
 def _iter_csv(f, src, column):
-    reader = _csv_reader(f, src, column)
+    native, reader = _csv_reader(f, src, column)
     offset = 0
     while True:
         try:
@@ -370,134 +377,7 @@ def _iter_csv(f, src, column):
             return
         except pa.ArrowException as e:
             raise _csv_error(e, f, src, offset) from None
+        if native is not f:
+            f.seek(native.tell())  # f.tell() is what the budget counts as read
         yield batch.column(0), (lambda i, o=offset: f"data row {o + i + 1}")
         offset += batch.num_rows
-
-
-# --- JSON Lines and plain text -------------------------------------------------------
-
-def _chunks(f, src: Source) -> Iterator[tuple[bytes, int]]:
-    r"""Whole lines in blocks of about ``BATCH_BYTES``, with the line number of the first.
-
-    Line endings are ``\n``, ``\r\n`` or a bare ``\r`` (old Mac files), as in the CSV reader;
-    blocks come back with ``\n`` only. A line longer than ``MAX_TEXT_BYTES`` is refused
-    before it is held whole.
-    """
-    rest, first = b"", 1
-    while block := f.read(BATCH_BYTES):
-        if first == 1 and not rest and block.startswith(b"\xef\xbb\xbf"):
-            block = block[3:]  # a UTF-8 byte-order mark is not content
-        block = rest + block
-        # a final "\r" waits for the next block: it may be the first half of "\r\n"
-        cut = max(block.rfind(b"\n"), block.rfind(b"\r", 0, len(block) - 1)) + 1
-        rest, block = block[cut:], block[:cut]
-        if len(rest) > MAX_TEXT_BYTES:
-            raise ValueError(f"{src.name}: line {first + _newlines(block)[1]} is longer than {MAX_TEXT_BYTES:,} "
-                             "bytes, more than one document may hold; split it or check the file")
-        if block:
-            block, count = _newlines(block)
-            yield block, first
-            first += count
-    if rest:
-        yield _newlines(rest)[0], first
-
-
-def _newlines(block: bytes) -> tuple[bytes, int]:
-    if b"\r" in block:
-        block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    return block, block.count(b"\n")
-
-
-def _utf8_error(chunk: bytes, first: int, src: Source, e: UnicodeDecodeError) -> ValueError:
-    line_start = chunk.rfind(b"\n", 0, e.start) + 1
-    lineno = first + chunk.count(b"\n", 0, e.start)
-    return ValueError(f"{src.name} is not UTF-8 text (line {lineno}, "
-                      f"byte {e.start - line_start} of that line is 0x{chunk[e.start]:02x}); "
-                      "re-save it as UTF-8")
-
-
-def _decode(chunk: bytes, first: int, src: Source) -> str:
-    try:
-        return chunk.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise _utf8_error(chunk, first, src, e) from None
-
-
-def _iter_txt(f, src, column):
-    for chunk, first in _chunks(f, src):
-        # Split and validate in C: one Python call per block, none per line.
-        lines = pa.array((chunk[:-1] if chunk.endswith(b"\n") else chunk).split(b"\n"), pa.binary())
-        try:
-            lines = pc.utf8_rtrim(lines.cast(pa.string()), characters="\r")
-        except pa.ArrowException as e:
-            _decode(chunk, first, src)  # raises a ValueError naming the line if it is bad UTF-8
-            raise ValueError(f"could not read {src.name} near line {first} ({e})") from None
-        yield lines, (lambda i, o=first: f"line {o + i}")
-
-
-_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def _json_object(line: str, lineno: int, src: Source) -> dict:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        hint = " (for one big JSON array, convert it: jq -c '.[]' in.json > out.jsonl)" if (
-            lineno == 1 and line.lstrip().startswith("[")) else ""
-        raise ValueError(f"{src.name}: line {lineno} is not valid JSON ({e.msg} at column "
-                         f'{e.colno}); JSON Lines needs one complete object per line, e.g. '
-                         '{"text": "..."}' + hint) from None
-    except RecursionError:
-        raise ValueError(f"{src.name}: line {lineno} is nested too deeply to read; "
-                         "flatten each line to one object with a text or length field") from None
-    except ValueError as e:  # e.g. an integer too large for Python's digit limit
-        raise ValueError(f"{src.name}: line {lineno} holds a value too large to read ({e}); "
-                         "store lengths as ordinary integers") from None
-    if "\\u" in line and _SURROGATE.search(line):
-        try:
-            json.dumps(obj, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"{src.name}: line {lineno} holds a lone surrogate escape (such as \\ud800), "
-                             "which is not valid Unicode; fix or drop that line") from None
-    if not isinstance(obj, dict):
-        raise ValueError(f"{src.name}: line {lineno} is a JSON {type(obj).__name__}, not an object; "
-                         'JSON Lines needs one object per line, e.g. {"text": "..."} '
-                         "(for one big JSON array, convert it: jq -c '.[]' in.json > out.jsonl)")
-    return obj
-
-
-def _iter_jsonl(f, src, column):
-    for chunk, first in _chunks(f, src):
-        values, linenos = [], []
-        for i, line in enumerate(_decode(chunk, first, src).split("\n")):
-            if not line.strip():
-                continue  # blank lines (a trailing newline, say) hold no record
-            value = _json_object(line, first + i, src).get(column)
-            if isinstance(value, list) and all(type(v) is int for v in value):
-                value = len(value)  # pre-tokenised: a list of token ids counts as its length
-            if isinstance(value, (dict, list, bool)):
-                what = {dict: "an object", list: "an array"}.get(type(value), f"a boolean ({value})")
-                raise ValueError(f"{src.name}: line {first + i}: {column!r} holds {what}; "
-                                 "pick a column that holds plain text or an integer length")
-            values.append(value)
-            linenos.append(first + i)
-        if values:
-            yield _json_array(values, linenos, src, column), (lambda i, n=linenos: f"line {n[i]}")
-
-
-def _json_array(values: list, linenos: list[int], src: Source, column: str) -> pa.Array:
-    """JSON values of one column as an Arrow array: all text, or all numbers (None = missing)."""
-    kinds = {type(v) for v in values} - {type(None)}
-    if kinds <= {str}:  # via UTF-8 bytes: far faster than converting Python str objects
-        encoded = [None if v is None else v.encode() for v in values]
-        return pa.array(encoded, pa.binary()).cast(pa.string())
-    if kinds <= {int, float}:
-        big = next((k for k, v in enumerate(values) if isinstance(v, int) and abs(v) >= 2**62), None)
-        if big is None:
-            return pa.array(values)
-        raise ValueError(f"{src.name}: line {linenos[big]}: {column!r} holds {values[big]}, too large "
-                         "for a length; fix that line")
-    first = next(type(v) for v in values if v is not None)
-    i = next(k for k, v in enumerate(values) if v is not None and (type(v) is str) != (first is str))
-    raise ValueError(f"{src.name}: line {linenos[i]}: {column!r} holds {values[i]!r} but earlier lines "
-                     "hold another type; a column must hold only integers or only text")
