@@ -280,3 +280,9 @@ def test_ctrl_c_during_a_scan_is_one_line_and_leaves_no_file(tmp_path, monkeypat
     code, _, err = _cli("scan", str(tmp_path / "a.txt"), "--tokenizer", "bytes", "--out", str(out))
     assert (code, err) == (130, "error: interrupted; nothing was written\n")
     assert list(tmp_path.iterdir()) == [tmp_path / "a.txt"]
+
+
+def test_smollm2_loads_from_the_cache_that_models_pretrained_writes():
+    from packing_core.models import pretrained, tokenizers
+
+    assert tokenizers.SMOLLM2_TOKENIZER_DIRS == (pretrained._MODEL_DIR, pretrained._TOKENIZER_DIR)

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from packing_core._settings import tokenizer_dirs
+from packing_core._settings import cache_dir, tokenizer_dirs
 from packing_core.data.lengths import byte_tokenizer
 
 BUILTIN_TOKENIZERS = ("smollm2", "bytes")
+# where models.pretrained caches SmolLM2's converted files (the model folder, or the tokenizer alone)
+SMOLLM2_TOKENIZER_DIRS = ("smollm2-135m-instruct-q4_1", "smollm2-135m-instruct-tokenizer")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
 
 
@@ -33,20 +35,32 @@ def _sha(text: str) -> str:
 
 @dataclass(frozen=True, eq=False)
 class HFTokenizer:
-    """A Hugging Face tokenizer as a ``Tokenizer`` (texts -> ids, no special tokens) with its identity."""
+    """A Hugging Face tokenizer as a ``Tokenizer`` (texts -> ids, no special tokens) with its identity.
+
+    From a folder with a ``tokenizer.json`` the counting runs on the ``tokenizers`` library
+    alone, so a scan worker starts without importing transformers (and torch); transformers'
+    tokenizer (``hf``) loads on first use, when a chat template has to be rendered.
+    """
 
     name: str
-    hf: Any
     vocab_hash: str
+    chat_template: str | None
     chat_template_hash: str | None
+    fast: Any = None                    # tokenizers.Tokenizer, when the folder has tokenizer.json
+    folder: Path | None = None
+    _hf: list = field(default_factory=list, repr=False)
 
     @property
-    def chat_template(self) -> str | None:
-        return getattr(self.hf, "chat_template", None)
+    def hf(self):
+        """transformers' tokenizer for this folder (loaded once, on first use)."""
+        if not self._hf:
+            self._hf.append(_load_folder(self.folder))
+        return self._hf[0]
 
     def __call__(self, texts: list[str]) -> list[list[int]]:
-        fast = getattr(self.hf, "backend_tokenizer", None)
+        fast = self.fast if self.fast is not None else getattr(self.hf, "backend_tokenizer", None)
         if fast is not None and hasattr(fast, "encode_batch_fast"):
+            # the Rust tokenizer without offsets or transformers' wrapping: same ids, faster
             return [e.ids for e in fast.encode_batch_fast(list(texts), add_special_tokens=False)]
         return self.hf(list(texts), add_special_tokens=False)["input_ids"]
 
@@ -54,10 +68,41 @@ class HFTokenizer:
         return self.hf.apply_chat_template(messages, tokenize=tokenize, add_generation_prompt=add_generation_prompt)
 
     @classmethod
-    def wrap(cls, name: str, hf) -> HFTokenizer:
+    def wrap(cls, name: str, hf, folder: Path | None = None) -> HFTokenizer:
+        """An already loaded transformers tokenizer."""
         vocab = json.dumps(sorted(hf.get_vocab().items()), ensure_ascii=False)
         template = getattr(hf, "chat_template", None)
-        return cls(name, hf, _sha(vocab), _sha(template) if isinstance(template, str) else None)
+        template = template if isinstance(template, str) else None
+        return cls(name, _sha(vocab), template, _sha(template) if template else None, folder=folder, _hf=[hf])
+
+    @classmethod
+    def from_folder(cls, name: str, folder: Path) -> HFTokenizer:
+        """A tokenizer folder: light (``tokenizers`` only) when it holds tokenizer.json and a plain template."""
+        check_tokenizer(str(folder))
+        template = _folder_template(folder)
+        if not (folder / "tokenizer.json").is_file() or template is False:
+            return cls.wrap(name, _load_folder(folder), folder)
+        from tokenizers import Tokenizer
+
+        try:
+            fast = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except Exception as e:  # noqa: BLE001  (the Rust side raises its own exception type)
+            raise ValueError(f"could not read {str(folder / 'tokenizer.json')!r} ({e}); save the tokenizer "
+                             "again with tokenizer.save_pretrained()") from None
+        vocab = json.dumps(sorted(fast.get_vocab(with_added_tokens=True).items()), ensure_ascii=False)
+        return cls(name, _sha(vocab), template, _sha(template) if template else None, fast=fast, folder=folder)
+
+
+def _folder_template(folder: Path):
+    """The folder's chat template text, None when it has none, False when only transformers can tell."""
+    if (folder / "chat_template.jinja").is_file():
+        return (folder / "chat_template.jinja").read_text(encoding="utf-8")
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    template = config.get("chat_template")
+    return template if template is None or isinstance(template, str) else False
 
 
 def tokenizer_choices() -> list[str]:
@@ -105,12 +150,15 @@ def load_tokenizer(spec: str = "smollm2"):
     if spec == "bytes":
         return byte_tokenizer
     if spec == "smollm2":
+        saved = [cache_dir() / d for d in SMOLLM2_TOKENIZER_DIRS if (cache_dir() / d / "tokenizer.json").is_file()]
+        if saved:   # the converted copy: no transformers import until a chat template is rendered
+            return HFTokenizer.from_folder("smollm2", saved[0])
         from packing_core.models.pretrained import INSTALL_PRETRAINED, real_tokenizer
 
-        tok = real_tokenizer()
+        tok = real_tokenizer()   # the first time: converts the GGUF's tokenizer into the cache
         if tok is None:
             raise ValueError(f"--tokenizer smollm2 needs the pretrained model: {INSTALL_PRETRAINED} "
                              "(or use --tokenizer bytes)")
         return HFTokenizer.wrap("smollm2", tok.hf)
     folder = Path(spec).expanduser()
-    return HFTokenizer.wrap(folder.name or spec, _load_folder(folder))
+    return HFTokenizer.from_folder(folder.name or spec, folder)
