@@ -317,8 +317,12 @@ def _bucket_of(length: np.ndarray, context: int, buckets: int, bucket_edges, bat
         # batch (eight buckets over eight samples would be eight one-row "batches")
         buckets = min(int(buckets), max(1, len(length) // batch_size))
         edges = np.unique(np.quantile(length, np.linspace(0, 1, buckets + 1)[1:], method="higher").astype(np.int64))
-    # a search per item, not a table per possible length: the context may be huge
-    return np.searchsorted(edges, length, side="left")
+    longest = int(length.max())
+    if longest > 1 << 20:  # a table per possible length would be huge: one search per item instead
+        return np.searchsorted(edges, length, side="left")
+    # a table of every length up to the longest item (sized by the data, never by the context)
+    table = np.searchsorted(edges, np.arange(longest + 1), side="left")
+    return table.astype(np.uint16 if len(edges) < 2**16 - 1 else np.int64)[length]
 
 
 def compare(lengths, context: int, strategies=STRATEGIES, **kwargs) -> list[PlanMetrics]:
