@@ -4,6 +4,7 @@
     python benchmarks/concurrent_users.py --json              # machine-readable
     python benchmarks/concurrent_users.py --users 4 --model tiny-rope \\
         --url http://127.0.0.1:8501 --pid 1234 --log server.log   # a server that is already up
+    python benchmarks/concurrent_users.py --bomb              # plus one user with decompression bombs
 
 Every user is a fresh browser context (its own Streamlit session) in one headless Chromium.
 All start together. Each one opens the Leakage lab, picks a mask and positions, reads the
@@ -17,6 +18,11 @@ document count. Measured:
 Goals: every user sees the verdict its settings imply and the right document count, no
 exception anywhere; the server grows by less than 1.5 GB; the pretrained model loads at most
 once (``st.cache_resource``), however many people ask for it at the same moment.
+
+``--bomb`` adds a last warm round in which one more session uploads decompression bombs to
+the Dataset explorer while the others work (a Parquet of 20M rows in 84 KB, and one whose
+dictionary decodes to 2 GB). Goal: the others finish within 1.5x of the warm round without
+it (p50 and max), and the bomber gets one clear error per file.
 Exit code 0 when every goal is met, 1 otherwise.
 """
 from __future__ import annotations
@@ -223,13 +229,58 @@ async def one_user(browser, url: str, i: int, model: str, t0: float) -> dict:
     return result
 
 
-async def all_users(url: str, users: int, model: str) -> tuple[list[dict], float]:
+def bomb_files() -> list[tuple[str, bytes]]:
+    """Small files that decode to far more than the lab's read budget allows."""
+    import io
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def parquet(table) -> bytes:
+        buf = io.BytesIO()
+        pq.write_table(table, buf)
+        return buf.getvalue()
+
+    words = pa.DictionaryArray.from_arrays(pa.array(np.zeros(1000, np.int32)), pa.array(["x" * 2_000_000]))
+    return [("rows.parquet", parquet(pa.table({"length": pa.array(np.ones(20_000_000, np.int64))}))),
+            ("dictionary.parquet", parquet(pa.table({"text": words})))]
+
+
+async def bomber(browser, url: str, t0: float) -> dict:
+    """One more student: uploads each bomb to the Dataset explorer and reads the error it gets."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    s = Session(await context.new_page(), url)
+    result = {"user": "bomber", "errors": []}
+    try:
+        await s.open("dataset_explorer")
+        for name, data in bomb_files():
+            s.step = f"upload {name}"
+            uploader = s.page.get_by_test_id("stFileUploader").first.locator("input[type='file']")
+            upload = {"name": name, "mimeType": "application/octet-stream", "buffer": data}
+            await s.act(lambda u=uploader, f=upload: u.set_input_files(files=f))
+            button = s.page.get_by_role("button", name="Analyse this file")
+            if await button.count():
+                await s.act(lambda b=button: b.click())
+            alert = s.page.get_by_test_id("stAlertContentError").first
+            result["errors"].append(f"{name}: {(await alert.inner_text(timeout=STEP_MS))[:160]}")
+        await s.check_clean("dataset_explorer")
+    except Exception as e:  # noqa: BLE001
+        s.problems.append(f"at step {s.step!r}: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+    result["seconds"] = round(time.perf_counter() - t0, 2)
+    result["problems"] = s.problems
+    await context.close()
+    return result
+
+
+async def all_users(url: str, users: int, model: str, bomb: bool = False) -> tuple[list[dict], float]:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         t0 = time.perf_counter()
-        results = await asyncio.gather(*(one_user(browser, url, i, model, t0) for i in range(users)))
+        extra = [bomber(browser, url, t0)] if bomb else []
+        results = await asyncio.gather(*(one_user(browser, url, i, model, t0) for i in range(users)), *extra)
         wall = time.perf_counter() - t0
         await browser.close()
     return list(results), wall
@@ -250,7 +301,8 @@ def pick_model(model: str) -> str:
     return "smollm2" if pretrained_status()[0] else "tiny-rope"
 
 
-def run(url: str, pid: int, log_path: Path | None, users: int, model: str, rounds: int = 1) -> dict:
+def run(url: str, pid: int, log_path: Path | None, users: int, model: str, rounds: int = 1,
+        bomb: bool = False) -> dict:
     """Run ``users`` sessions against the server at ``url`` (process ``pid``) and judge them.
 
     The first round meets a cold server (imports, model load, empty caches); a second round
@@ -262,7 +314,9 @@ def run(url: str, pid: int, log_path: Path | None, users: int, model: str, round
     sampler = PeakRss(pid)
     sampler.start()
     try:
+        bombed = None
         rounds_run = [asyncio.run(all_users(url, users, model)) for _ in range(rounds)]
+        bombed = asyncio.run(all_users(url, users, model, bomb=True)) if bomb else None
     finally:
         peak = sampler.stop()
     results, wall = rounds_run[0]
@@ -301,6 +355,26 @@ def run(url: str, pid: int, log_path: Path | None, users: int, model: str, round
     summary["goals_met"] = (every_round_ok and summary["server_tracebacks"] == 0
                             and summary["server_rss_growth_mb"] < GOAL_GROWTH_MB
                             and (loads is None or model != "smollm2" or loads <= 1))
+    if bombed is not None:
+        others = [r for r in bombed[0] if r["user"] != "bomber"]
+        bomber_result = next(r for r in bombed[0] if r["user"] == "bomber")
+        for r in others:
+            r["ok"] = (not r["problems"] and r.get("verdict") == r["expected_verdict"]
+                       and r.get("documents") == documents[r["dataset"]])
+        calm = rounds_run[-1][0]   # the last warm round without the bomb
+        p50 = lambda rs: statistics.median(r["seconds"] for r in rs)  # noqa: E731
+        top = lambda rs: max(r["seconds"] for r in rs)  # noqa: E731
+        summary["bomb"] = {
+            "users_ok": sum(r["ok"] for r in others), "seconds_p50": round(p50(others), 2),
+            "seconds_max": round(top(others), 2), "calm_seconds_p50": round(p50(calm), 2),
+            "calm_seconds_max": round(top(calm), 2), "slowdown_p50": round(p50(others) / p50(calm), 2),
+            "slowdown_max": round(top(others) / top(calm), 2), "bomber_errors": bomber_result["errors"],
+            "bomber_problems": bomber_result["problems"], "goal_slowdown": 1.5,
+        }
+        b = summary["bomb"]
+        summary["goals_met"] = (summary["goals_met"] and b["users_ok"] == users and not b["bomber_problems"]
+                                and len(b["bomber_errors"]) == len(bomb_files())
+                                and b["slowdown_p50"] <= 1.5 and b["slowdown_max"] <= 1.5)
     return summary
 
 
@@ -318,6 +392,13 @@ def _table(s: dict) -> str:
         lines.append(f"{r['user']:>4}  {r['mask']:<4}  {r['positions']:<10}  {r['dataset']:<15}  "
                      f"{r.get('verdict', '-'):<15}  {r.get('documents', '-'):>9}  {r['seconds']:>7}  "
                      f"{'yes' if r['ok'] else 'NO: ' + '; '.join(r['problems'])[:200]}")
+    if "bomb" in s:
+        b = s["bomb"]
+        lines += ["", f"with one bomber: {b['users_ok']}/{s['users']} ok, p50 {b['seconds_p50']} s (calm "
+                  f"{b['calm_seconds_p50']} s, x{b['slowdown_p50']}), max {b['seconds_max']} s (calm "
+                  f"{b['calm_seconds_max']} s, x{b['slowdown_max']}); goal <= x{b['goal_slowdown']}",
+                  *(f"  bomber got: {e}" for e in b["bomber_errors"]),
+                  *(f"  bomber problem: {p}" for p in b["bomber_problems"])]
     lines.append(f"\ngoals met: {'yes' if s['goals_met'] else 'NO'}")
     return "\n".join(lines)
 
@@ -331,6 +412,8 @@ def main(argv=None) -> int:
     p.add_argument("--pid", type=int, help="process id of the server at --url, for its memory")
     p.add_argument("--log", type=Path, help="the server's log, to count model loads and tracebacks")
     p.add_argument("--rounds", type=int, default=2, help="1 cold round, then warm rounds of new sessions")
+    p.add_argument("--bomb", action="store_true",
+                   help="add a warm round in which one more session uploads decompression bombs")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.url and not args.pid:
@@ -348,7 +431,7 @@ def main(argv=None) -> int:
         proc, url = start_server(log)
         pid = proc.pid
     try:
-        summary = run(url, pid, log, args.users, model, args.rounds)
+        summary = run(url, pid, log, args.users, model, args.rounds, bomb=args.bomb)
     finally:
         if proc is not None:
             proc.terminate()
