@@ -95,11 +95,12 @@ FREE = "advanced"   # the scenario name that leaves every switch to the learner
 # (page title, minutes): the navigation follows this order, one 60-minute lesson.
 LESSON_PLAN = (
     ("Why packing", 8),
-    ("Padded vs packed", 12),
+    ("Padded vs packed", 10),
     ("Masks and labels", 12),
-    ("Leakage lab", 14),
-    ("Dataset explorer", 8),
-    ("Benchmark", 6),
+    ("Leakage lab", 12),
+    ("Bug zoo", 8),
+    ("Dataset explorer", 6),
+    ("Benchmark", 4),
 )
 
 # page title -> (one sentence to read out, one question to ask the class)
@@ -118,6 +119,10 @@ TEACHER = {
     "Leakage lab": (
         "A wrong mask never raises an error; the only way to see it is to run a document alone and packed and compare.",
         "Before you click: will document 1's logits change in this scenario?"),
+    "Bug zoo": (
+        "Every bug here shipped in a real project, trained without an error, and was found only by someone who "
+        "compared a document alone with the same document packed.",
+        "Which of these bugs would your own training setup catch today, and with which check?"),
     "Dataset explorer": (
         "The right policy depends on the lengths: look at the histogram before choosing between bucketing and packing.",
         "For this dataset, would you bucket or pack on a first run, and what would make you change your mind?"),

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core._validate import choice, whole_number
+from packing_core._validate import as_context, choice
 from packing_core.data.profile import LengthProfile
 from packing_core.packing.plan import PlanMetrics
 from packing_core.packing.strategies import OVERLONG_POLICIES, make_plan
@@ -96,27 +96,36 @@ def _items(lengths, n, context, overlong):
 
 
 def _bfd_rows(item_len: np.ndarray, item_n: np.ndarray, context: int) -> int:
-    """Best-fit decreasing on a histogram: rows tracked as counts per remaining room."""
-    rooms = np.zeros(context + 1, dtype=np.int64)   # rooms[c]: rows with c slots free
+    """Best-fit decreasing on a histogram: rows tracked as counts per remaining room.
+
+    ``rooms`` is sparse (a dict of the rooms some row has), so memory follows the data,
+    never the context: a context of 2**28 costs nothing more than one of 512.
+    """
+    rooms: dict[int, int] = {}   # rooms[c]: rows with c slots free
     n_rows = 0
+
+    def add(c: int, k: int) -> None:
+        if k:
+            rooms[c] = rooms.get(c, 0) + k
+
     for size, need in zip(item_len[::-1].tolist(), item_n[::-1].tolist()):
-        for c in (np.flatnonzero(rooms[size:]) + size).tolist():   # tightest fit first
+        for c in sorted(c for c, k in rooms.items() if k and c >= size):   # tightest fit first
             if need == 0:
                 break
-            have, q = int(rooms[c]), c // size
+            have, q = rooms[c], c // size
             full = min(have, need // q)
             part = need - full * q if full < have else 0
             rooms[c] -= full + (part > 0)
-            rooms[c - q * size] += full
+            add(c - q * size, full)
             if part:
-                rooms[c - part * size] += 1
+                add(c - part * size, 1)
             need -= full * q + part
         if need:
             q = context // size
             full, part = divmod(need, q)
-            rooms[context - q * size] += full
+            add(context - q * size, full)
             if part:
-                rooms[context - part * size] += 1
+                add(context - part * size, 1)
             n_rows += full + (part > 0)
     return n_rows
 
@@ -181,7 +190,7 @@ def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "sp
     trained tokens; over-long documents lose their *last* tokens to truncation or
     dropping, and the answer comes last, so those are counted as lost from the loss.
     """
-    context = whole_number(context, "context", hint="try 512 or 2048")
+    context = as_context(context)
     choice("strategy", strategy, COUNT_STRATEGIES)
     choice("overlong policy", overlong, OVERLONG_POLICIES)
     lengths, n = _histogram(counts)
