@@ -71,7 +71,8 @@ _export("analysis.costs", "COST_FORMULA", "EndToEnd", "MODEL_SHAPES", "ModelShap
 _export("analysis.composition", "RowOrder", "row_cu_seqlens", "row_order")
 _export("analysis.isolation", "AttentionCheck", "alone_vs_packed_attention")
 _export("experiments.train", "TOPICS", "TrainResult", "train_demo")
-_export("experiments.bench", "BackendTiming", "BenchmarkResult", "Timing", "format_benchmark", "format_breakdown", "run_benchmark", "segments_breakdown")
+_export("experiments.bench", "BackendTiming", "BenchmarkResult", "Timing", "format_benchmark", "format_breakdown",
+        "run_benchmark", "segments_breakdown")
 _export("viz.style", "ALERT_COLOUR", "PACKED_COLOUR", "PADDED_COLOUR", "PALETTE", "PAD_COLOUR", "doc_colour")
 _export("viz.plans", "benchmark_figure", "length_histogram_figure", "plan_grid", "plan_strip", "row_order_figure",
         "slot_use_figure", "strategy_figure")
