@@ -199,9 +199,8 @@ def train_demo(mask: str = "on", *, steps: int = 150, seed: int = 0,
                same_topic: float = SAME_TOPIC) -> TrainResult:
     """Train the tiny model on packed topic documents with the mask ``on`` or ``off``.
 
-    >>> on, off = train_demo("on"), train_demo("off")          # doctest: +SKIP
-    >>> off.train_loss < on.train_loss, off.alone_loss > on.alone_loss   # doctest: +SKIP
-    (True, True)
+    With the default seed the mask-off run ends training with the lower loss and is worse
+    when each document runs alone (``tests/test_train.py`` pins both; two runs take ~10 s).
 
     The same ``seed`` gives the same data, the same initial weights and the same losses;
     ``mask`` changes nothing but the attention boundaries.
