@@ -151,6 +151,13 @@ def _labels_over_row() -> ZooResult:
         caught=bool(cb.violations), silent_on_fix=cf.sound, check_says=_names(cb))
 
 
+def _pad_row(fixed: dict, pad: int, position_ids: np.ndarray) -> dict:
+    """``fixed`` with ``pad`` pad tokens at the end of its row (label -100), given the row's position ids."""
+    return {"input_ids": np.pad(fixed["input_ids"], ((0, 0), (0, pad))),
+            "labels": np.pad(fixed["labels"], ((0, 0), (0, pad)), constant_values=-100),
+            "position_ids": position_ids}
+
+
 def _pads_at_zero() -> ZooResult:
     from transformers.masking_utils import find_packed_sequence_indices
 
@@ -160,9 +167,7 @@ def _pads_at_zero() -> ZooResult:
     pad = -T % 16 or 16                                   # pad_to_multiple_of=16, as a collator would
 
     def padded(pad_positions):
-        return {"input_ids": np.pad(fixed["input_ids"], ((0, 0), (0, pad))),
-                "labels": np.pad(fixed["labels"], ((0, 0), (0, pad)), constant_values=-100),
-                "position_ids": np.concatenate([fixed["position_ids"], pad_positions[None]], 1)}
+        return _pad_row(fixed, pad, np.concatenate([fixed["position_ids"], pad_positions[None]], 1))
 
     broken, good = padded(np.zeros(pad, dtype=np.int64)), padded(np.arange(pad))
 
@@ -183,9 +188,7 @@ def _positions_not_padded() -> ZooResult:
     fixed = _flatten(_texts_documents(tok))
     T = fixed["input_ids"].shape[1]
     pad = -T % 8 or 8
-    broken = {"input_ids": np.pad(fixed["input_ids"], ((0, 0), (0, pad))),
-              "labels": np.pad(fixed["labels"], ((0, 0), (0, pad)), constant_values=-100),
-              "position_ids": fixed["position_ids"]}
+    broken = _pad_row(fixed, pad, fixed["position_ids"])     # the bug: positions left unpadded
     good = dict(broken, position_ids=np.concatenate([fixed["position_ids"], np.arange(pad)[None]], 1))
     try:
         with torch.inference_mode():
