@@ -191,6 +191,7 @@ async def one_user(browser, url: str, i: int, model: str, t0: float) -> dict:
     positions = "continuous" if i % 4 >= 2 else "reset"
     dataset = DATASETS[i % len(DATASETS)]
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(STEP_MS)   # a click waits as long as a step: 2 cores, 11 browsers
     s = Session(await context.new_page(), url)
     result = {"user": i, "model": model, "mask": mask, "positions": positions, "dataset": dataset,
               "expected_verdict": expected_verdict(model, mask, positions)}
@@ -250,6 +251,7 @@ def bomb_files() -> list[tuple[str, bytes]]:
 async def bomber(browser, url: str, t0: float) -> dict:
     """One more student: uploads each bomb to the Dataset explorer and reads the error it gets."""
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(STEP_MS)   # a click waits as long as a step: 2 cores, 11 browsers
     s = Session(await context.new_page(), url)
     result = {"user": "bomber", "errors": []}
     try:
@@ -262,8 +264,8 @@ async def bomber(browser, url: str, t0: float) -> dict:
             button = s.page.get_by_role("button", name="Analyse this file")
             if await button.count():
                 await s.act(lambda b=button: b.click())
-            alert = s.page.get_by_test_id("stAlertContentError").first
-            result["errors"].append(f"{name}: {(await alert.inner_text(timeout=STEP_MS))[:160]}")
+            alert = s.page.get_by_test_id("stAlertContentError").filter(has_text=name).first
+            result["errors"].append(f"{name}: {(await alert.inner_text(timeout=2 * STEP_MS))[:160]}")
         await s.check_clean("dataset_explorer")
     except Exception as e:  # noqa: BLE001
         s.problems.append(f"at step {s.step!r}: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
