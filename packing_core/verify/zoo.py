@@ -103,32 +103,28 @@ def _mask_hides_packing() -> ZooResult:
     return _compare_batches(model, broken, fixed)
 
 
-def _cache_hides_packing() -> ZooResult:
+def _verified(broken_settings: dict, fixed_settings: dict, check_says: str) -> ZooResult:
+    """A bug that only the alone-vs-packed check sees: SmolLM2 verified broken and fixed."""
     from packing_core.verify.registry import verify_pretrained
 
     pre = _smollm2()
-    broken = verify_pretrained(backend="sdpa", use_cache=True, pretrained=pre)
-    fixed = verify_pretrained(backend="sdpa", use_cache=False, pretrained=pre)
+    broken = verify_pretrained(pretrained=pre, **broken_settings)
+    fixed = verify_pretrained(pretrained=pre, **fixed_settings)
     return ZooResult(
         name="", symptom=f"max |dlogit| {broken.max_abs_diff:.2f}; {len(broken.changes)} top-1 predictions changed",
         fixed=f"max |dlogit| {fixed.max_abs_diff:.1e}", broken_max_abs_diff=broken.max_abs_diff,
         fixed_max_abs_diff=fixed.max_abs_diff, changed_predictions=len(broken.changes),
-        caught=not broken.equivalent, silent_on_fix=fixed.equivalent,
-        check_says="verify --model smollm2 --backend sdpa --use-cache: NOT EQUIVALENT (the batch itself is sound)")
+        caught=not broken.equivalent, silent_on_fix=fixed.equivalent, check_says=check_says)
+
+
+def _cache_hides_packing() -> ZooResult:
+    return _verified(dict(backend="sdpa", use_cache=True), dict(backend="sdpa", use_cache=False),
+                     "verify --model smollm2 --backend sdpa --use-cache: NOT EQUIVALENT (the batch itself is sound)")
 
 
 def _positions_without_mask() -> ZooResult:
-    from packing_core.verify.registry import verify_pretrained
-
-    pre = _smollm2()
-    broken = verify_pretrained(mask="off", positions="reset", pretrained=pre)
-    fixed = verify_pretrained(mask="on", positions="reset", pretrained=pre)
-    return ZooResult(
-        name="", symptom=f"max |dlogit| {broken.max_abs_diff:.2f}; {len(broken.changes)} top-1 predictions changed",
-        fixed=f"max |dlogit| {fixed.max_abs_diff:.1e}", broken_max_abs_diff=broken.max_abs_diff,
-        fixed_max_abs_diff=fixed.max_abs_diff, changed_predictions=len(broken.changes),
-        caught=not broken.equivalent, silent_on_fix=fixed.equivalent,
-        check_says="verify --mask off: NOT EQUIVALENT (positions reset, yet document 1 reads document 0)")
+    return _verified(dict(mask="off", positions="reset"), dict(mask="on", positions="reset"),
+                     "verify --mask off: NOT EQUIVALENT (positions reset, yet document 1 reads document 0)")
 
 
 def _labels_over_row() -> ZooResult:
