@@ -60,7 +60,7 @@ def load_batch_bytes(data: bytes, name: str = "batch") -> dict:
         except ValueError as e:
             raise ValueError(f"{name}: an .npz holding Python objects needs pickle, which the lab refuses "
                              f"({e}); store integer arrays") from None
-    if head.lstrip()[:1] in (b"{", b"["):
+    if head.lstrip()[:1] in (b"{", b"[") or name.lower().endswith(".json"):
         try:
             batch = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:

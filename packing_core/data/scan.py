@@ -69,7 +69,7 @@ class ScanProgress:
     def line(self) -> str:
         eta = "?" if self.eta_seconds is None else f"{self.eta_seconds:,.0f} s"
         return (f"scan: {self.shards_done}/{self.shards_total} shards, {self.documents:,} documents, "
-                f"{self.docs_per_second:,.0f} documents/s, ETA {eta}")
+                f"{self.docs_per_second:,.{1 if self.docs_per_second < 10 else 0}f} documents/s, ETA {eta}")
 
 
 def tokenizer_identity(tokenizer) -> dict:
