@@ -19,6 +19,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+# SmolLM2's folders in the cache: the converted model + tokenizer, and the tokenizer alone.
+# Named here once: models.pretrained writes them, models.tokenizers reads them without torch.
+SMOLLM2_CACHE_DIRS = ("smollm2-135m-instruct-q4_1", "smollm2-135m-instruct-tokenizer")
+
 
 def cache_dir() -> Path:
     """Where converted models and length caches live: ``$PACKING_LAB_CACHE`` or ``~/.cache/packing-lab``."""

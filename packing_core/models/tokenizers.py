@@ -20,12 +20,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from packing_core._settings import cache_dir, tokenizer_dirs
+from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs
 from packing_core.data.lengths import byte_tokenizer
 
 BUILTIN_TOKENIZERS = ("smollm2", "bytes")
 # where models.pretrained caches SmolLM2's converted files (the model folder, or the tokenizer alone)
-SMOLLM2_TOKENIZER_DIRS = ("smollm2-135m-instruct-q4_1", "smollm2-135m-instruct-tokenizer")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
 
 
@@ -150,7 +149,7 @@ def load_tokenizer(spec: str = "smollm2"):
     if spec == "bytes":
         return byte_tokenizer
     if spec == "smollm2":
-        saved = [cache_dir() / d for d in SMOLLM2_TOKENIZER_DIRS if (cache_dir() / d / "tokenizer.json").is_file()]
+        saved = [cache_dir() / d for d in SMOLLM2_CACHE_DIRS if (cache_dir() / d / "tokenizer.json").is_file()]
         if saved:   # the converted copy: no transformers import until a chat template is rendered
             return HFTokenizer.from_folder("smollm2", saved[0])
         from packing_core.models.pretrained import INSTALL_PRETRAINED, real_tokenizer
