@@ -280,17 +280,3 @@ def test_ctrl_c_during_a_scan_is_one_line_and_leaves_no_file(tmp_path, monkeypat
     code, _, err = _cli("scan", str(tmp_path / "a.txt"), "--tokenizer", "bytes", "--out", str(out))
     assert (code, err) == (130, "error: interrupted; nothing was written\n")
     assert list(tmp_path.iterdir()) == [tmp_path / "a.txt"]
-
-
-def test_smollm2_loads_from_the_cache_that_models_pretrained_writes(tmp_path, monkeypatch):
-    from packing_core.models import pretrained, tokenizers
-
-    monkeypatch.setenv("PACKING_LAB_CACHE", str(tmp_path))
-    pretrained.real_tokenizer.cache_clear()
-    try:
-        first = tokenizers.load_tokenizer("smollm2")          # converts the GGUF's tokenizer into the cache
-        assert (tmp_path / pretrained._TOKENIZER_DIR / "tokenizer.json").is_file()
-        again = tokenizers.load_tokenizer("smollm2")          # now read from that folder, without torch
-        assert again(["Hello world"]) == first(["Hello world"])
-    finally:
-        pretrained.real_tokenizer.cache_clear()
