@@ -7,6 +7,9 @@
 Three measurements:
 - throughput: ``scan`` with the local engine against ``datasets.Dataset.map(batched=True,
   num_proc=2)`` computing the same lengths with the same tokenizer (the profiles must agree);
+  the scan runs twice, with SmolLM2's word counter (the default) and with every text through
+  the Rust tokenizer (``$PACKING_LAB_WORD_COUNTER=0``, ``--no-rust-only`` skips it); and the
+  word counter alone, cold, on the distinct fortunes texts (a fresh cache, one process);
 - memory: peak RSS of the scanning process and of its largest worker at each ``--memory-docs``
   size (each in a fresh subprocess), flat when nothing grows with the documents;
 - planning from counts: bfd on the fortunes profile scaled to 1,000,000,000 documents.
@@ -116,6 +119,40 @@ def datasets_lengths(files: list[Path], tokenizer: str, workers: int, cache: Pat
     return dict(zip(values.tolist(), counts.tolist())), loaded - start, seconds - (loaded - start)
 
 
+def rust_only_scan(folder: Path, tokenizer: str, workers: int, expected) -> tuple[float, bool]:
+    """The same scan with ``$PACKING_LAB_WORD_COUNTER=0``: every text through the Rust tokenizer."""
+    old = os.environ.get("PACKING_LAB_WORD_COUNTER")
+    os.environ["PACKING_LAB_WORD_COUNTER"] = "0"     # the spawned workers read it
+    try:
+        start = time.perf_counter()
+        profile = pc.scan([folder], functools.partial(pc.load_tokenizer, tokenizer), workers=workers)
+        return time.perf_counter() - start, profile.count_dict() == expected.count_dict()
+    finally:
+        if old is None:
+            del os.environ["PACKING_LAB_WORD_COUNTER"]
+        else:
+            os.environ["PACKING_LAB_WORD_COUNTER"] = old
+
+
+def cold_counter(tokenizer: str) -> dict | None:
+    """One process, a fresh word cache, each distinct fortunes text once: the counter against encode_batch_fast."""
+    tok = pc.load_tokenizer(tokenizer)
+    fast = getattr(tok, "fast", None)
+    counter = pc.ByteLevelCounter.build(fast) if fast is not None else None
+    if counter is None:
+        return None
+    texts = [d.text for d in pc.load_documents("fortunes")]
+    start = time.perf_counter()
+    mine = [counter.count(t) for t in texts]
+    counter_s = time.perf_counter() - start
+    start = time.perf_counter()
+    rust = [len(e) for e in fast.encode_batch_fast(texts, add_special_tokens=False)]
+    rust_s = time.perf_counter() - start
+    return {"texts": len(texts), "counted_by_the_counter": sum(n is not None for n in mine),
+            "counter_seconds": round(counter_s, 3), "rust_seconds": round(rust_s, 3),
+            "speedup": round(rust_s / counter_s, 2), "same": all(n is None or n == r for n, r in zip(mine, rust))}
+
+
 def bfd_billion(profile, context: int, rounds: int = 3) -> dict:
     scale = -(-10**9 // profile.documents)
     big = pc.LengthProfile(profile.lengths, profile.counts * scale)
@@ -139,6 +176,8 @@ def main(argv=None) -> int:
     p.add_argument("--memory-tokenizer", default="bytes",
                    help="tokenizer of the RSS runs (bytes: 10M documents in minutes; the tokenizer's own memory is constant)")
     p.add_argument("--skip-datasets", action="store_true")
+    p.add_argument("--rust-only", action=argparse.BooleanOptionalAction, default=True,
+                   help="also time the scan with the word counter off ($PACKING_LAB_WORD_COUNTER=0)")
     p.add_argument("--memory-only", action="store_true", help="only the RSS runs and the 1e9 bfd")
     p.add_argument("--json", action="store_true")
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -157,12 +196,19 @@ def main(argv=None) -> int:
         scan_s = time.perf_counter() - start
         result["scan"] = {"seconds": round(scan_s, 2), "docs_per_second": round(profile.documents / scan_s),
                           "tokens": profile.tokens}
+        result["word_counter_cold"] = cold_counter(args.tokenizer) if args.tokenizer != "bytes" else None
+        if args.rust_only and args.tokenizer != "bytes":
+            rust_s, same = rust_only_scan(folder, args.tokenizer, args.workers, profile)
+            result["scan_rust_only"] = {"seconds": round(rust_s, 2), "docs_per_second": round(profile.documents / rust_s),
+                                        "same_profile": same}
         if not args.skip_datasets:
             counts, load_s, map_s = datasets_lengths(sorted(folder.glob("*.parquet")), args.tokenizer, args.workers,
                                                      Path(tmp) / "hf-cache")
             result["datasets_map"] = {"seconds": round(map_s, 2), "docs_per_second": round(profile.documents / map_s),
                                       "from_parquet_seconds": round(load_s, 2), "same_lengths": counts == profile.count_dict()}
             result["speedup"] = round(map_s / scan_s, 2)   # map alone: the Parquet -> Arrow load not counted
+            if "scan_rust_only" in result:
+                result["speedup_rust_only"] = round(map_s / result["scan_rust_only"]["seconds"], 2)
     result["memory"] = []   # each entry: one scan in a fresh process, --memory-tokenizer
     for n in (int(x) for x in args.memory_docs.split(",") if x):
         with tempfile.TemporaryDirectory() as tmp:
@@ -177,11 +223,22 @@ def main(argv=None) -> int:
         s = result["scan"]
         print(f"scan, local engine, {args.workers} workers, {args.tokenizer}: {args.docs:,} documents in "
               f"{s['seconds']} s ({s['docs_per_second']:,} documents/s)")
+        if result.get("word_counter_cold"):
+            c = result["word_counter_cold"]
+            print(f"word counter, cold cache, {c['texts']:,} distinct texts ({c['counted_by_the_counter']:,} ASCII): "
+                  f"{c['counter_seconds']} s against encode_batch_fast {c['rust_seconds']} s, {c['speedup']}x, "
+                  f"same counts: {c['same']}")
+        if "scan_rust_only" in result:
+            r = result["scan_rust_only"]
+            print(f"the same scan, every text through the Rust tokenizer: {r['seconds']} s "
+                  f"({r['docs_per_second']:,} documents/s), same profile: {r['same_profile']}")
         if "datasets_map" in result:
             d = result["datasets_map"]
             print(f"datasets.map(batched=True, num_proc={args.workers}): {d['seconds']} s "
                   f"({d['docs_per_second']:,} documents/s; from_parquet before it {d['from_parquet_seconds']} s), "
                   f"same lengths: {d['same_lengths']}; scan / map throughput {result['speedup']}x")
+            if "speedup_rust_only" in result:
+                print(f"scan / map throughput with the word counter off: {result['speedup_rust_only']}x")
         for m in result["memory"]:
             print(f"peak RSS at {m['documents']:,} documents ({args.memory_tokenizer} tokenizer): scan process "
                   f"{m['peak_rss_scan_process_mb']} MB, largest worker {m['peak_rss_largest_worker_mb']} MB, "

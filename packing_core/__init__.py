@@ -37,7 +37,7 @@ _export("packing.from_counts", "CountPlan", "compare_counts", "plan_from_counts"
 _export("packing.balance", "BalanceReport", "RankSplit", "balance_rows", "row_loads")
 _export("analysis.balance_report", "format_balance")
 _export("viz.balance", "balance_figure")
-_export("models.tokenizers", "BUILTIN_TOKENIZERS", "check_tokenizer", "load_tokenizer", "tokenizer_choices")
+_export("models.tokenizers", "BUILTIN_TOKENIZERS", "ByteLevelCounter", "check_tokenizer", "load_tokenizer", "tokenizer_choices")
 _export("analysis.profile_report", "format_profile_report", "profile_table")
 _export("packing.plan", "Plan", "PlanMetrics", "cu_seqlens_from_lengths")
 _export("packing.strategies", "OVERLONG_POLICIES", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO",

@@ -9,6 +9,7 @@
 | ``PACKING_LAB_MAX_ROWS``    | ``10000000``               | rows one analysis may read from a file |
 | ``PACKING_LAB_MAX_BYTES``   | ``1073741824`` (1 GiB)     | bytes one analysis may read or decode  |
 | ``PACKING_LAB_MAX_SECONDS`` | ``300``                    | seconds one analysis may spend reading |
+| ``PACKING_LAB_WORD_COUNTER`` | ``1``                     | ``0``: every text through the Rust tokenizer |
 
 >>> import os; os.environ["PACKING_LAB_CACHE"] = "/tmp/lab"; str(cache_dir())
 '/tmp/lab'
@@ -102,3 +103,14 @@ def model_dirs() -> list[Path]:
     """
     return [Path(p.strip()).expanduser() for p in os.environ.get("PACKING_LAB_MODEL_DIRS", "").split(os.pathsep)
             if p.strip()]
+
+
+def word_counter_enabled() -> bool:
+    """Whether byte-level tokenizers count ASCII texts word by word: ``$PACKING_LAB_WORD_COUNTER``, on unless ``0``.
+
+    >>> os.environ["PACKING_LAB_WORD_COUNTER"] = "0"; word_counter_enabled()
+    False
+    >>> del os.environ["PACKING_LAB_WORD_COUNTER"]; word_counter_enabled()
+    True
+    """
+    return os.environ.get("PACKING_LAB_WORD_COUNTER", "1").strip().lower() not in ("0", "false", "no", "off")

@@ -134,6 +134,9 @@ def _token_lengths(texts: pa.Array, tokenizer: Tokenizer, where) -> np.ndarray:
     parts = []
     for start in range(0, len(texts), TOKENIZER_BATCH):
         batch = texts.slice(start, TOKENIZER_BATCH).to_pylist()
+        if callable(getattr(tokenizer, "count", None)):   # counts without id lists (HFTokenizer.count)
+            parts.append(np.asarray(tokenizer.count(batch), dtype=np.int64))
+            continue
         ids = tokenizer(batch)
         if isinstance(ids, Mapping) and "input_ids" in ids:  # a Hugging Face BatchEncoding
             ids = ids["input_ids"]

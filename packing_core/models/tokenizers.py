@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs
+import numpy as np
+
+from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs, word_counter_enabled
 from packing_core.data.lengths import byte_tokenizer
 
 BUILTIN_TOKENIZERS = ("smollm2", "bytes")
@@ -30,6 +33,72 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 
 def _sha(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+_WS = r"\t\n\x0b\x0c\r "
+# GPT-2's pre-tokenizer pattern ('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)
+# with its classes spelled out for ASCII text, where they mean one thing to every regex engine
+_ASCII_WORDS = re.compile(rf"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^{_WS}A-Za-z0-9]+|[{_WS}]+(?![^{_WS}])|[{_WS}]+")
+# texts on which the counter must agree with the Rust tokenizer before it is used
+PROBES = ("Hello, world!", "  two  spaces\n\n\tand tabs\t", "it's we'll they'd I'M 'S", "x=1+2.5e10; y='a'",
+          "\x00\x01\x1f\x7f control", "trailing   ", "   leading", "a\r\nb\x0bc\x0cd", "12345678901234567890",
+          "\"\"\" ``` ... --- ___ !!!", "camelCaseWordsAndALLCAPS snake_case_words", "")
+
+
+class _WordCounts(dict):
+    """word -> its token count, filled on a miss; emptied when full, so its memory stays bounded."""
+
+    def __init__(self, count_word, limit: int):
+        super().__init__()
+        self.count_word, self.limit = count_word, limit
+
+    def __missing__(self, word: str) -> int:
+        if len(self) >= self.limit:
+            self.clear()
+        n = self[word] = self.count_word(word)
+        return n
+
+
+@dataclass(frozen=True, eq=False)
+class ByteLevelCounter:
+    """Token counts of a byte-level BPE tokenizer for ASCII texts, without building encodings.
+
+    A byte-level BPE tokenizer (no normalizer, GPT-2's pre-tokenizer) cuts a text into words
+    with one regular expression and encodes each word on its own, so a text's length is the
+    sum of its words' lengths. This counter cuts with the same expression, written out for
+    ASCII, where Python's ``re`` and the tokenizer's Oniguruma agree, and looks each word up
+    in a bounded cache that the tokenizer's own model fills. The Rust tokenizer builds a full
+    encoding per text (ids, token strings, masks); a count needs none of it.
+
+    ``count`` returns None for a text it must not count: one with a non-ASCII character, or
+    one holding an added token's text (``<|im_start|>``), which the tokenizer splits out
+    first. ``build`` returns None for any other kind of tokenizer, or for one that disagrees
+    with the counter on ``PROBES``.
+    """
+
+    words: _WordCounts = field(repr=False)
+    added: re.Pattern | None = field(repr=False)
+
+    @classmethod
+    def build(cls, fast, limit: int = 200_000) -> ByteLevelCounter | None:
+        from tokenizers import models, pre_tokenizers
+
+        pre, model = fast.pre_tokenizer, fast.model
+        if (fast.normalizer is not None or not isinstance(pre, pre_tokenizers.ByteLevel)
+                or getattr(pre, "add_prefix_space", True) or not getattr(pre, "use_regex", False)
+                or not isinstance(model, models.BPE) or model.dropout not in (None, 0.0)):
+            return None
+        added = sorted({t.content for t in fast.get_added_tokens_decoder().values() if t.content}, key=len, reverse=True)
+        counter = cls(_WordCounts(lambda w: sum(len(model.tokenize(p)) for p, _ in pre.pre_tokenize_str(w)), limit),
+                      re.compile("|".join(map(re.escape, added))) if added else None)
+        expected = [len(e) for e in fast.encode_batch_fast(list(PROBES), add_special_tokens=False)]
+        return counter if [counter.count(t) for t in PROBES] == expected else None
+
+    def count(self, text: str) -> int | None:
+        """The text's token count, or None when the Rust tokenizer must count it."""
+        if not text.isascii() or (self.added is not None and self.added.search(text)):
+            return None
+        return sum(map(self.words.__getitem__, _ASCII_WORDS.findall(text)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,6 +117,7 @@ class HFTokenizer:
     fast: Any = None                    # tokenizers.Tokenizer, when the folder has tokenizer.json
     folder: Path | None = None
     _hf: list = field(default_factory=list, repr=False)
+    _counter: list = field(default_factory=list, repr=False)   # [ByteLevelCounter | None], built on first count
 
     @property
     def hf(self):
@@ -56,12 +126,53 @@ class HFTokenizer:
             self._hf.append(_load_folder(self.folder))
         return self._hf[0]
 
-    def __call__(self, texts: list[str]) -> list[list[int]]:
+    def _rust(self):
+        """The Rust tokenizer with truncation and padding off (a length must be the whole text's), or None."""
         fast = self.fast if self.fast is not None else getattr(self.hf, "backend_tokenizer", None)
-        if fast is not None and hasattr(fast, "encode_batch_fast"):
+        if fast is None or not hasattr(fast, "encode_batch_fast"):
+            return None
+        if fast.truncation is not None:
+            fast.no_truncation()
+        if fast.padding is not None:
+            fast.no_padding()
+        return fast
+
+    def __call__(self, texts: list[str]) -> list[list[int]]:
+        fast = self._rust()
+        if fast is not None:
             # the Rust tokenizer without offsets or transformers' wrapping: same ids, faster
             return [e.ids for e in fast.encode_batch_fast(list(texts), add_special_tokens=False)]
         return self.hf(list(texts), add_special_tokens=False)["input_ids"]
+
+    def count(self, texts: list[str]) -> np.ndarray:
+        """Token count of each text, the same as ``len`` of ``self(texts)``, without building id lists.
+
+        Byte-level BPE tokenizers (SmolLM2's, GPT-2's) count ASCII texts with ``ByteLevelCounter``
+        (unless ``$PACKING_LAB_WORD_COUNTER`` is ``0``); every other text goes through the Rust tokenizer.
+        """
+        texts = list(texts)
+        out = np.zeros(len(texts), np.int64)
+        if not texts:
+            return out
+        fast = self._rust()
+        if fast is None:
+            out[:] = [len(ids) for ids in self(texts)]
+            return out
+        if not self._counter:
+            self._counter.append(ByteLevelCounter.build(fast))
+        counter, rest = self._counter[0] if word_counter_enabled() else None, range(len(texts))
+        if counter is not None:
+            rest = []
+            for i, text in enumerate(texts):
+                n = counter.count(text)
+                if n is None:
+                    rest.append(i)
+                else:
+                    out[i] = n
+        if len(rest):
+            encodings = fast.encode_batch_fast([texts[i] for i in rest], add_special_tokens=False)
+            out[list(rest)] = [len(e) for e in encodings]
+        return out
 
     def apply_chat_template(self, messages, tokenize: bool = False, add_generation_prompt: bool = False):
         return self.hf.apply_chat_template(messages, tokenize=tokenize, add_generation_prompt=add_generation_prompt)
