@@ -142,6 +142,7 @@ def cold_counter(tokenizer: str) -> dict | None:
     if counter is None:
         return None
     texts = [d.text for d in pc.load_documents("fortunes")]
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"   # one thread each, as in the scan's workers
     start = time.perf_counter()
     mine = [counter.count(t) for t in texts]
     counter_s = time.perf_counter() - start
