@@ -149,3 +149,13 @@ def test_the_scan_benchmark_reports_both_scans_and_the_map_on_the_same_lengths()
     assert result["bfd_1e9"]["documents"] >= 10**9
     cold = result["word_counter_cold"]
     assert cold["same"] is True and cold["counted_by_the_counter"] > 0.99 * cold["texts"]
+
+
+def test_long_words_are_counted_right_and_never_kept(smollm2):
+    from packing_core.models.tokenizers import MAX_CACHED_WORD
+
+    counter = ByteLevelCounter.build(smollm2.fast)
+    texts = [f"{i} " + "ab" * (5_000 + i) + " tail" for i in range(20)]   # 20 distinct words of 10,000+ characters
+    assert [counter.count(t) for t in texts] == _rust(smollm2, texts)
+    assert max(map(len, counter.words)) <= MAX_CACHED_WORD
+    assert " tail" in counter.words                                        # the short words are kept

@@ -45,17 +45,26 @@ PROBES = ("Hello, world!", "  two  spaces\n\n\tand tabs\t", "it's we'll they'd I
           "\"\"\" ``` ... --- ___ !!!", "camelCaseWordsAndALLCAPS snake_case_words", "")
 
 
+MAX_CACHED_WORD = 64   # characters: a longer word is counted every time, never kept
+
+
 class _WordCounts(dict):
-    """word -> its token count, filled on a miss; emptied when full, so its memory stays bounded."""
+    """word -> its token count, filled on a miss; emptied when full, so its memory stays bounded.
+
+    At most ``limit`` words of at most ``MAX_CACHED_WORD`` characters each: a few tens of MB
+    whatever a file holds.
+    """
 
     def __init__(self, count_word, limit: int):
         super().__init__()
         self.count_word, self.limit = count_word, limit
 
     def __missing__(self, word: str) -> int:
-        if len(self) >= self.limit:
-            self.clear()
-        n = self[word] = self.count_word(word)
+        n = self.count_word(word)
+        if len(word) <= MAX_CACHED_WORD:
+            if len(self) >= self.limit:
+                self.clear()
+            self[word] = n
         return n
 
 
