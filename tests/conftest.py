@@ -77,6 +77,18 @@ def artifacts_dir() -> Path:
     return ARTIFACTS
 
 
+def save_tiny_llama(folder: Path, vocab_size: int, max_positions: int) -> Path:
+    """A real transformers LlamaForCausalLM saved as safetensors in ``folder`` (random init, seed 0, for speed)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions)
+    LlamaForCausalLM(cfg).save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
 # ---------------------------------------------------------------- the server
 def free_port() -> int:
     with socket.socket() as s:

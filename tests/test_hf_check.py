@@ -6,8 +6,9 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from conftest import save_tiny_llama
 from safetensors.numpy import save_file
-from transformers import DataCollatorWithFlattening, LlamaConfig, LlamaForCausalLM
+from transformers import DataCollatorWithFlattening
 
 import packing_core as pc
 from packing_core.cli import main
@@ -163,12 +164,7 @@ def test_bad_batch_files_exit_2_with_one_line(tmp_path):
 @pytest.fixture(scope="module")
 def llama_dir(tmp_path_factory):
     """A real transformers LLaMA saved as safetensors (random init, for speed)."""
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    folder = tmp_path_factory.mktemp("llama")
-    LlamaForCausalLM(cfg).save_pretrained(folder, safe_serialization=True)
-    return folder
+    return save_tiny_llama(tmp_path_factory.mktemp("llama"), vocab_size=64, max_positions=64)
 
 
 def test_check_with_a_model_finds_the_leak_of_an_all_ones_mask(tmp_path, llama_dir):

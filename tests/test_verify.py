@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 import torch
-from transformers import BloomConfig, BloomForCausalLM, LlamaConfig, LlamaForCausalLM
+from conftest import save_tiny_llama
+from transformers import BloomConfig, BloomForCausalLM
 
 import packing_core as pc
 from packing_core import VerifyReport, default_documents, default_tolerance, model_runner, tiny_model, verify_model, verify_runner
@@ -225,12 +226,7 @@ def test_verify_refuses_text_for_a_tiny_model():
 @pytest.fixture(scope="module")
 def llama_dir(tmp_path_factory):
     """A real transformers LlamaForCausalLM saved with safetensors (random init, for speed)."""
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
-    folder = tmp_path_factory.mktemp("llama")
-    LlamaForCausalLM(cfg).save_pretrained(folder, safe_serialization=True)
-    return folder
+    return save_tiny_llama(tmp_path_factory.mktemp("llama"), vocab_size=300, max_positions=256)
 
 
 @pytest.mark.parametrize("mask, code", [("on", 0), ("off", 1)])

@@ -16,6 +16,7 @@ and the completion's tokens are those past ``len(prompt)``, as TRL does.
 
     >>> detect_kind(["id", "prompt", "completion"])
     'prompt-completion'
+    >>> from packing_core.data.lengths import byte_tokenizer
     >>> record_lengths({"text": ["hi", " ", "hello"]}, "text", byte_tokenizer, str)
     (array([2, 0, 5]), None)
 
@@ -28,7 +29,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from packing_core.data.lengths import byte_tokenizer
+from packing_core.data.lengths import count_tokens
 
 KIND_COLUMNS = {"messages": ("messages",), "prompt-completion": ("prompt", "completion"), "text": ("text",)}
 RECORD_KINDS = tuple(KIND_COLUMNS)
@@ -59,20 +60,6 @@ def kind_columns(kind: str, columns) -> list[str]:
     """The columns a kind reads (a one-column file read as text reads its only column)."""
     needed = list(KIND_COLUMNS[kind])
     return needed if all(c in columns for c in needed) else list(columns)[:1]
-
-
-def count_tokens(tokenizer, texts: list[str]) -> np.ndarray:
-    """Token count of each text (no special tokens added by the wrapper)."""
-    if tokenizer is byte_tokenizer:
-        return np.fromiter((len(t.encode("utf-8")) for t in texts), dtype=np.int64, count=len(texts))
-    if not texts:
-        return np.zeros(0, np.int64)
-    if callable(getattr(tokenizer, "count", None)):   # a tokenizer that counts without building id lists
-        return np.asarray(tokenizer.count(texts), dtype=np.int64)
-    ids = tokenizer(texts)
-    if isinstance(ids, Mapping) and "input_ids" in ids:
-        ids = ids["input_ids"]
-    return np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(texts))
 
 
 def _text(value, what: str, where: str) -> str:

@@ -128,22 +128,34 @@ def byte_tokenizer(texts: list[str]) -> list[list[int]]:
     return [list(t.encode("utf-8")) for t in texts]
 
 
+def count_tokens(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
+    """Token count of each text (no special tokens added by the wrapper).
+
+    A tokenizer with a ``count`` method (``HFTokenizer``) counts without building id lists.
+
+    >>> count_tokens(byte_tokenizer, ["hé", "ok"]).tolist()
+    [3, 2]
+    """
+    if tokenizer is byte_tokenizer:
+        return np.fromiter((len(t.encode("utf-8")) for t in texts), dtype=np.int64, count=len(texts))
+    if not texts:
+        return np.zeros(0, np.int64)
+    if callable(getattr(tokenizer, "count", None)):
+        return np.asarray(tokenizer.count(texts), dtype=np.int64)
+    ids = tokenizer(texts)
+    if isinstance(ids, Mapping) and "input_ids" in ids:  # a Hugging Face BatchEncoding
+        ids = ids["input_ids"]
+    if len(ids) != len(texts):
+        raise ValueError(f"the tokenizer returned {len(ids)} id lists for {len(texts)} texts; a "
+                         "Tokenizer must map list[str] -> one list of token ids per text")
+    return np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(texts))
+
+
 def _token_lengths(texts: pa.Array, tokenizer: Tokenizer, where) -> np.ndarray:
     if tokenizer is byte_tokenizer:  # same numbers, computed in C without building id lists
         return pc.binary_length(texts).to_numpy(zero_copy_only=False).astype(np.int64)
-    parts = []
-    for start in range(0, len(texts), TOKENIZER_BATCH):
-        batch = texts.slice(start, TOKENIZER_BATCH).to_pylist()
-        if callable(getattr(tokenizer, "count", None)):   # counts without id lists (HFTokenizer.count)
-            parts.append(np.asarray(tokenizer.count(batch), dtype=np.int64))
-            continue
-        ids = tokenizer(batch)
-        if isinstance(ids, Mapping) and "input_ids" in ids:  # a Hugging Face BatchEncoding
-            ids = ids["input_ids"]
-        if len(ids) != len(batch):
-            raise ValueError(f"the tokenizer returned {len(ids)} id lists for {len(batch)} texts; a "
-                             "Tokenizer must map list[str] -> one list of token ids per text")
-        parts.append(np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(batch)))
+    parts = [count_tokens(tokenizer, texts.slice(start, TOKENIZER_BATCH).to_pylist())
+             for start in range(0, len(texts), TOKENIZER_BATCH)]
     lengths = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     if (lengths == 0).any():
         raise ValueError(f"the tokenizer returned no tokens for the document at "
