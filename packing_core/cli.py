@@ -255,8 +255,10 @@ def _scan(args, out, err) -> int:
     profile = scan(args.inputs, functools.partial(load_tokenizer, args.tokenizer), kind=args.kind, engine=args.engine,
                    workers=args.workers, cap=args.cap, ray_address=args.ray_address, progress=progress)
     profile.save(args.out)
+    shards = len(profile.sources)
     out.write(f"wrote {args.out}: {profile.documents:,} documents, {profile.tokens:,} tokens ({profile.kind}, "
-              f"tokenizer {profile.tokenizer}) from {len(profile.sources):,} shards in {profile.scan_seconds:.1f} s\n")
+              f"tokenizer {profile.tokenizer}) from {shards:,} shard{'' if shards == 1 else 's'} "
+              f"in {profile.scan_seconds:.1f} s\n")
     return 0
 
 
