@@ -11,7 +11,11 @@
 | ``PACKING_LAB_MAX_SECONDS`` | ``300``                    | seconds one analysis may spend reading |
 | ``PACKING_LAB_WORD_COUNTER`` | ``1``                     | ``0``: every text through the Rust tokenizer |
 
->>> import os; os.environ["PACKING_LAB_CACHE"] = "/tmp/lab"; str(cache_dir())
+>>> import os
+>>> saved = os.environ.get("PACKING_LAB_CACHE")
+>>> os.environ["PACKING_LAB_CACHE"] = "/tmp/lab"; str(cache_dir())
+'/tmp/lab'
+>>> os.environ.pop("PACKING_LAB_CACHE"); _ = saved is None or os.environ.setdefault("PACKING_LAB_CACHE", saved)
 '/tmp/lab'
 """
 from __future__ import annotations
