@@ -40,8 +40,9 @@ _export("viz.balance", "balance_figure")
 _export("models.tokenizers", "BUILTIN_TOKENIZERS", "ByteLevelCounter", "check_tokenizer", "load_tokenizer", "tokenizer_choices")
 _export("analysis.profile_report", "format_profile_report", "profile_table")
 _export("packing.plan", "Plan", "PlanMetrics", "cu_seqlens_from_lengths")
-_export("packing.strategies", "OVERLONG_POLICIES", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO",
-        "compare", "make_plan")
+_export("packing.strategies", "OVERLONG_POLICIES", "compare", "make_plan")
+_export("packing.registry", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO", "Strategy", "register_strategy",
+        "unregister_strategy")
 _export("batch.packed", "IGNORE_INDEX", "FlatBatch", "PackedBatch", "SegmentLayout", "segment_layout")
 _export("batch.checks", "MODEL_SPECIFIC", "VIOLATIONS", "Violation", "check_batch")
 _export("batch.hf_check", "HF_VIOLATIONS", "HFBatchCheck", "check_hf_batch")

@@ -1,0 +1,158 @@
+"""The strategies, listed once: every table, picker and planner of the lab reads this list.
+
+A :class:`Strategy` names a way to put documents into rows: a one-line description,
+whether its rows hold several documents (``packs``: they need a block-diagonal mask), a
+``place`` function over arrays (``place.py``) and a ``from_counts`` function over a length
+histogram (``count_rows.py``), or ``None`` when the result depends on document order and
+a profile is planned on a labelled sample instead.
+
+``STRATEGIES``, ``PACKING_STRATEGIES``, ``STRATEGY_INFO``, ``COUNT_STRATEGIES`` and
+``ORDER_STRATEGIES`` are live views of the list, so a strategy registered later shows up
+in ``make_plan``, the CLI, ``report --profile`` and the pages without another edit:
+
+>>> STRATEGIES[:3]
+('pad', 'pad-longest', 'bucket')
+>>> set(COUNT_STRATEGIES) | set(ORDER_STRATEGIES) == set(STRATEGIES)
+True
+>>> get_strategy("bfd").packs, get_strategy("next-fit").from_counts is None
+(True, True)
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from packing_core.packing import count_rows as C
+from packing_core.packing import place as P
+
+__all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO", "Strategy",
+           "get_strategy", "register_strategy", "strategies", "unregister_strategy"]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One strategy: ``place(items, context, options, rng) -> Placement`` and, when only the
+    multiset of lengths matters, ``from_counts(item_lengths, items, context, options) -> CountRows``.
+
+    ``counts_exact`` is False when ``from_counts`` gives an upper bound on the slots rather than
+    the array planner's figure (bucket: the shuffled batches are often narrower); ``cuts`` is True
+    when the strategy cuts documents at row edges whatever their length (concat-cut), so it is no
+    choice for data whose documents must stay whole.
+    """
+
+    name: str
+    info: str
+    packs: bool
+    place: Callable
+    from_counts: Callable | None
+    counts_exact: bool = True
+    cuts: bool = False
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "info": self.info, "packs": self.packs, "from_counts": self.from_counts is not None,
+                "counts_exact": self.counts_exact, "cuts": self.cuts}
+
+
+_REGISTRY: dict[str, Strategy] = {}
+
+
+def register_strategy(strategy: Strategy) -> Strategy:
+    """Add ``strategy`` to the list (after the others); a name may be registered once."""
+    if not isinstance(strategy, Strategy):
+        raise TypeError(f"register_strategy() takes a Strategy, got {type(strategy).__name__}")
+    if strategy.name in _REGISTRY:
+        raise ValueError(f"a strategy named {strategy.name!r} is already registered; pick another name")
+    _REGISTRY[strategy.name] = strategy
+    return strategy
+
+
+def unregister_strategy(name: str) -> Strategy:
+    """Remove a strategy (tests register throwaway ones); returns it."""
+    return _REGISTRY.pop(name)
+
+
+def get_strategy(name) -> Strategy:
+    """The registered strategy called ``name``, or one line naming the choices."""
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise ValueError(f"strategy must be one of {', '.join(map(repr, _REGISTRY))}, got {name!r}")
+    return _REGISTRY[name]
+
+
+def strategies() -> tuple[Strategy, ...]:
+    """Every registered strategy, in the lab's order (padding first, then packing)."""
+    return tuple(_REGISTRY.values())
+
+
+class _Names(Sequence):
+    """A tuple of names that reads the registry on every use (``+``, ``==`` and ``in`` behave as on a tuple)."""
+
+    def __init__(self, keep: Callable[[Strategy], bool], doc: str):
+        self._keep, self.__doc__ = keep, doc
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in _REGISTRY.values() if self._keep(s))
+
+    def __getitem__(self, i):
+        return self._names()[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __contains__(self, name) -> bool:
+        s = _REGISTRY.get(name) if isinstance(name, str) else None
+        return s is not None and self._keep(s)
+
+    def __add__(self, other) -> tuple:
+        return self._names() + tuple(other)
+
+    def __radd__(self, other) -> tuple:
+        return tuple(other) + self._names()
+
+    def __eq__(self, other) -> bool:
+        return tuple(self) == tuple(other) if isinstance(other, (tuple, list, _Names)) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._names())
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+class _Info(Mapping):
+    """name -> one-line description, read from the registry on every use."""
+
+    def __getitem__(self, name: str) -> str:
+        return _REGISTRY[name].info
+
+    def __iter__(self):
+        return iter(_REGISTRY)
+
+    def __len__(self) -> int:
+        return len(_REGISTRY)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+STRATEGIES = _Names(lambda s: True, "Every registered strategy's name, in order.")
+PACKING_STRATEGIES = _Names(lambda s: s.packs, "Strategies whose rows hold several documents.")
+COUNT_STRATEGIES = _Names(lambda s: s.from_counts is not None, "Strategies planned from length counts alone.")
+ORDER_STRATEGIES = _Names(lambda s: s.from_counts is None, "Strategies that depend on order: planned on a sample.")
+STRATEGY_INFO = _Info()
+
+for _s in (
+    Strategy("pad", "Pad every sample to the context: one sample per row.", False, P.place_pad, C.rows_pad),
+    Strategy("pad-longest", "Pad each batch to its longest sample (dynamic padding).", False,
+             P.place_pad_longest, None),
+    Strategy("bucket", "Group samples of similar length, shuffle inside each bucket, pad each batch to its longest.",
+             False, P.place_bucket, C.rows_bucket, counts_exact=False),
+    Strategy("concat-cut", "Concatenate everything and cut into full rows; documents split at row edges.", True,
+             P.place_concat_cut, C.rows_concat_cut, cuts=True),
+    Strategy("next-fit", "Keep the order; start a new row when the next document does not fit.", True,
+             P.place_next_fit, None),
+    Strategy("ffd", "First-fit decreasing: longest first, into the first row with room.", True, P.place_ffd, C.rows_ffd),
+    Strategy("bfd", "Best-fit decreasing: longest first, into the fullest row it still fits.", True,
+             P.place_bfd, C.rows_bfd),
+):
+    register_strategy(_s)
+del _s
