@@ -13,7 +13,7 @@ S = page_settings("leakage_lab", mask="on", positions="reset", model="tiny-rope"
                   scenario="correct", use_cache=False)
 
 st.title("Leakage lab")
-lesson("Leakage lab")
+lesson(__file__)
 st.markdown(
     "Three documents run through a model twice: each one alone, and all three packed in one row. "
     "If packing is done right, every document gets the same logits both ways, up to rounding. "

@@ -24,7 +24,7 @@ def _export(module: str, *names: str) -> None:
         _EXPORTS[name] = f"packing_core.{module}"
 
 
-_export("_validate", "LIMITS", "Mask", "Positions")
+_export("_validate", "DEFAULT_CONTEXT", "LIMITS", "Mask", "Positions")
 _export("_settings", "cache_dir", "models_dir", "model_dirs", "ReadBudget", "read_budget")
 _export("data.lengths", "SYNTHETIC", "Tokenizer", "as_lengths", "byte_tokenizer", "describe_columns",
         "lengths_from_file", "parse_lengths", "synthetic_lengths", "texts_from_file")

@@ -35,6 +35,7 @@ Positions = Literal["reset", "continuous"]
 Overlong = Literal["split", "truncate", "drop"]
 MASKS: tuple[str, ...] = get_args(Mask)
 OVERLONG_POLICIES: tuple[str, ...] = get_args(Overlong)
+DEFAULT_CONTEXT = 512          # the lab's default row length (CLI and pages): TEACHING's worked example
 MAX_CONTEXT = 2**28            # 268,435,456 tokens per row: far past any model's context
 MAX_BATCH_SIZE = 2**20         # rows per batch (pad-longest, bucket)
 MAX_LENGTH = 2**40             # tokens in one document (about 1.1e12)

@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 
-from packing_core._validate import as_batch_size, as_context, as_seed
+from packing_core._validate import DEFAULT_CONTEXT, as_batch_size, as_context, as_seed
 from packing_core.packing.strategies import OVERLONG_POLICIES, STRATEGIES, STRATEGY_INFO, make_plan
 
 EXIT_BAD_INPUT = 2
@@ -72,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--column", help="length column (integers) or text column (tokenised) of FILE")
     r.add_argument("--tokenizer", default="auto", choices=("auto", "smollm2", "bytes"),
                    help="for a text column: SmolLM2's tokenizer (auto: when installed) or UTF-8 bytes (fast)")
-    r.add_argument("--context", type=_bounded(as_context), default=512, help="row length in tokens (default 512)")
+    r.add_argument("--context", type=_bounded(as_context), default=DEFAULT_CONTEXT,
+                   help=f"row length in tokens (default {DEFAULT_CONTEXT})")
     r.add_argument("--strategy", default="all", help=f"one of {', '.join(STRATEGIES)}, or all (default)")
     r.add_argument("--overlong", default="split", choices=OVERLONG_POLICIES, help="documents longer than the context")
     r.add_argument("--batch-size", type=_bounded(as_batch_size), default=32, help="rows per batch for pad-longest and bucket")

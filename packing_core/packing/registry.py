@@ -7,7 +7,7 @@ histogram (``count_rows.py``), or ``None`` when the result depends on document o
 a profile is planned on a labelled sample instead.
 
 ``STRATEGIES``, ``PACKING_STRATEGIES``, ``STRATEGY_INFO``, ``COUNT_STRATEGIES`` and
-``ORDER_STRATEGIES`` are live views of the list, so a strategy registered later shows up
+``ORDER_STRATEGIES`` are read-only views kept in step with the list, so a strategy registered later shows up
 in ``make_plan``, the CLI, ``report --profile`` and the pages without another edit:
 
 >>> STRATEGIES[:3]
@@ -19,7 +19,7 @@ True
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from packing_core.packing import count_rows as C
@@ -63,12 +63,20 @@ def register_strategy(strategy: Strategy) -> Strategy:
     if strategy.name in _REGISTRY:
         raise ValueError(f"a strategy named {strategy.name!r} is already registered; pick another name")
     _REGISTRY[strategy.name] = strategy
+    _sync()
     return strategy
 
 
 def unregister_strategy(name: str) -> Strategy:
     """Remove a strategy (tests register throwaway ones); returns it."""
-    return _REGISTRY.pop(name)
+    s = _REGISTRY.pop(name)
+    _sync()
+    return s
+
+
+def _sync() -> None:
+    for view in globals().get("_VIEWS", ()):
+        view._sync()
 
 
 def get_strategy(name) -> Strategy:
@@ -83,55 +91,66 @@ def strategies() -> tuple[Strategy, ...]:
     return tuple(_REGISTRY.values())
 
 
-class _Names(Sequence):
-    """A tuple of names that reads the registry on every use (``+``, ``==`` and ``in`` behave as on a tuple)."""
+def _refuse(self, *args, **kwargs):
+    raise TypeError("the strategy lists follow the registry: change them with register_strategy()")
+
+
+class _Names(list):
+    """A read-only list of names, kept in step with the registry (so every importer sees a new one).
+
+    A list, so Streamlit, pandas and json take it as they are; ``+`` and ``==`` behave as on the
+    tuples it replaces, and a copy or a pickle is a plain tuple.
+    """
 
     def __init__(self, keep: Callable[[Strategy], bool], doc: str):
+        super().__init__()
         self._keep, self.__doc__ = keep, doc
 
-    def _names(self) -> tuple[str, ...]:
-        return tuple(s.name for s in _REGISTRY.values() if self._keep(s))
+    def _sync(self) -> None:
+        list.clear(self)
+        list.extend(self, (s.name for s in _REGISTRY.values() if self._keep(s)))
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
 
     def __getitem__(self, i):
-        return self._names()[i]
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def __contains__(self, name) -> bool:
-        s = _REGISTRY.get(name) if isinstance(name, str) else None
-        return s is not None and self._keep(s)
+        item = list.__getitem__(self, i)
+        return tuple(item) if isinstance(i, slice) else item
 
     def __add__(self, other) -> tuple:
-        return self._names() + tuple(other)
+        return tuple(self) + tuple(other)
 
     def __radd__(self, other) -> tuple:
-        return tuple(other) + self._names()
+        return tuple(other) + tuple(self)
 
     def __eq__(self, other) -> bool:
-        return tuple(self) == tuple(other) if isinstance(other, (tuple, list, _Names)) else NotImplemented
+        return tuple(self) == tuple(other) if isinstance(other, (tuple, list)) else NotImplemented
+
+    def __ne__(self, other) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
 
     def __hash__(self) -> int:
-        return hash(self._names())
+        return hash(tuple(self))
+
+    def __reduce__(self):
+        return tuple, (tuple(self),)
 
     def __repr__(self) -> str:
-        return repr(self._names())
+        return repr(tuple(self))
 
 
-class _Info(Mapping):
-    """name -> one-line description, read from the registry on every use."""
+class _Info(dict):
+    """name -> one-line description, kept in step with the registry; read-only."""
 
-    def __getitem__(self, name: str) -> str:
-        return _REGISTRY[name].info
+    def _sync(self) -> None:
+        dict.clear(self)
+        dict.update(self, {s.name: s.info for s in _REGISTRY.values()})
 
-    def __iter__(self):
-        return iter(_REGISTRY)
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
 
-    def __len__(self) -> int:
-        return len(_REGISTRY)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
+    def __reduce__(self):
+        return dict, (dict(self),)
 
 
 STRATEGIES = _Names(lambda s: True, "Every registered strategy's name, in order.")
@@ -139,6 +158,7 @@ PACKING_STRATEGIES = _Names(lambda s: s.packs, "Strategies whose rows hold sever
 COUNT_STRATEGIES = _Names(lambda s: s.from_counts is not None, "Strategies planned from length counts alone.")
 ORDER_STRATEGIES = _Names(lambda s: s.from_counts is None, "Strategies that depend on order: planned on a sample.")
 STRATEGY_INFO = _Info()
+_VIEWS = (STRATEGIES, PACKING_STRATEGIES, COUNT_STRATEGIES, ORDER_STRATEGIES, STRATEGY_INFO)
 
 for _s in (
     Strategy("pad", "Pad every sample to the context: one sample per row.", False, P.place_pad, C.rows_pad),
@@ -156,3 +176,4 @@ for _s in (
 ):
     register_strategy(_s)
 del _s
+_sync()
