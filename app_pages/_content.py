@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core import byte_tokenizer
+from packing_core import PRETRAINED, byte_tokenizer
 
 # TEACHING 1: eight samples at context 512.
 WORKED_LENGTHS = (120, 90, 300, 40, 55, 30, 210, 65)
@@ -86,7 +86,7 @@ SCENARIOS = {
                              dict(mask="on", positions="continuous", model="tiny-abs", backend="segments",
                                   use_cache=False)),
     "sdpa with cache": ("transformers' own sdpa attention, use_cache left on (SmolLM2)",
-                        dict(mask="on", positions="reset", model="smollm2", backend="sdpa", use_cache=True)),
+                        dict(mask="on", positions="reset", model=PRETRAINED, backend="sdpa", use_cache=True)),
 }
 FREE = "advanced"   # the scenario name that leaves every switch to the learner
 

@@ -140,17 +140,21 @@ def sources() -> dict:
 
 @st.cache_data(show_spinner="Reading the dataset...", max_entries=8)
 def source_lengths(name: str) -> np.ndarray:
-    return pc.load_lengths(name, tokenizer=pc.default_tokenizer()[0])
+    return pc.load_lengths(name, tokenizer=pc.load_tokenizer("auto"))
 
 
 @st.cache_resource(show_spinner=False)
-def pretrained_status() -> tuple[bool, str]:
-    """(available, message) for SmolLM2 and its tokenizer; imports transformers on first use."""
+def model_status(name: str) -> tuple[bool, str]:
+    """(available, message) for a registered model; the pretrained one imports transformers on first use."""
     try:
-        from packing_core import pretrained_status as status
+        return pc.model_spec(name).available()
     except ImportError as e:
         return False, f"transformers is not importable ({e}): pip install -r requirements.txt"
-    return status()
+
+
+def pretrained_status() -> tuple[bool, str]:
+    """(available, message) for SmolLM2 and its tokenizer."""
+    return model_status(pc.PRETRAINED)
 
 
 def dataset_names() -> list[str]:

@@ -46,8 +46,8 @@ def file_lengths(digest: str, name: str, _data: bytes, column: str | None, token
     buf.name = name
     tok = None
     if tokenizer == "SmolLM2":
-        from packing_core import real_tokenizer
-        tok = real_tokenizer()
+        from packing_core import PRETRAINED, load_tokenizer
+        tok = load_tokenizer(PRETRAINED)
     return lengths_from_file(buf, column=column, tokenizer=tok)
 
 

@@ -37,7 +37,10 @@ _export("packing.from_counts", "CountPlan", "compare_counts", "plan_from_counts"
 _export("packing.balance", "BalanceReport", "RankSplit", "balance_rows", "row_loads")
 _export("analysis.balance_report", "format_balance")
 _export("viz.balance", "balance_figure")
-_export("models.tokenizers", "BUILTIN_TOKENIZERS", "ByteLevelCounter", "check_tokenizer", "load_tokenizer", "tokenizer_choices")
+_export("models.tokenizers", "BUILTIN_TOKENIZERS", "ByteLevelCounter", "HFTokenizer", "TOKENIZER_CHOICES", "check_tokenizer",
+        "load_tokenizer", "tokenizer_choices")
+_export("models.registry", "DEFAULT_MODEL", "DEFAULT_TEXTS", "PRETRAINED", "ModelSpec", "find_model", "model_names",
+        "model_spec", "model_specs", "register_model", "unregister_model")
 _export("analysis.profile_report", "format_profile_report", "profile_table")
 _export("packing.plan", "Plan", "PlanMetrics", "cu_seqlens_from_lengths")
 _export("packing.strategies", "OVERLONG_POLICIES", "compare", "make_plan")
@@ -53,11 +56,11 @@ _export("attention.masks", "and_masks", "block_causal_mask", "causal", "material
 _export("attention.backends", "BACKENDS", "attend", "available_backends", "varlen_function")
 _export("models.tiny", "MODELS", "TinyConfig", "TinyTransformer", "tiny_model")
 _export("models.hf_attention", "ATTN_IMPLEMENTATIONS", "HF_IMPLEMENTATIONS", "hf_runner", "register_attention")
-_export("models.pretrained", "PRETRAINED", "RealTokenizer", "default_tokenizer", "load_pretrained",
+_export("models.pretrained", "default_tokenizer", "load_pretrained",
         "pretrained_status", "real_tokenizer", "load_local_model")
 _export("verify.equivalence", "DEFAULT_LENGTHS", "DocumentResult", "TokenChange", "VerifyReport", "default_documents",
         "default_tolerance", "model_runner", "verify_runner")
-_export("verify.registry", "DEFAULT_TEXTS", "PRETRAINED_MODELS", "verify_hf", "verify_model", "verify_pretrained",
+_export("verify.registry", "PRETRAINED_MODELS", "verify_hf", "verify_model", "verify_pretrained",
         "MAX_TEXTS", "MAX_TEXT_TOKENS", "MIN_TEXTS", "is_model_path", "load_causal_lm", "read_texts_file",
         "tokenise_texts", "drift_pretrained")
 _export("verify.batch_run", "BatchVerdict", "run_hf_batch")
