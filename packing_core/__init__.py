@@ -38,7 +38,7 @@ _export("packing.balance", "BalanceReport", "RankSplit", "balance_rows", "row_lo
 _export("analysis.balance_report", "format_balance")
 _export("viz.balance", "balance_figure")
 _export("models.tokenizers", "BUILTIN_TOKENIZERS", "ByteLevelCounter", "HFTokenizer", "TOKENIZER_CHOICES", "check_tokenizer",
-        "load_tokenizer", "tokenizer_choices")
+        "default_tokenizer", "load_tokenizer", "real_tokenizer", "tokenizer_choices")
 _export("models.registry", "DEFAULT_MODEL", "DEFAULT_TEXTS", "PRETRAINED", "ModelSpec", "find_model", "model_names",
         "model_spec", "model_specs", "register_model", "unregister_model")
 _export("analysis.profile_report", "format_profile_report", "profile_table")
@@ -56,8 +56,7 @@ _export("attention.masks", "and_masks", "block_causal_mask", "causal", "material
 _export("attention.backends", "BACKENDS", "attend", "available_backends", "varlen_function")
 _export("models.tiny", "MODELS", "TinyConfig", "TinyTransformer", "tiny_model")
 _export("models.hf_attention", "ATTN_IMPLEMENTATIONS", "HF_IMPLEMENTATIONS", "hf_runner", "register_attention")
-_export("models.pretrained", "default_tokenizer", "load_pretrained",
-        "pretrained_status", "real_tokenizer", "load_local_model")
+_export("models.pretrained", "load_pretrained", "pretrained_status", "load_local_model")
 _export("verify.equivalence", "DEFAULT_LENGTHS", "DocumentResult", "TokenChange", "VerifyReport", "default_documents",
         "default_tolerance", "model_runner", "verify_runner")
 _export("verify.registry", "PRETRAINED_MODELS", "verify_hf", "verify_model", "verify_pretrained",

