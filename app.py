@@ -11,20 +11,13 @@ import streamlit as st
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at run time
 
+from app_pages import _content  # noqa: E402
 from app_pages._lab import sidebar  # noqa: E402
 
 st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", layout="wide")
 
-# The order of a 60-minute lesson (app_pages/_content.LESSON_PLAN): waste, costs, correctness, leaks, policy, speed.
-PAGES = [
-    st.Page("app_pages/why_packing.py", title="Why packing", icon=":material/lightbulb:", default=True),
-    st.Page("app_pages/padded_vs_packed.py", title="Padded vs packed", icon=":material/view_week:"),
-    st.Page("app_pages/masks_and_labels.py", title="Masks and labels", icon=":material/grid_on:"),
-    st.Page("app_pages/leakage_lab.py", title="Leakage lab", icon=":material/science:"),
-    st.Page("app_pages/bug_zoo.py", title="Bug zoo", icon=":material/bug_report:"),
-    st.Page("app_pages/dataset_explorer.py", title="Dataset explorer", icon=":material/bar_chart:"),
-    st.Page("app_pages/benchmark.py", title="Benchmark", icon=":material/speed:"),
-]
+# one st.Page per PageSpec, in the order of the 60-minute lesson (app_pages/_content.PAGES)
+PAGES = [st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(_content.PAGES)]
 
 page = st.navigation(PAGES)
 sidebar()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core import byte_tokenizer
+from packing_core import PRETRAINED, byte_tokenizer
 
 # TEACHING 1: eight samples at context 512.
 WORKED_LENGTHS = (120, 90, 300, 40, 55, 30, 210, 65)
@@ -86,50 +86,79 @@ SCENARIOS = {
                              dict(mask="on", positions="continuous", model="tiny-abs", backend="segments",
                                   use_cache=False)),
     "sdpa with cache": ("transformers' own sdpa attention, use_cache left on (SmolLM2)",
-                        dict(mask="on", positions="reset", model="smollm2", backend="sdpa", use_cache=True)),
+                        dict(mask="on", positions="reset", model=PRETRAINED, backend="sdpa", use_cache=True)),
 }
 FREE = "advanced"   # the scenario name that leaves every switch to the learner
 
 
-# ---------------------------------------------------------------- the teacher's path
-# (page title, minutes): the navigation follows this order, one 60-minute lesson.
-LESSON_PLAN = (
-    ("Why packing", 8),
-    ("Padded vs packed", 10),
-    ("Masks and labels", 12),
-    ("Leakage lab", 12),
-    ("Bug zoo", 8),
-    ("Dataset explorer", 6),
-    ("Benchmark", 4),
-)
+# ---------------------------------------------------------------- the pages, in lesson order
+@dataclass(frozen=True)
+class PageSpec:
+    """One page of the lab: its file, its title and icon in the navigation, and its place in the
+    60-minute lesson (minutes, one sentence to read out, one question to ask the class).
 
-# page title -> (one sentence to read out, one question to ask the class)
-TEACHER = {
-    "Why packing": (
+    ``app.py`` routes to every entry, ``_lab.lesson`` draws its lines, the page tests and
+    ``benchmarks/page_speed.py`` walk the same list: a page is added here and nowhere else.
+    """
+
+    path: str       # relative to the repository root, e.g. "app_pages/why_packing.py"
+    title: str
+    icon: str
+    minutes: int
+    say: str
+    ask: str
+
+    @property
+    def name(self) -> str:
+        """The file's stem: ``why_packing``."""
+        return self.path.rsplit("/", 1)[-1].removesuffix(".py")
+
+
+# The order of a 60-minute lesson: waste, costs, correctness, leaks, policy, speed.
+PAGES = (
+    PageSpec("app_pages/why_packing.py", "Why packing", ":material/lightbulb:", 8,
         "A batch is a rectangle, so every short sample drags a tail of padding through the whole model.",
         "Eight samples hold 910 tokens: how many slots does padding them to 512 cost, and how many could we get away with?"),
-    "Padded vs packed": (
+    PageSpec("app_pages/padded_vs_packed.py", "Padded vs packed", ":material/view_week:", 10,
         "Packing saves three different bills: the linear layers pay per slot, attention per square, and a dense mask "
         "pays for every cell it hides.",
         "If attention shrinks twelve-fold but the step only gets four times cheaper, where did the rest go?"),
-    "Masks and labels": (
+    PageSpec("app_pages/masks_and_labels.py", "Masks and labels", ":material/grid_on:", 12,
         "A packed row is correct only if every document computes as if it were alone, and trains only on its own "
         "next tokens.",
         "Which of these bugs would a count of loss positions catch, and which would it miss?"),
-    "Leakage lab": (
+    PageSpec("app_pages/leakage_lab.py", "Leakage lab", ":material/science:", 12,
         "A wrong mask never raises an error; the only way to see it is to run a document alone and packed and compare.",
         "Before you click: will document 1's logits change in this scenario?"),
-    "Bug zoo": (
+    PageSpec("app_pages/bug_zoo.py", "Bug zoo", ":material/bug_report:", 8,
         "Every bug here shipped in a real project, trained without an error, and was found only by someone who "
         "compared a document alone with the same document packed.",
         "Which of these bugs would your own training setup catch today, and with which check?"),
-    "Dataset explorer": (
+    PageSpec("app_pages/dataset_explorer.py", "Dataset explorer", ":material/bar_chart:", 6,
         "The right policy depends on the lengths: look at the histogram before choosing between bucketing and packing.",
         "For this dataset, would you bucket or pack on a first run, and what would make you change your mind?"),
-    "Benchmark": (
+    PageSpec("app_pages/benchmark.py", "Benchmark", ":material/speed:", 4,
         "A FLOP ratio is a ceiling, not a speed-up: each kernel has its own ceiling, and real time falls short of it.",
         "Why does the dense-mask backend have a lower ceiling than the per-document one on the same rows?"),
-}
+)
+
+
+def page(key: str) -> PageSpec:
+    """The page whose title, file stem or path (``__file__`` works) is ``key``.
+
+    >>> page("Bug zoo").minutes, page("app_pages/bug_zoo.py").title
+    (8, 'Bug zoo')
+    """
+    stem = key.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+    for p in PAGES:
+        if key in (p.title, p.path) or stem == p.name:
+            return p
+    raise KeyError(f"no page {key!r} in _content.PAGES: add a PageSpec there ({', '.join(p.name for p in PAGES)})")
+
+
+# Views of PAGES for older readers: (title, minutes) in order, and title -> (say, ask).
+LESSON_PLAN = tuple((p.title, p.minutes) for p in PAGES)
+TEACHER = {p.title: (p.say, p.ask) for p in PAGES}
 
 
 # ---------------------------------------------------------------- in your framework

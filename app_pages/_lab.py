@@ -1,8 +1,10 @@
 """What every page shares: the sidebar settings, cached calls into packing_core, safe text and errors.
 
-Settings live under plain ``st.session_state`` keys (``context``, ``dataset``): the source of
-truth. A widget gets its own key (``w_<name>``) and copies its value back on change, so a
-setting survives pages that do not draw its widget (Streamlit clears widget keys there).
+Settings are declared once with their defaults (``SHARED`` for the sidebar's, ``page_settings``
+for a page's own) and live under plain ``st.session_state`` keys: the setting's name for a shared
+one (``context``, ``dataset``), ``page.setting`` for a page's. A widget gets its own key
+(``w_<key>``) and copies its value back on change, so a setting survives pages that do not draw
+its widget (Streamlit clears widget keys there).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from packing_core import PACKING_STRATEGIES, make_plan
 log = logging.getLogger("packing_lab")
 
 CONTEXTS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
-DEFAULT_CONTEXT = 512
+DEFAULT_CONTEXT = pc.DEFAULT_CONTEXT      # the lab's one default context, shared with the CLI
 DEFAULT_DATASET = "support-tickets"
 UPLOAD = "uploaded file"
 
@@ -63,11 +65,11 @@ class PageSettings:
     the session key is ``"leakage_lab.mask"`` and its widget's ``"w_leakage_lab.mask"``.
     """
 
-    page: str
+    page: str         # "" for the shared settings of the sidebar: their keys are the setting's name
     defaults: dict
 
     def key(self, name: str) -> str:
-        return f"{self.page}.{name}"
+        return f"{self.page}.{name}" if self.page else name
 
     def bind(self, name: str) -> dict:
         return bind(self.key(name), self.defaults[name])
@@ -78,6 +80,10 @@ class PageSettings:
 
 def page_settings(page: str, **defaults) -> PageSettings:
     return PageSettings(page, defaults)
+
+
+# the sidebar's settings, read by every page: SHARED.get("context")
+SHARED = page_settings("", context=DEFAULT_CONTEXT, dataset=DEFAULT_DATASET)
 
 
 # ---------------------------------------------------------------- text and errors
@@ -108,15 +114,17 @@ def guard(action: str):
         st.stop()
 
 
-def lesson(title: str) -> None:
+def lesson(page: str) -> None:
     """The teacher's lines at the top of a page: its place in the 60-minute lesson, one sentence
-    to read out, and one question to ask the class (texts in ``_content.TEACHER``)."""
-    say, ask = _content.TEACHER[title]
-    order = [t for t, _ in _content.LESSON_PLAN]
-    minutes = dict(_content.LESSON_PLAN)[title]
+    to read out, and one question to ask the class (from its ``_content.PageSpec``).
+
+    ``page`` is the page's ``__file__`` (or its title): ``lesson(__file__)``.
+    """
+    spec = _content.page(page)
+    order = _content.PAGES.index(spec)
     with st.container(border=True):
-        st.markdown(f"**Lesson, step {order.index(title) + 1} of {len(order)} (about {minutes} minutes).** {say}\n\n"
-                    f"**Ask the class:** {ask}")
+        st.markdown(f"**Lesson, step {order + 1} of {len(_content.PAGES)} (about {spec.minutes} minutes).** {spec.say}\n\n"
+                    f"**Ask the class:** {spec.ask}")
 
 
 def figure(fig, key: str | None = None) -> None:
@@ -132,17 +140,21 @@ def sources() -> dict:
 
 @st.cache_data(show_spinner="Reading the dataset...", max_entries=8)
 def source_lengths(name: str) -> np.ndarray:
-    return pc.load_lengths(name, tokenizer=pc.default_tokenizer()[0])
+    return pc.load_lengths(name, tokenizer=pc.load_tokenizer("auto"))
 
 
 @st.cache_resource(show_spinner=False)
-def pretrained_status() -> tuple[bool, str]:
-    """(available, message) for SmolLM2 and its tokenizer; imports transformers on first use."""
+def model_status(name: str) -> tuple[bool, str]:
+    """(available, message) for a registered model; the pretrained one imports transformers on first use."""
     try:
-        from packing_core import pretrained_status as status
+        return pc.model_spec(name).available()
     except ImportError as e:
         return False, f"transformers is not importable ({e}): pip install -r requirements.txt"
-    return status()
+
+
+def pretrained_status() -> tuple[bool, str]:
+    """(available, message) for SmolLM2 and its tokenizer."""
+    return model_status(pc.PRETRAINED)
 
 
 def dataset_names() -> list[str]:
@@ -167,7 +179,7 @@ def dataset_kind(name: str) -> str:
 
 def current_lengths() -> tuple[str, np.ndarray]:
     """(name, lengths) of the dataset chosen in the sidebar."""
-    name = setting("dataset", DEFAULT_DATASET)
+    name = SHARED.get("dataset")
     if name == UPLOAD:
         return name, st.session_state["upload"]["lengths"]
     return name, source_lengths(name)
@@ -177,12 +189,12 @@ def sidebar() -> None:
     """The shared settings, drawn on every page."""
     with st.sidebar:
         st.subheader("Shared settings")
-        st.select_slider("Context length (tokens per row)", options=CONTEXTS, **bind("context", DEFAULT_CONTEXT),
+        st.select_slider("Context length (tokens per row)", options=CONTEXTS, **SHARED.bind("context"),
                          help="The row length every strategy packs or pads to.")
         names = dataset_names()
-        if setting("dataset", DEFAULT_DATASET) not in names:
-            st.session_state["dataset"] = DEFAULT_DATASET
-        st.selectbox("Dataset", names, format_func=dataset_label, **bind("dataset", DEFAULT_DATASET),
+        if SHARED.get("dataset") not in names:
+            st.session_state[SHARED.key("dataset")] = DEFAULT_DATASET
+        st.selectbox("Dataset", names, format_func=dataset_label, **SHARED.bind("dataset"),
                      help="Used by the explorer, the random draw and the benchmark.")
         name = st.session_state["dataset"]
         if name != UPLOAD:

@@ -2,13 +2,13 @@
 import streamlit as st
 import torch
 
-from app_pages._lab import esc, figure, guard, lesson, page_settings, setting, sources, strategy_table
+from app_pages._lab import SHARED, esc, figure, guard, lesson, page_settings, sources, strategy_table
 from packing_core import benchmark_bounds, benchmark_figure, synthetic_lengths
 
 S = page_settings("benchmark", docs=128, heads=8, repeats=2)
 
 st.title("Benchmark")
-lesson("Benchmark")
+lesson(__file__)
 st.markdown(
     "Padding pays attention for a full square per row. Packed, a kernel that skips masked blocks "
     "(one call per document, or varlen fed `cu_seqlens`) pays one small square per document, "
@@ -16,8 +16,8 @@ st.markdown(
     "has its own FLOP bound; here you measure how much of it this machine actually gets."
 )
 
-context = setting("context", 512)
-dataset = setting("dataset", "support-tickets")
+context = SHARED.get("context")
+dataset = SHARED.get("dataset")
 if sources().get(dataset) is None or sources()[dataset].kind != "synthetic":
     st.caption(f"The benchmark draws lengths from a synthetic dataset; {dataset} is not one, "
                "so it uses support-tickets.")

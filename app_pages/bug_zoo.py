@@ -7,7 +7,7 @@ from packing_core import LOSS_RULES, ZOO, parse_lengths
 S = page_settings("bug_zoo", rows="4 | 60 60")
 
 st.title("Bug zoo")
-lesson("Bug zoo")
+lesson(__file__)
 st.markdown(
     "Packing bugs that reached users of real projects. None of them raises an error: the loss still falls. "
     "Each entry says what goes wrong, where it was reported, and how it was fixed; **Reproduce** runs it on the "

@@ -5,6 +5,7 @@ import streamlit as st
 
 import packing_core as pc
 from app_pages._lab import (
+    SHARED,
     UPLOAD,
     current_lengths,
     dataset_kind,
@@ -16,7 +17,6 @@ from app_pages._lab import (
     lesson,
     page_settings,
     pretrained_status,
-    setting,
     sources,
     strategy_dataframe,
     strategy_table,
@@ -29,7 +29,7 @@ KINDS = ("pretraining", "instruction")
 S = page_settings("dataset_explorer", overlong="split")
 
 st.title("Dataset explorer")
-lesson("Dataset explorer")
+lesson(__file__)
 st.markdown(
     "How much padding a dataset causes depends on its length distribution against the context. "
     "The built-in support tickets are short with a long tail: most rows would be mostly pads. "
@@ -46,8 +46,8 @@ def file_lengths(digest: str, name: str, _data: bytes, column: str | None, token
     buf.name = name
     tok = None
     if tokenizer == "SmolLM2":
-        from packing_core import real_tokenizer
-        tok = real_tokenizer()
+        from packing_core import PRETRAINED, load_tokenizer
+        tok = load_tokenizer(PRETRAINED)
     return lengths_from_file(buf, column=column, tokenizer=tok)
 
 
@@ -106,8 +106,8 @@ with st.expander("Use your own file (CSV, TSV, JSONL, Parquet or TXT)", expanded
         st.error(f"Could not use the file: {esc(st.session_state['upload_error'])}")
 
 # ---------------------------------------------------------------- the dataset
-context = setting("context", 512)
-name = setting("dataset", "support-tickets")
+context = SHARED.get("context")
+name = SHARED.get("dataset")
 with guard(f"load {dataset_label(name)}"):
     name, lengths = current_lengths()
     stats, hist = length_summary(lengths, context)

@@ -2,18 +2,25 @@
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import esc, figure, guard, lesson, page_settings, plan, pretrained_status
-from packing_core import DEFAULT_TEXTS, available_backends, logit_diff_figure, plan_strip
+from app_pages._lab import esc, figure, guard, lesson, model_status, page_settings, plan
+from packing_core import (
+    DEFAULT_MODEL,
+    DEFAULT_TEXTS,
+    available_backends,
+    find_model,
+    logit_diff_figure,
+    model_specs,
+    plan_strip,
+)
 
-MODELS = {"tiny-rope": "tiny model, RoPE positions", "tiny-abs": "tiny model, learned absolute positions",
-          "smollm2": "SmolLM2-135M-Instruct (pretrained)"}
+MODELS = {s.name: s.label for s in model_specs()}   # the registry's models, in its order
 ANSWERS = ("They change", "They stay the same")
-S = page_settings("leakage_lab", mask="on", positions="reset", model="tiny-rope", backend="segments", skip=False,
+S = page_settings("leakage_lab", mask="on", positions="reset", model=DEFAULT_MODEL, backend="segments", skip=False,
                   train_seed=0, texts="\n".join(DEFAULT_TEXTS), drift=False, neighbours="related",
                   scenario="correct", use_cache=False)
 
 st.title("Leakage lab")
-lesson("Leakage lab")
+lesson(__file__)
 st.markdown(
     "Three documents run through a model twice: each one alone, and all three packed in one row. "
     "If packing is done right, every document gets the same logits both ways, up to rounding. "
@@ -22,28 +29,24 @@ st.markdown(
 )
 
 
-@st.cache_resource(show_spinner="Building the tiny model...")
-def tiny(name: str):
-    from packing_core import tiny_model
-    return tiny_model(name)
-
-
-@st.cache_resource(show_spinner="Loading SmolLM2 (the first load converts it, up to a minute)...")
-def smollm2():
-    from packing_core import load_pretrained
-    return load_pretrained()
+@st.cache_resource(show_spinner="Loading the model (SmolLM2's first load converts it, up to a minute)...")
+def loaded(name: str):
+    """``(model, tokenizer or None)`` of a registered model, loaded once per process."""
+    from packing_core import model_spec
+    return model_spec(name).load()
 
 
 @st.cache_data(show_spinner="Running the documents alone and packed...", max_entries=64)
 def run(model: str, mask: str, positions: str, backend: str, texts: tuple[str, ...] | None = None,
         use_cache: bool = False):
-    if model == "smollm2":
+    spec = find_model(model)
+    if spec is not None and spec.tokenizer:
         from packing_core import verify_pretrained
-        return verify_pretrained(mask=mask, positions=positions, backend=backend, pretrained=smollm2(), texts=texts,
-                                 use_cache=use_cache)
+        return verify_pretrained(mask=mask, positions=positions, backend=backend, pretrained=loaded(model), texts=texts,
+                                 use_cache=use_cache, model_name=model)
     from packing_core import verify_model
-    if model in MODELS:
-        return verify_model(tiny(model), mask=mask, positions=positions, backend=backend)
+    if spec is not None:
+        return verify_model(loaded(model)[0], mask=mask, positions=positions, backend=backend)
     from packing_core import verify_pretrained  # a local folder from PACKING_LAB_MODEL_DIRS
     return verify_pretrained(mask=mask, positions=positions, backend=backend, pretrained=local_model(model),
                              texts=texts, model_name=model)
@@ -56,9 +59,9 @@ def local_model(path: str):
 
 
 @st.cache_data(show_spinner="Writing 20 tokens of document 1, alone and packed...", max_entries=32)
-def drift(mask: str, texts: tuple[str, ...]):
+def drift(mask: str, texts: tuple[str, ...], model: str):
     from packing_core import drift_pretrained
-    return drift_pretrained(texts, mask=mask, pretrained=smollm2())
+    return drift_pretrained(texts, mask=mask, pretrained=loaded(model))
 
 
 @st.fragment
@@ -66,11 +69,11 @@ def lab() -> None:
     """Only this part reruns when a toggle changes."""
     from packing_core import model_dirs
 
-    ok, why = pretrained_status()
+    missing = {n: model_status(n)[1] for n in MODELS if not model_status(n)[0]}
     local = {str(p): f"{p.name} (local folder)" for p in model_dirs()}   # $PACKING_LAB_MODEL_DIRS
-    models = (list(MODELS) if ok else ["tiny-rope", "tiny-abs"]) + list(local)
-    if st.session_state.get(S.key("model"), "tiny-rope") not in models:
-        st.session_state[S.key("model")] = "tiny-rope"
+    models = [n for n in MODELS if n not in missing] + list(local)
+    if st.session_state.get(S.key("model"), DEFAULT_MODEL) not in models:
+        st.session_state[S.key("model")] = DEFAULT_MODEL
     scenarios = [n for n, (_, v) in _content.SCENARIOS.items() if v["model"] in models] + [_content.FREE]
     if S.get("scenario") not in scenarios:
         st.session_state[S.key("scenario")] = "correct"
@@ -92,7 +95,8 @@ def lab() -> None:
                          **S.bind("positions"))
     model = c3.selectbox("Model", models, format_func=lambda m: MODELS.get(m) or local[m], **S.bind("model"),
                          help="Add your own: list Hugging Face model folders (safetensors) in PACKING_LAB_MODEL_DIRS")
-    backends = available_backends("cpu") + ([] if model in ("tiny-rope", "tiny-abs") else ["sdpa"])
+    spec = find_model(model)   # None: a local folder, a transformers model like the pretrained one
+    backends = available_backends("cpu") + list(spec.backends if spec is not None else ("sdpa",))
     if st.session_state.get(S.key("backend"), "segments") not in backends:
         st.session_state[S.key("backend")] = "segments"
     backend = c4.selectbox("Attention backend", backends, **S.bind("backend"),
@@ -101,11 +105,11 @@ def lab() -> None:
     use_cache = grid.checkbox("transformers' cache on (use_cache)", disabled=backend != "sdpa", **S.bind("use_cache"),
                               help="with a cache, transformers skips finding documents from position_ids")
     use_cache = bool(use_cache and backend == "sdpa")
-    if not ok:
+    for why in missing.values():
         st.caption(f"The pretrained model is not available here: {esc(why)}")
 
     texts = None
-    if model not in MODELS or model == "smollm2":
+    if spec is None or spec.tokenizer:
         from packing_core import MAX_TEXT_TOKENS, MAX_TEXTS, MIN_TEXTS
         raw = st.text_area(f"The documents: {MIN_TEXTS} to {MAX_TEXTS} texts, one per line, at most "
                            f"{MAX_TEXT_TOKENS} tokens each. Type your own; the model's tokenizer splits them.",
@@ -148,14 +152,14 @@ def lab() -> None:
                   "verdict": ["same" if d.equivalent else "DIFFERENT" for d in rep.documents]},
                  hide_index=True)
     st.caption(f"Tolerance: {esc(rep.tolerance_reason)}")
-    if model == "smollm2":
+    if spec is not None and spec.tokenizer:
         st.markdown("**Drift in words.** Greedy continuations of document 1, 20 tokens each: alone, and packed "
                     f"after document 0 with the mask {mask}.")
         if st.button("Continue document 1 in words", key=S.key("drift_go")):
             st.session_state[S.key("drift")] = True
         if S.get("drift"):
             with guard("continue document 1"):
-                words = drift(mask, texts)
+                words = drift(mask, texts, model)
             d1, d2 = st.columns(2)
             d1.markdown("**Alone**")
             d1.text(words.alone_text)

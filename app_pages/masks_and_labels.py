@@ -13,7 +13,7 @@ PROMPT_BREAKS = ("prompts in the loss", "prompts cut from attention")
 S = page_settings("masks_and_labels", width=64, instruction=False, break_="none")
 
 st.title("Masks and labels")
-lesson("Masks and labels")
+lesson(__file__)
 st.markdown(
     "Below is one packed row of short documents; each character is one token. Packing is "
     "correct only if every document gets the computation it would get alone. The attention mask "

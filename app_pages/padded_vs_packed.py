@@ -4,6 +4,7 @@ import streamlit as st
 import packing_core as pc
 from app_pages import _content
 from app_pages._lab import (
+    SHARED,
     current_lengths,
     dataset_label,
     esc,
@@ -12,7 +13,6 @@ from app_pages._lab import (
     lesson,
     page_settings,
     plan,
-    setting,
     strategy_dataframe,
     strategy_table,
 )
@@ -32,7 +32,7 @@ S = page_settings("padded_vs_packed", lengths=WORKED, draw_n=32, strategy="conca
                   buckets=8, sort=False, shuffle=False, model_shape="SmolLM2-135M")
 
 st.title("Padded vs packed")
-lesson("Padded vs packed")
+lesson(__file__)
 st.markdown(
     "The page opens on the eight samples of the first page, laid out by one strategy. Padding "
     "strategies give each sample its own row; packing strategies fill rows with several "
@@ -56,7 +56,7 @@ with left:
                  **S.bind("lengths"))
     c1, c2, c3 = st.columns([1, 2, 1], vertical_alignment="bottom")
     c1.number_input("How many", min_value=1, max_value=4096, step=8, **S.bind("draw_n"))
-    c2.button(f"Draw at random from {esc(dataset_label(setting('dataset', 'support-tickets')))}",
+    c2.button(f"Draw at random from {esc(dataset_label(SHARED.get('dataset')))}",
               on_click=_draw, width="stretch")
     c3.button("Reset", on_click=lambda: st.session_state.update({S.key("lengths"): WORKED}),
               width="stretch")
@@ -79,7 +79,7 @@ with st.expander("Batching options (pad-longest, bucket) and shuffling", expande
                "what they hold; shuffling the rows restores a random order. Bucketing shuffles "
                "inside each bucket and then the batches.")
 
-context = setting("context", 512)
+context = SHARED.get("context")
 with guard("read the lengths"):
     lengths = tuple(parse_lengths(st.session_state[S.key("lengths")]).tolist())
 kwargs = dict(overlong=overlong, batch_size=int(batch_size), buckets=int(buckets), shuffle=shuffle, seed=0)
@@ -193,7 +193,7 @@ s1.metric("bfd rows: neighbour correlation", f"{in_order.neighbour_correlation:.
 s2.metric("bfd, rows shuffled", f"{shuffled.neighbour_correlation:.2f}")
 st.markdown(
     f"Best-fit decreasing places the longest documents first, so on 2,000 documents from "
-    f"{esc(dataset_label(setting('dataset', 'support-tickets')))} its first batch of 32 rows holds pieces of "
+    f"{esc(dataset_label(SHARED.get('dataset')))} its first batch of 32 rows holds pieces of "
     f"**{in_order.first_batch_mean:.0f}** tokens on average and its last batch **{in_order.last_batch_mean:.0f}**. "
     "Read in that order, every batch is a run of similar samples, and gradients inside it are correlated. "
     f"A shuffle stage after packing restores a random order (correlation {shuffled.neighbour_correlation:.2f}) "

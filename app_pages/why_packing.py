@@ -7,7 +7,7 @@ from app_pages._lab import figure, guard, length_summary, lesson, plan, source_l
 from packing_core import plan_strip, row_cu_seqlens, slot_use_figure
 
 st.title("Why packing")
-lesson("Why packing")
+lesson(__file__)
 st.markdown(
     "A training batch is a rectangle: every row has the same number of slots. "
     "Short samples leave the rest of their row empty, and those **pads** still go through "

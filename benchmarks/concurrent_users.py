@@ -45,6 +45,8 @@ from pathlib import Path
 
 import psutil
 
+from packing_core import DEFAULT_MODEL, PRETRAINED, model_specs
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CHROMIUM = os.environ.get("PACKING_LAB_CHROMIUM", "/usr/bin/chromium")
@@ -52,8 +54,7 @@ if not Path(CHROMIUM).is_file():
     CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or CHROMIUM
 GOAL_GROWTH_MB = 1536
 STEP_MS = 60_000  # one step may wait for a model load behind other users on two cores
-MODEL_LABELS = {"tiny-rope": "tiny model, RoPE positions", "tiny-abs": "tiny model, learned absolute positions",
-                "smollm2": "SmolLM2-135M-Instruct (pretrained)"}
+MODEL_LABELS = {s.name: s.label for s in model_specs()}   # what the Leakage lab's picker shows
 DATASETS = ("support-tickets", "bimodal")
 LOAD_BAR = re.compile(r"Loading weights:\s+0%")
 
@@ -300,7 +301,7 @@ def pick_model(model: str) -> str:
         return model
     from packing_core import pretrained_status
 
-    return "smollm2" if pretrained_status()[0] else "tiny-rope"
+    return PRETRAINED if pretrained_status()[0] else DEFAULT_MODEL
 
 
 def run(url: str, pid: int, log_path: Path | None, users: int, model: str, rounds: int = 1,
@@ -356,7 +357,7 @@ def run(url: str, pid: int, log_path: Path | None, users: int, model: str, round
     every_round_ok = all(r["ok"] for users_run, _ in rounds_run for r in users_run)
     summary["goals_met"] = (every_round_ok and summary["server_tracebacks"] == 0
                             and summary["server_rss_growth_mb"] < GOAL_GROWTH_MB
-                            and (loads is None or model != "smollm2" or loads <= 1))
+                            and (loads is None or model != PRETRAINED or loads <= 1))
     if bombed is not None:
         others = [r for r in bombed[0] if r["user"] != "bomber"]
         bomber_result = next(r for r in bombed[0] if r["user"] == "bomber")

@@ -20,17 +20,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(ROOT))   # app_pages is the app's folder, not an installed package
 
 from streamlit.testing.v1 import AppTest  # noqa: E402  (after the offline settings)
 
-PAGES = ("why_packing", "padded_vs_packed", "masks_and_labels", "dataset_explorer", "leakage_lab", "benchmark")
+from app_pages._content import PAGES as SPECS  # noqa: E402  (the app's own page list)
+
+PAGES = tuple(p.name for p in SPECS)   # every page, in lesson order
 GOAL_S = 2.0
 TIMEOUT_S = 180  # a cold first render imports torch and transformers
 
 
 def render(page: str) -> tuple[float, AppTest]:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S)
-    at.switch_page(f"app_pages/{page}.py")
+    at.switch_page(next(p.path for p in SPECS if p.name == page))
     start = time.perf_counter()
     at.run()
     return time.perf_counter() - start, at

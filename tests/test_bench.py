@@ -151,9 +151,9 @@ def test_padded_layout_is_recorded_and_a_bad_one_is_refused():
 
 
 @pytest.mark.parametrize("bad, message", [
-    (dict(heads=0), "heads must be a whole number >= 1, got 0"),
-    (dict(head_dim=-1), "head_dim must be a whole number >= 1, got -1"),
-    (dict(repeats=0), "repeats must be a whole number >= 1, got 0"),
+    (dict(heads=0), "heads must be at least 1, got 0; try 16"),
+    (dict(head_dim=-1), "head_dim must be at least 1, got -1; try 64"),
+    (dict(repeats=0), "repeats must be at least 1, got 0; try 3"),
 ])
 def test_sizes_no_benchmark_can_run_are_refused_with_a_hint(bad, message):
     from packing_core import segments_breakdown

@@ -88,7 +88,7 @@ def test_the_same_seed_gives_the_same_losses_and_another_seed_does_not():
 
 @pytest.mark.parametrize("kwargs,fragment", [
     (dict(mask="maybe"), "'on' or 'off'"),
-    (dict(steps=5), "steps must be an integer"),
+    (dict(steps=5), "steps must be at least"),
     (dict(same_topic=1.5), "[0, 1]"),
 ])
 def test_bad_arguments_say_what_is_wrong_and_how_to_fix_it(kwargs, fragment):

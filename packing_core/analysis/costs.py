@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from packing_core.packing.plan import PlanMetrics
-from packing_core.packing.strategies import PACKING_STRATEGIES
+from packing_core.packing.registry import PACKING_STRATEGIES
 
 COST_FORMULA = "FLOPs = 6·N·slots + 12·n_layer·d_model·A,  A = Σ len² (block-skipping kernel) or Σ width² (dense mask)"
 

@@ -12,8 +12,8 @@
 from __future__ import annotations
 
 from packing_core.data.profile import LengthProfile
-from packing_core.packing.from_counts import COUNT_STRATEGIES, ORDER_STRATEGIES, CountPlan, compare_counts
-from packing_core.packing.strategies import STRATEGIES
+from packing_core.packing.from_counts import CountPlan, compare_counts
+from packing_core.packing.registry import STRATEGIES
 
 _COLUMNS = (("strategy", "{}"), ("basis", "{}"), ("rows", "{:,}"), ("slots", "{:,}"), ("util", "{:.3f}"),
             ("x lower bound", "{:.3f}"), ("trained/slot", "{:.3f}"))
@@ -21,9 +21,8 @@ _COLUMNS = (("strategy", "{}"), ("basis", "{}"), ("rows", "{:,}"), ("slots", "{:
 
 def profile_table(profile: LengthProfile, context: int, *, strategies=None, overlong: str = "split",
                   batch_size: int = 32, seed: int = 0, sample: int = 200_000) -> list[CountPlan]:
-    """Every strategy on a profile: count-only ones exactly, order-dependent ones on a seeded sample."""
-    strategies = tuple(s for s in STRATEGIES if s in COUNT_STRATEGIES + ORDER_STRATEGIES) if strategies is None \
-        else tuple(strategies)
+    """Every registered strategy on a profile: count-only ones exactly, order-dependent ones on a seeded sample."""
+    strategies = tuple(STRATEGIES) if strategies is None else tuple(strategies)
     return compare_counts(profile, context, strategies, overlong=overlong, batch_size=batch_size, seed=seed, n=sample)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core._validate import as_context, as_lengths, whole_number
+from packing_core._validate import MAX_DOCUMENTS, as_context, as_lengths, whole_number
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,7 @@ def length_histogram(lengths, context: int, bins: int = 60) -> Histogram:
 def sample_lengths(lengths, n: int, seed: int = 0) -> np.ndarray:
     """``n`` lengths drawn at random (with replacement) from a dataset: a small batch to look at."""
     x = as_lengths(lengths)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a whole number >= 1, got {n!r}; try 32")
+    n = whole_number(n, "n", maximum=MAX_DOCUMENTS, hint="try 32")
     return np.random.default_rng(seed).choice(x, size=int(n), replace=True)
 
 

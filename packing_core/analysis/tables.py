@@ -14,8 +14,10 @@ import numpy as np
 from packing_core._validate import as_lengths
 from packing_core.analysis.costs import attention_cells
 from packing_core.analysis.stats import LengthStats
+from packing_core.packing import registry
 from packing_core.packing.plan import PlanMetrics
-from packing_core.packing.strategies import STRATEGIES, STRATEGY_INFO, compare
+from packing_core.packing.registry import STRATEGIES, STRATEGY_INFO
+from packing_core.packing.strategies import compare
 
 # Bucketing within this many points of the best packing is good enough: no mask changes.
 BUCKET_IS_ENOUGH = 0.05
@@ -120,9 +122,12 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
     if kind not in ("instruction", "pretraining"):
         raise ValueError(f"kind must be 'instruction' or 'pretraining', got {kind!r}")
     by = {r.strategy: r for r in table}
-    packers = [by[s] for s in ("bfd", "ffd", "next-fit") if s in by]
+    # the registry's packers that keep documents whole, latest first: on a tie the more refined one
+    # (bfd before ffd before next-fit) is named
+    whole = [s.name for s in reversed(registry.strategies()) if s.packs and not s.cuts]
+    packers = [by[s] for s in whole if s in by]
     if not packers or "bucket" not in by:
-        raise ValueError("recommend needs the 'bucket' row and at least one of bfd, ffd, next-fit "
+        raise ValueError(f"recommend needs the 'bucket' row and at least one of {', '.join(whole)} "
                          "in the table; pass strategy_table(lengths, context) with every strategy")
     best = max(packers, key=lambda r: r.utilisation)
     bucket = by["bucket"]

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from packing_core._settings import ReadBudget
-from packing_core._validate import INTEGER_TEXT, MAX_LENGTH, MAX_TEXT_BYTES, as_lengths
+from packing_core._validate import INTEGER_TEXT, MAX_DOCUMENTS, MAX_LENGTH, MAX_TEXT_BYTES, as_lengths, whole_number
 from packing_core.data import readers
 
 Tokenizer = Callable[[list[str]], list[list[int]]]
@@ -97,9 +97,7 @@ def synthetic_lengths(name: str, n: int | None = None, seed: int = 0) -> np.ndar
     if name not in SYNTHETIC:
         raise ValueError(f"unknown synthetic dataset {name!r}; choose one of {sorted(SYNTHETIC)}")
     n = _DEFAULT_N[name] if n is None else n
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a whole number >= 1, got {n!r}; e.g. n=10_000")
-    n = int(n)
+    n = whole_number(n, "n", maximum=MAX_DOCUMENTS, hint="e.g. n=10_000")
     rng = np.random.default_rng(seed)
     if name == "support-tickets":
         x = _lognormal(rng, n, [114.0], [0.7])  # sigma 0.7: ~0.6 % of tickets exceed 512
@@ -288,9 +286,8 @@ def _file_lengths(values: pa.Array, where, src, column) -> np.ndarray:
 
 
 def _check_limit(limit) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer))
-                              or limit < 1):
-        raise ValueError(f"limit must be None or a whole number >= 1, got {limit!r}")
+    if limit is not None:
+        whole_number(limit, "limit", hint="or None for no limit")
 
 
 def lengths_from_file(source, column: str | None = None, tokenizer: Tokenizer | None = None,

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from packing_core._validate import whole_number
 from packing_core.data.formats import detect_kind, kind_columns, record_lengths
 from packing_core.data.lengths import byte_tokenizer
 from packing_core.data.profile import MAX_OVER_CAP_EXAMPLES, LengthProfile, OverCap, SourceCount
@@ -138,10 +139,9 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, engine: s
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-        raise ValueError(f"workers must be a whole number >= 0, got {workers!r}")
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-        raise ValueError(f"cap must be a whole number >= 1, got {cap!r}")
+    whole_number(workers, "workers", minimum=0, hint="try 2")
+    if cap is not None:
+        whole_number(cap, "cap", hint="e.g. the context, 2048")
     start = time.perf_counter()
     files, kind, columns = plan_scan(inputs, kind)
     # fewer files than tasks to go round: big Parquet files become ranges of row groups

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from packing_core._validate import whole_number
 from packing_core.attention.backends import attend, available_backends
 from packing_core.packing.plan import cu_seqlens_from_lengths
 
@@ -127,8 +128,7 @@ def _check_arguments(heads: int, head_dim: int, repeats: int, padded_layout: str
     """Refuse arguments no benchmark can run, before any planning or allocation."""
     for name, value, hint in (("heads", heads, 16), ("head_dim", head_dim, 64),
                               ("repeats", repeats, 3)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}: try {hint}")
+        whole_number(value, name, hint=f"try {hint}")
     if padded_layout not in PADDED_LAYOUTS:
         raise ValueError(f"unknown padded layout {padded_layout!r}: choose "
                          f"{' or '.join(PADDED_LAYOUTS)}")

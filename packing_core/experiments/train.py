@@ -41,7 +41,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from packing_core._validate import MASKS
+from packing_core._validate import MASKS, whole_number
 from packing_core.batch.packed import IGNORE_INDEX, PackedBatch
 from packing_core.models.tiny import TinyConfig, TinyTransformer
 from packing_core.packing.plan import cu_seqlens_from_lengths
@@ -188,9 +188,8 @@ def _check(mask: str, steps: int, same_topic: float) -> None:
     if mask not in MASKS:
         raise ValueError(f"mask must be 'on' or 'off', got {mask!r}: 'on' gives each document its "
                          "own causal block, 'off' one causal triangle per row (the bug)")
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 2 * FINAL_WINDOW <= steps <= 5000:
-        raise ValueError(f"steps must be an integer from {2 * FINAL_WINDOW} to 5000, got {steps!r}: "
-                         "150 shows the effect in a few seconds")
+    whole_number(steps, "steps", minimum=2 * FINAL_WINDOW, maximum=5000,
+                 hint=f"an integer from {2 * FINAL_WINDOW} to 5000; 150 shows the effect in a few seconds")
     if not 0.0 <= same_topic <= 1.0:
         raise ValueError(f"same_topic is a share of documents, got {same_topic!r}: pick a value in [0, 1]")
 

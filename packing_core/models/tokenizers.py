@@ -1,4 +1,4 @@
-"""Tokenizers by name: ``smollm2``, ``bytes``, or a local Hugging Face tokenizer folder.
+"""Tokenizers by name: ``auto``, ``smollm2``, ``bytes``, or a local Hugging Face tokenizer folder.
 
 Folders load offline (``local_files_only=True``) and never run code shipped with them
 (``trust_remote_code=False``). Each tokenizer carries what a length profile records
@@ -6,7 +6,12 @@ about it: a name, a hash of its vocabulary and a hash of its chat template::
 
     load_tokenizer("bytes")              -> byte_tokenizer (one token per UTF-8 byte)
     load_tokenizer("smollm2")            -> SmolLM2-135M-Instruct's tokenizer (49,152 tokens)
+    load_tokenizer("auto")               -> SmolLM2's when it is installed, else bytes
     load_tokenizer("/models/my-tok")     -> the tokenizer saved there with save_pretrained()
+
+Every entry point (``report``, ``scan``, ``check`` and the pages) loads through
+:func:`load_tokenizer`, and every Hugging Face tokenizer is wrapped in one class,
+:class:`HFTokenizer`.
 
 The app's tokenizer picker lists the built-ins plus the folders of
 ``$PACKING_LAB_TOKENIZERS`` (see ``_settings.tokenizer_dirs``).
@@ -23,10 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs, word_counter_enabled
+from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs, word_counter_enabled
 from packing_core.data.lengths import byte_tokenizer
 
-BUILTIN_TOKENIZERS = ("smollm2", "bytes")
+BUILTIN_TOKENIZERS = (PRETRAINED, "bytes")
+AUTO = "auto"   # the pretrained model's tokenizer when installed, else bytes
+TOKENIZER_CHOICES = (AUTO, *BUILTIN_TOKENIZERS)   # what --tokenizer takes, besides a folder
 # where models.pretrained caches SmolLM2's converted files (the model folder, or the tokenizer alone)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
 
@@ -183,6 +190,11 @@ class HFTokenizer:
             out[list(rest)] = [len(e) for e in encodings]
         return out
 
+    def decode(self, ids) -> str:
+        if self.fast is not None:
+            return self.fast.decode(list(ids), skip_special_tokens=False)
+        return self.hf.decode(ids)
+
     def apply_chat_template(self, messages, tokenize: bool = False, add_generation_prompt: bool = False):
         return self.hf.apply_chat_template(messages, tokenize=tokenize, add_generation_prompt=add_generation_prompt)
 
@@ -234,13 +246,13 @@ def check_tokenizer(spec: str) -> None:
 
     >>> check_tokenizer("no/such/folder")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: tokenizer 'no/such/folder' is neither a built-in (smollm2, bytes) nor an existing folder; ...
+    ValueError: tokenizer 'no/such/folder' is neither a built-in (auto, smollm2, bytes) nor an existing folder; ...
     """
-    if str(spec) in BUILTIN_TOKENIZERS:
+    if str(spec) in TOKENIZER_CHOICES:
         return
     folder = Path(spec).expanduser()
     if not folder.is_dir():
-        raise ValueError(f"tokenizer {str(spec)!r} is neither a built-in ({', '.join(BUILTIN_TOKENIZERS)}) "
+        raise ValueError(f"tokenizer {str(spec)!r} is neither a built-in ({', '.join(TOKENIZER_CHOICES)}) "
                          "nor an existing folder; pass a folder written by tokenizer.save_pretrained()")
     if not any((folder / f).is_file() for f in TOKENIZER_FILES):
         raise ValueError(f"the folder {str(spec)!r} holds no tokenizer files (none of {', '.join(TOKENIZER_FILES)}); "
@@ -258,26 +270,67 @@ def _load_folder(folder: Path):
                          "Hugging Face tokenizer folder that loads offline without custom code") from None
 
 
-@lru_cache(maxsize=8)
-def load_tokenizer(spec: str = "smollm2"):
-    """The tokenizer named by ``spec``: ``smollm2``, ``bytes`` or a folder (cached per process).
+def load_tokenizer(spec: str = PRETRAINED):
+    """The tokenizer named by ``spec``: ``auto``, ``smollm2``, ``bytes`` or a folder (cached per process).
+
+    ``auto`` is SmolLM2's tokenizer when the model is installed, else one token per UTF-8 byte.
 
     >>> load_tokenizer("bytes") is byte_tokenizer
     True
     """
     spec = str(spec)
+    if spec == AUTO:
+        tok = _pretrained_tokenizer()
+        return byte_tokenizer if tok is None else tok
+    return _load(spec)
+
+
+def _pretrained_tokenizer():
+    """SmolLM2's tokenizer, or None when the model is not installed."""
+    saved = [cache_dir() / d for d in SMOLLM2_CACHE_DIRS if (cache_dir() / d / "tokenizer.json").is_file()]
+    if saved:   # the converted copy: no transformers import until a chat template is rendered
+        return _load_folder_tokenizer(PRETRAINED, str(saved[0]))
+    return real_tokenizer()   # the first time: converts the GGUF's tokenizer into the cache
+
+
+@lru_cache(maxsize=1)
+def real_tokenizer() -> HFTokenizer | None:
+    """The SmolLM2 tokenizer (49,152 tokens), or None when the model is not installed.
+
+    ``["Hello world"] -> [[19556, 905]]``, no special tokens; ``.hf`` is transformers' tokenizer.
+    """
+    from packing_core.models.pretrained import cached_tokenizer, tokenizer_folder
+
+    folder = tokenizer_folder()
+    return None if folder is None else HFTokenizer.wrap(PRETRAINED, cached_tokenizer(folder), folder)
+
+
+def default_tokenizer():
+    """``(tokenizer, reason)``: SmolLM2's tokenizer, else one token per UTF-8 byte (``load_tokenizer("auto")``
+    with the reason a page shows)."""
+    tok = real_tokenizer()
+    if tok is not None:
+        return tok, "SmolLM2 tokenizer (49,152-token vocabulary)"
+    from packing_core.models.pretrained import missing_message
+
+    return byte_tokenizer, f"byte tokenizer (one token per UTF-8 byte): {missing_message()}"
+
+
+@lru_cache(maxsize=8)
+def _load_folder_tokenizer(name: str, folder: str) -> HFTokenizer:
+    return HFTokenizer.from_folder(name, Path(folder))
+
+
+def _load(spec: str):
     if spec == "bytes":
         return byte_tokenizer
-    if spec == "smollm2":
-        saved = [cache_dir() / d for d in SMOLLM2_CACHE_DIRS if (cache_dir() / d / "tokenizer.json").is_file()]
-        if saved:   # the converted copy: no transformers import until a chat template is rendered
-            return HFTokenizer.from_folder("smollm2", saved[0])
-        from packing_core.models.pretrained import INSTALL_PRETRAINED, real_tokenizer
-
-        tok = real_tokenizer()   # the first time: converts the GGUF's tokenizer into the cache
+    if spec == PRETRAINED:
+        tok = _pretrained_tokenizer()
         if tok is None:
-            raise ValueError(f"--tokenizer smollm2 needs the pretrained model: {INSTALL_PRETRAINED} "
+            from packing_core.models.pretrained import INSTALL_PRETRAINED
+
+            raise ValueError(f"--tokenizer {PRETRAINED} needs the pretrained model: {INSTALL_PRETRAINED} "
                              "(or use --tokenizer bytes)")
-        return HFTokenizer.wrap("smollm2", tok.hf)
+        return tok
     folder = Path(spec).expanduser()
-    return HFTokenizer.from_folder(folder.name or spec, folder)
+    return _load_folder_tokenizer(folder.name or spec, str(folder))

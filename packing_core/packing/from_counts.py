@@ -1,9 +1,9 @@
 """Plan a corpus from its length counts alone: a billion documents in well under a second.
 
-pad, concat-cut, ffd, bfd and bucket depend only on the *multiset* of lengths, so they
-can run on ``{length: documents}`` without one array entry per document. Rows that
-share a remaining room behave alike, so first- and best-fit move whole groups of rows
-at once::
+A strategy whose result depends only on the *multiset* of lengths has a ``from_counts``
+function in the registry (``count_rows.py``), so it runs on ``{length: documents}`` without
+one array entry per document. The over-long policy and the metrics are the array
+planner's own (``items.py``, ``plan.plan_metrics``)::
 
     counts {300: 2, 200: 3}, context 512
     bfd: two rows [300 .] room 212 -> each takes one 200 -> room 12; one new row [200 200]
@@ -13,8 +13,9 @@ at once::
     >>> m.rows, m.slots, round(m.utilisation, 2)
     (3, 1536, 0.78)
 
-next-fit and pad-longest depend on document order: :func:`sampled_plan` runs them on a
-seeded sample of the documents, and says so (``basis`` names the sample).
+A strategy without one (next-fit, pad-longest) depends on document order:
+:func:`sampled_plan` runs it on a seeded sample of the documents, and says so
+(``basis`` names the sample).
 """
 from __future__ import annotations
 
@@ -22,13 +23,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core._validate import as_context, choice
+from packing_core._validate import OVERLONG_POLICIES, as_batch_size, as_context, choice, whole_number
 from packing_core.data.profile import LengthProfile
-from packing_core.packing.plan import PlanMetrics
-from packing_core.packing.strategies import OVERLONG_POLICIES, make_plan
+from packing_core.packing.items import item_histogram, kept_tokens
+from packing_core.packing.place import PlanOptions
+from packing_core.packing.plan import PlanMetrics, plan_metrics
+from packing_core.packing.registry import COUNT_STRATEGIES, ORDER_STRATEGIES, get_strategy
+from packing_core.packing.strategies import make_plan
 
-COUNT_STRATEGIES = ("pad", "bucket", "concat-cut", "ffd", "bfd")
-ORDER_STRATEGIES = ("pad-longest", "next-fit")
+__all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "SAMPLE_DOCUMENTS", "CountPlan", "compare_counts",
+           "plan_from_counts", "sampled_plan"]
+
 SAMPLE_DOCUMENTS = 200_000
 
 
@@ -68,114 +73,6 @@ def _histogram(counts) -> tuple[np.ndarray, np.ndarray]:
     return lengths[keep], n[keep]
 
 
-def _items(lengths, n, context, overlong):
-    """Item histogram (item length -> items) after the over-long policy, plus the losses."""
-    over = lengths > context
-    lost = truncated = split = dropped = 0
-    if overlong == "split":
-        full = (lengths // context) * n
-        rest = lengths % context
-        item_len = np.concatenate([lengths[~over], [context], rest[over & (rest > 0)]])
-        item_n = np.concatenate([n[~over], [int(full[over].sum())], n[over & (rest > 0)]])
-        split = int(n[over].sum())
-    elif overlong == "truncate":
-        item_len, item_n = np.minimum(lengths, context), n
-        truncated = int(n[over].sum())
-        lost = int(((lengths - context) * n)[over].sum())
-    else:
-        item_len, item_n = lengths[~over], n[~over]
-        dropped = int(n[over].sum())
-        lost = int((lengths * n)[over].sum())
-    keep = item_n > 0
-    item_len, item_n = item_len[keep], item_n[keep]
-    order = np.argsort(item_len, kind="stable")
-    item_len, item_n = item_len[order], item_n[order]
-    # equal item lengths (a split remainder equal to a short document) become one entry
-    uniq, inv = np.unique(item_len, return_inverse=True)
-    return uniq, np.bincount(inv, weights=item_n).astype(np.int64), lost, truncated, split, dropped
-
-
-def _bfd_rows(item_len: np.ndarray, item_n: np.ndarray, context: int) -> int:
-    """Best-fit decreasing on a histogram: rows tracked as counts per remaining room.
-
-    ``rooms`` is sparse (a dict of the rooms some row has), so memory follows the data,
-    never the context: a context of 2**28 costs nothing more than one of 512.
-    """
-    rooms: dict[int, int] = {}   # rooms[c]: rows with c slots free
-    n_rows = 0
-
-    def add(c: int, k: int) -> None:
-        if k:
-            rooms[c] = rooms.get(c, 0) + k
-
-    for size, need in zip(item_len[::-1].tolist(), item_n[::-1].tolist()):
-        for c in sorted(c for c, k in rooms.items() if k and c >= size):   # tightest fit first
-            if need == 0:
-                break
-            have, q = rooms[c], c // size
-            full = min(have, need // q)
-            part = need - full * q if full < have else 0
-            rooms[c] -= full + (part > 0)
-            add(c - q * size, full)
-            if part:
-                add(c - part * size, 1)
-            need -= full * q + part
-        if need:
-            q = context // size
-            full, part = divmod(need, q)
-            add(context - q * size, full)
-            if part:
-                add(context - part * size, 1)
-            n_rows += full + (part > 0)
-    return n_rows
-
-
-def _ffd_rows(item_len: np.ndarray, item_n: np.ndarray, context: int) -> int:
-    """First-fit decreasing on a histogram: rows in creation order as runs of equal room."""
-    room = np.zeros(0, dtype=np.int64)     # run r: run_n[r] consecutive rows with room[r] free
-    run_n = np.zeros(0, dtype=np.int64)
-    for size, need in zip(item_len[::-1].tolist(), item_n[::-1].tolist()):
-        fits = np.flatnonzero(room >= size)
-        if len(fits):
-            q = room[fits] // size
-            cum = np.cumsum(q * run_n[fits])
-            k = int(np.searchsorted(cum, need))            # the run where this length runs out
-            if k >= len(fits):
-                room[fits] -= q * size
-                need -= int(cum[-1])
-            else:
-                before = int(cum[k - 1]) if k else 0
-                room[fits[:k]] -= q[:k] * size
-                r, left = int(fits[k]), need - before
-                full, part = divmod(left, int(q[k]))
-                c = int(room[r])
-                pieces = [(c - int(q[k]) * size, full), (c - part * size, int(part > 0)),
-                          (c, int(run_n[r]) - full - int(part > 0))]
-                pieces = [(a, b) for a, b in pieces if b > 0]
-                room = np.concatenate([room[:r], [a for a, _ in pieces], room[r + 1:]]).astype(np.int64)
-                run_n = np.concatenate([run_n[:r], [b for _, b in pieces], run_n[r + 1:]]).astype(np.int64)
-                need = 0
-        if need:
-            q = context // size
-            full, part = divmod(need, q)
-            new = [(context - q * size, full), (context - part * size, int(part > 0))]
-            new = [(a, b) for a, b in new if b > 0]
-            room = np.concatenate([room, [a for a, _ in new]]).astype(np.int64)
-            run_n = np.concatenate([run_n, [b for _, b in new]]).astype(np.int64)
-    return int(run_n.sum())
-
-
-def _bucket_widths(item_len, item_n, context, buckets):
-    """Quantile buckets over the items; every row padded to its bucket's longest item."""
-    cum = np.cumsum(item_n)
-    total = int(cum[-1])
-    # the same 'higher' quantiles make_plan uses: edge = the item at rank ceil(q * (n - 1))
-    ranks = np.ceil(np.linspace(0, 1, buckets + 1)[1:] * (total - 1)).astype(np.int64)
-    edges = np.unique(item_len[np.searchsorted(cum, ranks, side="right")])
-    bucket = np.searchsorted(edges, item_len, side="left")
-    return edges[bucket]    # each item length's row width
-
-
 def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "split", buckets: int = 8,
                      batch_size: int = 32, loss_tokens=None) -> CountPlan:
     """One count-only strategy on ``{length: documents}`` or a ``LengthProfile``.
@@ -193,36 +90,20 @@ def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "sp
     context = as_context(context)
     choice("strategy", strategy, COUNT_STRATEGIES)
     choice("overlong policy", overlong, OVERLONG_POLICIES)
+    opts = PlanOptions(batch_size=as_batch_size(batch_size), buckets=whole_number(buckets, "buckets", hint="try 8"))
     lengths, n = _histogram(counts)
     if not len(lengths):
         raise ValueError("the length counts hold no documents; scan a non-empty corpus")
-    item_len, item_n, lost, truncated, split, dropped = _items(lengths, n, context, overlong)
+    item_len, item_n, (pieces, last) = item_histogram(lengths, n, context, overlong)
     if not len(item_len):
         raise ValueError(f"every document is longer than the context ({context}) and overlong='drop' dropped "
                          "them all; raise the context, or use overlong='split' or 'truncate'")
-    real = int((item_len * item_n).sum())
-    items = int(item_n.sum())
-    if strategy == "pad":
-        n_rows, widths_sq, slots = items, items * context * context, items * context
-    elif strategy == "bucket":
-        w = _bucket_widths(item_len, item_n, context, min(int(buckets), max(1, items // int(batch_size))))
-        n_rows, slots, widths_sq = items, int((w * item_n).sum()), int((w * w * item_n).sum())
-    else:
-        if strategy == "concat-cut":
-            n_rows = -(-real // context)
-        else:
-            n_rows = (_bfd_rows if strategy == "bfd" else _ffd_rows)(item_len, item_n, context)
-        slots, widths_sq = n_rows * context, n_rows * context * context
-    lower = -(-real // context)
-    total = int((lengths * n).sum())
-    m = PlanMetrics(
-        strategy=strategy, context=context, documents=int(n.sum()), rows=n_rows, slots=slots,
-        real_tokens=real, pad_tokens=slots - real, utilisation=real / slots, tokens_lost=total - real,
-        tokens_truncated=lost if overlong == "truncate" else 0, docs_truncated=truncated, docs_dropped=dropped,
-        docs_split=split, attention_cost_padded=widths_sq, attention_cost_packed=_packed_cost(item_len, item_n),
-        linear_cost=slots, lower_bound_rows=lower, rows_over_lower_bound=n_rows / lower)
-    trained = _trained(counts, lengths, n, context, overlong, loss_tokens, real)
-    return CountPlan(m, "counts", trained, trained / slots)
+    r = get_strategy(strategy).from_counts(item_len, item_n, context, opts)
+    m = plan_metrics(strategy, context, lengths, kept_tokens(pieces, last, context), pieces, counts=n,
+                     rows=r.rows, slots=r.slots, cost_padded=r.cost_padded,
+                     cost_packed=_packed_cost(item_len, item_n))
+    trained = _trained(counts, lengths, n, context, overlong, loss_tokens, m.real_tokens)
+    return CountPlan(m, "counts", trained, trained / r.slots)
 
 
 def _packed_cost(item_len, item_n) -> int:
@@ -248,7 +129,7 @@ def _trained(counts, lengths, n, context, overlong, loss_tokens, real) -> int:
 
 def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMENTS, seed: int = 0,
                  overlong: str = "split", batch_size: int = 32) -> CountPlan:
-    """An order-dependent strategy (next-fit, pad-longest) on a seeded random sample of the documents.
+    """A strategy without a ``from_counts`` (next-fit, pad-longest) on a seeded random sample of the documents.
 
     >>> p = sampled_plan({100: 3000, 400: 1000}, 512, "next-fit", n=1000)
     >>> p.basis, p.metrics.documents
@@ -271,8 +152,12 @@ def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMEN
                      note="depends on document order: measured on a seeded random order")
 
 
-def compare_counts(counts, context: int, strategies=COUNT_STRATEGIES + ORDER_STRATEGIES, **kwargs) -> list[CountPlan]:
-    """Every strategy on a profile: count-only ones exactly, order-dependent ones on a sample."""
+def compare_counts(counts, context: int, strategies=None, **kwargs) -> list[CountPlan]:
+    """Every strategy on a profile: count-only ones exactly, order-dependent ones on a sample.
+
+    ``strategies`` defaults to the count-only ones, then the order-dependent ones.
+    """
+    strategies = COUNT_STRATEGIES + ORDER_STRATEGIES if strategies is None else strategies
     sample_args = {k: kwargs[k] for k in ("n", "seed", "overlong", "batch_size") if k in kwargs}
     count_args = {k: kwargs[k] for k in ("overlong", "buckets", "batch_size", "loss_tokens") if k in kwargs}
     return [plan_from_counts(counts, context, s, **count_args) if s in COUNT_STRATEGIES

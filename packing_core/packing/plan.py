@@ -59,6 +59,41 @@ class PlanMetrics:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def plan_metrics(strategy: str, context: int, lengths: np.ndarray, kept: np.ndarray, pieces: np.ndarray, *,
+                 rows: int, slots: int, cost_padded: int, cost_packed: int, counts=None) -> PlanMetrics:
+    """The one ``PlanMetrics`` builder, for a plan's documents and for a histogram's lengths alike.
+
+    Entry ``i`` is one document (``counts=None``) or ``counts[i]`` documents of ``lengths[i]``
+    tokens; ``kept[i]`` tokens of each reached a row, in ``pieces[i]`` pieces.
+
+    >>> m = plan_metrics("pad", 4, np.array([6, 3]), np.array([4, 3]), np.array([1, 1]),
+    ...                  rows=2, slots=8, cost_padded=32, cost_packed=25)
+    >>> m.real_tokens, m.tokens_truncated, m.docs_truncated, round(m.utilisation, 3)
+    (7, 2, 1, 0.875)
+    """
+    def total(x, where=None) -> int:
+        if counts is not None:
+            x = x * counts
+        return int(x.sum() if where is None else x[where].sum())
+
+    def count(where) -> int:
+        return int(where.sum() if counts is None else counts[where].sum())
+
+    real, all_tokens = total(kept), total(lengths)
+    dropped = kept == 0
+    truncated = ~dropped & (kept < lengths)
+    lower = -(-real // context) if real else 0
+    return PlanMetrics(
+        strategy=strategy, context=context, documents=len(lengths) if counts is None else int(counts.sum()),
+        rows=rows, slots=slots, real_tokens=real, pad_tokens=slots - real,
+        utilisation=real / slots if slots else 0.0, tokens_lost=all_tokens - real,
+        tokens_truncated=total(lengths - kept, truncated),
+        docs_truncated=count(truncated), docs_dropped=count(dropped),
+        docs_split=count(pieces > 1), attention_cost_padded=cost_padded,
+        attention_cost_packed=cost_packed, linear_cost=slots, lower_bound_rows=lower,
+        rows_over_lower_bound=rows / lower if lower else 1.0)
+
+
 @dataclass(frozen=True, eq=False)
 class PlacedPieces:
     """Piece arrays in the order a strategy placed them (not sorted).
@@ -154,37 +189,13 @@ class Plan:
         return slice(int(b[row]), int(b[row + 1]))
 
     def metrics(self) -> PlanMetrics:
-        if "metrics" in self._cache:
-            return self._cache["metrics"]
-        slots = int(self.row_width.sum())
-        real = int(self.placed.length.sum())
-        total = int(self.lengths.sum())
-        kept = self.kept
-        dropped = kept == 0
-        truncated = (~dropped) & (kept < self.lengths)
-        lower = -(-real // self.context) if real else 0
-        m = PlanMetrics(
-            strategy=self.strategy,
-            context=self.context,
-            documents=int(len(self.lengths)),
-            rows=self.n_rows,
-            slots=slots,
-            real_tokens=real,
-            pad_tokens=slots - real,
-            utilisation=real / slots if slots else 0.0,
-            tokens_lost=total - real,
-            tokens_truncated=int((self.lengths - kept)[truncated].sum()),
-            docs_truncated=int(truncated.sum()),
-            docs_dropped=int(dropped.sum()),
-            docs_split=int(self.split.sum()),
-            attention_cost_padded=exact_sum_of_squares(self.row_width),
-            attention_cost_packed=exact_sum_of_squares(self.placed.length),
-            linear_cost=slots,
-            lower_bound_rows=lower,
-            rows_over_lower_bound=self.n_rows / lower if lower else 1.0,
-        )
-        self._cache["metrics"] = m
-        return m
+        if "metrics" not in self._cache:
+            self._cache["metrics"] = plan_metrics(
+                self.strategy, self.context, self.lengths, self.kept,
+                np.bincount(self.placed.doc, minlength=len(self.lengths)), rows=self.n_rows,
+                slots=int(self.row_width.sum()), cost_padded=exact_sum_of_squares(self.row_width),
+                cost_packed=exact_sum_of_squares(self.placed.length))
+        return self._cache["metrics"]
 
     @property
     def boundaries(self) -> np.ndarray:

@@ -1,215 +1,46 @@
 """Padding, bucketing and packing strategies: lengths -> Plan.
 
-Every strategy first applies the over-long policy, which turns documents into
-*items* no longer than the context::
-
-    context 4, lengths [6, 3]
-      split    -> items (doc0 0:4) (doc0 4:6) (doc1 0:3)     doc0 split, nothing lost
-      truncate -> items (doc0 0:4) (doc1 0:3)                2 tokens lost
-      drop     -> items (doc1 0:3)                           doc0 dropped, 6 tokens lost
-
-and then places the items into rows:
-
-    pad          one item per row, each row as wide as the context
-    pad-longest  batches of ``batch_size`` items, each row as wide as the batch's longest
-    bucket       items grouped by length bucket, shuffled inside each bucket, then batched
-    concat-cut   one stream of all tokens cut into full rows (documents split at row edges)
-    next-fit     items in order; open a new row when the next one does not fit
-    ffd          first-fit decreasing: longest first, into the first row with room
-    bfd          best-fit decreasing: longest first, into the row with the least room that fits
-
-All placement is vectorised over arrays, or over the length histogram (at most
-``context`` distinct lengths), never a Python loop per document.
+``make_plan`` is four steps: check the arguments, apply the over-long policy (``items.py``:
+documents become *items* no longer than the context), let the chosen strategy ``place``
+the items (``registry.py`` lists the strategies, ``place.py`` holds their code), and wrap
+the placement in a ``Plan``. Packing strategies may then shuffle their rows.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from packing_core._validate import as_batch_size, as_context, as_lengths, choice
-from packing_core.packing.plan import PlacedPieces, Plan, PlanMetrics, cu_seqlens_from_lengths
+from packing_core._validate import (
+    OVERLONG_POLICIES,
+    as_batch_size,
+    as_bucket_edges,
+    as_context,
+    as_lengths,
+    as_seed,
+    choice,
+    whole_number,
+)
+from packing_core.packing.items import items_from_lengths
+from packing_core.packing.place import PlanOptions
+from packing_core.packing.plan import PlacedPieces, Plan, PlanMetrics
+from packing_core.packing.registry import PACKING_STRATEGIES, STRATEGIES, STRATEGY_INFO, get_strategy
 
-STRATEGIES = ("pad", "pad-longest", "bucket", "concat-cut", "next-fit", "ffd", "bfd")
-PACKING_STRATEGIES = ("concat-cut", "next-fit", "ffd", "bfd")
-OVERLONG_POLICIES = ("split", "truncate", "drop")
+__all__ = ["MAX_SPLIT_PIECES", "OVERLONG_POLICIES", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO", "compare",
+           "make_plan"]
+
 MAX_SPLIT_PIECES = 10_000_000  # extra pieces from splitting: beyond this a length is a typo, not a dataset
-STRATEGY_INFO = {
-    "pad": "Pad every sample to the context: one sample per row.",
-    "pad-longest": "Pad each batch to its longest sample (dynamic padding).",
-    "bucket": "Group samples of similar length, shuffle inside each bucket, pad each batch to its longest.",
-    "concat-cut": "Concatenate everything and cut into full rows; documents split at row edges.",
-    "next-fit": "Keep the order; start a new row when the next document does not fit.",
-    "ffd": "First-fit decreasing: longest first, into the first row with room.",
-    "bfd": "Best-fit decreasing: longest first, into the fullest row it still fits.",
-}
 
 
-@dataclass(frozen=True)
-class _Items:
-    doc: np.ndarray
-    start: np.ndarray
-    length: np.ndarray
-
-
-def _check_args(lengths, context, strategy, overlong, batch_size) -> np.ndarray:
-    context = as_context(context)
-    choice("strategy", strategy, STRATEGIES)
-    choice("overlong policy", overlong, OVERLONG_POLICIES)
-    as_batch_size(batch_size)
-    arr = as_lengths(lengths, copy=False)
-    if overlong == "split":
-        # float sum: a single absurd length must not overflow before it is reported
-        pieces = float(np.ceil(arr / float(context)).sum())
-        if pieces - len(arr) > MAX_SPLIT_PIECES:
-            i = int(np.argmax(arr))
-            raise ValueError(
-                f"splitting at context {context} would make {pieces:,.0f} pieces from {len(arr):,} documents "
-                f"(the longest, at position {i}, has {int(arr[i])} tokens); at most {MAX_SPLIT_PIECES:,} extra pieces "
-                "are allowed: check the lengths, "
-                "raise the context, or use overlong='truncate' or 'drop'"
-            )
-    return arr
-
-
-def _items(lengths: np.ndarray, context: int, overlong: str) -> _Items:
-    docs = np.arange(len(lengths), dtype=np.int64)
-    if overlong == "split":
-        n = -(-lengths // context)
-        doc = np.repeat(docs, n)
-        first = np.repeat(np.cumsum(n) - n, n)
-        start = (np.arange(len(doc), dtype=np.int64) - first) * context
-        return _Items(doc, start, np.minimum(context, lengths[doc] - start))
-    if overlong == "truncate":
-        return _Items(docs, np.zeros_like(docs), np.minimum(lengths, context))
-    keep = lengths <= context
-    return _Items(docs[keep], np.zeros(int(keep.sum()), np.int64), lengths[keep])
-
-
-def _plan(strategy, context, overlong, lengths, doc, start, length, row, offset, row_width, packed) -> Plan:
-    return Plan(
-        strategy=strategy, context=context, overlong=overlong, lengths=lengths,
-        placed=PlacedPieces(doc, start, length, row, offset),
-        row_width=np.asarray(row_width, dtype=np.int64), packed=packed,
-    )
-
-
-def _batched_rows(order: np.ndarray, it: _Items, batch_of: np.ndarray):
-    """Rows in ``order``; each row as wide as the longest item of its batch."""
-    n_batches = int(batch_of.max()) + 1 if len(batch_of) else 0
-    widths = np.zeros(n_batches, dtype=np.int64)
-    np.maximum.at(widths, batch_of, it.length[order])
-    return widths[batch_of]
-
-
-def _next_fit_starts(length: np.ndarray, context: int) -> np.ndarray:
-    """Indices where next-fit opens a new row, by pointer doubling.
-
-    ``nxt[i]`` is the first item that no longer fits in a row starting at item ``i``;
-    row starts are the orbit 0, nxt[0], nxt[nxt[0]], ... Squaring the jump table
-    doubles the known orbit each round: log2(rows) vectorised rounds.
-    """
-    n = len(length)
-    cum = cu_seqlens_from_lengths(length)
-    jump = np.searchsorted(cum, cum[:-1] + context, side="right") - 1
-    jump = np.append(jump, n).astype(np.int64)
-    starts = np.zeros(1, dtype=np.int64)
-    while jump[0] < n:
-        more = jump[starts]
-        starts = np.concatenate([starts, more[more < n]])
-        jump = jump[jump]
-    return np.sort(starts)
-
-
-def _takes(full: int, q: int, part: int) -> np.ndarray:
-    """Items taken by each row: ``full`` rows take ``q``, then one row takes ``part`` (if any)."""
-    t = np.full(full + (part > 0), q, dtype=np.int64)
-    if part:
-        t[-1] = part
-    return t
-
-
-def _fit_decreasing(length: np.ndarray, context: int, best: bool):
-    """First- or best-fit decreasing over the length histogram.
-
-    Items of one length L are placed together: a row with room c takes c // L of
-    them in a row (after one, it is still the first, or the tightest, fit). Returns
-    (row, offset) per item, in input order.
-    """
-    n = len(length)
-    # lengths fit 16 bits, where numpy's stable argsort is a radix sort
-    key = (context - length).astype(np.uint16 if context < 2**16 else np.int64)
-    order = np.argsort(key, kind="stable")
-    sorted_len = length[order]
-    values, first = np.unique(-sorted_len, return_index=True)
-    row = np.empty(n, dtype=np.int64)
-    offset = np.empty(n, dtype=np.int64)
-    room = np.zeros(0, dtype=np.int64)          # ffd: remaining room of every row, by row id
-    by_room: dict[int, np.ndarray] = {}         # bfd: row ids grouped by remaining room
-    n_rows = 0
-    bounds = list(first) + [n]
-    for g, neg in enumerate(values):
-        size = int(-neg)
-        lo, hi = bounds[g], bounds[g + 1]
-        need = hi - lo
-        takers, takes, base = [], [], []      # rows, items each takes, first free offset
-        if best:
-            for c in sorted(r for r in by_room if r >= size):
-                if need == 0:
-                    break
-                ids = by_room.pop(c)
-                q = c // size
-                full = min(len(ids), need // q)
-                part = need - full * q if full < len(ids) else 0
-                used = full + (part > 0)
-                takers.append(ids[:used])
-                takes.append(_takes(full, q, part))
-                base.append(np.full(used, context - c))
-                need -= full * q + part
-                for rest, ids_ in ((c - q * size, ids[:full]), (c - part * size, ids[full:used]), (c, ids[used:])):
-                    if len(ids_):
-                        by_room[rest] = np.concatenate([by_room.get(rest, np.zeros(0, np.int64)), ids_])
-        else:
-            fits = np.nonzero(room >= size)[0]
-            if len(fits) and need:
-                q = room[fits] // size
-                cum = np.cumsum(q)
-                k = int(np.searchsorted(cum, need))     # first row that finishes the group
-                if k < len(fits):
-                    t = q[: k + 1].copy()
-                    t[k] = need - (cum[k - 1] if k else 0)
-                    ids = fits[: k + 1]
-                else:
-                    t, ids = q, fits
-                takers.append(ids)
-                takes.append(t)
-                base.append(context - room[ids])
-                room[ids] -= t * size
-                need -= int(t.sum())
-        if need:
-            q0 = context // size
-            full, part = divmod(need, q0)
-            new = np.arange(n_rows, n_rows + full + (part > 0), dtype=np.int64)
-            t = _takes(full, q0, part)
-            n_rows += len(new)
-            takers.append(new)
-            takes.append(t)
-            base.append(np.zeros(len(new), dtype=np.int64))
-            if best:
-                for rest, ids_ in ((context - q0 * size, new[:full]), (context - part * size, new[full:])):
-                    if len(ids_):
-                        by_room[rest] = np.concatenate([by_room.get(rest, np.zeros(0, np.int64)), ids_])
-            else:
-                room = np.concatenate([room, context - t * size])
-        rows_g = np.concatenate(takers)
-        takes_g = np.concatenate(takes)
-        base_g = np.concatenate(base)
-        slot_row = np.repeat(rows_g, takes_g)
-        within = np.arange(len(slot_row)) - np.repeat(np.cumsum(takes_g) - takes_g, takes_g)
-        slot_off = np.repeat(base_g, takes_g) + within * size
-        row[order[lo:hi]] = slot_row
-        offset[order[lo:hi]] = slot_off
-    return row, offset, n_rows
+def _check_split(arr: np.ndarray, context: int) -> None:
+    # float sum: a single absurd length must not overflow before it is reported
+    pieces = float(np.ceil(arr / float(context)).sum())
+    if pieces - len(arr) > MAX_SPLIT_PIECES:
+        i = int(np.argmax(arr))
+        raise ValueError(
+            f"splitting at context {context} would make {pieces:,.0f} pieces from {len(arr):,} documents "
+            f"(the longest, at position {i}, has {int(arr[i])} tokens); at most {MAX_SPLIT_PIECES:,} extra pieces "
+            "are allowed: check the lengths, "
+            "raise the context, or use overlong='truncate' or 'drop'"
+        )
 
 
 def make_plan(
@@ -237,92 +68,33 @@ def make_plan(
     ``shuffle`` randomly reorders the rows of packing strategies, so packed batches
     are not sorted by length. The same ``seed`` gives the same plan.
     """
-    lengths = _check_args(lengths, context, strategy, overlong, batch_size)
-    context = int(context)
-    rng = np.random.default_rng(seed)
-    it = _items(lengths, context, overlong)
-    n = len(it.length)
-    if n == 0:
+    # 1. validate
+    context = as_context(context)
+    s = get_strategy(strategy)
+    choice("overlong policy", overlong, OVERLONG_POLICIES)
+    opts = PlanOptions(batch_size=as_batch_size(batch_size), sort=bool(sort),
+                       buckets=whole_number(buckets, "buckets", hint="try 8"),
+                       bucket_edges=None if bucket_edges is None else as_bucket_edges(bucket_edges))
+    rng = np.random.default_rng(as_seed(seed))
+    lengths = as_lengths(lengths, copy=False)
+    if overlong == "split":
+        _check_split(lengths, context)
+    # 2. items
+    it = items_from_lengths(lengths, context, overlong)
+    if len(it.length) == 0:
         raise ValueError(
             f"every document is longer than the context ({context}) and overlong='drop' dropped them all; "
             "raise the context, or use overlong='split' or 'truncate'"
         )
-    packed = strategy in PACKING_STRATEGIES
-    args = (strategy, context, overlong, lengths)
-
-    if strategy == "concat-cut":
-        # cut points fall at multiples of the context in the kept stream
-        end = np.cumsum(it.length)
-        begin = end - it.length
-        first_row = begin // context
-        n_pieces = (end - 1) // context - first_row + 1
-        rep = lambda a: np.repeat(a, n_pieces)  # noqa: E731  (sequential, cheaper than fancy indexing)
-        row = rep(first_row) + (np.arange(int(n_pieces.sum())) - rep(np.cumsum(n_pieces) - n_pieces))
-        b, cut = rep(begin), row * context
-        lo = np.maximum(b, cut)
-        hi = np.minimum(rep(end), cut + context)
-        n_rows = int(-(-end[-1] // context))
-        doc, start, length, offset = rep(it.doc), rep(it.start) + lo - b, hi - lo, lo - cut
-    elif strategy in ("next-fit", "ffd", "bfd"):
-        if strategy == "next-fit":
-            starts = _next_fit_starts(it.length, context)
-            row = np.searchsorted(starts, np.arange(n), side="right") - 1
-            cum = cu_seqlens_from_lengths(it.length)
-            offset = cum[:-1] - cum[starts[row]]
-            n_rows = len(starts)
-        else:
-            row, offset, n_rows = _fit_decreasing(it.length, context, best=strategy == "bfd")
-        doc, start, length = it.doc, it.start, it.length
-    else:
-        if strategy == "pad":
-            order = np.arange(n)
-            widths = np.full(n, context, dtype=np.int64)
-        elif strategy == "pad-longest":
-            order = np.argsort(-it.length, kind="stable") if sort else np.arange(n)
-            widths = _batched_rows(order, it, np.arange(n) // batch_size)
-        else:
-            bucket_of = _bucket_of(it.length, context, buckets, bucket_edges, batch_size)
-            # shuffle, then a stable sort by bucket: random order inside each bucket
-            # (bucket ids are small, so the stable sort is a radix sort)
-            perm = rng.permutation(n)
-            order = perm[np.argsort(bucket_of[perm], kind="stable")]
-            # a batch starts at every bucket start and every batch_size items inside a bucket
-            ends = np.cumsum(np.bincount(bucket_of))
-            first = np.concatenate([np.arange(a, b, batch_size) for a, b in zip(ends - np.diff(ends, prepend=0), ends)])
-            sizes = np.diff(np.append(first, n))
-            # lay the batches out in a random order, so long and short batches interleave
-            shuffled = rng.permutation(len(first))
-            take = np.repeat(first[shuffled] - np.cumsum(sizes[shuffled]) + sizes[shuffled], sizes[shuffled])
-            order = order[take + np.arange(n)]
-            batch_of = np.repeat(np.arange(len(first)), sizes[shuffled])
-            widths = _batched_rows(order, it, batch_of)
-        row_of_item = np.empty(n, dtype=np.int64)
-        row_of_item[order] = np.arange(n)
-        return _plan(*args, it.doc, it.start, it.length, row_of_item, np.zeros(n, np.int64), widths, False)
-
-    if shuffle and n_rows > 1:
-        row = rng.permutation(n_rows)[row]
-    return _plan(*args, doc, start, length, row, offset, np.full(n_rows, context, np.int64), packed)
-
-
-def _bucket_of(length: np.ndarray, context: int, buckets: int, bucket_edges, batch_size: int) -> np.ndarray:
-    if bucket_edges is not None:
-        edges = np.asarray(sorted(set(int(e) for e in bucket_edges)), dtype=np.int64)
-        if len(edges) == 0 or (edges < 1).any():
-            raise ValueError(f"bucket_edges must be positive token counts, got {list(bucket_edges)!r}")
-    else:
-        if isinstance(buckets, bool) or not isinstance(buckets, (int, np.integer)) or buckets < 1:
-            raise ValueError(f"buckets must be a positive integer, got {buckets!r}; try 8")
-        # quantile edges: buckets of about equal size on this data, each at least one full
-        # batch (eight buckets over eight samples would be eight one-row "batches")
-        buckets = min(int(buckets), max(1, len(length) // batch_size))
-        edges = np.unique(np.quantile(length, np.linspace(0, 1, buckets + 1)[1:], method="higher").astype(np.int64))
-    longest = int(length.max())
-    if longest > 1 << 20:  # a table per possible length would be huge: one search per item instead
-        return np.searchsorted(edges, length, side="left")
-    # a table of every length up to the longest item (sized by the data, never by the context)
-    table = np.searchsorted(edges, np.arange(longest + 1), side="left")
-    return table.astype(np.uint16 if len(edges) < 2**16 - 1 else np.int64)[length]
+    # 3. place
+    p = s.place(it, context, opts, rng)
+    row = p.row
+    if shuffle and s.packs and len(p.row_width) > 1:
+        row = rng.permutation(len(p.row_width))[row]
+    # 4. the plan
+    return Plan(strategy=s.name, context=context, overlong=overlong, lengths=lengths,
+                placed=PlacedPieces(p.doc, p.start, p.length, row, p.offset),
+                row_width=np.asarray(p.row_width, dtype=np.int64), packed=s.packs)
 
 
 def compare(lengths, context: int, strategies=STRATEGIES, **kwargs) -> list[PlanMetrics]:

@@ -1,4 +1,4 @@
-"""Model name -> runner -> one :class:`VerifyReport`: the only place that knows ``"smollm2"``.
+"""Model name -> runner -> one :class:`VerifyReport`, for every model of ``models.registry``.
 
 >>> verify_model("tiny-rope", mask="on").equivalent
 True
@@ -13,18 +13,11 @@ from pathlib import Path
 
 import torch
 
-from packing_core.models.tiny import MODELS, TinyTransformer, tiny_model
+from packing_core.models.registry import DEFAULT_TEXTS, PRETRAINED, find_model, model_names
+from packing_core.models.tiny import TinyTransformer
 from packing_core.verify.equivalence import VerifyReport, default_documents, model_runner, verify_runner
 
-PRETRAINED_MODELS = ("smollm2",)
-
-# Two short unrelated English texts (a GSM8K test question and a plain fact).
-DEFAULT_TEXTS = (
-    "Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and "
-    "bakes muffins for her friends every day with four. How many eggs are left?",
-    "The Eiffel Tower is a wrought-iron lattice tower in Paris. It was finished in 1889 "
-    "and is named after the engineer Gustave Eiffel.",
-)
+PRETRAINED_MODELS = model_names(tokenizer=True)   # the registered models that run texts
 
 
 def verify_hf(model, documents, *, mask: str = "on", positions: str = "reset",
@@ -104,24 +97,27 @@ def read_texts_file(path) -> list[str]:
 
 def is_model_path(model) -> bool:
     """A local folder rather than one of the lab's model names."""
-    return isinstance(model, os.PathLike) or (isinstance(model, str) and model not in MODELS + PRETRAINED_MODELS
+    return isinstance(model, os.PathLike) or (isinstance(model, str) and find_model(model) is None
                                                 and (os.sep in model or Path(model).exists()))
 
 
 def load_causal_lm(model: str, dtype: torch.dtype = torch.float32):
-    """``(model, tokenizer or None)`` for ``"smollm2"`` or a local HF causal-LM folder."""
-    from packing_core.models.pretrained import load_local_model, load_pretrained
+    """``(model, tokenizer or None)`` for a registered model with a tokenizer (``"smollm2"``) or a local
+    HF causal-LM folder."""
+    from packing_core.models.pretrained import load_local_model
 
-    if model in PRETRAINED_MODELS:
-        return load_pretrained(dtype=dtype)
+    spec = find_model(model)
+    if spec is not None and spec.tokenizer:
+        return spec.load(dtype=dtype)
     if is_model_path(model):
         return load_local_model(model, dtype=dtype)
-    raise ValueError(f"unknown model {model!r}: use smollm2 or the path of a local Hugging Face model folder")
+    raise ValueError(f"unknown model {model!r}: use {' or '.join(model_names(tokenizer=True))} or the path of a "
+                     "local Hugging Face model folder")
 
 
 def verify_pretrained(mask: str = "on", positions: str = "reset", backend: str = "segments",
                       texts=None, *, documents=None, pretrained=None, use_cache: bool = False,
-                      dtype: torch.dtype | None = None, device=None, model_name: str = PRETRAINED_MODELS[0]
+                      dtype: torch.dtype | None = None, device=None, model_name: str = PRETRAINED
                       ) -> VerifyReport:
     """Verify SmolLM2 on real text: the texts (or token-id ``documents``) packed in one row vs alone.
 
@@ -131,15 +127,16 @@ def verify_pretrained(mask: str = "on", positions: str = "reset", backend: str =
     the report lists them, decoded, in ``changes``.
     """
     from packing_core.models.hf_attention import attn_name
-    from packing_core.models.pretrained import load_pretrained
 
     attn_name(backend)  # a backend that cannot run is named before the model loads
     if documents is None:
         texts = _texts(texts)   # so are texts outside the limits
     if pretrained is None:
-        model, tokenizer = load_pretrained(dtype=dtype or torch.float32)
-        if device is not None:
-            model = model.to(device)
+        spec = find_model(model_name)
+        if spec is None or not spec.tokenizer:
+            raise ValueError(f"{model_name!r} is not a registered model with a tokenizer: pass pretrained=(model, "
+                             "tokenizer) from load_local_model()")
+        model, tokenizer = spec.load(dtype=dtype or torch.float32, device=device)
     else:
         model, tokenizer = pretrained
     if tokenizer is None:
@@ -156,7 +153,8 @@ def verify_pretrained(mask: str = "on", positions: str = "reset", backend: str =
 def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset",
                  backend: str = "segments", documents=None, texts=None, seed: int | None = None,
                  dtype: torch.dtype | None = None, device=None, use_cache: bool = False) -> VerifyReport:
-    """Verify a named model: ``"tiny-rope"``, ``"tiny-abs"`` (random init, for speed) or ``"smollm2"``.
+    """Verify a registered model (``"tiny-rope"``, ``"tiny-abs"``: random init, for speed; ``"smollm2"``),
+    a ``TinyTransformer``, or a local Hugging Face model folder.
 
     ``documents`` (token-id lists) replace the defaults for every model; ``texts`` only
     make sense for a model with a tokenizer. ``seed`` draws the tiny models' random
@@ -164,26 +162,27 @@ def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset
     with its own attention (``backend="sdpa"`` or ``"eager"``): transformers then skips
     its packing detection.
     """
-    if model in PRETRAINED_MODELS:
+    spec = find_model(model)
+    if spec is not None and spec.tokenizer:
         if seed is not None:
-            raise ValueError("seed draws the tiny models' random documents; smollm2 runs real "
+            raise ValueError(f"seed draws the tiny models' random documents; {spec.name} runs real "
                              "texts: pass texts= or documents= instead")
         return verify_pretrained(mask=mask, positions=positions, backend=backend, texts=texts,
-                                 documents=documents, use_cache=use_cache, dtype=dtype, device=device)
+                                 documents=documents, use_cache=use_cache, dtype=dtype, device=device,
+                                 model_name=spec.name)
     if texts is not None and not is_model_path(model):
         raise ValueError(f"texts need a tokenizer, and {model!r} has none: pass documents= "
-                         "(token ids) or use --model smollm2")
+                         f"(token ids) or use --model {PRETRAINED}")
     if is_model_path(model):
         return _verify_local(model, mask=mask, positions=positions, backend=backend, documents=documents,
                              texts=texts, seed=seed, dtype=dtype, device=device, use_cache=use_cache)
     seed = 0 if seed is None else seed
     if isinstance(model, TinyTransformer):
         net, name = model, "tiny-rope" if model.cfg.positions == "rope" else "tiny-abs"
-    elif model in MODELS:
-        net, name = tiny_model(model, dtype=dtype or torch.float32, device=device or "cpu"), model
+    elif spec is not None:
+        net, name = spec.load(dtype=dtype or torch.float32, device=device or "cpu")[0], model
     else:
-        raise ValueError(f"unknown model {model!r}: choose one of "
-                         f"{', '.join(MODELS + PRETRAINED_MODELS)}")
+        raise ValueError(f"unknown model {model!r}: choose one of {', '.join(model_names())}")
     param = next(net.parameters())
     docs = default_documents(vocab_size=net.cfg.vocab_size, seed=seed) if documents is None \
         else documents
@@ -221,9 +220,9 @@ def drift_pretrained(texts=None, *, mask: str = "off", steps: int = 20, document
 
     ``pretrained`` is a loaded ``(model, tokenizer)`` pair (else SmolLM2 loads).
     """
-    from packing_core.models.pretrained import load_pretrained
+    from packing_core.models.registry import model_spec
     from packing_core.verify.drift import continuations
 
-    model, tokenizer = pretrained if pretrained is not None else load_pretrained()
+    model, tokenizer = pretrained if pretrained is not None else model_spec(PRETRAINED).load()
     documents = tokenise_texts(tokenizer, texts)
     return continuations(model, documents, tokenizer.decode, document=document, mask=mask, steps=steps)

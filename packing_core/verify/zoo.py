@@ -60,9 +60,9 @@ class ZooResult:
 # ---------------------------------------------------------------- models and batches
 @lru_cache(maxsize=1)
 def _smollm2():
-    from packing_core.models.pretrained import load_pretrained
+    from packing_core.models.registry import PRETRAINED, model_spec
 
-    return load_pretrained()
+    return model_spec(PRETRAINED).load()
 
 
 def _texts_documents(tokenizer) -> list[list[int]]:

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from packing_core.analysis.costs import benchmark_bounds
-from packing_core.packing.strategies import PACKING_STRATEGIES
+from packing_core.packing.registry import PACKING_STRATEGIES
 from packing_core.viz.style import (
     ALERT_COLOUR,
     EMPTY,

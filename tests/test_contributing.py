@@ -1,0 +1,118 @@
+"""CONTRIBUTING.md's recipes stay short and true: each names real files and tests, and each
+recipe that the code already supports is followed here on a throwaway example."""
+import ast
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import packing_core as pc
+from packing_core.cli import main
+from packing_core.packing import count_rows, place
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+RECIPES = dict(re.findall(r"^## (.+)\n((?:\d+\. .+\n?)+)", TEXT, re.M))
+BEING_BUILT = "being built"     # a recipe written against DESIGN.md's target layout, not yet in the code
+
+
+def test_every_change_a_newcomer_makes_has_a_recipe_of_five_steps_or_fewer():
+    names = [n.split(" (")[0] for n in RECIPES]
+    assert names == ["Add a strategy", "Add a model", "Add a page", "Add a bug to the zoo", "Add an input format",
+                     "Add a benchmark figure to the README"]
+    for name, steps in RECIPES.items():
+        assert 2 <= len(steps.strip().splitlines()) <= 5, name
+        assert "Fails when a step is missed" in steps, f"{name} names no test"
+
+
+def named_tests(steps: str) -> list[tuple[str, str]]:
+    """``(file, test)`` for each ``tests/x.py::name`` in a recipe; a bare ``::name`` is in the file named before it."""
+    out, last = [], None
+    for m in re.finditer(r"`(tests/[\w/]+\.py)?::(\w+)`", steps):
+        last = m.group(1) or last
+        out.append((last, m.group(2)))
+    return out
+
+
+@pytest.mark.parametrize("name", [n for n in RECIPES if BEING_BUILT not in n])
+def test_every_file_and_test_a_recipe_names_exists(name):
+    steps = RECIPES[name]
+    paths = [p for p in re.findall(r"`((?:packing_core|app_pages|tests|benchmarks)/[\w/.]+\.py)", steps) if "<" not in p]
+    assert paths and [p for p in paths if not (ROOT / p).is_file()] == []
+    tests = named_tests(steps)
+    assert tests, f"{name} names no test"
+    for path, test in tests:
+        defined = {n.name for n in ast.walk(ast.parse((ROOT / path).read_text(encoding="utf-8")))
+                   if isinstance(n, ast.FunctionDef)}
+        assert test in defined, f"{name}: {path} has no {test}"
+
+
+# ---------------------------------------------------------------- the strategy recipe, followed
+def place_toy_pad(items, context, options, rng):                 # step 1: a place function
+    return place.place_pad(items, context, options, rng)
+
+
+def rows_toy_pad(item_lengths, items, context, options):          # step 2: a from_counts function
+    return count_rows.rows_pad(item_lengths, items, context, options)
+
+
+def test_the_strategy_recipe_on_a_toy():
+    toy = pc.Strategy("toy-pad", "Pad every sample to the context (a toy copy).", False, place_toy_pad, rows_toy_pad)
+    pc.register_strategy(toy)                                      # step 3: one entry
+    try:
+        assert "toy-pad" in pc.STRATEGIES and "toy-pad" not in pc.PACKING_STRATEGIES
+        counts = {40: 3, 700: 1}
+        (exact,) = pc.compare_counts(pc.LengthProfile.from_counts(counts), 512, ("toy-pad",))
+        planned = pc.make_plan(np.repeat(list(counts), list(counts.values())), 512, "toy-pad").metrics()
+        assert exact.basis == "counts" and exact.metrics.rows == planned.rows == 5
+        assert "toy-pad" in [r.strategy for r in pc.strategy_table([40, 40, 700], 512)]
+    finally:
+        pc.unregister_strategy("toy-pad")
+    assert "toy-pad" not in pc.STRATEGIES
+
+
+# ---------------------------------------------------------------- the model recipe, followed
+def load_toy(dtype=None, device=None):                             # step 1: a loader
+    return pc.tiny_model("tiny-abs", seed=7), None
+
+
+def test_the_model_recipe_on_a_toy():
+    pc.register_model(pc.ModelSpec("toy-abs", "toy: tiny absolute positions, seed 7", load_toy, tokenizer=False))
+    try:                                                            # step 2: one entry
+        assert pc.verify_model("toy-abs", positions="continuous").equivalent is False
+        assert pc.verify_model("toy-abs").equivalent is True
+    finally:
+        pc.unregister_model("toy-abs")
+
+
+def test_the_model_recipe_reaches_the_cli_help(capsys):
+    pc.register_model(pc.ModelSpec("toy-abs", "toy", load_toy, tokenizer=False))
+    try:
+        with pytest.raises(SystemExit):
+            main(["verify", "--help"])
+        assert "toy-abs" in capsys.readouterr().out
+    finally:
+        pc.unregister_model("toy-abs")
+
+
+# ---------------------------------------------------------------- the page recipe, followed
+def test_the_page_recipe_on_a_toy(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from app_pages import _content
+
+    page = tmp_path / "toy_page.py"                                 # step 1: a thin page file
+    page.write_text("import streamlit as st\nfrom app_pages._lab import lesson, page_settings\n"
+                    "S = page_settings('toy_page', n=3)\nst.title('Toy page')\nlesson(__file__)\n"
+                    "st.slider('n', 1, 9, **S.bind('n'))\n", encoding="utf-8")
+    toy = _content.PageSpec(str(page), "Toy page", ":material/star:", 5, "A toy line to read out.", "A toy question?")
+    monkeypatch.setattr(_content, "PAGES", (*_content.PAGES, toy))   # step 2: one PageSpec
+    at = AppTest.from_file("../app.py", default_timeout=60)
+    at.switch_page(str(page)).run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = "\n".join(m.value for m in at.markdown)
+    n = len(_content.PAGES)
+    assert f"step {n} of {n} (about 5 minutes).** A toy line to read out." in text
+    assert "**Ask the class:** A toy question?" in text
+    assert at.session_state["toy_page.n"] == 3 and at.session_state["context"] == pc.DEFAULT_CONTEXT
