@@ -110,6 +110,19 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="check a trainer's batch file (safetensors, .npz, JSON; never pickle)")
     c.add_argument("file", help="the batch: input_ids, labels, position_ids, attention_mask, cu_seq_lens_q/k")
     c.add_argument("--model", help="also run it: smollm2 or a local HF model folder (safetensors)")
+    c.add_argument("--attn-implementation", default="sdpa",
+                   choices=("sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3", "all"),
+                   help="the attention that will read the batch (default sdpa); all: a verdict for each")
+    c.add_argument("--tokenizer", help="smollm2 or a tokenizer folder: its EOS id ends documents (with --model: "
+                                       "the model folder's)")
+    c.add_argument("--eos-id", type=int, action="append", metavar="N", help="a token id that ends a document (repeat)")
+    c.add_argument("--labels", default="auto", choices=("unshifted", "shifted", "auto"),
+                   help="unshifted: transformers' labels (the model shifts); shifted: targets (torchtune recipes, "
+                        "Megatron, nanoGPT); auto decides and says so")
+    c.add_argument("--allow-cross-document", action="store_true",
+                   help="reading across documents is deliberate (pretraining streams): leaks become notes")
+    c.add_argument("--use-cache", action="store_true", help="the forward call uses a cache (use_cache=True)")
+    c.add_argument("--strict", action="store_true", help="warnings exit 1 too")
     c.add_argument("--format", default="table", choices=("table", "json"))
 
     z = sub.add_parser("zoo", help="packing bugs that reached users of real projects, reproduced live")
@@ -212,11 +225,36 @@ def _verify(args, out) -> int:
     return 0 if report.equivalent else 1
 
 
-def _check(args, out) -> int:
-    from packing_core.batch.hf_check import check_hf_batch
-    from packing_core.batch.hf_file import load_batch_file
+def _special_ids(args) -> tuple[int, ...]:
+    """EOS ids from --eos-id, --tokenizer, or the --model folder's tokenizer.
 
-    check = check_hf_batch(load_batch_file(args.file))
+    Only the EOS id: chat templates open every turn with the BOS-like token, so it would split
+    one conversation into turns. Where the EOS id also ends every turn, give --eos-id instead.
+    """
+    eos = list(args.eos_id or ())
+    spec = args.tokenizer or args.model
+    if spec and not args.eos_id:
+        from packing_core.models.tokenizers import load_tokenizer
+
+        tok = load_tokenizer(spec)
+        value = getattr(getattr(tok, "hf", tok), "eos_token_id", None)
+        if not isinstance(value, int):
+            raise ValueError(f"the tokenizer {spec} has no EOS id: give --eos-id N")
+        eos.append(value)
+    return tuple(dict.fromkeys(eos))
+
+
+def _check(args, out) -> int:
+    from packing_core.check.batch import check_hf_batch
+    from packing_core.check.files import load_batch_file
+    from packing_core.attention.semantics import IMPLEMENTATIONS
+
+    batch = load_batch_file(args.file)
+    eos = _special_ids(args)
+    impls = IMPLEMENTATIONS if args.attn_implementation == "all" else (args.attn_implementation,)
+    checks = [check_hf_batch(batch, impl, use_cache=args.use_cache, eos_ids=eos, labels=args.labels,
+                             allow_cross_document=args.allow_cross_document, compare=len(impls) == 1)
+              for impl in impls]
     verdict = None
     if args.model is not None:
         from transformers.utils import logging as hf_logging
@@ -226,15 +264,22 @@ def _check(args, out) -> int:
 
         hf_logging.disable_progress_bar()
         model, _ = load_causal_lm(args.model)
-        verdict = run_hf_batch(model, check, model_name=args.model)
+        if len(impls) == 1:
+            model.config._attn_implementation = impls[0]
+        verdict = run_hf_batch(model, checks[0], model_name=args.model, use_cache=args.use_cache)
     if args.format == "json":
-        json.dump({"check": check.to_dict(), "model_run": verdict and verdict.to_dict()}, out, indent=2)
+        json.dump({"checks": [c.to_dict() for c in checks], "model_run": verdict and verdict.to_dict()}, out, indent=2)
         out.write("\n")
     else:
-        out.write(check.format_table() + "\n")
+        if len(checks) == 1:
+            out.write(checks[0].format_table() + "\n")
+        else:
+            out.write("\n".join(c.verdict for c in checks) + "\n\n")
+            out.write("\n\n".join(c.format_table() for c in checks if not c.sound or c.warnings) + "\n")
         if verdict is not None:
             out.write("\n" + verdict.format_table() + "\n")
-    return 1 if check.violations or (verdict is not None and verdict.leaks) else 0
+    code = max(c.exit_code(args.strict) for c in checks)
+    return 1 if code or (verdict is not None and verdict.leaks) else 0
 
 
 def _scan(args, out, err) -> int:
