@@ -252,7 +252,7 @@ def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
             return made(note + "one flattened row with position_ids: a sequence starts at every return to the "
                         "minimum position", f"{fwd} -> _is_packed_sequence, prepare_fa_kwargs_from_position_ids",
                         _from_cu(cu, B, T))
-        why = ("more than one row" if pos is not None and B != 1 else
+        why = (f"{B} rows: _is_packed_sequence needs one flattened row, batch size 1" if pos is not None and B != 1 else
                "no position_ids" if pos is None else "positions count up once over the row")
         if t.cu_seq_lens_q is not None and not t.has_varlen_kwargs:
             why += "; cu_seq_lens without max_length_q/_k are not used"
