@@ -45,7 +45,6 @@ _export("packing.strategies", "OVERLONG_POLICIES", "PACKING_STRATEGIES", "STRATE
         "compare", "make_plan")
 _export("batch.packed", "IGNORE_INDEX", "FlatBatch", "PackedBatch", "SegmentLayout", "segment_layout")
 _export("batch.loss", "LOSS_RULES", "document_weights", "reduce_loss", "token_weights")
-_export("batch.faults", "BREAKS", "NaiveTargets", "PromptBlindBatch", "broken_batch", "loss_vs_answers", "naive_targets")
 _export("attention.masks", "and_masks", "block_causal_mask", "causal", "materialise", "same_document")
 _export("attention.backends", "BACKENDS", "attend", "available_backends", "varlen_function")
 _export("attention.semantics", "IMPLEMENTATIONS", "READERS", "BatchTensors", "EffectiveAttention",
@@ -65,9 +64,13 @@ _export("verify.registry", "DEFAULT_TEXTS", "PRETRAINED_MODELS", "verify_hf", "v
         "MAX_TEXTS", "MAX_TEXT_TOKENS", "MIN_TEXTS", "is_model_path", "load_causal_lm", "read_texts_file",
         "tokenise_texts", "drift_pretrained")
 _export("verify.batch_run", "BatchVerdict", "run_hf_batch")
+_export("integrations.guard", "Guard", "PackingCheckError", "guard")
+_export("integrations.trainer", "PackingCheckCallback")
 _export("verify.drift", "Continuations", "continuations")
 _export("verify.loss_lesson", "LossLesson", "loss_lesson")
-_export("verify.zoo", "ZOO", "ZOO_NAMES", "ZooBug", "ZooResult", "reproduce_bug", "zoo_entry")
+_export("verify.zoo", "BREAKS", "PLANTED", "REPRODUCED", "ZOO", "ZOO_NAMES", "Bug", "NaiveTargets", "PromptBlindBatch",
+        "ZooResult", "broken_batch", "example_checks", "loss_vs_answers", "naive_targets", "reproduce_bug",
+        "zoo_entry")
 _export("analysis.stats", "Histogram", "LengthStats", "length_histogram", "length_stats", "outlier_lengths",
         "sample_lengths")
 _export("analysis.tables", "StrategyRow", "attention_cost", "bimodality", "recommend", "strategy_table")

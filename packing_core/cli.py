@@ -245,9 +245,9 @@ def _special_ids(args) -> tuple[int, ...]:
 
 
 def _check(args, out) -> int:
+    from packing_core.attention.semantics import IMPLEMENTATIONS
     from packing_core.check.batch import check_hf_batch
     from packing_core.check.files import load_batch_file
-    from packing_core.attention.semantics import IMPLEMENTATIONS
 
     batch = load_batch_file(args.file)
     eos = _special_ids(args)
@@ -348,7 +348,7 @@ def _balance(args, out) -> int:
 
 
 def _zoo(args, out) -> int:
-    from packing_core.verify.zoo import ZOO, ZOO_NAMES, reproduce_bug
+    from packing_core.verify.zoo import REPRODUCED, ZOO, reproduce_bug
 
     if args.run is None:
         if args.format == "json":
@@ -357,15 +357,17 @@ def _zoo(args, out) -> int:
             return 0
         for b in ZOO:
             out.write(f"{b.name:<30} {b.title}\n{'':<30} reported: {'; '.join(r.split(':')[0] for r in b.reported)}\n"
-                      f"{'':<30} caught by: {b.check}\n")
+                      f"{'':<30} needs: {b.needs}\n"
+                      f"{'':<30} caught by: {'; '.join(b.caught_by_titles) or 'no static finding (a model run)'}\n")
         out.write("\nreproduce one: python -m packing_core zoo --run NAME (or --run all)\n")
         return 0
-    if args.run != "all" and args.run not in ZOO_NAMES:
-        raise ValueError(f"unknown bug {args.run!r}: choose one of {', '.join(ZOO_NAMES)}, or all")
+    if args.run != "all" and args.run not in REPRODUCED:
+        raise ValueError(f"unknown bug {args.run!r}: choose one of {', '.join(REPRODUCED)}, or all "
+                         "(planted faults run on the Masks and labels page)")
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    results = [reproduce_bug(n) for n in (ZOO_NAMES if args.run == "all" else (args.run,))]
+    results = [reproduce_bug(n) for n in (REPRODUCED if args.run == "all" else (args.run,))]
     if args.format == "json":
         json.dump([r.to_dict() for r in results], out, indent=2)
         out.write("\n")

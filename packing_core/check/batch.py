@@ -26,11 +26,17 @@ import numpy as np
 
 from packing_core.attention.documents import IGNORE_INDEX, Evidence, IntendedDocuments, intended_documents
 from packing_core.attention.semantics import (
-    IMPLEMENTATIONS, READERS, BatchTensors, EffectiveAttention, effective_attention, four_d_allowed, shared_attention,
+    IMPLEMENTATIONS,
+    READERS,
+    BatchTensors,
+    EffectiveAttention,
+    effective_attention,
+    four_d_allowed,
+    shared_attention,
     skipped_tokens,
 )
 from packing_core.batch.packed import PackedBatch, segment_layout
-from packing_core.check.rules import RULES, Finding
+from packing_core.check.rules import Finding
 
 FORMATS = ("padding-free", "padded", "packed rows", "4D mask", "plain")
 # the keys a trainer's batch may use for each tensor: transformers' first, then torchtune's
@@ -353,7 +359,8 @@ def _static(t: BatchTensors, docs: IntendedDocuments, *, eos_given: bool) -> lis
         out.append(Finding("boundaries_disagree", "; ".join(lines)))
     inside = starts & ~row_start
     # full rows (the last may be short) and no boundary in any: a wrapped stream looks just like this
-    if not eos_given and not inside.any() and real[:-1].all() and real[-1, 0] and T > 1:
+    full = real.all(1)
+    if not eos_given and not inside.any() and full[:-1].all() and (full[-1] or B > 1) and T > 1:
         out.append(Finding("no_document_boundaries",
                            f"no cu_seq_lens, position reset, label separator or EOS id marks a document boundary inside "
                            f"any of the {B} row(s), which are full: each row is read as one document"))

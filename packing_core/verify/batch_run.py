@@ -21,7 +21,6 @@ from packing_core.check.batch import BatchCheck
 from packing_core.verify.equivalence import default_tolerance
 
 
-
 @dataclass(frozen=True)
 class BatchDocument:
     row: int
