@@ -9,7 +9,7 @@ from app_pages._lab import figure, guard, lesson, page_settings
 from packing_core import VIOLATIONS, PackedBatch, block_causal_mask, check_batch, layout_figure, mask_figure, targets_figure
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
-PROMPT_BREAKS = ("prompts in the loss", "prompts cut from attention")
+PROMPT_BREAKS = ("prompts-in-the-loss", "prompts-cut-from-attention")
 S = page_settings("masks_and_labels", width=64, instruction=False, break_="none")
 
 st.title("Masks and labels")

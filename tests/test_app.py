@@ -161,7 +161,7 @@ def test_masks_page_passes_the_check_on_the_batch_as_built():
 def test_masks_page_shows_that_only_alone_vs_packed_catches_prompts_cut_from_attention():
     at = open_page("masks_and_labels")
     at.toggle(key="w_masks_and_labels.instruction").set_value(True).run()
-    at.selectbox(key="w_masks_and_labels.break_").set_value("prompts cut from attention").run()
+    at.selectbox(key="w_masks_and_labels.break_").set_value("prompts-cut-from-attention").run()
     assert_clean(at)
     assert "check_batch: no violation" in at.success[0].value and "loss positions = answer targets" in at.success[0].value
     assert len(at.warning) == 1 and "Only this comparison catches it" in at.warning[0].value
@@ -169,7 +169,7 @@ def test_masks_page_shows_that_only_alone_vs_packed_catches_prompts_cut_from_att
 
 def test_masks_page_reports_continuous_positions_as_model_specific():
     at = open_page("masks_and_labels")
-    at.selectbox(key="w_masks_and_labels.break_").set_value("continuous positions").run()
+    at.selectbox(key="w_masks_and_labels.break_").set_value("continuous-positions").run()
     assert_clean(at)
     assert "model-specific finding" in at.info[0].value and not at.warning
     assert list(at.dataframe[0].value["kind"]) == ["model-specific"]
@@ -182,7 +182,7 @@ def test_masks_page_corrects_the_eos_fix_and_keeps_attention_apart_from_targets(
     assert "Three things make sure" not in text
 
 
-@pytest.mark.parametrize("how", ["pads in the loss", "row-shifted targets"])
+@pytest.mark.parametrize("how", ["pads-in-the-loss", "row-shifted-targets"])
 def test_masks_page_catches_each_planted_bug_by_name(how):
     at = open_page("masks_and_labels")
     at.toggle(key="w_masks_and_labels.instruction").set_value(True).run()
