@@ -540,4 +540,8 @@ def kernel_mask(batch: PackedBatch, attn_implementation: str, row: int) -> np.nd
     seg[valid] = eff.segment_ids[0]
     s = seg[row]
     width = s.shape[0]
-    return np.tril(np.ones((width, width), bool)) & (s[:, None] == s[None, :]) & (s[:, None] >= 0) & valid[row][None]
+    mask = np.tril(np.ones((width, width), bool)) & (s[:, None] == s[None, :]) & (s[:, None] >= 0) & valid[row][None]
+    key_mask = getattr(batch, "key_mask", None)     # a planted fault that hides keys from every query
+    if key_mask is not None:
+        mask &= key_mask[row].numpy()[None, :] | np.eye(width, dtype=bool)
+    return mask
