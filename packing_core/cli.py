@@ -233,6 +233,12 @@ def _special_ids(args) -> tuple[int, ...]:
     """
     eos = list(args.eos_id or ())
     spec = args.tokenizer or args.model
+    if not args.tokenizer and args.model and args.model != "smollm2":
+        from pathlib import Path
+
+        folder = Path(args.model).expanduser()
+        if not any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+            spec = None      # a model folder without a tokenizer: no EOS evidence (say --eos-id to give one)
     if spec and not args.eos_id:
         from packing_core.models.tokenizers import load_tokenizer
 

@@ -63,7 +63,9 @@ def load_batch_bytes(data: bytes, name: str = "batch") -> dict:
     if Path(name).suffix.lower() in PICKLE_SUFFIXES:
         _refuse_pickle(name, f"a {Path(name).suffix} file (torch.save / pickle)")
     head = data[:16]
-    if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
+    # a safetensors header of 128 + 256k bytes starts with 0x80 0x0k too: its JSON at byte 8 tells them apart
+    looks_safetensors = len(data) >= 9 and data[8:9] == b"{" and int.from_bytes(data[:8], "little") <= len(data) - 8
+    if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5 and not looks_safetensors:
         _refuse_pickle(name, "a pickle (it starts with pickle's protocol byte)")
     if head[:2] == b"PK":
         try:
