@@ -1,6 +1,7 @@
 """Fixtures for the checks: batches built by the real libraries' own code."""
 import importlib
 import importlib.util
+import os
 import sys
 import types
 from pathlib import Path
@@ -13,12 +14,16 @@ def _torchtune_modules():
 
     torchtune's __init__ requires torchao, which the lab does not install; the two modules used
     here import only torch, tqdm and torchtune.data._common / modules.attention_utils, so they
-    load from the installed wheel's files directly (installed with --no-deps, requirements-dev).
+    load from the installed wheel's files directly (``scripts/install.sh --dev`` puts it, with
+    --no-deps, into .vendor/ or $PACKING_LAB_VENDOR).
     """
-    spec = importlib.util.find_spec("torchtune")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(list(spec.submodule_search_locations)[0])
+    vendor = Path(os.environ.get("PACKING_LAB_VENDOR", Path(__file__).resolve().parents[2] / ".vendor"))
+    root = vendor / "torchtune"
+    if not (root / "datasets" / "_packed.py").is_file():
+        spec = importlib.util.find_spec("torchtune")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        root = Path(list(spec.submodule_search_locations)[0])
     saved = {k: v for k, v in sys.modules.items() if k == "torchtune" or k.startswith("torchtune.")}
     try:
         for pkg in ("torchtune", "torchtune.data", "torchtune.datasets", "torchtune.modules", "torchtune.utils"):
@@ -41,5 +46,5 @@ def _torchtune_modules():
 def torchtune_packing():
     found = _torchtune_modules()
     if found is None:
-        pytest.skip("torchtune 0.6.1 is not installed (pip install --no-deps torchtune==0.6.1)")
+        pytest.skip("torchtune 0.6.1 is not installed (scripts/install.sh --dev puts it in .vendor/)")
     return found
