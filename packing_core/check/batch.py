@@ -360,7 +360,7 @@ def _static(t: BatchTensors, docs: IntendedDocuments, *, eos_given: bool) -> lis
     inside = starts & ~row_start
     # full rows (the last may be short) and no boundary in any: a wrapped stream looks just like this
     full = real.all(1)
-    if not eos_given and not inside.any() and full[:-1].all() and (full[-1] or B > 1) and T > 1:
+    if not eos_given and not inside.any() and full[:-1].all() and (full.sum() >= 2 or (B == 1 and full[0])) and T > 1:
         out.append(Finding("no_document_boundaries",
                            f"no cu_seq_lens, position reset, label separator or EOS id marks a document boundary inside "
                            f"any of the {B} row(s), which are full: each row is read as one document"))

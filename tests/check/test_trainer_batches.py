@@ -81,6 +81,13 @@ def test_trl_bfd_padding_free_with_pads_at_position_0_is_sound_with_a_warning():
     assert pc.check_hf_batch(batch).exit_code(strict=True) == 1
 
 
+def test_trl_plain_padded_batches_with_completion_only_labels_are_sound_without_a_word():
+    rows = [{"input_ids": d, "labels": [-100, -100] + d[2:]} for d in DOCS[:2]]
+    batch = DataCollatorForLanguageModeling(pad_token_id=0)(rows)
+    for check in pc.check_all_implementations(batch):
+        assert check.findings == (), check.format_table()
+
+
 def test_transformers_flattening_collator_is_sound_everywhere():
     batch = flattening(return_flash_attn_kwargs=True)
     assert verdicts(batch, eos_ids=(EOS,)) == {impl: () for impl in pc.IMPLEMENTATIONS}
