@@ -5,13 +5,15 @@
     python -m packing_core report data.parquet --column text
     python -m packing_core verify --model tiny-rope --mask off
     python -m packing_core verify --model smollm2 --mask off --text "..." --text "..."
+    python -m packing_core check batch.safetensors --attn-implementation all --eos-id 2
     python -m packing_core check batch.safetensors --model smollm2
     python -m packing_core zoo --run all
     python -m packing_core scan data/ --tokenizer smollm2 --out profile.json
     python -m packing_core report --profile profile.json
 
 Bad input prints one line, ``error: ...``, to stderr and exits 2. ``verify`` exits 0
-when packing changed nothing within tolerance, 1 when it did.
+when packing changed nothing within tolerance, 1 when it did. ``check`` exits 1 on an error
+finding (on a warning too with ``--strict``), or when ``--model`` shows a leak.
 """
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ class BatchCheck:
         return self.documents.count
 
     @property
-    def segment_ids(self) -> np.ndarray:
+    def row_document_ids(self) -> np.ndarray:
         """int64 [B, T]: the intended document of each token, counted per row from 0 (-1 on pads)."""
         d = self.documents.document_ids
         first = np.where(d >= 0, d, np.iinfo(np.int64).max).min(1, keepdims=True)

@@ -20,7 +20,7 @@ def hf_batch_figure(check: BatchCheck, row: int = 0, *, title: str | None = None
     if not 0 <= row < rows:
         raise ValueError(f"row {row} is outside the batch's {rows} row(s): pick 0 to {rows - 1}")
     a = check.arrays
-    seg = check.segment_ids[row]
+    seg = check.row_document_ids[row]
     codes = colour_codes(seg)
     ids = a["input_ids"][row]
     tracks = [Track("input_ids", codes, np.where(seg >= 0, ids.astype(str), "pad"))]
