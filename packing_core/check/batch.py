@@ -132,8 +132,9 @@ class BatchCheck:
 
     def format_table(self) -> str:
         rows, width = self.shape
-        lines = [f"{self.format} batch: {rows} row(s) x {width} tokens, {self.n_documents} intended document(s); "
-                 f"{self.documents.labels_reason}",
+        sources = ", ".join(e.source for e in self.documents.evidence) or "none (each row is one document)"
+        lines = [f"{self.format} batch: {rows} row(s) x {width} tokens, {self.n_documents} intended document(s) "
+                 f"from {sources}; {self.documents.labels_reason}",
                  f"read by {self.attn_implementation}{' with a cache' if self.use_cache else ''}: "
                  f"{self.effective.path}", self.verdict]
         for f in self.findings:
