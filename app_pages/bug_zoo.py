@@ -27,7 +27,11 @@ for bug in ZOO:
         st.markdown(f"**What goes wrong.** {esc(bug.what)}")
         st.markdown("**Where it was reported.**\n" + "\n".join(f"- {esc(r)}" for r in bug.reported))
         st.markdown(f"**The fix.** {esc(bug.fix)}")
-        st.caption(f"Reproduced on: {esc(bug.model)}. Caught by: {esc(bug.check)}.")
+        caught = "; ".join(bug.caught_by_titles) or "no static finding: only a model run shows it"
+        if bug.planted:
+            st.caption(f"Planted in a batch on the Masks and labels page (no model). Caught by: {esc(caught)}.")
+            continue
+        st.caption(f"Reproduced on: {esc(bug.needs)}. Caught by: {esc(caught)}.")
         if st.button("Reproduce", key=S.key(f"run_{bug.name}")):
             st.session_state[S.key(f"shown_{bug.name}")] = True
         if st.session_state.get(S.key(f"shown_{bug.name}")):

@@ -6,11 +6,11 @@ import torch
 import packing_core as pc
 from app_pages import _content
 from app_pages._lab import figure, guard, lesson, page_settings
-from packing_core import VIOLATIONS, PackedBatch, block_causal_mask, check_batch, layout_figure, mask_figure, targets_figure
+from packing_core import PackedBatch, block_causal_mask, check_batch, layout_figure, mask_figure, targets_figure
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
-PROMPT_BREAKS = ("prompts in the loss", "prompts cut from attention")
-S = page_settings("masks_and_labels", width=64, instruction=False, break_="none")
+PROMPT_BREAKS = ("prompts-in-the-loss", "prompts-cut-from-attention")
+S = page_settings("masks_and_labels", width=64, instruction=False, break_="none", attn="sdpa")
 
 st.title("Masks and labels")
 lesson(__file__)
@@ -51,11 +51,16 @@ if S.get("break_") not in breaks:
     st.session_state[S.key("break_")] = "none"
 how = c3.selectbox("Break it: plant a classic bug", breaks, **S.bind("break_"))
 st.caption(pc.BREAKS[how])
+attn = st.selectbox("Attention implementation that reads the batch", pc.READERS, **S.bind("attn"),
+                    help="transformers' sdpa / eager / flex_attention / flash_attention_2/3, or the lab's own "
+                         "backends: each reads different tensors of the same batch.")
 
 with guard(f"build a row of {width} tokens"):
     docs, good, continuous = build(width, instruction)
     shown = pc.broken_batch(good, how)
-    violations = check_batch(shown)
+    checked_row = check_batch(shown, attn)
+    per_impl = [check_batch(shown, impl, compare=False) for impl in pc.IMPLEMENTATIONS]
+    kernel = pc.kernel_mask(shown, attn, 0)
     loss_positions, answers = pc.loss_vs_answers(shown)
     isolation = attention_check(width, instruction, how)
 doc = shown.document_ids[0].numpy()
@@ -63,20 +68,19 @@ in_row = np.unique(doc[doc >= 0])
 n_docs = len(in_row)
 
 # ---------------------------------------------------------------- the checks
-hard = [v for v in violations if v.kind == "violation"]
-if not violations:
-    st.success(f"check_batch: no violation. In this batch, loss positions = answer targets: "
+findings = checked_row.findings
+if checked_row.sound and not checked_row.warnings:
+    st.success(f"check_batch, {checked_row.verdict}. In this batch, loss positions = answer targets: "
                f"{loss_positions} = {answers}.")
-elif hard:
-    st.warning(f"check_batch caught {len(hard)} violation(s). Loss positions: {loss_positions}, "
-               f"answer targets: {answers}.")
+elif not checked_row.sound:
+    st.warning(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, answer targets: {answers}.")
 else:
-    st.info(f"check_batch: no violation, {len(violations)} model-specific finding(s). Loss positions = "
-            f"answer targets: {loss_positions} = {answers}.")
-if violations:
-    st.dataframe({"violation": [v.name for v in violations], "kind": [v.kind for v in violations],
-                  "rule": [VIOLATIONS[v.name] for v in violations],
-                  "where": [v.detail for v in violations]}, hide_index=True, width="stretch")
+    st.info(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, answer targets: {answers}.")
+if findings:
+    st.dataframe({"finding": [f.name for f in findings], "severity": [f.severity for f in findings],
+                  "what": [f.title for f in findings], "where": [f.detail for f in findings],
+                  "fix": [f.fix for f in findings]}, hide_index=True, width="stretch")
+st.caption("Per attention implementation: " + " · ".join(c.verdict for c in per_impl))
 if isolation.equivalent:
     st.caption(f"Alone vs packed, one attention layer with random weights: every document's output matches "
                f"its alone run (max |Δ| {max(isolation.max_abs_diff, default=0):.1e}). This layer has no "
@@ -87,7 +91,7 @@ else:
                f"{max(isolation.max_abs_diff):.1f}. "
                + ("check_batch and the loss count see nothing here: the loss tensors are intact, only "
                   "who may read whom changed. Only this comparison catches it."
-                  if not violations else "The tensors show it too."))
+                  if checked_row.sound else "The tensors show it too."))
 
 # ---------------------------------------------------------------- attention
 st.subheader("Attention: a causal mask is not a boundary mask")
@@ -100,7 +104,7 @@ st.markdown(
 n_valid = int(good.valid[0].sum())  # the row's real tokens, whatever a planted bug did to their segments
 causal = block_causal_mask(torch.tensor([0, n_valid]), total=width).numpy()
 figure(mask_figure({"causal only (j ≤ i)": causal,
-                    "block-diagonal (j ≤ i and same document)": shown.dense_mask(0).numpy()},
+                    f"what {attn} reads in this batch": kernel},
                    doc, shown.position_ids[0].numpy()), key=S.key("masks"))
 offsets = good.doc_cu_seqlens[0].tolist()
 listed = ", ".join(map(str, offsets[:12])) + (", ..." if len(offsets) > 12 else "")
@@ -163,22 +167,24 @@ st.markdown(
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def check_upload(data: bytes, name: str):
-    return pc.check_hf_batch(pc.load_batch_bytes(data, name))
+def check_upload(data: bytes, name: str, attn: str):
+    batch = pc.load_batch_bytes(data, name)
+    return pc.check_hf_batch(batch, attn), pc.check_all_implementations(batch)
 
 
 up = st.file_uploader("Batch file", type=["safetensors", "npz", "json", "pt", "bin", "pkl"], key=S.key("batch_file"))
 if up is not None:
     with guard(f"check {up.name}"):
-        checked = check_upload(up.getvalue(), up.name)
+        checked, every = check_upload(up.getvalue(), up.name, attn)
     rows_, width_ = checked.shape
     st.markdown(f"**{checked.format}** batch: {rows_} row(s) of {width_} tokens, "
-                f"{checked.n_documents} document(s).")
-    if checked.sound:
-        st.success("No violation: documents, positions, labels and boundaries agree.")
-    for v in checked.violations:
-        st.warning(f"`{v.name}`: {v.detail}. {pc.HF_VIOLATIONS[v.name]}.")
+                f"{checked.n_documents} intended document(s). {checked.documents.labels_reason}.")
+    (st.success if checked.sound else st.warning)(f"{checked.verdict}. Read as: {checked.effective.path}.")
+    for f in checked.findings:
+        (st.warning if f.severity == "error" else st.info)(f"**{f.title}** (`{f.name}`, {f.severity}): {f.detail}. "
+                                                           f"Fix: {f.fix}")
+    st.caption("Per attention implementation: " + " · ".join(c.verdict for c in every))
     row_ = st.number_input("Row", 0, rows_ - 1, 0, key=S.key("batch_row")) if rows_ > 1 else 0
     with guard("draw the row"):
-        figure(pc.hf_batch_figure(checked, int(row_), title="Your batch: red marks each violation"),
+        figure(pc.hf_batch_figure(checked, int(row_), title="Your batch: red marks each finding"),
                key=S.key("batch_fig"))

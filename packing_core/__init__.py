@@ -9,7 +9,8 @@ and torch or transformers load only with the names that need them::
     0.888671875
 
 The layers, each importing only from those before it (a test checks the graph):
-data -> packing -> batch -> attention -> models -> verify -> analysis / experiments -> viz -> cli.
+data -> packing -> batch -> attention -> check -> models -> verify -> integrations / analysis /
+experiments -> viz -> cli.
 """
 from __future__ import annotations
 
@@ -47,13 +48,16 @@ _export("packing.strategies", "OVERLONG_POLICIES", "compare", "make_plan")
 _export("packing.registry", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO", "Strategy", "register_strategy",
         "unregister_strategy")
 _export("batch.packed", "IGNORE_INDEX", "FlatBatch", "PackedBatch", "SegmentLayout", "segment_layout")
-_export("batch.checks", "MODEL_SPECIFIC", "VIOLATIONS", "Violation", "check_batch")
-_export("batch.hf_check", "HF_VIOLATIONS", "HFBatchCheck", "check_hf_batch")
-_export("batch.hf_file", "load_batch_bytes", "load_batch_file")
 _export("batch.loss", "LOSS_RULES", "document_weights", "reduce_loss", "token_weights")
-_export("batch.faults", "BREAKS", "NaiveTargets", "PromptBlindBatch", "broken_batch", "loss_vs_answers", "naive_targets")
 _export("attention.masks", "and_masks", "block_causal_mask", "causal", "materialise", "same_document")
 _export("attention.backends", "BACKENDS", "attend", "available_backends", "varlen_function")
+_export("attention.semantics", "IMPLEMENTATIONS", "READERS", "BatchTensors", "EffectiveAttention",
+        "effective_attention")
+_export("attention.documents", "IntendedDocuments", "intended_documents")
+_export("check.rules", "RULES", "SEVERITIES", "Finding", "Rule")
+_export("check.batch", "BatchCheck", "batch_tensors", "check_all_implementations", "check_batch", "check_hf_batch",
+        "kernel_mask")
+_export("check.files", "SAVE_HINT", "load_batch_bytes", "load_batch_file", "save_batch_file")
 _export("models.tiny", "MODELS", "TinyConfig", "TinyTransformer", "tiny_model")
 _export("models.hf_attention", "ATTN_IMPLEMENTATIONS", "HF_IMPLEMENTATIONS", "hf_runner", "register_attention")
 _export("models.pretrained", "load_pretrained", "pretrained_status", "load_local_model")
@@ -63,9 +67,13 @@ _export("verify.registry", "PRETRAINED_MODELS", "verify_hf", "verify_model", "ve
         "MAX_TEXTS", "MAX_TEXT_TOKENS", "MIN_TEXTS", "is_model_path", "load_causal_lm", "read_texts_file",
         "tokenise_texts", "drift_pretrained")
 _export("verify.batch_run", "BatchVerdict", "run_hf_batch")
+_export("integrations.guard", "Guard", "PackingCheckError", "guard")
+_export("integrations.trainer", "PackingCheckCallback")
 _export("verify.drift", "Continuations", "continuations")
 _export("verify.loss_lesson", "LossLesson", "loss_lesson")
-_export("verify.zoo", "ZOO", "ZOO_NAMES", "ZooBug", "ZooResult", "reproduce_bug", "zoo_entry")
+_export("verify.zoo", "BREAKS", "PLANTED", "REPRODUCED", "ZOO", "ZOO_NAMES", "Bug", "NaiveTargets", "PromptBlindBatch",
+        "ZooResult", "broken_batch", "example_checks", "loss_vs_answers", "naive_targets", "reproduce_bug",
+        "zoo_entry")
 _export("analysis.stats", "Histogram", "LengthStats", "length_histogram", "length_stats", "outlier_lengths",
         "sample_lengths")
 _export("analysis.tables", "StrategyRow", "attention_cost", "bimodality", "recommend", "strategy_table")

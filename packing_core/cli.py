@@ -5,13 +5,15 @@
     python -m packing_core report data.parquet --column text
     python -m packing_core verify --model tiny-rope --mask off
     python -m packing_core verify --model smollm2 --mask off --text "..." --text "..."
+    python -m packing_core check batch.safetensors --attn-implementation all --eos-id 2
     python -m packing_core check batch.safetensors --model smollm2
     python -m packing_core zoo --run all
     python -m packing_core scan data/ --tokenizer smollm2 --out profile.json
     python -m packing_core report --profile profile.json
 
 Bad input prints one line, ``error: ...``, to stderr and exits 2. ``verify`` exits 0
-when packing changed nothing within tolerance, 1 when it did.
+when packing changed nothing within tolerance, 1 when it did. ``check`` exits 1 on an error
+finding (on a warning too with ``--strict``), or when ``--model`` shows a leak.
 """
 from __future__ import annotations
 
@@ -118,6 +120,19 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("file", help="the batch: input_ids, labels, position_ids, attention_mask, cu_seq_lens_q/k")
     c.add_argument("--model", help=f"also run it: {', '.join(model_names(tokenizer=True))} or a local HF model folder "
                                    "(safetensors)")
+    c.add_argument("--attn-implementation", default="sdpa",
+                   choices=("sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3", "all"),
+                   help="the attention that will read the batch (default sdpa); all: a verdict for each")
+    c.add_argument("--tokenizer", help="smollm2 or a tokenizer folder: its EOS id ends documents (with --model: "
+                                       "the model folder's)")
+    c.add_argument("--eos-id", type=int, action="append", metavar="N", help="a token id that ends a document (repeat)")
+    c.add_argument("--labels", default="auto", choices=("unshifted", "shifted", "auto"),
+                   help="unshifted: transformers' labels (the model shifts); shifted: targets (torchtune recipes, "
+                        "Megatron, nanoGPT); auto decides and says so")
+    c.add_argument("--allow-cross-document", action="store_true",
+                   help="reading across documents is deliberate (pretraining streams): leaks become notes")
+    c.add_argument("--use-cache", action="store_true", help="the forward call uses a cache (use_cache=True)")
+    c.add_argument("--strict", action="store_true", help="warnings exit 1 too")
     c.add_argument("--format", default="table", choices=("table", "json"))
 
     z = sub.add_parser("zoo", help="packing bugs that reached users of real projects, reproduced live")
@@ -218,11 +233,42 @@ def _verify(args, out) -> int:
     return 0 if report.equivalent else 1
 
 
-def _check(args, out) -> int:
-    from packing_core.batch.hf_check import check_hf_batch
-    from packing_core.batch.hf_file import load_batch_file
+def _special_ids(args) -> tuple[int, ...]:
+    """EOS ids from --eos-id, --tokenizer, or the --model folder's tokenizer.
 
-    check = check_hf_batch(load_batch_file(args.file))
+    Only the EOS id: chat templates open every turn with the BOS-like token, so it would split
+    one conversation into turns. Where the EOS id also ends every turn, give --eos-id instead.
+    """
+    eos = list(args.eos_id or ())
+    spec = args.tokenizer or args.model
+    if not args.tokenizer and args.model and find_model(args.model) is None:
+        from pathlib import Path
+
+        folder = Path(args.model).expanduser()
+        if not any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+            spec = None      # a model folder without a tokenizer: no EOS evidence (say --eos-id to give one)
+    if spec and not args.eos_id:
+        from packing_core.models.tokenizers import load_tokenizer
+
+        tok = load_tokenizer(spec)
+        value = getattr(getattr(tok, "hf", tok), "eos_token_id", None)
+        if not isinstance(value, int):
+            raise ValueError(f"the tokenizer {spec} has no EOS id: give --eos-id N")
+        eos.append(value)
+    return tuple(dict.fromkeys(eos))
+
+
+def _check(args, out) -> int:
+    from packing_core.attention.semantics import IMPLEMENTATIONS
+    from packing_core.check.batch import check_hf_batch
+    from packing_core.check.files import load_batch_file
+
+    batch = load_batch_file(args.file)
+    eos = _special_ids(args)
+    impls = IMPLEMENTATIONS if args.attn_implementation == "all" else (args.attn_implementation,)
+    checks = [check_hf_batch(batch, impl, use_cache=args.use_cache, eos_ids=eos, labels=args.labels,
+                             allow_cross_document=args.allow_cross_document, compare=len(impls) == 1)
+              for impl in impls]
     verdict = None
     if args.model is not None:
         from transformers.utils import logging as hf_logging
@@ -232,15 +278,22 @@ def _check(args, out) -> int:
 
         hf_logging.disable_progress_bar()
         model, _ = load_causal_lm(args.model)
-        verdict = run_hf_batch(model, check, model_name=args.model)
+        if len(impls) == 1:
+            model.config._attn_implementation = impls[0]
+        verdict = run_hf_batch(model, checks[0], model_name=args.model, use_cache=args.use_cache)
     if args.format == "json":
-        json.dump({"check": check.to_dict(), "model_run": verdict and verdict.to_dict()}, out, indent=2)
+        json.dump({"checks": [c.to_dict() for c in checks], "model_run": verdict and verdict.to_dict()}, out, indent=2)
         out.write("\n")
     else:
-        out.write(check.format_table() + "\n")
+        if len(checks) == 1:
+            out.write(checks[0].format_table() + "\n")
+        else:
+            out.write("\n".join(c.verdict for c in checks) + "\n\n")
+            out.write("\n\n".join(c.format_table() for c in checks if not c.sound or c.warnings) + "\n")
         if verdict is not None:
             out.write("\n" + verdict.format_table() + "\n")
-    return 1 if check.violations or (verdict is not None and verdict.leaks) else 0
+    code = max(c.exit_code(args.strict) for c in checks)
+    return 1 if code or (verdict is not None and verdict.leaks) else 0
 
 
 def _scan(args, out, err) -> int:
@@ -309,7 +362,7 @@ def _balance(args, out) -> int:
 
 
 def _zoo(args, out) -> int:
-    from packing_core.verify.zoo import ZOO, ZOO_NAMES, reproduce_bug
+    from packing_core.verify.zoo import REPRODUCED, ZOO, reproduce_bug
 
     if args.run is None:
         if args.format == "json":
@@ -318,15 +371,17 @@ def _zoo(args, out) -> int:
             return 0
         for b in ZOO:
             out.write(f"{b.name:<30} {b.title}\n{'':<30} reported: {'; '.join(r.split(':')[0] for r in b.reported)}\n"
-                      f"{'':<30} caught by: {b.check}\n")
+                      f"{'':<30} needs: {b.needs}\n"
+                      f"{'':<30} caught by: {'; '.join(b.caught_by_titles) or 'no static finding (a model run)'}\n")
         out.write("\nreproduce one: python -m packing_core zoo --run NAME (or --run all)\n")
         return 0
-    if args.run != "all" and args.run not in ZOO_NAMES:
-        raise ValueError(f"unknown bug {args.run!r}: choose one of {', '.join(ZOO_NAMES)}, or all")
+    if args.run != "all" and args.run not in REPRODUCED:
+        raise ValueError(f"unknown bug {args.run!r}: choose one of {', '.join(REPRODUCED)}, or all "
+                         "(planted faults run on the Masks and labels page)")
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    results = [reproduce_bug(n) for n in (ZOO_NAMES if args.run == "all" else (args.run,))]
+    results = [reproduce_bug(n) for n in (REPRODUCED if args.run == "all" else (args.run,))]
     if args.format == "json":
         json.dump([r.to_dict() for r in results], out, indent=2)
         out.write("\n")

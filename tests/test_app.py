@@ -13,7 +13,7 @@ from conftest import skip_or_fail
 from streamlit.testing.v1 import AppTest
 
 from app_pages import _content
-from packing_core import VIOLATIONS
+from packing_core import RULES
 
 TIMEOUT = 90  # the first run imports torch (and, on the leakage page, transformers)
 
@@ -154,25 +154,37 @@ def test_shared_settings_survive_switching_pages():
 # ---------------------------------------------------------------- masks and labels
 def test_masks_page_passes_the_check_on_the_batch_as_built():
     at = open_page("masks_and_labels")
-    assert "no violation" in at.success[0].value
+    assert "sdpa: SOUND" in at.success[0].value
     assert "`cu_seqlens` = `[0, 23, 57]`" in markdown(at)
 
 
 def test_masks_page_shows_that_only_alone_vs_packed_catches_prompts_cut_from_attention():
     at = open_page("masks_and_labels")
     at.toggle(key="w_masks_and_labels.instruction").set_value(True).run()
-    at.selectbox(key="w_masks_and_labels.break_").set_value("prompts cut from attention").run()
+    at.selectbox(key="w_masks_and_labels.break_").set_value("prompts-cut-from-attention").run()
     assert_clean(at)
-    assert "check_batch: no violation" in at.success[0].value and "loss positions = answer targets" in at.success[0].value
+    assert "sdpa: SOUND" in at.success[0].value and "loss positions = answer targets" in at.success[0].value
     assert len(at.warning) == 1 and "Only this comparison catches it" in at.warning[0].value
 
 
-def test_masks_page_reports_continuous_positions_as_model_specific():
+def test_masks_page_reports_continuous_positions_as_a_warning_for_varlen_and_a_leak_for_sdpa():
     at = open_page("masks_and_labels")
-    at.selectbox(key="w_masks_and_labels.break_").set_value("continuous positions").run()
+    at.selectbox(key="w_masks_and_labels.break_").set_value("continuous-positions").run()
+    at.selectbox(key="w_masks_and_labels.attn").set_value("varlen").run()
     assert_clean(at)
-    assert "model-specific finding" in at.info[0].value and not at.warning
-    assert list(at.dataframe[0].value["kind"]) == ["model-specific"]
+    assert "varlen: SOUND" in at.info[0].value and not at.warning
+    assert "positions_do_not_restart" in list(at.dataframe[0].value["finding"])
+    assert "sdpa: 1 ERROR(S): documents_share_attention" in " ".join(c.value for c in at.caption)
+
+
+def test_masks_page_draws_the_mask_the_kernel_reads_so_row_cu_seqlens_changes_the_picture():
+    at = open_page("masks_and_labels")
+    at.selectbox(key="w_masks_and_labels.attn").set_value("varlen").run()
+    clean = at.get("plotly_chart")[0].proto.spec
+    at.selectbox(key="w_masks_and_labels.break_").set_value("row-cu-seqlens").run()
+    assert_clean(at)
+    assert at.get("plotly_chart")[0].proto.spec != clean
+    assert "documents_share_attention" in list(at.dataframe[0].value["finding"])
 
 
 def test_masks_page_corrects_the_eos_fix_and_keeps_attention_apart_from_targets():
@@ -182,15 +194,15 @@ def test_masks_page_corrects_the_eos_fix_and_keeps_attention_apart_from_targets(
     assert "Three things make sure" not in text
 
 
-@pytest.mark.parametrize("how", ["pads in the loss", "row-shifted targets"])
+@pytest.mark.parametrize("how", ["pads-in-the-loss", "row-shifted-targets"])
 def test_masks_page_catches_each_planted_bug_by_name(how):
     at = open_page("masks_and_labels")
     at.toggle(key="w_masks_and_labels.instruction").set_value(True).run()
-    assert "no violation" in at.success[0].value
+    assert "SOUND" in at.success[0].value
     at.selectbox(key="w_masks_and_labels.break_").set_value(how).run()
     assert_clean(at)
-    caught = set(at.dataframe[0].value["violation"])
-    assert "caught" in at.warning[0].value and caught <= set(VIOLATIONS) and caught
+    caught = set(at.dataframe[0].value["finding"])
+    assert "ERROR(S)" in at.warning[0].value and caught <= set(RULES) and caught
 
 
 def test_masks_page_is_usable_at_2048_tokens():

@@ -10,10 +10,11 @@ import packing_core
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "packing_core"
 # DESIGN.md's data flow, left to right; a module may import only from its own layer or those before it.
-LAYERS = ["_validate", "_settings", "data", "packing", "batch", "attention", "models", "verify",
-          "analysis", "experiments", "viz", "cli"]
+LAYERS = ["_validate", "_settings", "data", "packing", "batch", "attention", "check", "models", "verify",
+          "integrations", "analysis", "experiments", "viz", "cli"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 RANK["experiments"] = RANK["analysis"]   # side by side: neither imports the other
+RANK["integrations"] = RANK["analysis"]
 RANK["viz"] = RANK["analysis"] + 1
 RANK["cli"] = RANK["viz"] + 1
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from packing_core import IGNORE_INDEX, VIOLATIONS, PackedBatch, check_batch, segment_layout
+from packing_core import IGNORE_INDEX, RULES, PackedBatch, check_batch, segment_layout
 
 
 def _batch(**kw):
@@ -67,7 +67,7 @@ def test_split_document_continues_in_a_new_row_with_positions_from_zero():
     b = PackedBatch.from_documents([list(range(1, 11))], 4, "bfd")
     assert b.input_ids.tolist() == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 0, 0]]
     assert b.position_ids.tolist()[1] == [0, 1, 2, 3]
-    assert check_batch(b) == []
+    assert check_batch(b).findings == ()
 
 
 def test_flat_removes_pads_and_keeps_row_boundaries():
@@ -94,11 +94,11 @@ def test_a_sound_batch_from_random_documents_has_no_violation():
     prompts = [int(rng.integers(0, len(d))) for d in docs]
     for strategy in ("pad", "pad-longest", "concat-cut", "bfd"):
         b = PackedBatch.from_documents(docs, 256, strategy, prompt_lengths=prompts)
-        assert check_batch(b) == [], strategy
+        assert check_batch(b).findings == (), strategy
 
 
 def _names(batch):
-    return {v.name for v in check_batch(batch)}
+    return set(check_batch(batch).names)
 
 
 def test_checker_names_continuous_positions():
@@ -112,7 +112,7 @@ def test_checker_names_a_target_that_crosses_a_document_edge():
     lm = b.loss_mask.clone()
     lm[0, 2] = True
     names = _names(dataclasses.replace(b, targets=t, loss_mask=lm))
-    assert "target_crosses_boundary" in names and "loss_count_mismatch" in names
+    assert "label_crosses_boundary" in names and "loss_count_mismatch" in names
 
 
 def test_checker_names_pads_in_the_loss():
@@ -147,17 +147,18 @@ def test_checker_names_a_target_that_is_not_the_next_token():
     b = _batch()
     t = b.targets.clone()
     t[0, 0] = 99
-    assert _names(dataclasses.replace(b, targets=t)) == {"target_is_not_next_token"}
+    assert _names(dataclasses.replace(b, targets=t)) == {"target_is_not_the_next_token"}
 
 
-def test_every_violation_the_checker_can_name_is_documented_and_every_documented_one_is_checked():
+def test_every_finding_the_checkers_can_name_is_in_the_one_table_and_every_one_is_used():
     import inspect
 
-    from packing_core.batch import checks
+    from packing_core.check import batch
 
-    named = set(re.findall(r"add\(\s*\"(\w+)\"", inspect.getsource(checks)))
-    assert named and named == set(VIOLATIONS), (named ^ set(VIOLATIONS))
-    assert all(isinstance(v, str) and len(v) > 20 for v in VIOLATIONS.values())
+    source = inspect.getsource(batch)
+    named = set(re.findall(r"Finding\(\s*\"(\w+)\"", source)) | set(re.findall(r"wrong_name, wrong_what = \"(\w+)\"", source))
+    assert named and named == set(RULES), (named ^ set(RULES))
+    assert all(len(r.title) > 10 and len(r.fix) > 20 for r in RULES.values())
 
 
 @pytest.mark.parametrize(

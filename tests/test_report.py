@@ -217,33 +217,33 @@ def test_loss_positions_equal_answer_targets_in_a_sound_batch_only():
     b = _instruction_batch()
     loss, answers = pc.loss_vs_answers(b)
     assert loss == answers > 0
-    loss, answers = pc.loss_vs_answers(pc.broken_batch(b, "prompts in the loss"))
+    loss, answers = pc.loss_vs_answers(pc.broken_batch(b, "prompts-in-the-loss"))
     assert loss > answers
 
 
 EXPECTED = {
     "none": set(),
-    "row-shifted targets": {"target_crosses_boundary"},
-    "continuous positions": {"positions_do_not_restart"},
-    "pads in the loss": {"pad_in_loss"},
-    "prompts in the loss": {"loss_count_mismatch"},
-    "prompts cut from attention": set(),      # no tensor rule can see it: see the alone-vs-packed test
-    "row cu_seqlens": {"segments_disagree_with_cu_seqlens"},
+    "row-shifted-targets": {"label_crosses_boundary"},
+    "continuous-positions": {"positions_do_not_restart"},
+    "pads-in-the-loss": {"pad_in_loss"},
+    "prompts-in-the-loss": {"loss_count_mismatch"},
+    "prompts-cut-from-attention": set(),      # no tensor rule can see it: see the alone-vs-packed test
+    "row-cu-seqlens": {"segments_disagree_with_cu_seqlens"},
 }
 
 
 @pytest.mark.parametrize("how", list(pc.BREAKS))
 def test_check_batch_names_every_planted_bug_that_shows_in_the_tensors(how):
-    found = {v.name for v in check_batch(pc.broken_batch(_instruction_batch(), how))}
-    assert EXPECTED[how] <= found and (found == set()) == (how in ("none", "prompts cut from attention"))
+    found = set(check_batch(pc.broken_batch(_instruction_batch(), how)).names)
+    assert EXPECTED[how] <= found and (found == set()) == (how in ("none", "prompts-cut-from-attention"))
 
 
 def test_prompts_cut_from_attention_keep_the_loss_tensors_and_only_alone_vs_packed_catches_it():
     good = _instruction_batch()
-    bad = pc.broken_batch(good, "prompts cut from attention")
+    bad = pc.broken_batch(good, "prompts-cut-from-attention")
     for name in ("input_ids", "segment_ids", "position_ids", "targets", "loss_mask", "answer_mask", "cu_seqlens"):
         assert torch.equal(getattr(bad, name), getattr(good, name)), name
-    assert check_batch(bad) == [] and pc.loss_vs_answers(bad) == pc.loss_vs_answers(good)
+    assert check_batch(bad).findings == () and pc.loss_vs_answers(bad) == pc.loss_vs_answers(good)
     # the mask is what changed: an answer token no longer reads its prompt
     seg, answer = good.segment_ids[0], good.answer_mask[0]
     first_answer = int(torch.nonzero(answer & (seg == 0))[0])
@@ -255,27 +255,29 @@ def test_prompts_cut_from_attention_keep_the_loss_tensors_and_only_alone_vs_pack
 
 def test_alone_vs_packed_attention_sees_row_cu_seqlens_and_is_blind_to_targets_and_positions():
     good = _instruction_batch()
-    assert not pc.alone_vs_packed_attention(pc.broken_batch(good, "row cu_seqlens")).equivalent
-    for how in ("row-shifted targets", "continuous positions", "pads in the loss", "prompts in the loss"):
+    assert not pc.alone_vs_packed_attention(pc.broken_batch(good, "row-cu-seqlens")).equivalent
+    for how in ("row-shifted-targets", "continuous-positions", "pads-in-the-loss", "prompts-in-the-loss"):
         assert pc.alone_vs_packed_attention(pc.broken_batch(good, how)).equivalent, how
 
 
-def test_continuous_positions_are_a_model_specific_finding_with_its_reason():
-    found = check_batch(pc.broken_batch(_instruction_batch(), "continuous positions"))
-    assert [(v.name, v.kind) for v in found] == [("positions_do_not_restart", "model-specific")]
-    rule = pc.VIOLATIONS["positions_do_not_restart"]
-    assert "absolute positions" in rule and "padding-free" in rule and "Plain RoPE with a correct mask: no change" in rule
-    assert pc.MODEL_SPECIFIC == {"positions_do_not_restart"}
-    hard = check_batch(pc.broken_batch(_instruction_batch(), "pads in the loss"))
-    assert {v.kind for v in hard} == {"violation"}
+def test_continuous_positions_are_a_warning_for_varlen_and_a_leak_for_sdpa():
+    bad = pc.broken_batch(_instruction_batch(), "continuous-positions")
+    varlen = check_batch(bad, "varlen")
+    assert varlen.sound and {f.name for f in varlen.warnings} == {"positions_do_not_restart", "boundaries_disagree"}
+    rule = pc.RULES["positions_do_not_restart"]
+    assert rule.severity == "warning" and "absolute" in rule.fix and "RoBERTa" in rule.fix
+    sdpa = check_batch(bad, "sdpa")            # sdpa finds documents from the positions: none restart
+    assert "documents_share_attention" in [f.name for f in sdpa.errors]
+    hard = check_batch(pc.broken_batch(_instruction_batch(), "pads-in-the-loss"))
+    assert {f.severity for f in hard.findings} == {"error"}
 
 
 def test_pads_in_the_loss_dilute_the_mean_over_real_targets():
     good = _instruction_batch()
-    bad = pc.broken_batch(good, "pads in the loss")
+    bad = pc.broken_batch(good, "pads-in-the-loss")
     loss, answers = pc.loss_vs_answers(bad)
     assert loss > answers   # the mean now divides by pads too: each real token's gradient share shrinks
-    assert answers / loss < 0.5 and "gradient" in pc.BREAKS["pads in the loss"]
+    assert answers / loss < 0.5 and "gradient" in pc.BREAKS["pads-in-the-loss"]
 
 
 def test_an_unknown_bug_is_refused():

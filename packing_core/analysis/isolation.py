@@ -7,11 +7,11 @@ random q, k and v over every row as a kernel would see it (its ``cu_seqlens``, p
 restriction the batch carries), runs every document piece alone, and compares the outputs.
 
 >>> from packing_core.batch.packed import PackedBatch
->>> from packing_core.batch.faults import broken_batch
+>>> from packing_core.verify.zoo import broken_batch
 >>> good = PackedBatch.from_documents([[1, 2, 3, 4], [5, 6, 7]], 8, "next-fit", prompt_lengths=[2, 1])
 >>> alone_vs_packed_attention(good).equivalent
 True
->>> alone_vs_packed_attention(broken_batch(good, "prompts cut from attention")).equivalent
+>>> alone_vs_packed_attention(broken_batch(good, "prompts-cut-from-attention")).equivalent
 False
 
 It has no position encoding, so it judges the mask only, not the position ids.

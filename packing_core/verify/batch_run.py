@@ -1,22 +1,24 @@
-"""Run a trainer's batch through a model exactly as given, then each document alone.
+"""Run a trainer's batch through a model exactly as given, then each intended document alone.
 
 ``check_hf_batch`` reads the batch's fields; this runs it. The batch goes to
-``model(**batch)`` as the trainer would pass it (``attention_mask``, ``position_ids``,
-``cu_seq_lens_*`` as given, and ``use_cache=False``, as transformers' Trainer and TRL's
-SFTTrainer set it), with the model's own attention (SmolLM2: ``sdpa``). Each document
-then runs alone from position 0; its logits must match the batch's within the dtype's
-tolerance, or the batch leaks.
+``model(**batch)`` as the trainer would pass it (``attention_mask`` 2D or 4D, ``position_ids``,
+``cu_seq_lens_*`` and ``max_length_*`` as given, and ``use_cache=False``, as transformers'
+Trainer and TRL's SFTTrainer set it), with the attention implementation the check was for.
+Each *intended* document (from the batch's evidence, :mod:`packing_core.attention.documents`,
+never from what the kernel reads) then runs alone from position 0; its logits must match the
+batch's within the dtype's tolerance, or the batch leaks. So a batch whose documents are
+separated only by EOS tokens shows its leak in the logits too.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 
-from packing_core.batch.hf_check import HFBatchCheck
+from packing_core.attention.semantics import FLASH
+from packing_core.check.batch import BatchCheck
 from packing_core.verify.equivalence import default_tolerance
-
-_PASSED = ("input_ids", "position_ids", "attention_mask", "cu_seq_lens_q", "cu_seq_lens_k")
 
 
 @dataclass(frozen=True)
@@ -66,34 +68,52 @@ class BatchVerdict:
         return "\n".join(lines)
 
 
-@torch.inference_mode()
-def run_hf_batch(model, check: HFBatchCheck, *, model_name: str = "", tolerance: float | None = None,
-                 use_cache: bool | None = False) -> BatchVerdict:
-    """Logits of every document of ``check``'s batch, in the batch vs alone, on ``model``.
+def batch_kwargs(check: BatchCheck, device) -> dict:
+    """The batch as ``model(**kwargs)`` takes it, exactly as given (a 4D mask as booleans)."""
+    t = check.tensors
+    kwargs = {"input_ids": torch.as_tensor(t.input_ids, dtype=torch.long, device=device)}
+    if t.position_ids is not None:
+        kwargs["position_ids"] = torch.as_tensor(t.position_ids, dtype=torch.long, device=device)
+    if t.attention_mask is not None:
+        m = torch.as_tensor(np.ascontiguousarray(t.attention_mask), device=device)
+        kwargs["attention_mask"] = m if m.ndim == 4 else m.long()
+    for key in ("cu_seq_lens_q", "cu_seq_lens_k"):
+        if getattr(t, key) is not None:
+            kwargs[key] = torch.as_tensor(getattr(t, key), dtype=torch.int32, device=device)
+    for key in ("max_length_q", "max_length_k"):
+        if getattr(t, key) is not None:
+            kwargs[key] = int(getattr(t, key))
+    return kwargs
 
-    ``use_cache=None`` leaves it to the model's config (True for LLaMA-style configs), as a
-    plain ``model(**batch)`` call in a hand-written loop does.
+
+@torch.inference_mode()
+def run_hf_batch(model, check: BatchCheck, *, model_name: str = "", tolerance: float | None = None,
+                 use_cache: bool | None = False) -> BatchVerdict:
+    """Logits of every intended document of ``check``'s batch, in the batch vs alone, on ``model``.
+
+    The model runs with ``check.attn_implementation``. ``use_cache=None`` leaves it to the
+    model's config (True for LLaMA-style configs), as a plain ``model(**batch)`` call in a
+    hand-written loop does.
     """
     param = next(model.parameters())
-    a = check.arrays
-    if int(a["input_ids"].max()) >= model.config.vocab_size or int(a["input_ids"].min()) < 0:
-        raise ValueError(f"input_ids run from {int(a['input_ids'].min())} to {int(a['input_ids'].max())}, outside "
+    ids = check.tensors.input_ids
+    if int(ids.max()) >= model.config.vocab_size or int(ids.min()) < 0:
+        raise ValueError(f"input_ids run from {int(ids.min())} to {int(ids.max())}, outside "
                          f"the model's vocabulary of {model.config.vocab_size}: tokenise with the model's tokenizer")
-    kwargs = {}
-    for key in _PASSED:
-        if key in a:
-            dtype = torch.int32 if key.startswith("cu_") else torch.long
-            kwargs[key] = torch.as_tensor(a[key], dtype=dtype, device=param.device)
-    if "cu_seq_lens_q" in a or "cu_seq_lens_k" in a:
-        cu = a.get("cu_seq_lens_q", a.get("cu_seq_lens_k"))
-        longest = int((cu[1:] - cu[:-1]).max())
-        kwargs.update(max_length_q=longest, max_length_k=longest)
+    impl = check.attn_implementation
+    if impl in FLASH and param.device.type != "cuda":
+        raise ValueError(f"{impl} runs on a CUDA GPU with its kernel installed; here, run --model with "
+                         "--attn-implementation sdpa or eager (the static check covers every implementation)")
+    if check.effective.refused:
+        raise ValueError(check.effective.refused)
+    if getattr(model.config, "_attn_implementation", None) != impl:
+        model.set_attn_implementation(impl)
+    kwargs = batch_kwargs(check, param.device)
     if use_cache is not None:
         kwargs["use_cache"] = use_cache
     logits = model(**kwargs).logits.float()
-    ids = a["input_ids"]
     alone_runs, scale = [], 1.0
-    for r, row in enumerate(check.documents):          # documents of one batch: a handful to hundreds
+    for r, row in enumerate(check.documents.per_row()):   # documents of one batch: a handful to hundreds
         for start, length in row:
             doc = torch.as_tensor(ids[r, start:start + length], dtype=torch.long, device=param.device)[None]
             alone = model(input_ids=doc, use_cache=False).logits.float()[0]
@@ -102,8 +122,7 @@ def run_hf_batch(model, check: HFBatchCheck, *, model_name: str = "", tolerance:
             changed = int((alone.argmax(-1) != inside.argmax(-1)).sum())
             alone_runs.append((r, start, length, diff, changed))
             scale = max(scale, float(alone.abs().max()))
-    attention = model.config._attn_implementation
     if tolerance is None:
-        tolerance, _ = default_tolerance(param.dtype, attention, scale)
+        tolerance, _ = default_tolerance(param.dtype, impl, scale)
     docs = tuple(BatchDocument(r, s, n, d, d <= tolerance, c) for r, s, n, d, c in alone_runs)
-    return BatchVerdict(model=model_name, attention=attention, tolerance=float(tolerance), documents=docs)
+    return BatchVerdict(model=model_name, attention=impl, tolerance=float(tolerance), documents=docs)

@@ -156,7 +156,7 @@ def targets_figure(batch, row: int, naive, *, title: str | None = None) -> go.Fi
     """Input -> target pairs: the naive row shift (red where it crosses a document edge),
     the batch's own targets, the answer tokens and the loss mask, as separate tracks.
 
-    ``naive`` is a :class:`~packing_core.batch.faults.NaiveTargets` of the same row (of the batch
+    ``naive`` is a :class:`~packing_core.verify.zoo.planted.NaiveTargets` of the same row (of the batch
     as built, so a planted bug shows in the ``targets`` track only).
     """
     doc = batch.document_ids[row].numpy()

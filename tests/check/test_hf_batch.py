@@ -23,33 +23,41 @@ def flattened(**kw):
 
 
 def names(batch):
-    return [v.name for v in pc.check_hf_batch(batch).violations]
+    check = pc.check_hf_batch(batch)
+    return [f.name for f in check.errors + check.warnings]
 
 
 def test_transformers_flattening_collator_output_is_sound():
     check = pc.check_hf_batch(flattened(return_flash_attn_kwargs=True))
     assert check.sound and check.format == "padding-free"
-    assert check.documents == (((0, 5), (5, 4), (9, 3)),)
+    assert check.documents.per_row() == (((0, 5), (5, 4), (9, 3)),)
 
 
 def test_labels_shifted_over_the_whole_row_cross_the_boundary():
     batch = flattened()
     batch["labels"] = batch["input_ids"].copy()      # no -100 at document starts
     check = pc.check_hf_batch(batch)
-    assert [v.name for v in check.violations] == ["label_crosses_boundary"]
+    assert check.names == ("label_crosses_boundary",)
     assert {(r, s) for n, r, s in check.marks} == {(0, 5), (0, 9)}
 
 
 def test_labels_shifted_by_the_collator_are_not_the_tokens():
     batch = flattened()
     batch["labels"] = np.r_[batch["labels"][0, 1:], -100][None]
-    assert "label_is_not_the_token" in names(batch)
+    assert "label_is_not_the_token" in pc.check_hf_batch(batch, labels="unshifted").names
+    auto = pc.check_hf_batch(batch)                  # auto reads them as targets, and says so
+    assert "labels read as shifted (auto)" in auto.documents.labels_reason and auto.sound
+    crossing = dict(batch, labels=np.r_[batch["input_ids"][0, 1:], -100][None])    # targets over the whole row
+    assert "label_crosses_boundary" in pc.check_hf_batch(crossing, labels="shifted").names
 
 
 def test_positions_that_run_on_with_cu_seq_lens_disagree_and_do_not_restart():
     batch = flattened(return_flash_attn_kwargs=True)
     batch["position_ids"] = np.arange(12)[None]
-    assert names(batch) == ["cu_seq_lens_disagree_with_positions", "positions_do_not_restart"]
+    # sdpa reads the positions (no reset: one sequence), flash reads cu_seq_lens (the documents)
+    assert names(batch) == ["documents_share_attention", "positions_do_not_restart", "boundaries_disagree"]
+    flash = pc.check_hf_batch(batch, "flash_attention_2")
+    assert flash.sound and [f.name for f in flash.warnings] == ["positions_do_not_restart", "boundaries_disagree"]
 
 
 def test_a_document_starting_past_zero_does_not_restart():
@@ -62,8 +70,8 @@ def test_pads_at_position_zero_multiply_documents():
     batch = flattened()
     batch = {k: np.pad(v, ((0, 0), (0, 4)), constant_values=-100 if k == "labels" else 0) for k, v in batch.items()}
     check = pc.check_hf_batch(batch)
-    assert [v.name for v in check.violations] == ["pads_given_position_zero"]
-    assert "transformers sees 7 documents" in check.violations[0].detail
+    assert check.sound and [f.name for f in check.warnings] == ["pads_given_position_zero"]
+    assert "packed detection sees 7 sequences" in check.warnings[0].detail
 
 
 def test_pads_continuing_the_positions_are_sound_when_cu_seq_lens_end_before_them():
@@ -87,8 +95,9 @@ def test_an_all_ones_mask_beside_packed_positions_hides_the_packing():
     batch = flattened()
     batch["attention_mask"] = np.ones_like(batch["input_ids"])
     check = pc.check_hf_batch(batch)
-    assert [v.name for v in check.violations] == ["attention_mask_hides_packing"]
-    assert "all-ones" in check.violations[0].detail
+    assert [f.name for f in check.errors] == ["documents_share_attention"]
+    assert "a 2D attention_mask is given" in check.errors[0].detail
+    assert pc.check_hf_batch(batch, "flash_attention_2").sound     # flash drops an all-ones mask
 
 
 def test_cu_seq_lens_q_and_k_must_agree_and_be_well_formed():
@@ -110,7 +119,7 @@ def test_a_packed_row_with_positions_only_is_read():
     ({"input_ids": [[1, 2], [3]]}, "ragged"),
     ({"input_ids": [[1, 2, 3, 0]], "position_ids": [[0, 1, 2]]}, "pad them to the same length"),
     ({"input_ids": [[1, 2]], "attention_mask": [[1, 2]]}, "1 for real tokens"),
-    ({"input_ids": np.zeros((1, 2, 2), dtype=np.int64)}, "2D"),
+    ({"input_ids": np.zeros((1, 2, 2), dtype=np.int64)}, r"\[batch, tokens\]"),
 ])
 def test_bad_batches_raise_one_clear_error(batch, message):
     with pytest.raises(ValueError, match=message):
@@ -139,7 +148,7 @@ def test_check_reads_every_file_format(tmp_path, kind):
     batch["labels"] = batch["input_ids"]
     np.savez(tmp_path / "bad.npz", **batch)
     code, out, _ = run_cli("check", str(tmp_path / "bad.npz"), "--format", "json")
-    assert code == 1 and json.loads(out)["check"]["violations"][0]["name"] == "label_crosses_boundary"
+    assert code == 1 and json.loads(out)["checks"][0]["findings"][0]["name"] == "label_crosses_boundary"
 
 
 @pytest.mark.parametrize("name", ["batch.pt", "batch.json"])
@@ -183,7 +192,7 @@ def test_check_with_a_model_finds_the_leak_of_an_all_ones_mask(tmp_path, llama_d
 def upload(name, data):
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file("../app.py", default_timeout=120)
+    at = AppTest.from_file("../../app.py", default_timeout=120)
     at.switch_page("app_pages/masks_and_labels.py").run()
     at.file_uploader(key="masks_and_labels.batch_file").set_value((name, data, "application/octet-stream")).run()
     assert not at.exception, [e.value for e in at.exception]

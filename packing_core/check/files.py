@@ -1,8 +1,10 @@
 """Read a trainer's batch from a file: safetensors, ``.npz`` or JSON. Pickle is refused.
 
 A pickle (``torch.save``'s ``.pt``/``.bin``, ``.pkl``) runs code when loaded, so the lab
-never opens one: save the batch with ``safetensors.torch.save_file({k: v.contiguous() ...})``
-or ``numpy.savez`` instead.
+never opens one: save the batch with :func:`save_batch_file`, or the one line of ``SAVE_HINT``,
+which works on TRL's and torchtune's batches as they come (``max_length_q`` is an int there,
+``cu_seq_lens_q`` and ``_k`` are one shared tensor, which ``safetensors`` refuses, and
+torchtune's flex ``BlockMask`` is no tensor).
 
     >>> import json, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "batch.json")
@@ -21,12 +23,29 @@ import numpy as np
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".bin", ".ckpt")
 BATCH_FILE_TYPES = ("safetensors", "npz", "json")
-_SAVE_HINT = ("save the batch with safetensors.torch.save_file(batch, 'batch.safetensors') "
-              "or numpy.savez('batch.npz', **batch)")
+SAVE_HINT = ("save the batch with: safetensors.torch.save_file({k: torch.as_tensor(v).clone().contiguous() "
+             "for k, v in batch.items() if isinstance(v, (torch.Tensor, int))}, 'batch.safetensors')")
+_SAVE_HINT = SAVE_HINT
 
 
 def _refuse_pickle(name: str, why: str):
     raise ValueError(f"{name} is {why}: the lab never loads pickles (loading one runs code); {_SAVE_HINT}")
+
+
+def save_batch_file(batch, path) -> list[str]:
+    """Write ``batch`` (a trainer's dict) to a safetensors file; returns the entries left out.
+
+    Whole numbers become 0-d tensors, shared tensors are copied apart, tensors on an accelerator
+    come to the CPU; entries that are neither tensors nor ints (a flex ``BlockMask``, flags) are
+    left out and named. Exactly the one line of ``SAVE_HINT``, plus the report.
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    keep = {k: torch.as_tensor(v).detach().cpu().clone().contiguous() for k, v in batch.items()
+            if isinstance(v, (torch.Tensor, int)) and not isinstance(v, bool)}
+    save_file(keep, str(path))
+    return [str(k) for k in batch if k not in keep]
 
 
 def load_batch_file(path) -> dict:
@@ -44,7 +63,9 @@ def load_batch_bytes(data: bytes, name: str = "batch") -> dict:
     if Path(name).suffix.lower() in PICKLE_SUFFIXES:
         _refuse_pickle(name, f"a {Path(name).suffix} file (torch.save / pickle)")
     head = data[:16]
-    if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
+    # a safetensors header of 128 + 256k bytes starts with 0x80 0x0k too: its JSON at byte 8 tells them apart
+    looks_safetensors = len(data) >= 9 and data[8:9] == b"{" and int.from_bytes(data[:8], "little") <= len(data) - 8
+    if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5 and not looks_safetensors:
         _refuse_pickle(name, "a pickle (it starts with pickle's protocol byte)")
     if head[:2] == b"PK":
         try:

@@ -1,0 +1,159 @@
+"""The classic packing bugs, planted on purpose in a sound batch: the zoo's model-free entries.
+
+Each is a :class:`Bug` whose ``run(batch)`` plants it in the lab's own PackedBatch, for the
+Masks and labels page and for tests; ``caught_by`` names the findings that see it.
+
+>>> from packing_core.batch.packed import PackedBatch
+>>> from packing_core.check.batch import check_batch
+>>> good = PackedBatch.from_documents([[1, 2, 3], [4, 5]], 6, "bfd")
+>>> check_batch(broken_batch(good, "row-shifted-targets")).names
+('label_crosses_boundary', 'loss_count_mismatch')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from packing_core.batch.packed import IGNORE_INDEX, PackedBatch
+from packing_core.verify.zoo._types import Bug
+
+
+@dataclass(frozen=True)
+class NaiveTargets:
+    """Targets made by shifting a whole row left by one: what a packing bug trains on."""
+
+    naive: np.ndarray     # int64 [width]: next token in the row, -100 after the last real token
+    crosses: np.ndarray   # bool [width]: the naive target belongs to another document
+
+
+def naive_targets(batch: PackedBatch, row: int) -> NaiveTargets:
+    """``a b c | d e`` -> naive ``b c d e -``: c -> d crosses (the batch's own targets are ``b c - e -``)."""
+    if not 0 <= row < batch.input_ids.shape[0]:
+        raise ValueError(f"row {row} does not exist: the batch has rows 0..{batch.input_ids.shape[0] - 1}")
+    ids = batch.input_ids[row].numpy()
+    seg = batch.segment_ids[row].numpy()
+    valid = seg >= 0
+    nxt_valid = np.r_[valid[1:], False]
+    naive = np.where(valid & nxt_valid, np.r_[ids[1:], 0], IGNORE_INDEX)
+    crosses = valid & nxt_valid & (np.r_[seg[1:], -1] != seg)
+    return NaiveTargets(naive.astype(np.int64), crosses)
+
+
+def loss_vs_answers(batch: PackedBatch) -> tuple[int, int]:
+    """``(loss positions, answer targets)``: equal in a sound batch (TEACHING 11's one assertion).
+
+    An answer target is a position whose next token is an answer token of the same piece.
+    """
+    seg = batch.segment_ids.numpy()
+    answer = batch.answer_mask.numpy()
+    same_next = (seg >= 0) & (np.roll(seg, -1, axis=1) == seg)
+    same_next[:, -1] = False
+    expected = int((same_next & np.roll(answer, -1, axis=1)).sum())
+    return int(batch.loss_mask.numpy().sum()), expected
+
+
+@dataclass(frozen=True, eq=False)
+class PromptBlindBatch(PackedBatch):
+    """A batch whose attention reads only the keys in ``key_mask``: the prompt-blind bug.
+
+    It is what happens when the loss mask is handed to the model as its attention mask:
+    prompt tokens look like padding, so no answer token can read its question. Every loss
+    tensor is as built, so ``loss_vs_answers`` and ``check_batch`` see nothing. Only a
+    comparison of each document alone against packed shows it. Each token still reads
+    itself, so no softmax row is empty.
+
+    >>> from packing_core.batch.packed import PackedBatch
+    >>> good = PackedBatch.from_documents([[1, 2, 3, 4]], 4, "bfd", prompt_lengths=[2])
+    >>> broken_batch(good, "prompts-cut-from-attention").dense_mask(0).int().tolist()
+    [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]]
+    """
+
+    key_mask: torch.Tensor   # bool [rows, width]: tokens any query may read (besides itself)
+
+    def dense_mask(self, row: int) -> torch.Tensor:
+        mask = super().dense_mask(row)
+        return mask & (self.key_mask[row][None, :] | torch.eye(mask.shape[0], dtype=torch.bool))
+
+
+def _shift(t, fill):
+    return torch.cat([t[:, 1:], torch.full_like(t[:, :1], fill)], 1)
+
+
+def _row_shifted_targets(batch: PackedBatch) -> PackedBatch:
+    valid, seg, ids = batch.valid, batch.segment_ids, batch.input_ids
+    keep = valid & _shift(valid, False) & (batch.loss_mask | (_shift(seg, -1) != seg))
+    targets = torch.where(keep, _shift(ids, 0), IGNORE_INDEX)
+    return dataclasses.replace(batch, targets=targets, loss_mask=targets != IGNORE_INDEX)
+
+
+def _continuous_positions(batch: PackedBatch) -> PackedBatch:
+    ids = batch.input_ids
+    return dataclasses.replace(batch, position_ids=torch.arange(ids.shape[1]).expand_as(ids).clone(),
+                               positions="continuous")
+
+
+def _pads_in_the_loss(batch: PackedBatch) -> PackedBatch:
+    return dataclasses.replace(batch, targets=torch.where(batch.valid, batch.targets, batch.pad_id),
+                               loss_mask=batch.loss_mask | ~batch.valid)
+
+
+def _prompts_in_the_loss(batch: PackedBatch) -> PackedBatch:
+    valid, seg = batch.valid, batch.segment_ids
+    inner = valid & _shift(valid, False) & (_shift(seg, -1) == seg)
+    return dataclasses.replace(batch, targets=torch.where(inner, _shift(batch.input_ids, 0), IGNORE_INDEX),
+                               loss_mask=inner)
+
+
+def _prompts_cut_from_attention(batch: PackedBatch) -> PackedBatch:
+    fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(PackedBatch)}
+    return PromptBlindBatch(**fields, key_mask=batch.answer_mask.clone())
+
+
+def _row_cu_seqlens(batch: PackedBatch) -> PackedBatch:
+    return dataclasses.replace(batch, cu_seqlens=torch.tensor([0, int(batch.valid.sum())], dtype=torch.int32))
+
+
+BUGS: tuple[Bug, ...] = (
+    Bug("row-shifted-targets", "Targets shifted across the whole row",
+        "targets shifted across the whole row: the last token of a document predicts the next document",
+        ("pytorch/torchtitan #4075 (merged)", "meta-pytorch/torchtune #1177"),
+        "-100 at every document's last target.", "nothing", ("label_crosses_boundary",), _row_shifted_targets),
+    Bug("continuous-positions", "Positions count across the row",
+        "position ids count across the row instead of restarting at each document",
+        ("huggingface/transformers #47496 -> #47525 (merged)",),
+        "Reset position_ids per document, from the model's first position.", "nothing",
+        ("positions_do_not_restart",), _continuous_positions),
+    Bug("pads-in-the-loss", "Pads in the loss",
+        "pad positions get a target and a loss-mask bit: the mean loss is diluted by pad predictions, so the "
+        "real tokens' gradient shrinks", (), "Give pads target -100.", "nothing",
+        ("pad_in_loss",), _pads_in_the_loss),
+    Bug("prompts-in-the-loss", "Prompts in the loss", "prompt tokens are trained on, not only the answers",
+        (), "Mask prompt targets with -100.", "nothing", ("loss_count_mismatch",),
+        _prompts_in_the_loss),
+    Bug("prompts-cut-from-attention", "Prompts cut from attention",
+        "the loss mask is used as the attention mask: prompt tokens stop being keys, so the answers cannot read "
+        "the question; the loss tensors are untouched", (),
+        "Keep the attention mask and the loss mask apart.", "nothing", (), _prompts_cut_from_attention),
+    Bug("row-cu-seqlens", "cu_seqlens over whole rows",
+        "cu_seqlens marks whole rows, not documents: the mask that lets documents see each other",
+        (), "One cu_seqlens offset per document piece.", "nothing",
+        ("segments_disagree_with_cu_seqlens",), _row_cu_seqlens),
+)
+_BY_NAME = {b.name: b for b in BUGS}
+PLANTED = ("none",) + tuple(_BY_NAME)
+BREAKS = {"none": "the batch as PackedBatch builds it", **{b.name: b.what for b in BUGS}}
+
+
+def broken_batch(batch: PackedBatch, how: str) -> PackedBatch:
+    """``batch`` with one planted bug (``PLANTED``; ``"none"`` returns it as built).
+
+    ``"prompts-cut-from-attention"`` leaves every tensor as built; only a comparison of each
+    document alone against packed (``alone_vs_packed_attention``) catches it.
+    """
+    if how not in PLANTED:
+        raise ValueError(f"unknown break {how!r}; choose one of {', '.join(PLANTED)}")
+    return batch if how == "none" else _BY_NAME[how].run(batch)
