@@ -145,12 +145,14 @@ def _refuse_constant(name: str):
     raise _NoConstant(name)
 
 
-def load_json(data: bytes | str, name: str, *, max_items: int | None = None, duplicates: bool = False):
+def load_json(data: bytes | str, name: str, *, max_items: int | None = None, duplicates: bool = False,
+              max_int: int | None = None):
     """Parse JSON safely: no ``NaN``/``Infinity``, no nesting past the recursion limit, bounded size.
 
     ``max_items`` bounds the values (commas and colons, counted before parsing: a JSON bomb
     is refused before it costs memory); ``duplicates`` refuses an object with a key twice
-    (plain ``json.loads`` keeps the last one silently).
+    (plain ``json.loads`` keeps the last one silently); ``max_int`` refuses integers past it in
+    size (a uint64 written as text must not wrap later).
 
     >>> load_json(b'{"a": 1, "a": 2}', "x.json", duplicates=True)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -176,9 +178,17 @@ def load_json(data: bytes | str, name: str, *, max_items: int | None = None, dup
                              "keep only one of them silently: fix the file so each key appears once")
         return out
 
+    def integer(text: str) -> int:
+        value = int(text)
+        if max_int is not None and abs(value) > max_int:
+            raise ValueError(f"{name} holds the integer {value:,}, past {max_int:,} in size; "
+                             "store ordinary 64-bit integers")
+        return value
+
     try:
         text = raw.decode("utf-8")
-        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=pairs if duplicates else None)
+        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=pairs if duplicates else None,
+                          parse_int=integer)
     except UnicodeDecodeError as e:
         raise ValueError(f"{name} is not UTF-8 text (byte {e.start} is 0x{raw[e.start]:02x}); re-save it as UTF-8") \
             from None
