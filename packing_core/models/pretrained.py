@@ -172,40 +172,135 @@ def default_tokenizer():
 
 
 
+WEIGHT_SUFFIX = ".safetensors"
+MAX_CONFIG_BYTES = 4 << 20     # a config.json or an index file: a few KB in practice
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "intermediate_size", "n_inner", "ffn_dim", "num_attention_heads",
+               "n_head", "num_key_value_heads", "head_dim", "num_experts", "num_local_experts")
+_POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx")
+
+
+def _config_number(config: dict, keys, folder: str, maximum: int, what: str) -> int | None:
+    for key in keys:
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{folder}/config.json: {key} is {str(value)[:40]!r}, not a whole number >= 1; "
+                             "fix the config or save the model again")
+        if value > maximum:
+            raise ValueError(f"{folder}/config.json: {key} = {value:,}, more {what} than the lab builds "
+                             f"({maximum:,}); the lab checks small causal LMs: pick a smaller model")
+        return value
+    return None
+
+
+def vet_model_folder(folder: Path) -> dict:
+    """Refuse a model folder the lab must not load, before transformers reads a byte of it; its config.
+
+    - ``config.json``: a regular file of at most ``MAX_CONFIG_BYTES``, plain JSON (no NaN, no
+      deep nesting), with layers, widths, vocabulary and parameters within the lab's limits
+      (``MAX_LAYERS``, ``MAX_MODEL_WIDTH``, ``MAX_VOCAB``, ``MAX_MODEL_PARAMETERS``): a config of
+      100,000 layers is refused here instead of being built.
+    - weights: ``*.safetensors`` only, each a regular file; every index file
+      (``*.index.json``) may name only ``.safetensors`` files inside the folder. transformers
+      follows ``model.safetensors.index.json``'s ``weight_map`` to whatever file it names, a
+      ``pytorch_model.bin`` included: ``transformers/modeling_utils.py``'s ``load_state_dict``
+      reads a shard with safetensors only when its name ends in ``.safetensors`` and falls
+      back to ``torch.load`` (a pickle) otherwise. Such an index is refused here.
+    """
+    from packing_core._validate import MAX_CONTEXT, MAX_LAYERS, MAX_MODEL_PARAMETERS, MAX_MODEL_WIDTH, MAX_VOCAB
+    from packing_core.data.readers import check_regular, display, load_json, read_bytes
+
+    shown = display(str(folder))
+    if not folder.is_dir():
+        raise ValueError(f"no model folder at {shown}: give a folder with config.json and *.safetensors")
+    if not (folder / "config.json").exists():
+        raise ValueError(f"{shown} has no config.json: it is not a Hugging Face model folder "
+                         "(save one with model.save_pretrained(folder))")
+    config = load_json(read_bytes(folder / "config.json", "the model config", MAX_CONFIG_BYTES),
+                       f"{folder}/config.json")
+    if not isinstance(config, dict):
+        raise ValueError(f"{shown}/config.json holds a JSON {type(config).__name__}, not an object; "
+                         "save the model again with save_pretrained()")
+    layers = _config_number(config, _LAYER_KEYS, shown, MAX_LAYERS, "layers")
+    for key in _WIDTH_KEYS:
+        _config_number(config, (key,), shown, MAX_MODEL_WIDTH, f"units in {key}")
+    vocab = _config_number(config, ("vocab_size",), shown, MAX_VOCAB, "tokens") or 0
+    _config_number(config, _POSITION_KEYS, shown, MAX_CONTEXT, "positions")
+    width = next((config[k] for k in ("hidden_size", "n_embd", "d_model") if isinstance(config.get(k), int)), 0)
+    inner = next((config[k] for k in ("intermediate_size", "n_inner", "ffn_dim") if isinstance(config.get(k), int)),
+                 4 * width)
+    experts = max(1, *(config[k] for k in ("num_experts", "num_local_experts") if isinstance(config.get(k), int)), 1)
+    parameters = 2 * vocab * width + (layers or 0) * (4 * width * width + 3 * width * inner * experts)
+    if parameters > MAX_MODEL_PARAMETERS:
+        raise ValueError(f"{shown}/config.json describes about {parameters:,} parameters, more than the lab builds "
+                         f"({MAX_MODEL_PARAMETERS:,}); the lab checks small causal LMs: pick a smaller model")
+    weights = sorted(folder.glob("*" + WEIGHT_SUFFIX))
+    if not weights:
+        pickles = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"))
+        raise ValueError(f"{shown} has no *.safetensors weights{f' (only pickles: {pickles[:3]})' if pickles else ''}: "
+                         "the lab loads safetensors only; convert with "
+                         "model.save_pretrained(folder, safe_serialization=True)")
+    for w in weights:
+        check_regular(w)
+    for index in sorted(folder.glob("*.index.json")):
+        mapping = load_json(read_bytes(index, "the weight index", MAX_CONFIG_BYTES), str(index))
+        files = mapping.get("weight_map") if isinstance(mapping, dict) else None
+        if not isinstance(files, dict):
+            raise ValueError(f"{display(str(index))} has no weight_map object; save the model again with "
+                             "save_pretrained(folder, safe_serialization=True)")
+        for target in sorted({str(v) for v in files.values()}):
+            if not target.endswith(WEIGHT_SUFFIX) or "/" in target or "\\" in target or target.startswith("."):
+                raise ValueError(f"{display(str(index))} points at {display(target)!r}, which is not a .safetensors "
+                                 "file in the folder: the lab never loads pickled weights (loading one runs code); "
+                                 "save the model with save_pretrained(folder, safe_serialization=True)")
+            if not (folder / target).exists():
+                raise ValueError(f"{display(str(index))} lists {display(target)!r}, which the folder lacks; copy the "
+                                 "whole folder that save_pretrained wrote")
+            check_regular(folder / target)
+    return config
+
+
 def load_local_model(path, dtype: torch.dtype = torch.float32):
     """``(model, tokenizer or None)`` from a local Hugging Face causal-LM folder, safely.
 
-    Safetensors weights only (never a pickle), never ``trust_remote_code``, offline; the
-    model must take ``position_ids`` (packing hands each document its positions).
+    Safetensors weights only (never a pickle, not even through an index file), never
+    ``trust_remote_code``, offline, within the lab's size limits (:func:`vet_model_folder`);
+    the model must take ``position_ids`` (packing hands each document its positions), and
+    its tokenizer may not hold more tokens than the model's embedding has rows.
     """
     import inspect
 
     from transformers import AutoConfig
 
+    from packing_core.data.readers import display
+    from packing_core.models.tokenizers import vet_tokenizer_folder
+
     folder = Path(path).expanduser()
-    if not folder.is_dir():
-        raise ValueError(f"no model folder at {folder}: give a folder with config.json and *.safetensors")
-    if not (folder / "config.json").is_file():
-        raise ValueError(f"{folder} has no config.json: it is not a Hugging Face model folder "
-                         "(save one with model.save_pretrained(folder))")
-    if not any(folder.glob("*.safetensors")):
-        pickles = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"))
-        raise ValueError(f"{folder} has no *.safetensors weights{f' (only pickles: {pickles[:3]})' if pickles else ''}: "
-                         "the lab loads safetensors only; convert with "
-                         "model.save_pretrained(folder, safe_serialization=True)")
+    vet_model_folder(folder)
+    shown = display(str(folder))
     try:
         config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
         model = AutoModelForCausalLM.from_pretrained(folder, config=config, local_files_only=True, dtype=dtype,
                                                      use_safetensors=True, trust_remote_code=False)
-    except (ValueError, OSError, KeyError) as e:
+    except (ValueError, OSError, KeyError, TypeError, AttributeError, RuntimeError, RecursionError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"{folder} is not a causal LM that transformers can build without remote code "
-                         f"({first[:200]})") from None
+        raise ValueError(f"{shown} is not a causal LM that transformers can build without remote code "
+                         f"({type(e).__name__}: {first[:200]})") from None
     if "position_ids" not in inspect.signature(model.forward).parameters:
-        raise ValueError(f"{type(model).__name__} in {folder} takes no position_ids, so a packed row cannot "
+        raise ValueError(f"{type(model).__name__} in {shown} takes no position_ids, so a packed row cannot "
                          "restart positions per document: pick a model that does (LLaMA, Mistral, Qwen, GPT-2 ...)")
+    tokenizer = None
     try:
+        vet_tokenizer_folder(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
-    except (ValueError, OSError, KeyError, TypeError):
+    except (ValueError, OSError, KeyError, TypeError, AttributeError, RecursionError):
         tokenizer = None   # token ids still work; texts need a tokenizer
+    if tokenizer is not None:
+        rows = model.get_input_embeddings().num_embeddings
+        if len(tokenizer) > rows:
+            raise ValueError(f"the tokenizer in {shown} has {len(tokenizer):,} tokens but the model's embedding has "
+                             f"{rows:,} rows: ids past {rows - 1:,} have no embedding; save the matching tokenizer "
+                             "(or resize the model's embeddings) and try again")
     return model.eval(), tokenizer

@@ -198,6 +198,7 @@ class HFTokenizer:
     def from_folder(cls, name: str, folder: Path) -> HFTokenizer:
         """A tokenizer folder: light (``tokenizers`` only) when it holds tokenizer.json and a plain template."""
         check_tokenizer(str(folder))
+        vet_tokenizer_folder(folder)
         template = _folder_template(folder)
         if not (folder / "tokenizer.json").is_file() or template is False:
             return cls.wrap(name, _load_folder(folder), folder)
@@ -247,10 +248,38 @@ def check_tokenizer(spec: str) -> None:
                          "pass a folder written by tokenizer.save_pretrained()")
 
 
+MAX_TOKENIZER_FILE_BYTES = 64 << 20   # tokenizer.json of a 250k vocabulary is about 20 MB
+
+
+def vet_tokenizer_folder(folder: Path) -> None:
+    """Refuse a tokenizer folder before a library opens it: its files regular and bounded, its JSON plain.
+
+    A FIFO named ``tokenizer.json`` would block the loader forever, ``/dev/zero`` linked as
+    one would fill memory, and a ``tokenizer_config.json`` nested past Python's recursion
+    limit would crash it with a traceback.
+    """
+    from packing_core.data.readers import check_regular, load_json, read_bytes
+
+    for name in (*TOKENIZER_FILES, "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
+                 "chat_template.json", "merges.txt"):
+        path = folder / name
+        if path.exists() or path.is_symlink():
+            check_regular(path)
+            if path.stat().st_size > MAX_TOKENIZER_FILE_BYTES:
+                raise ValueError(f"{path} is {path.stat().st_size:,} bytes, more than a tokenizer file may be "
+                                 f"({MAX_TOKENIZER_FILE_BYTES:,}); check the folder")
+            if name.endswith(".json") and name != "tokenizer.json":
+                config = load_json(read_bytes(path, "the tokenizer file", MAX_TOKENIZER_FILE_BYTES), str(path))
+                if name == "tokenizer_config.json" and not isinstance(config, dict):
+                    raise ValueError(f"{path} holds a JSON {type(config).__name__}, not an object; save the "
+                                     "tokenizer again with save_pretrained()")
+
+
 def _load_folder(folder: Path):
     from transformers import AutoTokenizer
 
     check_tokenizer(str(folder))
+    vet_tokenizer_folder(folder)
     try:
         return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001  (transformers raises many kinds; one line naming the folder)
