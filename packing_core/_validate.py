@@ -41,6 +41,7 @@ MAX_LENGTH = 2**40             # tokens in one document (about 1.1e12)
 MAX_DOCUMENTS = 2**30          # documents in one dataset (about 1.07e9)
 MAX_TOTAL_TOKENS = 2**53       # tokens in one dataset (about 9.0e15; exact as a float64 too)
 MAX_TEXT_BYTES = 4 << 20       # bytes in one text value (a line, a cell): refused before tokenising
+MAX_SPLIT_PIECES = 4_000_000   # extra pieces from splitting overlong documents: a plan of them stays under 1 GiB
 MAX_DISTINCT_LENGTHS = 2**20   # distinct lengths in one profile (a profile file stays under ~40 MB)
 MAX_PROFILE_BYTES = 64 << 20   # bytes of one profile file: refused before it is parsed
 MAX_TURNS = 1024               # messages in one chat record: each answer renders its prefix once
@@ -186,7 +187,7 @@ def as_batch_size(value, name: str = "batch_size") -> int:
 # The documented limits, by name (the README and the hostile-input benchmark print them).
 LIMITS = {"MAX_CONTEXT": MAX_CONTEXT, "MAX_BATCH_SIZE": MAX_BATCH_SIZE, "MAX_LENGTH": MAX_LENGTH,
           "MAX_DOCUMENTS": MAX_DOCUMENTS, "MAX_TOTAL_TOKENS": MAX_TOTAL_TOKENS, "MAX_TEXT_BYTES": MAX_TEXT_BYTES,
-          "MAX_DISTINCT_LENGTHS": MAX_DISTINCT_LENGTHS, "MAX_PROFILE_BYTES": MAX_PROFILE_BYTES, "MAX_TURNS": MAX_TURNS,
+          "MAX_SPLIT_PIECES": MAX_SPLIT_PIECES, "MAX_DISTINCT_LENGTHS": MAX_DISTINCT_LENGTHS, "MAX_PROFILE_BYTES": MAX_PROFILE_BYTES, "MAX_TURNS": MAX_TURNS,
           "MAX_TEMPLATE_SECONDS": MAX_TEMPLATE_SECONDS, "MAX_WORKERS": MAX_WORKERS, "MAX_BATCH_TOKENS": MAX_BATCH_TOKENS,
           "MAX_BATCH_FILE_BYTES": MAX_BATCH_FILE_BYTES, "MAX_JSON_BYTES": MAX_JSON_BYTES, "MAX_LAYERS": MAX_LAYERS,
           "MAX_MODEL_WIDTH": MAX_MODEL_WIDTH, "MAX_VOCAB": MAX_VOCAB, "MAX_MODEL_PARAMETERS": MAX_MODEL_PARAMETERS}

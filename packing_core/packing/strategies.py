@@ -27,13 +27,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core._validate import as_batch_size, as_context, as_lengths, choice
+from packing_core._validate import MAX_SPLIT_PIECES, as_batch_size, as_context, as_lengths, choice
 from packing_core.packing.plan import PlacedPieces, Plan, PlanMetrics, cu_seqlens_from_lengths
 
 STRATEGIES = ("pad", "pad-longest", "bucket", "concat-cut", "next-fit", "ffd", "bfd")
 PACKING_STRATEGIES = ("concat-cut", "next-fit", "ffd", "bfd")
 OVERLONG_POLICIES = ("split", "truncate", "drop")
-MAX_SPLIT_PIECES = 10_000_000  # extra pieces from splitting: beyond this a length is a typo, not a dataset
 STRATEGY_INFO = {
     "pad": "Pad every sample to the context: one sample per row.",
     "pad-longest": "Pad each batch to its longest sample (dynamic padding).",
