@@ -220,6 +220,8 @@ class LengthProfile:
     @classmethod
     def from_dict(cls, d, name: str = "the profile") -> LengthProfile:
         """A profile from its JSON form, refusing other versions and hand-edited inconsistencies."""
+        from packing_core.data.readers import display
+
         if not isinstance(d, dict):
             raise ValueError(f"{name} is not a length profile (a JSON object with schema_version); "
                              "write one with: python -m packing_core scan INPUT --out profile.json")
@@ -237,13 +239,16 @@ class LengthProfile:
                     raise ValueError(f"{name}: loss_tokens has lengths {sorted(set(loss) - set(counts))[:5]} "
                                      "that counts lacks; the file was edited by hand, scan again")
             over = d.get("over_cap") or {}
+            # names from a file are shown in tables and messages: control characters escaped here, once
+            text = (lambda v: None if v is None else display(str(v))[:500])
             profile = cls.from_counts(
-                counts, loss, kind=d["kind"], tokenizer=tok["name"], vocab_hash=tok.get("vocab_hash"),
-                chat_template_hash=tok.get("chat_template_hash"),
-                sources=tuple(SourceCount(str(s["name"]), _int(s["rows"], "source rows", name)) for s in d["sources"]),
+                counts, loss, kind=d["kind"], tokenizer=text(tok["name"]), vocab_hash=text(tok.get("vocab_hash")),
+                chat_template_hash=text(tok.get("chat_template_hash")),
+                sources=tuple(SourceCount(text(s["name"]), _int(s["rows"], "source rows", name, MAX_DOCUMENTS))
+                              for s in d["sources"]),
                 cap=None if d.get("cap") is None else _int(d["cap"], "cap", name, MAX_LENGTH),
-                over_cap_examples=tuple(OverCap(str(e["source"]), str(e["where"]), _int(e["length"], "length", name,
-                                                                                      MAX_LENGTH))
+                over_cap_examples=tuple(OverCap(text(e["source"]), text(e["where"]),
+                                                _int(e["length"], "length", name, MAX_LENGTH))
                                         for e in list(over.get("examples", []))[:MAX_OVER_CAP_EXAMPLES]),
                 scan_seconds=_seconds(d.get("scan_seconds", 0.0), name))
         except (KeyError, TypeError, AttributeError) as e:
@@ -383,7 +388,7 @@ def _validate(p: LengthProfile) -> None:
                              f"0..{int(p.lengths[i] * p.counts[i])} (length x documents); the file was edited "
                              "by hand, scan the data again")
     if p.kind not in KINDS:
-        raise ValueError(f"profile kind must be one of {', '.join(KINDS)}, got {p.kind!r}")
+        raise ValueError(f"profile kind must be one of {', '.join(KINDS)}, got {str(p.kind)[:60]!r}")
     rows = sum(s.rows for s in p.sources)
     if p.sources and rows != p.documents:
         raise ValueError(f"the profile's sources hold {rows:,} documents but its counts hold {p.documents:,}; "
