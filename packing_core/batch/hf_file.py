@@ -69,7 +69,9 @@ def _load(data: bytes, name: str) -> dict:
     if Path(name).suffix.lower() in PICKLE_SUFFIXES:
         _refuse_pickle(name, f"a {Path(name).suffix} file (torch.save / pickle)")
     head = data[:16]
-    if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
+    # safetensors first: its 8-byte header length can begin with 0x80 (a 128-byte header), like a pickle
+    safetensors = len(head) >= 9 and head[8:9] == b"{" and 2 <= int.from_bytes(head[:8], "little") <= len(data) - 8
+    if not safetensors and head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
         _refuse_pickle(name, "a pickle (it starts with pickle's protocol byte)")
     if head[:2] == b"PK":
         return _load_npz(data, name)
@@ -82,7 +84,7 @@ def _load(data: bytes, name: str) -> dict:
             raise ValueError(f"{name} holds a JSON {type(batch).__name__}; give an object "
                              '{"input_ids": [[...]], "labels": [[...]], ...}')
         return batch
-    if len(head) >= 9 and head[8:9] == b"{":   # safetensors: 8-byte header size, then a JSON header
+    if safetensors or (len(head) >= 9 and head[8:9] == b"{"):   # 8-byte header size, then a JSON header
         from safetensors import SafetensorError
         from safetensors.numpy import load
 

@@ -125,6 +125,9 @@ def _render(tokenizer, messages, where: str, generation: bool = False) -> str:
     A template is code from a file: a loop nested in a loop can run for hours or print
     gigabytes, so each rendering runs under a timer and its output is bounded.
     """
+    prepare = getattr(tokenizer, "prepare_chat_template", None)
+    if callable(prepare):
+        prepare()   # loading the library is not rendering: outside the timer
     try:
         with _time_limit(MAX_TEMPLATE_SECONDS):
             text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)

@@ -243,7 +243,7 @@ def vet_model_folder(folder: Path) -> dict:
                          "the lab loads safetensors only; convert with "
                          "model.save_pretrained(folder, safe_serialization=True)")
     for w in weights:
-        check_regular(w)
+        _check_safetensors_header(w)
     for index in sorted(folder.glob("*.index.json")):
         mapping = load_json(read_bytes(index, "the weight index", MAX_CONFIG_BYTES), str(index))
         files = mapping.get("weight_map") if isinstance(mapping, dict) else None
@@ -262,6 +262,30 @@ def vet_model_folder(folder: Path) -> dict:
     return config
 
 
+def _check_safetensors_header(path: Path) -> None:
+    """A regular file that starts like safetensors: an 8-byte header length, then a JSON object that fits.
+
+    A pickle renamed ``model.safetensors`` is refused here, in one line, before the library
+    reads it (its header length would be absurd).
+    """
+    from packing_core.data.readers import check_regular, display, load_json
+
+    check_regular(path)
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        if not 2 <= n <= min(size - 8, MAX_CONFIG_BYTES * 25):
+            raise ValueError(f"{display(str(path))} is not a safetensors file (its header length {n:,} does not fit "
+                             f"its {size:,} bytes); save the model with save_pretrained(folder, safe_serialization=True)")
+        header = load_json(f.read(n), str(path))
+    if not isinstance(header, dict):
+        raise ValueError(f"{display(str(path))} is not a safetensors file (its header is not a JSON object)")
+    ends = [t.get("data_offsets", [0, 0])[1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict)]
+    if not all(isinstance(e, int) for e in ends) or 8 + n + max(ends, default=0) != size:
+        raise ValueError(f"{display(str(path))} is truncated or damaged: its header does not cover its {size:,} "
+                         "bytes; copy the file again or save the model again")
+
+
 def load_local_model(path, dtype: torch.dtype = torch.float32):
     """``(model, tokenizer or None)`` from a local Hugging Face causal-LM folder, safely.
 
@@ -272,6 +296,7 @@ def load_local_model(path, dtype: torch.dtype = torch.float32):
     """
     import inspect
 
+    from safetensors import SafetensorError
     from transformers import AutoConfig
 
     from packing_core.data.readers import display
@@ -284,7 +309,8 @@ def load_local_model(path, dtype: torch.dtype = torch.float32):
         config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
         model = AutoModelForCausalLM.from_pretrained(folder, config=config, local_files_only=True, dtype=dtype,
                                                      use_safetensors=True, trust_remote_code=False)
-    except (ValueError, OSError, KeyError, TypeError, AttributeError, RuntimeError, RecursionError) as e:
+    except (ValueError, OSError, KeyError, TypeError, AttributeError, RuntimeError, RecursionError,
+            SafetensorError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"{shown} is not a causal LM that transformers can build without remote code "
                          f"({type(e).__name__}: {first[:200]})") from None

@@ -183,6 +183,10 @@ class HFTokenizer:
             out[list(rest)] = [len(e) for e in encodings]
         return out
 
+    def prepare_chat_template(self) -> None:
+        """Load transformers' tokenizer now, so that no time budget on a rendering pays for the import."""
+        _ = self.hf
+
     def apply_chat_template(self, messages, tokenize: bool = False, add_generation_prompt: bool = False):
         return self.hf.apply_chat_template(messages, tokenize=tokenize, add_generation_prompt=add_generation_prompt)
 
