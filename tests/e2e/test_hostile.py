@@ -51,6 +51,7 @@ LIMIT_MIB = 1024
 CLASSES = ("data-destroyed", "pickles", "numbers", "hangs", "memory", "tracebacks", "short")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
        "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+PROGRESS = re.compile(r"scan: \d+/\d+ shards, [\d,]+ documents, [\d.,]+ documents/s, ETA [\d,?]+( s)?$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e]")
 
 
@@ -951,8 +952,10 @@ def _assert_contract(case: Case, out: Outcome) -> Measured:
         return r
     assert r.rc == 2, (r.rc, r.stderr[-1000:])
     assert r.stdout == "", r.stdout[:500]
-    assert r.stderr.endswith("\n") and r.stderr.count("\n") == 1, repr(r.stderr[-1500:])
-    line = r.stderr.rstrip("\n")
+    # a scan's progress lines ("scan: 1/2 shards, ...") may come first; then exactly one error line
+    lines = [x for x in r.stderr.split("\n")[:-1] if not PROGRESS.match(x)]
+    assert r.stderr.endswith("\n") and len(lines) == 1, repr(r.stderr[-1500:])
+    line = lines[0]
     assert line.startswith("error: ") and len(line) < 700, line[:800]
     assert not _CONTROL.search(line), f"raw control characters: {line!r}"
     assert ".part" not in line and "/tmp/tmp" not in line, f"a temporary name: {line!r}"
