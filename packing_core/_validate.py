@@ -50,6 +50,8 @@ MAX_WORKERS = 8                # scan workers (processes or Ray actors): with th
 MAX_BATCH_TOKENS = 2**20       # tokens (batch x row length) in one trainer batch file
 MAX_BATCH_FILE_BYTES = 256 << 20   # bytes of one batch file, read or decompressed (.npz)
 MAX_JSON_BYTES = 32 << 20      # bytes of one JSON batch file, a config.json, a dataset_dict.json ...
+MAX_RUN_ROW_TOKENS = 4096      # tokens per row when `check --model` runs a batch (attention grows with its square)
+MAX_RUN_DOCUMENTS = 512        # documents `check --model` runs alone, one forward pass each
 MAX_LAYERS = 256               # layers in a local model's config.json
 MAX_MODEL_WIDTH = 65_536       # hidden size, intermediate size, heads in a local model's config.json
 MAX_VOCAB = 2**21              # vocabulary of a local model or tokenizer (2,097,152 tokens)
@@ -189,7 +191,7 @@ LIMITS = {name: globals()[name] for name in (
     "MAX_CONTEXT", "MAX_BATCH_SIZE", "MAX_LENGTH", "MAX_DOCUMENTS", "MAX_TOTAL_TOKENS", "MAX_TEXT_BYTES",
     "MAX_SPLIT_PIECES", "MAX_DISTINCT_LENGTHS", "MAX_PROFILE_BYTES", "MAX_TURNS", "MAX_TEMPLATE_SECONDS",
     "MAX_WORKERS", "MAX_BATCH_TOKENS", "MAX_BATCH_FILE_BYTES", "MAX_JSON_BYTES", "MAX_LAYERS", "MAX_MODEL_WIDTH",
-    "MAX_VOCAB", "MAX_MODEL_PARAMETERS")}
+    "MAX_VOCAB", "MAX_MODEL_PARAMETERS", "MAX_RUN_ROW_TOKENS", "MAX_RUN_DOCUMENTS")}
 
 
 def as_workers(value, name: str = "workers") -> int:

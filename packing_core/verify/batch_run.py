@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from packing_core._validate import MAX_RUN_DOCUMENTS, MAX_RUN_ROW_TOKENS
 from packing_core.batch.hf_check import HFBatchCheck
 from packing_core.verify.equivalence import default_tolerance
 
@@ -76,6 +77,14 @@ def run_hf_batch(model, check: HFBatchCheck, *, model_name: str = "", tolerance:
     """
     param = next(model.parameters())
     a = check.arrays
+    rows, width = check.shape
+    if width > MAX_RUN_ROW_TOKENS:   # the model's attention holds rows x heads x width^2 scores
+        raise ValueError(f"the batch's rows are {width:,} tokens wide; running a model on it is limited to "
+                         f"{MAX_RUN_ROW_TOKENS:,} tokens per row (its attention grows with the square of the row): "
+                         "check the file without --model, or cut a smaller batch")
+    if check.n_documents > MAX_RUN_DOCUMENTS:
+        raise ValueError(f"the batch holds {check.n_documents:,} documents; running a model runs each one alone, "
+                         f"and is limited to {MAX_RUN_DOCUMENTS:,}: check the file without --model, or cut a smaller batch")
     if int(a["input_ids"].max()) >= model.config.vocab_size or int(a["input_ids"].min()) < 0:
         raise ValueError(f"input_ids run from {int(a['input_ids'].min())} to {int(a['input_ids'].max())}, outside "
                          f"the model's vocabulary of {model.config.vocab_size}: tokenise with the model's tokenizer")
