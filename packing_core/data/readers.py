@@ -299,6 +299,34 @@ def write_atomic(path, data, inputs=()) -> Path:
     return path
 
 
+MAX_TOKENIZER_FILE_BYTES = 64 << 20   # tokenizer.json of a 250k vocabulary is about 20 MB
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
+
+
+def vet_tokenizer_folder(folder: Path) -> None:
+    """Refuse a tokenizer folder before a library opens it: its files regular and bounded, its JSON plain.
+
+    A FIFO named ``tokenizer.json`` would block the loader forever, ``/dev/zero`` linked as
+    one would fill memory, and a ``tokenizer_config.json`` nested past Python's recursion
+    limit would crash it with a traceback.
+    """
+    for name in (*TOKENIZER_FILES, "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
+                 "chat_template.json", "merges.txt"):
+        path = folder / name
+        if path.exists() or path.is_symlink():
+            check_regular(path)
+            if path.stat().st_size > MAX_TOKENIZER_FILE_BYTES:
+                raise ValueError(f"{path} is {path.stat().st_size:,} bytes, more than a tokenizer file may be "
+                                 f"({MAX_TOKENIZER_FILE_BYTES:,}); check the folder")
+            if name.endswith(".json") and name != "tokenizer.json":
+                config = load_json(read_bytes(path, "the tokenizer file", MAX_TOKENIZER_FILE_BYTES), str(path))
+                if name == "tokenizer_config.json" and not isinstance(config, dict):
+                    raise ValueError(f"{path} holds a JSON {type(config).__name__}, not an object; save the "
+                                     "tokenizer again with save_pretrained()")
+
+
 def as_source(source, fmt: str | None = None) -> Source:
     """Resolve a path / file-like / bytes ``source`` and its format (suffix or ``fmt=``).
 

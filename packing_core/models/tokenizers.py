@@ -25,10 +25,10 @@ import numpy as np
 
 from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs, word_counter_enabled
 from packing_core.data.lengths import byte_tokenizer
+from packing_core.data.readers import TOKENIZER_FILES, vet_tokenizer_folder
 
 BUILTIN_TOKENIZERS = ("smollm2", "bytes")
 # where models.pretrained caches SmolLM2's converted files (the model folder, or the tokenizer alone)
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
 
 
 def _sha(text: str) -> str:
@@ -250,33 +250,6 @@ def check_tokenizer(spec: str) -> None:
     if not any((folder / f).is_file() for f in TOKENIZER_FILES):
         raise ValueError(f"the folder {str(spec)!r} holds no tokenizer files (none of {', '.join(TOKENIZER_FILES)}); "
                          "pass a folder written by tokenizer.save_pretrained()")
-
-
-MAX_TOKENIZER_FILE_BYTES = 64 << 20   # tokenizer.json of a 250k vocabulary is about 20 MB
-
-
-def vet_tokenizer_folder(folder: Path) -> None:
-    """Refuse a tokenizer folder before a library opens it: its files regular and bounded, its JSON plain.
-
-    A FIFO named ``tokenizer.json`` would block the loader forever, ``/dev/zero`` linked as
-    one would fill memory, and a ``tokenizer_config.json`` nested past Python's recursion
-    limit would crash it with a traceback.
-    """
-    from packing_core.data.readers import check_regular, load_json, read_bytes
-
-    for name in (*TOKENIZER_FILES, "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
-                 "chat_template.json", "merges.txt"):
-        path = folder / name
-        if path.exists() or path.is_symlink():
-            check_regular(path)
-            if path.stat().st_size > MAX_TOKENIZER_FILE_BYTES:
-                raise ValueError(f"{path} is {path.stat().st_size:,} bytes, more than a tokenizer file may be "
-                                 f"({MAX_TOKENIZER_FILE_BYTES:,}); check the folder")
-            if name.endswith(".json") and name != "tokenizer.json":
-                config = load_json(read_bytes(path, "the tokenizer file", MAX_TOKENIZER_FILE_BYTES), str(path))
-                if name == "tokenizer_config.json" and not isinstance(config, dict):
-                    raise ValueError(f"{path} holds a JSON {type(config).__name__}, not an object; save the "
-                                     "tokenizer again with save_pretrained()")
 
 
 def _load_folder(folder: Path):
