@@ -191,7 +191,21 @@ def _report(args, out) -> int:
     return 0
 
 
+_BUILTIN_MODELS = ("tiny-rope", "tiny-abs", "smollm2")
+
+
+def _vet_model(model: str | None) -> None:
+    """A model folder is vetted before torch is imported: a hostile one costs well under a second."""
+    if model is not None and model not in _BUILTIN_MODELS and (os.sep in model or os.path.exists(model)):
+        from pathlib import Path
+
+        from packing_core.models.folders import vet_model_folder
+
+        vet_model_folder(Path(model).expanduser())
+
+
 def _verify(args, out) -> int:
+    _vet_model(args.model)
     from packing_core.verify.registry import verify_model
 
     texts = args.text
@@ -213,6 +227,7 @@ def _verify(args, out) -> int:
 
 
 def _check(args, out) -> int:
+    _vet_model(args.model)
     from packing_core.batch.hf_check import check_hf_batch
     from packing_core.batch.hf_file import load_batch_file
 
@@ -239,9 +254,12 @@ def _scan(args, out, err) -> int:
 
     from packing_core.data.readers import check_output
     from packing_core.data.scan import scan
+    from packing_core.data.shards import find_shards
     from packing_core.models.tokenizers import check_tokenizer, load_tokenizer
 
-    check_output(args.out, args.inputs)   # before an hour of scanning: never an input, a device or a folder
+    # before an hour of scanning: never an input (every file a glob or a folder names), a device or a folder
+    inputs = [*args.inputs, *sorted({shard.path for shard in find_shards(args.inputs)})]
+    check_output(args.out, inputs)
     check_tokenizer(args.tokenizer)
     last = [0.0]
 
@@ -253,7 +271,7 @@ def _scan(args, out, err) -> int:
 
     profile = scan(args.inputs, functools.partial(load_tokenizer, args.tokenizer), kind=args.kind, engine=args.engine,
                    workers=args.workers, cap=args.cap, ray_address=args.ray_address, progress=progress)
-    profile.save(args.out, inputs=args.inputs)
+    profile.save(args.out, inputs=inputs)
     shards = len(profile.sources)
     out.write(f"wrote {_escaped(args.out)}: {profile.documents:,} documents, {profile.tokens:,} tokens ({profile.kind}, "
               f"tokenizer {profile.tokenizer}) from {shards:,} shard{'' if shards == 1 else 's'} "
