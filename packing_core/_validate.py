@@ -42,6 +42,21 @@ MAX_LENGTH = 2**40             # tokens in one document (about 1.1e12)
 MAX_DOCUMENTS = 2**30          # documents in one dataset (about 1.07e9)
 MAX_TOTAL_TOKENS = 2**53       # tokens in one dataset (about 9.0e15; exact as a float64 too)
 MAX_TEXT_BYTES = 4 << 20       # bytes in one text value (a line, a cell): refused before tokenising
+MAX_SPLIT_PIECES = 4_000_000   # extra pieces from splitting overlong documents: a plan of them stays under 1 GiB
+MAX_DISTINCT_LENGTHS = 2**20   # distinct lengths in one profile (a profile file stays under ~40 MB)
+MAX_PROFILE_BYTES = 64 << 20   # bytes of one profile file: refused before it is parsed
+MAX_TURNS = 512                # messages in one chat record: each answer renders its prefix once
+MAX_TEMPLATE_SECONDS = 2.0     # seconds one chat-template rendering may take (nested loops meet it)
+MAX_WORKERS = 8                # scan workers (processes or Ray actors): with the tokenizer each, under 1 GiB
+MAX_BATCH_TOKENS = 2**20       # tokens (batch x row length) in one trainer batch file
+MAX_BATCH_FILE_BYTES = 256 << 20   # bytes of one batch file, read or decompressed (.npz)
+MAX_JSON_BYTES = 32 << 20      # bytes of one JSON batch file, a config.json, a dataset_dict.json ...
+MAX_RUN_ROW_TOKENS = 4096      # tokens per row when `check --model` runs a batch (attention grows with its square)
+MAX_RUN_DOCUMENTS = 512        # documents `check --model` runs alone, one forward pass each
+MAX_LAYERS = 256               # layers in a local model's config.json
+MAX_MODEL_WIDTH = 65_536       # hidden size, intermediate size, heads in a local model's config.json
+MAX_VOCAB = 2**21              # vocabulary of a local model or tokenizer (2,097,152 tokens)
+MAX_MODEL_PARAMETERS = 2**31   # parameters estimated from a local model's config.json, before building it
 # A length written as text: optional spaces, an optional sign, digits. "12.0" and "1e3" are
 # not lengths in any format (a float column is refused too); "+7" is 7 everywhere.
 INTEGER_TEXT = r"^\s*[+-]?[0-9]+\s*$"
@@ -191,5 +206,19 @@ def as_batch_size(value, name: str = "batch_size") -> int:
 
 
 # The documented limits, by name (the README and the hostile-input benchmark print them).
-LIMITS = {"MAX_CONTEXT": MAX_CONTEXT, "MAX_BATCH_SIZE": MAX_BATCH_SIZE, "MAX_LENGTH": MAX_LENGTH,
-          "MAX_DOCUMENTS": MAX_DOCUMENTS, "MAX_TOTAL_TOKENS": MAX_TOTAL_TOKENS, "MAX_TEXT_BYTES": MAX_TEXT_BYTES}
+LIMITS = {name: globals()[name] for name in (
+    "MAX_CONTEXT", "MAX_BATCH_SIZE", "MAX_LENGTH", "MAX_DOCUMENTS", "MAX_TOTAL_TOKENS", "MAX_TEXT_BYTES",
+    "MAX_SPLIT_PIECES", "MAX_DISTINCT_LENGTHS", "MAX_PROFILE_BYTES", "MAX_TURNS", "MAX_TEMPLATE_SECONDS",
+    "MAX_WORKERS", "MAX_BATCH_TOKENS", "MAX_BATCH_FILE_BYTES", "MAX_JSON_BYTES", "MAX_LAYERS", "MAX_MODEL_WIDTH",
+    "MAX_VOCAB", "MAX_MODEL_PARAMETERS", "MAX_RUN_ROW_TOKENS", "MAX_RUN_DOCUMENTS")}
+
+
+def as_workers(value, name: str = "workers") -> int:
+    """Scan workers: a whole number from 0 (this process) to ``MAX_WORKERS``.
+
+    >>> as_workers(1000000)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: workers must be at most 8, got 1,000,000; ...
+    """
+    return whole_number(value, name, minimum=0, maximum=MAX_WORKERS,
+                        hint=f"each worker holds a tokenizer; {MAX_WORKERS} keep a scan under 1 GiB")

@@ -18,10 +18,13 @@ finding (on a warning too with ``--strict``), or when ``--model`` shows a leak.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
+import re
 import sys
 
-from packing_core._validate import DEFAULT_CONTEXT, as_batch_size, as_context, as_seed
+from packing_core._validate import DEFAULT_CONTEXT, as_batch_size, as_context, as_seed, as_workers
 from packing_core.models.registry import DEFAULT_MODEL, PRETRAINED, find_model, model_names
 from packing_core.models.tokenizers import TOKENIZER_CHOICES
 from packing_core.packing.strategies import OVERLONG_POLICIES, STRATEGIES, STRATEGY_INFO, make_plan
@@ -96,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"{', '.join(TOKENIZER_CHOICES)}, or a local Hugging Face tokenizer folder (default {PRETRAINED})")
     s.add_argument("--kind", choices=("text", "prompt-completion", "messages"), help="override the detected kind")
     s.add_argument("--engine", default="local", choices=("local", "ray"))
-    s.add_argument("--workers", type=int, default=2, help="worker processes (local) or actors (ray)")
+    s.add_argument("--workers", type=_bounded(as_workers), default=2,
+                   help="worker processes (local) or actors (ray), 0 to 8 (default 2)")
     s.add_argument("--ray-address", help="join a Ray cluster: auto or HOST:PORT (default: start a local Ray)")
     s.add_argument("--cap", type=int, help="name the documents longer than this many tokens (e.g. the context)")
 
@@ -207,14 +211,20 @@ def _report(args, out) -> int:
     return 0
 
 
+def _vet_model(model: str | None) -> None:
+    """A model folder is vetted before torch is imported: a hostile one costs well under a second."""
+    if model is not None and find_model(model) is None and (os.sep in model or os.path.exists(model)):
+        from pathlib import Path
+
+        from packing_core.models.folders import vet_model_folder
+
+        vet_model_folder(Path(model).expanduser())
+
+
 def _verify(args, out) -> int:
-    from packing_core.verify.registry import is_model_path, verify_model
+    _vet_model(args.model)
+    from packing_core.verify.registry import verify_model
 
-    spec = find_model(args.model)
-    if (spec is not None and spec.tokenizer) or is_model_path(args.model):   # transformers: one report on stdout
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # one report on stdout, no loading bars on stderr
     texts = args.text
     if args.texts is not None:
         from packing_core.verify.registry import read_texts_file
@@ -259,6 +269,7 @@ def _special_ids(args) -> tuple[int, ...]:
 
 
 def _check(args, out) -> int:
+    _vet_model(args.model)
     from packing_core.attention.semantics import IMPLEMENTATIONS
     from packing_core.check.batch import check_hf_batch
     from packing_core.check.files import load_batch_file
@@ -271,12 +282,9 @@ def _check(args, out) -> int:
               for impl in impls]
     verdict = None
     if args.model is not None:
-        from transformers.utils import logging as hf_logging
-
         from packing_core.verify.batch_run import run_hf_batch
         from packing_core.verify.registry import load_causal_lm
 
-        hf_logging.disable_progress_bar()
         model, _ = load_causal_lm(args.model)
         if len(impls) == 1:
             model.config._attn_implementation = impls[0]
@@ -299,9 +307,14 @@ def _check(args, out) -> int:
 def _scan(args, out, err) -> int:
     import functools
 
+    from packing_core.data.readers import check_output
     from packing_core.data.scan import scan
+    from packing_core.data.shards import find_shards
     from packing_core.models.tokenizers import check_tokenizer, load_tokenizer
 
+    # before an hour of scanning: never an input (every file a glob or a folder names), a device or a folder
+    inputs = [*args.inputs, *sorted({shard.path for shard in find_shards(args.inputs)})]
+    check_output(args.out, inputs)
     check_tokenizer(args.tokenizer)
     last = [0.0]
 
@@ -313,9 +326,9 @@ def _scan(args, out, err) -> int:
 
     profile = scan(args.inputs, functools.partial(load_tokenizer, args.tokenizer), kind=args.kind, engine=args.engine,
                    workers=args.workers, cap=args.cap, ray_address=args.ray_address, progress=progress)
-    profile.save(args.out)
+    profile.save(args.out, inputs=inputs)
     shards = len(profile.sources)
-    out.write(f"wrote {args.out}: {profile.documents:,} documents, {profile.tokens:,} tokens ({profile.kind}, "
+    out.write(f"wrote {_escaped(args.out)}: {profile.documents:,} documents, {profile.tokens:,} tokens ({profile.kind}, "
               f"tokenizer {profile.tokenizer}) from {shards:,} shard{'' if shards == 1 else 's'} "
               f"in {profile.scan_seconds:.1f} s\n")
     return 0
@@ -392,6 +405,30 @@ def _zoo(args, out) -> int:
     return 0 if all(r.caught and r.silent_on_fix for r in results) else 1
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\n]")
+
+
+def _escaped(text) -> str:
+    r"""One line, whatever the data held: control characters and bidi overrides escaped.
+
+    >>> _escaped("bad\x1b[2J name\n")
+    'bad\\x1b[2J name\\n'
+    """
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
+
+
+def _quiet_libraries() -> None:
+    """No progress bars or warnings on stderr from loading a model: one report, or one error line."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if "transformers" in sys.modules or importlib.util.find_spec("transformers") is not None:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+
+
 def main(argv=None, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -401,16 +438,21 @@ def main(argv=None, out=None, err=None) -> int:
             from packing_core.models.tokenizers import check_tokenizer
 
             check_tokenizer(args.tokenizer)
+        if args.command in ("verify", "check") and args.model not in (None, *model_names(tokenizer=False)):
+            _quiet_libraries()   # a real model loads through transformers
         if args.command == "scan":
             return _scan(args, out, err)
         if args.command == "report" and args.ranks is not None:
             return _balance(args, out)
         return {"report": _report, "verify": _verify, "check": _check, "zoo": _zoo}[args.command](args, out)
     except ValueError as e:
-        err.write(f"error: {e}\n")
+        err.write(f"error: {_escaped(e)}\n")
+        return EXIT_BAD_INPUT
+    except RecursionError:   # a structure nested past Python's limit, wherever it was parsed
+        err.write("error: the input is nested too deeply to read; flatten it\n")
         return EXIT_BAD_INPUT
     except (OSError, MemoryError) as e:  # unreadable paths and the like: still one line
-        err.write(f"error: {e.__class__.__name__}: {e}\n")
+        err.write(f"error: {e.__class__.__name__}: {_escaped(e)}\n")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:   # Ctrl-C: writes are atomic, so nothing half-done is left behind
         err.write("error: interrupted; nothing was written\n")

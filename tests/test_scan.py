@@ -172,7 +172,7 @@ def test_a_file_that_is_not_what_its_name_says_is_named(tmp_path):
     with pytest.raises(ValueError, match="shard .*junk.parquet is unreadable or truncated"):
         scan([tmp_path / "junk.parquet"], BYTES, workers=0)
     (tmp_path / "bad.jsonl").write_text('{"text": "ok"}\n{"text": oops}\n')
-    with pytest.raises(ValueError, match="shard .*bad.jsonl line 2 is not valid JSON"):
+    with pytest.raises(ValueError, match="shard .*bad.jsonl: line 2 is not valid JSON"):
         scan([tmp_path / "bad.jsonl"], BYTES, workers=0)
 
 

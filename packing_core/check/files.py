@@ -15,11 +15,12 @@ torchtune's flex ``BlockMask`` is no tensor).
 from __future__ import annotations
 
 import io
-import json
 import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from packing_core._validate import MAX_BATCH_FILE_BYTES, MAX_BATCH_TOKENS, MAX_JSON_BYTES
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".bin", ".ckpt")
 BATCH_FILE_TYPES = ("safetensors", "npz", "json")
@@ -49,53 +50,120 @@ def save_batch_file(batch, path) -> list[str]:
 
 
 def load_batch_file(path) -> dict:
-    """The batch in ``path`` as a dict of numpy arrays (JSON: lists), ready for ``check_hf_batch``."""
+    """The batch in ``path`` as a dict of numpy arrays (JSON: lists), ready for ``check_hf_batch``.
+
+    Regular files only (a FIFO or ``/dev/zero`` is refused before it is opened), at most
+    ``MAX_BATCH_FILE_BYTES`` read.
+    """
+    from packing_core.data.readers import display, read_bytes
+
     path = Path(path)
     if path.suffix.lower() in PICKLE_SUFFIXES:
-        _refuse_pickle(path.name, f"a {path.suffix} file (torch.save / pickle)")
-    if not path.is_file():
-        raise ValueError(f"no batch file at {path}: give a .safetensors, .npz or .json file")
-    return load_batch_bytes(path.read_bytes(), path.name)
+        _refuse_pickle(display(path.name), f"a {display(path.suffix)} file (torch.save / pickle)")
+    if not path.exists() and not path.is_symlink():
+        raise ValueError(f"no batch file at {display(str(path))}: give a .safetensors, .npz or .json file")
+    return load_batch_bytes(read_bytes(path, "the batch file", MAX_BATCH_FILE_BYTES), path.name)
 
 
 def load_batch_bytes(data: bytes, name: str = "batch") -> dict:
-    """The same as :func:`load_batch_file`, from the file's bytes (an upload); ``name`` is for messages."""
+    """The same as :func:`load_batch_file`, from the file's bytes (an upload); ``name`` is for messages.
+
+    Every array is bounded before it is built: an ``.npz`` by the sizes its members declare,
+    JSON by its bytes and values, and each array by ``MAX_BATCH_TOKENS`` elements. Unsigned
+    64-bit values past the int64 range are refused (a uint64 label of 2**64 - 100 would
+    otherwise wrap to -100, the ignore index, and hide a boundary).
+    """
+    from packing_core.data.readers import display
+
+    name = display(name)
+    if len(data) > MAX_BATCH_FILE_BYTES:
+        raise ValueError(f"{name} is {len(data):,} bytes, more than a batch file may be ({MAX_BATCH_FILE_BYTES:,}); "
+                         "save one batch, not a dataset")
+    return {k: _bounded(name, k, v) for k, v in _load(data, name).items()}
+
+
+def _load(data: bytes, name: str) -> dict:
+    from packing_core.data.readers import load_json
+
     if Path(name).suffix.lower() in PICKLE_SUFFIXES:
         _refuse_pickle(name, f"a {Path(name).suffix} file (torch.save / pickle)")
     head = data[:16]
-    # a safetensors header of 128 + 256k bytes starts with 0x80 0x0k too: its JSON at byte 8 tells them apart
-    looks_safetensors = len(data) >= 9 and data[8:9] == b"{" and int.from_bytes(data[:8], "little") <= len(data) - 8
-    if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5 and not looks_safetensors:
+    # safetensors first: its 8-byte header length can begin with 0x80 (a 128-byte header), like a pickle
+    safetensors = len(head) >= 9 and head[8:9] == b"{" and 2 <= int.from_bytes(head[:8], "little") <= len(data) - 8
+    if not safetensors and head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
         _refuse_pickle(name, "a pickle (it starts with pickle's protocol byte)")
     if head[:2] == b"PK":
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as z:
-                names = z.namelist()
-        except zipfile.BadZipFile as e:
-            raise ValueError(f"{name} looks like a zip (.npz) but is not readable ({e})") from None
-        if any(n.endswith(".pkl") for n in names):
-            _refuse_pickle(name, "a torch.save archive (it holds a data.pkl)")
-        try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-                return {k: npz[k] for k in npz.files}
-        except ValueError as e:
-            raise ValueError(f"{name}: an .npz holding Python objects needs pickle, which the lab refuses "
-                             f"({e}); store integer arrays") from None
+        return _load_npz(data, name)
     if head.lstrip()[:1] in (b"{", b"[") or name.lower().endswith(".json"):
-        try:
-            batch = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"{name} is not valid UTF-8 JSON ({e})") from None
+        if len(data) > MAX_JSON_BYTES:
+            raise ValueError(f"{name} is {len(data):,} bytes of JSON, more than the lab parses ({MAX_JSON_BYTES:,}); "
+                             "save the batch as .safetensors or .npz")
+        batch = load_json(data, name, max_items=4 * MAX_BATCH_TOKENS, max_int=2**63 - 1)
         if not isinstance(batch, dict):
             raise ValueError(f"{name} holds a JSON {type(batch).__name__}; give an object "
                              '{"input_ids": [[...]], "labels": [[...]], ...}')
         return batch
-    if len(head) >= 9 and head[8:9] == b"{":   # safetensors: 8-byte header size, then a JSON header
+    if safetensors or (len(head) >= 9 and head[8:9] == b"{"):   # 8-byte header size, then a JSON header
         from safetensors import SafetensorError
         from safetensors.numpy import load
 
         try:
             return load(data)
         except (SafetensorError, ValueError, TypeError) as e:
-            raise ValueError(f"{name} is not a readable safetensors file ({e})") from None
+            raise ValueError(f"{name} is not a readable safetensors file ({str(e)[:200]})") from None
     raise ValueError(f"{name} is not a safetensors, .npz or JSON file; {_SAVE_HINT}")
+
+
+def _load_npz(data: bytes, name: str) -> dict:
+    """An ``.npz`` after its members' declared sizes are checked: a 1 MB file may declare gigabytes."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            infos = z.infolist()
+            if any(i.filename.endswith(".pkl") for i in infos):
+                _refuse_pickle(name, "a torch.save archive (it holds a data.pkl)")
+            unpacked = sum(i.file_size for i in infos)
+            if unpacked > MAX_BATCH_FILE_BYTES or len(infos) > 64:
+                raise ValueError(f"{name} unpacks to {unpacked:,} bytes in {len(infos):,} arrays, more than a batch "
+                                 f"may hold ({MAX_BATCH_FILE_BYTES:,} bytes); save one batch of integer arrays")
+            for info in infos:
+                with z.open(info) as member:
+                    _check_npy_header(member, info.filename, name)
+    except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError) as e:
+        raise ValueError(f"{name} looks like a zip (.npz) but is not readable ({str(e)[:200]})") from None
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{name}: an .npz member is unreadable or holds Python objects, which need pickle "
+                         f"(refused) ({str(e)[:200]}); store integer arrays") from None
+
+
+def _check_npy_header(member, member_name: str, name: str) -> None:
+    from numpy.lib import format as npy
+
+    try:
+        version = npy.read_magic(member)
+        read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+        shape, _, dtype = read(member, max_header_size=10_000)
+    except (ValueError, EOFError, SyntaxError) as e:
+        raise ValueError(f"{name}: member {member_name!r} is not a .npy array ({str(e)[:200]})") from None
+    if dtype.hasobject:
+        _refuse_pickle(name, f"an .npz whose {member_name!r} holds Python objects")
+    elements = int(np.prod([int(n) for n in shape], dtype=object)) if shape else 1
+    if elements > MAX_BATCH_TOKENS + 1:
+        raise ValueError(f"{name}: {member_name!r} declares shape {tuple(shape)} ({elements:,} values), more than a "
+                         f"batch may hold ({MAX_BATCH_TOKENS:,} tokens); check one batch at a time")
+
+
+def _bounded(name: str, key: str, value):
+    """One array of the batch, within ``MAX_BATCH_TOKENS`` values and the int64 range."""
+    if isinstance(value, np.ndarray):
+        if value.size > MAX_BATCH_TOKENS + 1:   # cu_seq_lens hold one more than the tokens
+            raise ValueError(f"{name}: {key} holds {value.size:,} values, more than a batch may hold "
+                             f"({MAX_BATCH_TOKENS:,} tokens); check one batch at a time")
+        if value.dtype.kind == "u" and value.dtype.itemsize == 8 and value.size:
+            top = int(value.max())
+            if top > np.iinfo(np.int64).max:
+                raise ValueError(f"{name}: {key} holds {top:,} ({value.dtype}), past the int64 range a trainer uses; "
+                                 f"as int64 it would wrap to {top - 2**64:,}: save the batch as int64")
+    return value

@@ -25,10 +25,14 @@ The tokenizer is passed in (this layer never imports transformers): a callable
 """
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Mapping
+from contextlib import contextmanager
 
 import numpy as np
 
+from packing_core._validate import MAX_TEMPLATE_SECONDS, MAX_TEXT_BYTES, MAX_TURNS
 from packing_core.data.lengths import count_tokens
 
 KIND_COLUMNS = {"messages": ("messages",), "prompt-completion": ("prompt", "completion"), "text": ("text",)}
@@ -74,6 +78,9 @@ def _check_messages(messages, where: str) -> list[dict]:
     if not isinstance(messages, list) or not messages:
         raise ValueError(f"{where}: messages must be a non-empty list of {{role, content}}, got "
                          f"{type(messages).__name__}")
+    if len(messages) > MAX_TURNS:   # each answer renders the chat up to it: turns^2 work
+        raise ValueError(f"{where}: {len(messages):,} messages in one chat, more than the lab renders "
+                         f"({MAX_TURNS:,}); split the conversation into shorter samples")
     for turn, m in enumerate(messages):
         if not isinstance(m, Mapping) or m.get("role") is None:
             raise ValueError(f"{where}: message {turn} has no role; every message needs a role "
@@ -85,14 +92,57 @@ def _check_messages(messages, where: str) -> list[dict]:
     return [{"role": m["role"], "content": m["content"]} for m in messages]
 
 
-def _render(tokenizer, messages, where: str, generation: bool = False) -> str:
+class _TemplateTimeout(BaseException):   # not Exception: a library's `except Exception` must not swallow it
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: float):
+    """Raise ``_TemplateTimeout`` in this thread after ``seconds`` (main thread only: a signal timer).
+
+    Scan workers and the CLI render in their main thread; elsewhere (a server thread) the
+    caller's own budget applies.
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _TemplateTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _render(tokenizer, messages, where: str, generation: bool = False) -> str:
+    """The chat rendered by the tokenizer's template, within ``MAX_TEMPLATE_SECONDS`` and ``MAX_TEXT_BYTES``.
+
+    A template is code from a file: a loop nested in a loop can run for hours or print
+    gigabytes, so each rendering runs under a timer and its output is bounded.
+    """
+    prepare = getattr(tokenizer, "prepare_chat_template", None)
+    if callable(prepare):
+        prepare()   # loading the library is not rendering: outside the timer
+    try:
+        with _time_limit(MAX_TEMPLATE_SECONDS):
+            text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
+    except _TemplateTimeout:
+        raise ValueError(f"{where}: the chat template took more than {MAX_TEMPLATE_SECONDS:g} s to render one "
+                         "chat (loops nested in the template?); fix the tokenizer's template") from None
     except Exception as e:  # noqa: BLE001  (jinja raises anything; one line that names the record)
-        raise ValueError(f"{where}: the chat template failed ({type(e).__name__}: {e}); check the messages "
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise ValueError(f"{where}: the chat template failed ({type(e).__name__}: {first}); check the messages "
                          "or the tokenizer's template") from None
     if not isinstance(text, str):
         raise ValueError(f"{where}: the chat template returned {type(text).__name__}, not text")
+    if len(text) > MAX_TEXT_BYTES:
+        raise ValueError(f"{where}: the chat template rendered {len(text):,} characters, more than one document "
+                         f"may hold ({MAX_TEXT_BYTES:,}); shorten the chat or fix the template")
     return text
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import errno
 import io
+import json
 import os
 import stat
 import time
@@ -105,6 +106,225 @@ def _check_regular(path: Path, shown: str) -> None:
         what = next((w for test, w in _KINDS if test(mode)), "not a regular file")
         fix = "pass one file inside it" if stat.S_ISDIR(mode) else "save the data to a regular file first"
         raise ValueError(f"{shown} is {what}, not a regular file; {fix}")
+
+
+def check_regular(path, name: str | None = None) -> None:
+    """Refuse anything but a regular file (FIFO, device, socket, folder, link loop) before it is opened.
+
+    >>> check_regular("/dev/zero")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: /dev/zero is a character device, not a regular file; ...
+    """
+    _check_regular(Path(path).expanduser(), display(str(path) if name is None else name))
+
+
+def read_bytes(path, what: str, limit: int) -> bytes:
+    """The whole of a small regular file (a profile, a config, a batch), refused past ``limit`` bytes.
+
+    Only regular files are opened (a FIFO would block, ``/dev/zero`` never ends) and never
+    more than ``limit + 1`` bytes are read, whatever the file claims.
+    """
+    shown = display(str(path))
+    check_regular(path)
+    try:
+        with open(Path(path).expanduser(), "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise ValueError(f"cannot read {what} {shown} ({e.strerror}); check that it is a readable file") from None
+    if len(data) > limit:
+        raise ValueError(f"{what} {shown} is larger than {limit:,} bytes, more than the lab reads for one; "
+                         "check that it is the right file")
+    return data
+
+
+class _NoConstant(ValueError):
+    pass
+
+
+def _refuse_constant(name: str):
+    raise _NoConstant(name)
+
+
+def load_json(data: bytes | str, name: str, *, max_items: int | None = None, duplicates: bool = False,
+              max_int: int | None = None):
+    """Parse JSON safely: no ``NaN``/``Infinity``, no nesting past the recursion limit, bounded size.
+
+    ``max_items`` bounds the values (commas and colons, counted before parsing: a JSON bomb
+    is refused before it costs memory); ``duplicates`` refuses an object with a key twice
+    (plain ``json.loads`` keeps the last one silently); ``max_int`` refuses integers past it in
+    size (a uint64 written as text must not wrap later).
+
+    >>> load_json(b'{"a": 1, "a": 2}', "x.json", duplicates=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: x.json holds the key 'a' twice in one object; ...
+    >>> load_json(b'{"n": Infinity}', "x.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: x.json holds Infinity, which is not a number JSON allows; ...
+    """
+    name = display(name)
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if max_items is not None:
+        items = raw.count(b",") + raw.count(b":")
+        if items > max_items:
+            raise ValueError(f"{name} holds about {items:,} JSON values, more than the lab reads in one "
+                             f"({max_items:,}); check that it is the right file, or make it smaller")
+
+    def pairs(items):
+        out = dict(items)
+        if len(out) < len(items):
+            seen: set = set()
+            twice = next(k for k, _ in items if k in seen or seen.add(k))
+            raise ValueError(f"{name} holds the key {display(twice)!r} twice in one object; JSON readers "
+                             "keep only one of them silently: fix the file so each key appears once")
+        return out
+
+    def integer(text: str) -> int:
+        value = int(text)
+        if max_int is not None and abs(value) > max_int:
+            raise ValueError(f"{name} holds the integer {value:,}, past {max_int:,} in size; "
+                             "store ordinary 64-bit integers")
+        return value
+
+    try:
+        text = raw.decode("utf-8")
+        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=pairs if duplicates else None,
+                          parse_int=integer)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{name} is not UTF-8 text (byte {e.start} is 0x{raw[e.start]:02x}); re-save it as UTF-8") \
+            from None
+    except _NoConstant as e:
+        raise ValueError(f"{name} holds {e}, which is not a number JSON allows; write a finite number") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{name} is not JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise ValueError(f"{name} is nested too deeply to read; no file the lab reads needs more than a few "
+                         "levels of nesting") from None
+    except ValueError as e:
+        if str(e).startswith(name):
+            raise
+        raise ValueError(f"{name} holds a value too large to read ({str(e)[:120]}); store ordinary numbers") \
+            from None
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def check_output(path, inputs=()) -> Path:
+    """Refuse an output path that would destroy something: an input, a device, a FIFO, a folder.
+
+    ``inputs`` are the paths read (files or folders). The check compares devices and inodes
+    (``os.path.samefile``), so a hard link or a symbolic link to an input is caught too;
+    only a new file or an existing regular file that is no input may be replaced.
+    """
+    path = Path(path).expanduser()
+    shown = display(str(path))
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ValueError(f"--out {shown} is a symbolic link loop; name a new file") from None
+        if e.errno == errno.ENOTDIR:
+            raise ValueError(f"--out {shown}: a part of that path is a file, not a folder; name a new file") from None
+        raise ValueError(f"cannot write {shown} ({e.strerror}); name a file in a folder you can write to") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        what = next((w for test, w in _KINDS if test(st.st_mode)), "not a regular file")
+        raise ValueError(f"--out {shown} is {what}; the lab writes only regular files and never replaces "
+                         "anything else: name a new file, e.g. profile.json")
+    if st is not None:
+        for given in inputs:
+            given = Path(str(given)).expanduser()
+            for candidate in _input_files(given):
+                try:
+                    if _same_file(st, os.stat(candidate)):
+                        raise ValueError(f"--out {shown} is one of the inputs ({display(str(candidate))}); writing "
+                                         "the profile there would destroy the data: name a new file")
+                except OSError:
+                    continue
+    if os.path.islink(path) and st is not None:
+        raise ValueError(f"--out {shown} is a symbolic link; the lab would replace the link, not its target: "
+                         "name the file itself or a new file")
+    parent = path.parent if str(path.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"--out {shown}: {display(str(parent))} is a file, not a folder; name a new file")
+    return path
+
+
+def _input_files(given: Path):
+    """The files an input names: itself, or the files under a folder / matched by a glob."""
+    text = str(given)
+    if any(c in text for c in "*?["):
+        import glob as _glob
+
+        yield from (Path(m) for m in _glob.iglob(text))  # one level: a link loop cannot recurse here
+        return
+    yield given
+    if given.is_dir():
+        for root, _, files in os.walk(given):   # links to folders are not followed: bounded
+            yield from (Path(root) / f for f in files)
+
+
+def write_atomic(path, data, inputs=()) -> Path:
+    """Write ``data`` (bytes, or a function that writes to a binary file) to ``path``, all or nothing.
+
+    The path is vetted by :func:`check_output` first.
+    The bytes go to a hidden temporary file beside the target, which is then renamed over
+    it; on any failure (Ctrl-C included) the temporary file is removed and the message names
+    the target only, never the temporary name.
+    """
+    import tempfile
+
+    path = check_output(path, inputs)
+    shown = display(str(path))
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".part", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            data(f) if callable(data) else f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)   # mkstemp makes it private; a profile is meant to be shared
+        check_output(path, inputs)   # again, just before the rename: nothing swapped in meanwhile
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise ValueError(f"could not write {shown} ({e.strerror or type(e).__name__}); nothing was written: "
+                         "check the folder and the free space") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+    return path
+
+
+MAX_TOKENIZER_FILE_BYTES = 64 << 20   # tokenizer.json of a 250k vocabulary is about 20 MB
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
+
+
+def vet_tokenizer_folder(folder: Path) -> None:
+    """Refuse a tokenizer folder before a library opens it: its files regular and bounded, its JSON plain.
+
+    A FIFO named ``tokenizer.json`` would block the loader forever, ``/dev/zero`` linked as
+    one would fill memory, and a ``tokenizer_config.json`` nested past Python's recursion
+    limit would crash it with a traceback.
+    """
+    for name in (*TOKENIZER_FILES, "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
+                 "chat_template.json", "merges.txt"):
+        path = folder / name
+        if path.exists() or path.is_symlink():
+            check_regular(path)
+            if path.stat().st_size > MAX_TOKENIZER_FILE_BYTES:
+                raise ValueError(f"{path} is {path.stat().st_size:,} bytes, more than a tokenizer file may be "
+                                 f"({MAX_TOKENIZER_FILE_BYTES:,}); check the folder")
+            if name.endswith(".json") and name != "tokenizer.json":
+                config = load_json(read_bytes(path, "the tokenizer file", MAX_TOKENIZER_FILE_BYTES), str(path))
+                if name == "tokenizer_config.json" and not isinstance(config, dict):
+                    raise ValueError(f"{path} holds a JSON {type(config).__name__}, not an object; save the "
+                                     "tokenizer again with save_pretrained()")
 
 
 def as_source(source, fmt: str | None = None) -> Source:

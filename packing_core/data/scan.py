@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core._validate import whole_number
+from packing_core._validate import as_workers, whole_number
 from packing_core.data.formats import detect_kind, kind_columns, record_lengths
 from packing_core.data.lengths import byte_tokenizer
 from packing_core.data.profile import MAX_OVER_CAP_EXAMPLES, LengthProfile, OverCap, SourceCount
@@ -119,12 +119,24 @@ def scan_shard(shard: Shard, kind: str, columns: list[str], tokenizer, cap: int 
 
 
 def _init_worker(load_tokenizer: Callable) -> None:
+    """Load the worker's tokenizer; a failure is kept and raised by the first task, as one line.
+
+    An exception escaping an initializer breaks the whole pool, and the parent then sees
+    only ``BrokenProcessPool``, which reads like a crash (or running out of memory).
+    """
     global _worker_tokenizer
     os.environ["TOKENIZERS_PARALLELISM"] = "false"   # one thread per worker: the workers are the parallelism
-    _worker_tokenizer = load_tokenizer()
+    try:
+        _worker_tokenizer = load_tokenizer()
+    except Exception as e:  # noqa: BLE001  (whatever the loader raised, the task names it)
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        _worker_tokenizer = ValueError(first if isinstance(e, ValueError) else
+                                       f"could not load the tokenizer ({type(e).__name__}: {first})")
 
 
 def _scan_task(shard: Shard, kind: str, columns: list[str], cap: int | None) -> LengthProfile:
+    if isinstance(_worker_tokenizer, ValueError):
+        raise _worker_tokenizer
     return scan_shard(shard, kind, columns, _worker_tokenizer, cap)
 
 
@@ -139,7 +151,7 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, engine: s
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
-    whole_number(workers, "workers", minimum=0, hint="try 2")
+    workers = as_workers(workers)
     if cap is not None:
         whole_number(cap, "cap", hint="e.g. the context, 2048")
     start = time.perf_counter()

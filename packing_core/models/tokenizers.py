@@ -30,12 +30,12 @@ import numpy as np
 
 from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs, word_counter_enabled
 from packing_core.data.lengths import byte_tokenizer
+from packing_core.data.readers import TOKENIZER_FILES, vet_tokenizer_folder
 
 BUILTIN_TOKENIZERS = (PRETRAINED, "bytes")
 AUTO = "auto"   # the pretrained model's tokenizer when installed, else bytes
 TOKENIZER_CHOICES = (AUTO, *BUILTIN_TOKENIZERS)   # what --tokenizer takes, besides a folder
 # where models.pretrained caches SmolLM2's converted files (the model folder, or the tokenizer alone)
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
 
 
 def _sha(text: str) -> str:
@@ -194,6 +194,9 @@ class HFTokenizer:
         if self.fast is not None:
             return self.fast.decode(list(ids), skip_special_tokens=False)
         return self.hf.decode(ids)
+    def prepare_chat_template(self) -> None:
+        """Load transformers' tokenizer now, so that no time budget on a rendering pays for the import."""
+        _ = self.hf
 
     def apply_chat_template(self, messages, tokenize: bool = False, add_generation_prompt: bool = False):
         return self.hf.apply_chat_template(messages, tokenize=tokenize, add_generation_prompt=add_generation_prompt)
@@ -210,6 +213,7 @@ class HFTokenizer:
     def from_folder(cls, name: str, folder: Path) -> HFTokenizer:
         """A tokenizer folder: light (``tokenizers`` only) when it holds tokenizer.json and a plain template."""
         check_tokenizer(str(folder))
+        vet_tokenizer_folder(folder)
         template = _folder_template(folder)
         if not (folder / "tokenizer.json").is_file() or template is False:
             return cls.wrap(name, _load_folder(folder), folder)
@@ -263,6 +267,7 @@ def _load_folder(folder: Path):
     from transformers import AutoTokenizer
 
     check_tokenizer(str(folder))
+    vet_tokenizer_folder(folder)
     try:
         return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001  (transformers raises many kinds; one line naming the folder)

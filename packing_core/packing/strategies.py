@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from packing_core._validate import (
+    MAX_SPLIT_PIECES,
     OVERLONG_POLICIES,
     as_batch_size,
     as_bucket_edges,
@@ -27,7 +28,6 @@ from packing_core.packing.registry import PACKING_STRATEGIES, STRATEGIES, STRATE
 __all__ = ["MAX_SPLIT_PIECES", "OVERLONG_POLICIES", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO", "compare",
            "make_plan"]
 
-MAX_SPLIT_PIECES = 10_000_000  # extra pieces from splitting: beyond this a length is a typo, not a dataset
 
 
 def _check_split(arr: np.ndarray, context: int) -> None:

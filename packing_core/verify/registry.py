@@ -81,17 +81,22 @@ def tokenise_texts(tokenizer, texts=None) -> list[list[int]]:
     return [list(d) for d in ids]
 
 
+MAX_TEXTS_FILE_BYTES = 1 << 20   # 4 texts of 512 tokens fit many times over
+
+
 def read_texts_file(path) -> list[str]:
-    """One text per non-blank line of a UTF-8 file."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as e:
-        raise ValueError(f"cannot read texts file {path}: {e.strerror or e}") from None
+    """One text per non-blank line of a UTF-8 file (a regular file of at most ``MAX_TEXTS_FILE_BYTES``).
+
+    A FIFO or ``/dev/zero`` is refused before it is opened; see ``readers.read_bytes``.
+    """
+    from packing_core.data.readers import display, read_bytes
+
+    raw = read_bytes(path, "the texts file", MAX_TEXTS_FILE_BYTES)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not UTF-8 text (byte {e.start} is {raw[e.start]:#04x}): save it as "
-                         "UTF-8, one text per line") from None
+        raise ValueError(f"{display(str(path))} is not UTF-8 text (byte {e.start} is {raw[e.start]:#04x}): save it "
+                         "as UTF-8, one text per line") from None
     return [line for line in text.splitlines() if line.strip()]
 
 

@@ -1,0 +1,122 @@
+"""Model folders vetted before any library reads them: no torch, no transformers imported here.
+
+The CLI calls :func:`vet_model_folder` before it imports torch, so a hostile folder (a
+pickle behind an index, a config of 100,000 layers, a FIFO for weights) is refused in
+well under a second; ``pretrained.load_local_model`` calls it again before loading.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+WEIGHT_SUFFIX = ".safetensors"
+MAX_CONFIG_BYTES = 4 << 20     # a config.json or an index file: a few KB in practice
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "intermediate_size", "n_inner", "ffn_dim", "num_attention_heads",
+               "n_head", "num_key_value_heads", "head_dim", "num_experts", "num_local_experts")
+_POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx")
+
+
+def _config_number(config: dict, keys, folder: str, maximum: int, what: str) -> int | None:
+    for key in keys:
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{folder}/config.json: {key} is {str(value)[:40]!r}, not a whole number >= 1; "
+                             "fix the config or save the model again")
+        if value > maximum:
+            raise ValueError(f"{folder}/config.json: {key} = {value:,}, more {what} than the lab builds "
+                             f"({maximum:,}); the lab checks small causal LMs: pick a smaller model")
+        return value
+    return None
+
+
+def vet_model_folder(folder: Path) -> dict:
+    """Refuse a model folder the lab must not load, before transformers reads a byte of it; its config.
+
+    - ``config.json``: a regular file of at most ``MAX_CONFIG_BYTES``, plain JSON (no NaN, no
+      deep nesting), with layers, widths, vocabulary and parameters within the lab's limits
+      (``MAX_LAYERS``, ``MAX_MODEL_WIDTH``, ``MAX_VOCAB``, ``MAX_MODEL_PARAMETERS``): a config of
+      100,000 layers is refused here instead of being built.
+    - weights: ``*.safetensors`` only, each a regular file; every index file
+      (``*.index.json``) may name only ``.safetensors`` files inside the folder. transformers
+      follows ``model.safetensors.index.json``'s ``weight_map`` to whatever file it names, a
+      ``pytorch_model.bin`` included: ``transformers/modeling_utils.py``'s ``load_state_dict``
+      reads a shard with safetensors only when its name ends in ``.safetensors`` and falls
+      back to ``torch.load`` (a pickle) otherwise. Such an index is refused here.
+    """
+    from packing_core._validate import MAX_CONTEXT, MAX_LAYERS, MAX_MODEL_PARAMETERS, MAX_MODEL_WIDTH, MAX_VOCAB
+    from packing_core.data.readers import check_regular, display, load_json, read_bytes
+
+    shown = display(str(folder))
+    if not folder.is_dir():
+        raise ValueError(f"no model folder at {shown}: give a folder with config.json and *.safetensors")
+    if not (folder / "config.json").exists():
+        raise ValueError(f"{shown} has no config.json: it is not a Hugging Face model folder "
+                         "(save one with model.save_pretrained(folder))")
+    config = load_json(read_bytes(folder / "config.json", "the model config", MAX_CONFIG_BYTES),
+                       f"{folder}/config.json")
+    if not isinstance(config, dict):
+        raise ValueError(f"{shown}/config.json holds a JSON {type(config).__name__}, not an object; "
+                         "save the model again with save_pretrained()")
+    layers = _config_number(config, _LAYER_KEYS, shown, MAX_LAYERS, "layers")
+    for key in _WIDTH_KEYS:
+        _config_number(config, (key,), shown, MAX_MODEL_WIDTH, f"units in {key}")
+    vocab = _config_number(config, ("vocab_size",), shown, MAX_VOCAB, "tokens") or 0
+    _config_number(config, _POSITION_KEYS, shown, MAX_CONTEXT, "positions")
+    width = next((config[k] for k in ("hidden_size", "n_embd", "d_model") if isinstance(config.get(k), int)), 0)
+    inner = next((config[k] for k in ("intermediate_size", "n_inner", "ffn_dim") if isinstance(config.get(k), int)),
+                 4 * width)
+    experts = max(1, *(config[k] for k in ("num_experts", "num_local_experts") if isinstance(config.get(k), int)), 1)
+    parameters = 2 * vocab * width + (layers or 0) * (4 * width * width + 3 * width * inner * experts)
+    if parameters > MAX_MODEL_PARAMETERS:
+        raise ValueError(f"{shown}/config.json describes about {parameters:,} parameters, more than the lab builds "
+                         f"({MAX_MODEL_PARAMETERS:,}); the lab checks small causal LMs: pick a smaller model")
+    weights = sorted(folder.glob("*" + WEIGHT_SUFFIX))
+    if not weights:
+        pickles = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"))
+        raise ValueError(f"{shown} has no *.safetensors weights{f' (only pickles: {pickles[:3]})' if pickles else ''}: "
+                         "the lab loads safetensors only; convert with "
+                         "model.save_pretrained(folder, safe_serialization=True)")
+    for w in weights:
+        _check_safetensors_header(w)
+    for index in sorted(folder.glob("*.index.json")):
+        mapping = load_json(read_bytes(index, "the weight index", MAX_CONFIG_BYTES), str(index))
+        files = mapping.get("weight_map") if isinstance(mapping, dict) else None
+        if not isinstance(files, dict):
+            raise ValueError(f"{display(str(index))} has no weight_map object; save the model again with "
+                             "save_pretrained(folder, safe_serialization=True)")
+        for target in sorted({str(v) for v in files.values()}):
+            if not target.endswith(WEIGHT_SUFFIX) or "/" in target or "\\" in target or target.startswith("."):
+                raise ValueError(f"{display(str(index))} points at {display(target)!r}, which is not a .safetensors "
+                                 "file in the folder: the lab never loads pickled weights (loading one runs code); "
+                                 "save the model with save_pretrained(folder, safe_serialization=True)")
+            if not (folder / target).exists():
+                raise ValueError(f"{display(str(index))} lists {display(target)!r}, which the folder lacks; copy the "
+                                 "whole folder that save_pretrained wrote")
+            check_regular(folder / target)
+    return config
+
+
+def _check_safetensors_header(path: Path) -> None:
+    """A regular file that starts like safetensors: an 8-byte header length, then a JSON object that fits.
+
+    A pickle renamed ``model.safetensors`` is refused here, in one line, before the library
+    reads it (its header length would be absurd).
+    """
+    from packing_core.data.readers import check_regular, display, load_json
+
+    check_regular(path)
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        if not 2 <= n <= min(size - 8, MAX_CONFIG_BYTES * 25):
+            raise ValueError(f"{display(str(path))} is not a safetensors file (its header length {n:,} does not fit "
+                             f"its {size:,} bytes); save the model with save_pretrained(folder, safe_serialization=True)")
+        header = load_json(f.read(n), str(path))
+    if not isinstance(header, dict):
+        raise ValueError(f"{display(str(path))} is not a safetensors file (its header is not a JSON object)")
+    ends = [t.get("data_offsets", [0, 0])[1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict)]
+    if not all(isinstance(e, int) for e in ends) or 8 + n + max(ends, default=0) != size:
+        raise ValueError(f"{display(str(path))} is truncated or damaged: its header does not cover its {size:,} "
+                         "bytes; copy the file again or save the model again")
