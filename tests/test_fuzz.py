@@ -241,7 +241,8 @@ def test_cli_reports_a_million_line_length_column_within_a_minute(tmp_path):
     r = run_cli(path, "--format", "json", timeout=180)
     assert r.returncode == 0, r.stderr[-500:]
     assert time.perf_counter() - start < 60
-    assert {m["real_tokens"] for m in json.loads(r.stdout)["strategies"] if m["tokens_lost"] == 0} == {int(lengths.sum())}
+    whole = [m for m in json.loads(r.stdout)["strategies"] if m["basis"] == "counts"]   # not the sampled ones
+    assert {m["real_tokens"] for m in whole if m["tokens_lost"] == 0} == {int(lengths.sum())}
 
 
 def test_cli_refuses_an_absurd_document_length_quickly(tmp_path):
@@ -251,7 +252,8 @@ def test_cli_refuses_an_absurd_document_length_quickly(tmp_path):
         r = run_cli(path, "--strategy", "bfd", timeout=20)
     except subprocess.TimeoutExpired:
         pytest.fail("one absurd length kept the CLI busy for more than 20 s")
-    assert r.returncode == 2 and "10000000000" in r.stderr and r.stderr.count("\n") == 1
+    # planned from its counts: exact at once (10**10 / 512 rows), where a plan per piece was refused
+    assert r.returncode == 0 and "19,531,251" in r.stdout, r.stderr
 
 
 # ---------------------------------------------------------------- static checks
@@ -579,7 +581,7 @@ CLI_CASES = [
             r"and 399,980 more\]; pass column="),
     CliCase("context-200M-sizes-nothing-by-it", "memory",
             lambda d: ["--lengths", "5,3,300000000", "--context", "200000000"],
-            check=lambda r: {m["strategy"] for m in r} >= {"bucket", "bfd"} and _one(r, "documents") == 3),
+            check=lambda r: {m["strategy"] for m in r["strategies"]} >= {"bucket", "bfd"} and _one(r, "documents") == 3),
     CliCase("txt-one-50MB-line", "memory", lambda d: [_write(d, "line.txt", "a" * 50_000_000 + "\n")],
             r"line 1 is longer than 4,194,304 bytes"),
     CliCase("jsonl-one-50MB-line", "memory",
@@ -595,7 +597,8 @@ CLI_CASES = [
     # 3. hangs: only regular files are read
     CliCase("fifo", "hangs", _fifo, r"pipe.csv is a FIFO \(named pipe\), not a regular file"),
     CliCase("character-device", "hangs", lambda d: ["/dev/zero"], r"/dev/zero is a character device"),
-    CliCase("folder-with-a-suffix", "hangs", lambda d: [str(d / "folder.csv")], r"is a folder, not a regular file"),
+    # a folder is an input (the shards of a corpus): an empty one is named, whatever its suffix
+    CliCase("folder-with-a-suffix", "hangs", lambda d: [str(d / "folder.csv")], r"folder.*folder.csv.* holds no data files"),
     # 4. tracebacks: one line instead
     CliCase("context-1e20", "tracebacks", lambda d: ["--lengths", "5", "--context", "1e20"], r"--context: '1e20' is not a whole"),
     CliCase("context-10-to-the-20", "tracebacks", lambda d: ["--lengths", "5", "--context", str(10**20)],

@@ -110,18 +110,21 @@ def profile_headline(profile: LengthProfile, plans: list[CountPlan]) -> Headline
 def order_effects(rows, basis: str) -> str:
     """One sentence: what document order does to the order-dependent strategies, against bfd.
 
+    ``basis`` says which order was measured ("the documents in the dataset's order").
+
     >>> from packing_core.analysis.tables import strategy_table
     >>> print(order_effects(strategy_table([120, 90, 300, 40, 55, 30, 210, 65], 512), "the dataset's order"))
     ... # doctest: +NORMALIZE_WHITESPACE
-    next-fit and pad-longest depend on document order: in the dataset's order next-fit fills 88.9% and
-    pad-longest fills 37.9%; bfd sorts the documents first, so it fills 88.9% in any order.
+    next-fit and pad-longest depend on document order. Measured on the dataset's order: next-fit fills 88.9%
+    and pad-longest 37.9%; bfd sorts the documents first, so it fills 88.9% in any order.
     """
     by = {getattr(r, "metrics", r).strategy: getattr(r, "metrics", r) for r in rows}
-    parts = [f"{s} fills {by[s].utilisation:.1%}" for s in ("next-fit", "pad-longest") if s in by]
+    parts = [f"{s} {'fills ' if not k else ''}{by[s].utilisation:.1%}"
+             for k, s in enumerate(s for s in ("next-fit", "pad-longest") if s in by)]
     if not parts:
         return "No order-dependent strategy (next-fit, pad-longest) was measured."
     tail = f"; bfd sorts the documents first, so it fills {by['bfd'].utilisation:.1%} in any order." if "bfd" in by else "."
-    return f"next-fit and pad-longest depend on document order: in {basis} {' and '.join(parts)}{tail}"
+    return f"next-fit and pad-longest depend on document order. Measured on {basis}: {' and '.join(parts)}{tail}"
 
 
 def profile_table(profile: LengthProfile, context: int, *, strategies=None, overlong: str = "split",

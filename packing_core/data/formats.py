@@ -79,9 +79,9 @@ def detect_kind(columns, kind: str | None = None, name: str = "the data") -> str
             return k
     if len(columns) == 1:
         return "text"
-    raise ValueError(f"{name} has columns {_shown(columns)}: none of messages, prompt + completion, text, "
-                     f"input_ids or a length column ({', '.join(LENGTH_COLUMNS)}); pass column= (--column) "
-                     "naming a text or length column, or --kind")
+    raise ValueError(f"{name} has columns {_shown(columns)}; pass column= (--column) naming a text or length "
+                     f"column, or --kind: none is messages, prompt + completion, a length column "
+                     f"({', '.join(LENGTH_COLUMNS)}), input_ids or text")
 
 
 def kind_columns(kind: str, columns) -> list[str]:

@@ -89,16 +89,22 @@ def _column_profile(src: readers.Source, column: str, load, budget: ReadBudget |
 
 
 def _single_file(inputs) -> Path | None:
-    """The one file of ``inputs`` when ``readers`` can read it (CSV, TSV, JSONL, Parquet, TXT), else None."""
+    """The one input when it is a file (or names nothing: the reader says so), not a folder or a glob."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     inputs = list(inputs)
-    if len(inputs) != 1 or any(c in str(inputs[0]) for c in "*?["):
+    if len(inputs) != 1:
         return None
     path = Path(inputs[0]).expanduser()
-    if path.is_dir() or Path(str(inputs[0])).suffix.lower() not in readers.FORMATS:
+    if path.is_dir() or (not os.path.lexists(path) and any(c in str(inputs[0]) for c in "*?[")):
         return None
     return path
+
+
+def _scan_only(path: Path) -> bool:
+    """A suffix that only the scan reads (Arrow, JSON Lines .gz)."""
+    name = path.name.lower()
+    return Path(name).suffix not in readers.FORMATS and any(name.endswith(s) for s in SUFFIXES)
 
 
 def _from_source(src: readers.Source, load, kind, column, budget, scan_input, shown: str) -> LengthProfile:
@@ -134,6 +140,9 @@ def profile_from_inputs(inputs, load_tokenizer: Callable, *, kind: str | None = 
         return scan(inputs, load_tokenizer, kind=k, column=c, workers=0)
 
     path = _single_file(inputs)
+    if path is not None and _scan_only(path):
+        readers.as_source(path, fmt="txt")   # the regular-file check alone (the scan reads the format)
+        return scan_input(kind, column)
     if path is not None:
         src = readers.as_source(path)     # regular files only, the name escaped
         if path.suffix.lower() == ".json" and path.stat().st_size <= MAX_PROFILE_BYTES:
