@@ -50,6 +50,9 @@ def balance_of(key: str, _lengths, context: int, ranks: int, micro: int, sampled
     """The balance report of the bfd rows of ``_lengths`` (keyed by ``key``), and what they are."""
     plan = pc.make_plan(_lengths, context, "bfd")
     basis = f"a sample of {len(_lengths):,} documents" if sampled else f"all {len(_lengths):,} documents"
+    if plan.n_rows < ranks * micro:   # the library refuses; the page says it in words, not as an error
+        return (f"the bfd rows of {basis} are {plan.n_rows:,}, fewer than {ranks} ranks x {micro} micro-batches; "
+                "lower the ranks or the micro-batches"), basis
     return pc.balance_rows(plan, ranks, micro), basis
 
 
