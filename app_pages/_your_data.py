@@ -47,13 +47,17 @@ def profile_plans(digest: str, _profile, context: int, overlong: str):
 
 @st.cache_data(show_spinner="Balancing the rows...", max_entries=16)
 def balance_of(key: str, _lengths, context: int, ranks: int, micro: int, sampled: bool):
-    """The balance report of the bfd rows of ``_lengths`` (keyed by ``key``), and what they are."""
+    """The balance report of the bfd rows of ``_lengths`` (keyed by ``key``), what they are, and a note."""
     plan = pc.make_plan(_lengths, context, "bfd")
     basis = f"a sample of {len(_lengths):,} documents" if sampled else f"all {len(_lengths):,} documents"
-    if plan.n_rows < ranks * micro:   # the library refuses; the page says it in words, not as an error
-        return (f"the bfd rows of {basis} are {plan.n_rows:,}, fewer than {ranks} ranks x {micro} micro-batches; "
-                "lower the ranks or the micro-batches"), basis
-    return pc.balance_rows(plan, ranks, micro), basis
+    note = ""
+    if plan.n_rows < ranks * micro:   # too few rows to fill every micro-batch: as many as they fill, said so
+        fit_ranks = min(ranks, plan.n_rows)
+        fit_micro = max(1, min(micro, plan.n_rows // fit_ranks))
+        note = (f"The {plan.n_rows:,} bfd rows cannot fill {ranks} ranks x {micro} micro-batches: shown on "
+                f"{fit_ranks} x {fit_micro}.")
+        ranks, micro = fit_ranks, fit_micro
+    return pc.balance_rows(plan, ranks, micro), basis, note
 
 
 def _caption(profile, names: list[str]) -> str:
@@ -63,9 +67,31 @@ def _caption(profile, names: list[str]) -> str:
             f"{profile.loss_share:.1%} of the tokens are in the loss")
 
 
+def _key() -> str:
+    """The uploader's widget key: a fresh one after each analysed upload, so the next starts empty."""
+    generation = st.session_state.get("upload_generation", 0)
+    return "w_upload" if generation == 0 else f"w_upload_{generation}"
+
+
+def _picked() -> None:
+    """The uploader changed: the files just added are the selection (a browser adds to a multi-file uploader)."""
+    st.session_state.pop("upload_error", None)   # a new file starts clean: an error about the previous one would mislead
+    ups = st.session_state.get(_key()) or []
+    before = set(st.session_state.get("upload_ids", ()))
+    new = [u.file_id for u in ups if u.file_id not in before]
+    st.session_state["upload_ids"] = [u.file_id for u in ups]
+    st.session_state["upload_picked"] = new or [u.file_id for u in ups]
+
+
+def _selection() -> list:
+    ups = st.session_state.get(_key()) or []
+    picked = set(st.session_state.get("upload_picked", ()))
+    return [u for u in ups if u.file_id in picked] or list(ups)
+
+
 def _use_upload() -> None:
     """Read the upload and make it the sidebar's dataset (a button callback): a second upload replaces the first."""
-    ups = st.session_state.get("w_upload") or []
+    ups = _selection()
     st.session_state.pop("upload_error", None)
     if not ups:
         st.session_state["upload_error"] = "choose a file first"
@@ -97,6 +123,9 @@ def _use_upload() -> None:
     st.session_state["dataset"] = UPLOAD
     # a new upload starts with its own "What is this data?" answer, not the previous file's
     st.session_state.pop(f"dataset_explorer.kind_{UPLOAD}", None)
+    st.session_state["upload_generation"] = st.session_state.get("upload_generation", 0) + 1
+    for k in ("upload_ids", "upload_picked", "w_upload_column"):
+        st.session_state.pop(k, None)
 
 
 def _clear_error() -> None:
@@ -118,8 +147,10 @@ def upload_form() -> None:
         except ValueError as e:
             st.error(f"The server's read budget is misconfigured: {esc(e)}")
         u1, u2, u3 = st.columns([3, 1, 1])
-        ups = u1.file_uploader("Data files or a length profile", type=pc.UPLOAD_TYPES, accept_multiple_files=True,
-                               key="w_upload", on_change=_clear_error)
+        u1.file_uploader("Data files or a length profile", type=pc.UPLOAD_TYPES, accept_multiple_files=True,
+                         key=_key(), on_change=_picked,
+                         help="the shards of one corpus: select them all at once")
+        ups = _selection()
         u2.selectbox("Kind", [DETECT, *pc.RECORD_KINDS], key="w_upload_kind", on_change=_clear_error,
                      help="detect: from the columns (messages, prompt + completion, a length column, input_ids, text)")
         u3.selectbox("Tokenizer", _tokenizers(), key="w_upload_tok", on_change=_clear_error,

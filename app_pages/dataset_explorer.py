@@ -118,11 +118,10 @@ ranks = b1.number_input("Ranks", 1, 1024, **S.bind("ranks"))
 micro = b2.number_input("Micro-batches per rank", 1, 256, **S.bind("micro_batches"))
 with guard("balance the rows"):
     key = upload["digest"] if yours else name
-    report, basis = balance_of(key, sample, context, int(ranks), int(micro), yours)
-if isinstance(report, str):   # too few rows for this many ranks: say so, the rest of the page stands
-    st.markdown(f"**Not enough rows to balance.** {esc(report)}")
-else:
-    figure(pc.balance_figure(report, title=f"bfd rows of {basis}, {report.rows:,} rows over {report.ranks} ranks "
-                             f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
-    verdict = pc.balance_verdict(report)
-    st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
+    report, basis, note = balance_of(key, sample, context, int(ranks), int(micro), yours and len(sample) < stats.count)
+if note:
+    st.caption(esc(note))
+figure(pc.balance_figure(report, title=f"bfd rows of {basis}, {report.rows:,} rows over {report.ranks} ranks "
+                         f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
+verdict = pc.balance_verdict(report)
+st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
