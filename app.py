@@ -12,7 +12,7 @@ import streamlit as st
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at run time
 
 from app_pages import _content  # noqa: E402
-from app_pages._lab import sidebar  # noqa: E402
+from app_pages._lab import run_safely, sidebar  # noqa: E402
 
 st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", layout="wide")
 
@@ -20,5 +20,6 @@ st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", l
 PAGES = [st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(_content.PAGES)]
 
 page = st.navigation(PAGES)
-sidebar()
-page.run()
+# The error contract: an unexpected exception on any page is one line on the page, saying it was logged;
+# the traceback goes to the server log (Streamlit's own details are off too: .streamlit/config.toml).
+run_safely(page.title, sidebar, page.run)

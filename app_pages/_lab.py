@@ -9,6 +9,7 @@ its widget (Streamlit clears widget keys there).
 from __future__ import annotations
 
 import logging
+import os
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -114,6 +115,27 @@ def guard(action: str):
         st.stop()
 
 
+FAULT_ENV = "PACKING_LAB_TEST_FAULT"   # test-only: a page title whose run raises, to check the error contract
+UNEXPECTED = ("Something went wrong on this page ({kind}); it was logged on the server. "
+              "Try other settings, or another page.")
+
+
+def run_safely(title: str, *steps) -> None:
+    """Run the sidebar and the page; an unexpected exception becomes one line, its traceback goes to the log.
+
+    ``st.stop()`` and reruns are not exceptions (Streamlit raises them as ``BaseException``) and pass.
+    No message text is shown: it may hold a server path.
+    """
+    try:
+        if os.environ.get(FAULT_ENV) == title:
+            raise RuntimeError(f"planted fault for the error-contract test ({FAULT_ENV}={title})")
+        for step in steps:
+            step()
+    except Exception as e:  # noqa: BLE001  (the last line of defence: no traceback may reach the page)
+        log.exception("unexpected error on the page %r", title)
+        st.error(UNEXPECTED.format(kind=type(e).__name__))
+
+
 def lesson(page: str) -> None:
     """The teacher's lines at the top of a page: its place in the 60-minute lesson, one sentence
     to read out, and one question to ask the class (from its ``_content.PageSpec``).
@@ -180,9 +202,14 @@ def dataset_kind(name: str) -> str:
 def current_lengths() -> tuple[str, np.ndarray]:
     """(name, lengths) of the dataset chosen in the sidebar."""
     name = SHARED.get("dataset")
-    if name == UPLOAD:
-        return name, st.session_state["upload"]["lengths"]
+    if name == UPLOAD:   # counts, not documents: other pages draw from a seeded sample of them
+        return name, _upload_sample(st.session_state["upload"]["digest"], st.session_state["upload"]["profile"])
     return name, source_lengths(name)
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _upload_sample(digest: str, _profile) -> np.ndarray:
+    return _profile.sample(200_000, 0)
 
 
 def sidebar() -> None:
@@ -194,10 +221,14 @@ def sidebar() -> None:
         names = dataset_names()
         if SHARED.get("dataset") not in names:
             st.session_state[SHARED.key("dataset")] = DEFAULT_DATASET
-        st.selectbox("Dataset", names, format_func=dataset_label, **SHARED.bind("dataset"),
+        # The options are fixed names and there is no format_func: a label that changes between runs
+        # (a second upload) made Streamlit look up a value it no longer had (KeyError 'uploaded: ...').
+        st.selectbox("Dataset", names, **SHARED.bind("dataset"),
                      help="Used by the explorer, the random draw and the benchmark.")
         name = st.session_state["dataset"]
-        if name != UPLOAD:
+        if name == UPLOAD:
+            st.caption(f"Your data: {esc(st.session_state['upload']['caption'])}")
+        else:
             st.caption(esc(sources()[name].description))
         missing = [s for s in sources().values() if not s.available]
         for s in missing:
@@ -220,8 +251,11 @@ def length_summary(lengths: np.ndarray, context: int):
     return pc.length_stats(lengths, context), pc.length_histogram(lengths, context)
 
 
-def strategy_dataframe(rows) -> None:
-    """The side-by-side table of every strategy."""
+def strategy_dataframe(rows, plans=None) -> None:
+    """The side-by-side table of every strategy; with a profile's ``plans``, also their basis and trained tokens."""
+    extra = {} if plans is None else {
+        "basis": ["all documents" if p.basis == "counts" else p.basis for p in plans],
+        "trained tokens per slot": [p.trained_per_slot for p in plans]}
     df = pd.DataFrame({
         "strategy": [r.strategy for r in rows],
         "kind": ["packing" if r.strategy in PACKING_STRATEGIES else "padding" for r in rows],
@@ -231,6 +265,8 @@ def strategy_dataframe(rows) -> None:
         "pads": [r.pad_tokens for r in rows],
         "tokens lost": [r.tokens_lost for r in rows],
         "docs split": [r.docs_split for r in rows],
+        "rows vs fewest possible": [r.rows_over_lower_bound for r in rows],
+        **extra,
         "linear: slot ratio": [r.slot_ratio for r in rows],
         "attention cost": [r.attention_cost for r in rows],
         "attention FLOP ratio": [r.attention_ratio for r in rows],
@@ -250,6 +286,11 @@ def strategy_dataframe(rows) -> None:
         "dense-mask FLOP ratio": st.column_config.NumberColumn(
             format="%.1fx", help="the same plan with a materialised block-diagonal mask: every cell of each "
                                  "row is computed, so attention pays rows x width²"),
+        "rows vs fewest possible": st.column_config.NumberColumn(
+            format="%.2fx", help="rows / the fewest rows possible (all tokens / context, rounded up); bucketing "
+                                 "pads each document to its bucket, one document per row, so it has many short rows"),
+        "trained tokens per slot": st.column_config.NumberColumn(
+            format="%.3f", help="tokens in the loss / slots: what one slot of compute trains"),
         "rows": st.column_config.NumberColumn(format="localized"),
         "slots": st.column_config.NumberColumn(format="localized"),
         "pads": st.column_config.NumberColumn(format="localized"),

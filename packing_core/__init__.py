@@ -36,13 +36,16 @@ _export("data.shards", "find_shards")
 _export("data.scan", "ENGINES", "ScanProgress", "scan")
 _export("packing.from_counts", "CountPlan", "compare_counts", "plan_from_counts", "sampled_plan")
 _export("packing.balance", "BalanceReport", "RankSplit", "balance_rows", "row_loads")
-_export("analysis.balance_report", "format_balance")
+_export("analysis.balance_report", "balance_verdict", "format_balance", "slowest_rank_cut")
 _export("viz.balance", "balance_figure")
 _export("models.tokenizers", "BUILTIN_TOKENIZERS", "ByteLevelCounter", "HFTokenizer", "TOKENIZER_CHOICES", "check_tokenizer",
         "default_tokenizer", "load_tokenizer", "real_tokenizer", "tokenizer_choices")
 _export("models.registry", "DEFAULT_MODEL", "DEFAULT_TEXTS", "PRETRAINED", "ModelSpec", "find_model", "model_names",
         "model_spec", "model_specs", "register_model", "unregister_model")
-_export("analysis.profile_report", "format_profile_report", "profile_table")
+_export("analysis.profile_report", "REPORT_VERSION", "Headline", "format_profile_report", "headline", "loss_masked",
+        "order_effects", "profile_headline", "profile_histogram", "profile_rows", "profile_stats", "profile_table",
+        "report_dict")
+_export("data.intake", "UPLOAD_TYPES", "looks_like_profile", "profile_from_inputs", "profile_from_upload")
 _export("packing.plan", "Plan", "PlanMetrics", "cu_seqlens_from_lengths")
 _export("packing.strategies", "OVERLONG_POLICIES", "compare", "make_plan")
 _export("packing.registry", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO", "Strategy", "register_strategy",

@@ -3,6 +3,7 @@
     python -m packing_core report --lengths 120,90,300,40,55,30,210,65 --context 512
     python -m packing_core report --synthetic support-tickets --strategy bfd --format json
     python -m packing_core report data.parquet --column text
+    python -m packing_core report chats.jsonl --tokenizer smollm2       (messages, prompt/completion, text, lengths)
     python -m packing_core verify --model tiny-rope --mask off
     python -m packing_core verify --model smollm2 --mask off --text "..." --text "..."
     python -m packing_core check batch.safetensors --attn-implementation all --eos-id 2
@@ -25,6 +26,7 @@ import re
 import sys
 
 from packing_core._validate import DEFAULT_CONTEXT, as_batch_size, as_context, as_seed, as_workers
+from packing_core.data.formats import RECORD_KINDS
 from packing_core.models.registry import DEFAULT_MODEL, PRETRAINED, find_model, model_names
 from packing_core.models.tokenizers import TOKENIZER_CHOICES
 from packing_core.packing.strategies import OVERLONG_POLICIES, STRATEGIES, STRATEGY_INFO, make_plan
@@ -41,7 +43,7 @@ _TABLE_COLUMNS = (
     ("docs_split", "split", "{:,}"),
     ("attention_cost_padded", "attn dense", "{:.3g}"),
     ("attention_cost_packed", "attn block", "{:.3g}"),
-    ("lower_bound_rows", "min rows", "{:,}"),
+    ("lower_bound_rows", "fewest rows", "{:,}"),
 )
 
 
@@ -72,14 +74,18 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("report", help="utilisation and cost of every padding and packing strategy")
     src = r.add_mutually_exclusive_group()
-    src.add_argument("file", nargs="?", help="CSV/TSV, JSONL, Parquet or TXT file (one document per row/line)")
+    src.add_argument("file", nargs="*", default=[], metavar="FILE",
+                     help="data files, folders (also save_to_disk) or quoted globs, as for scan: messages or "
+                          "prompt/completion records, text, lengths or token-id lists (CSV/TSV, JSONL(.gz), "
+                          "Parquet, Arrow, TXT); or a profile JSON written by scan")
     src.add_argument("--lengths", help="comma-separated token lengths, e.g. 120,90,300")
     src.add_argument("--synthetic", metavar="NAME", help="a built-in synthetic dataset, e.g. support-tickets")
     src.add_argument("--profile", metavar="JSON", help="a length profile written by `scan` (planned from its counts)")
-    r.add_argument("--column", help="length column (integers) or text column (tokenised) of FILE")
+    r.add_argument("--column", help="read this one column of FILE: lengths (integers), token-id lists or text")
     r.add_argument("--tokenizer", default="auto",
-                   help=f"for a text column: {', '.join(TOKENIZER_CHOICES)}, or a local Hugging Face tokenizer folder "
+                   help=f"as for scan: {', '.join(TOKENIZER_CHOICES)}, or a local Hugging Face tokenizer folder "
                         f"(auto: {PRETRAINED}'s when installed, else UTF-8 bytes)")
+    r.add_argument("--kind", choices=RECORD_KINDS, help="override the detected kind of FILE's records")
     r.add_argument("--context", type=_bounded(as_context), default=DEFAULT_CONTEXT,
                    help=f"row length in tokens (default {DEFAULT_CONTEXT})")
     r.add_argument("--strategy", default="all", help=f"one of {', '.join(STRATEGIES)}, or all (default)")
@@ -97,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="the profile to write (atomically: complete or not at all)")
     s.add_argument("--tokenizer", default=PRETRAINED,
                    help=f"{', '.join(TOKENIZER_CHOICES)}, or a local Hugging Face tokenizer folder (default {PRETRAINED})")
-    s.add_argument("--kind", choices=("text", "prompt-completion", "messages"), help="override the detected kind")
+    s.add_argument("--kind", choices=RECORD_KINDS, help="override the detected kind")
+    s.add_argument("--column", help="read this one column: lengths (integers), token-id lists or text")
     s.add_argument("--engine", default="local", choices=("local", "ray"))
     s.add_argument("--workers", type=_bounded(as_workers), default=2,
                    help="worker processes (local) or actors (ray), 0 to 8 (default 2)")
@@ -148,57 +155,58 @@ def _parser() -> argparse.ArgumentParser:
 def _load_lengths(args):
     from packing_core.data import lengths as L
 
-    given = [x for x in (args.file, args.lengths, args.synthetic) if x is not None]
-    if not given:
-        raise ValueError("no data given: pass FILE, --lengths 120,90,300 or --synthetic support-tickets")
     if args.lengths is not None:
         return L.parse_lengths(args.lengths)
-    if args.synthetic is not None:
-        return L.synthetic_lengths(args.synthetic, seed=args.seed)
-    return L.lengths_from_file(args.file, column=args.column, tokenizer=_LazyTokenizer(args.tokenizer))
+    return L.synthetic_lengths(args.synthetic, seed=args.seed)
 
 
-class _LazyTokenizer:
-    """``load_tokenizer(spec)``, loaded only if a text column needs it (a length column does not)."""
+def tokenizer_loader(spec: str):
+    """A zero-argument loader for ``--tokenizer`` (checked now, loaded only when text is counted)."""
+    import functools
 
-    def __init__(self, spec: str):
-        from packing_core.models.tokenizers import check_tokenizer
+    from packing_core.models.tokenizers import check_tokenizer, load_tokenizer
 
-        check_tokenizer(spec)
-        self.spec, self._tok = spec, None
+    check_tokenizer(spec)
+    return functools.partial(load_tokenizer, spec)
 
-    def _load(self):
-        if self._tok is None:
-            from packing_core.models.tokenizers import load_tokenizer
 
-            self._tok = load_tokenizer(self.spec)
-        return self._tok
+def _file_profile(args):
+    """FILE (files, folders, globs or a profile) as a LengthProfile: the way every input is planned."""
+    from packing_core.data.intake import profile_from_inputs
 
-    def __call__(self, texts):
-        return self._load()(texts)
-
-    def count(self, texts):
-        from packing_core.data.lengths import count_tokens
-
-        return count_tokens(self._load(), texts)
+    return profile_from_inputs(args.file, tokenizer_loader(args.tokenizer), kind=args.kind, column=args.column)
 
 
 def _report(args, out) -> int:
-    if args.profile is not None:
-        return _profile_report(args, out)
-    strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
+    from packing_core.analysis.profile_report import REPORT_VERSION, headline
+
+    given = [x for x in (args.file or None, args.lengths, args.synthetic, args.profile) if x is not None]
+    if not given:
+        raise ValueError("no data given: pass FILE, --lengths 120,90,300, --synthetic support-tickets "
+                         "or --profile profile.json")
     if args.strategy != "all" and args.strategy not in STRATEGIES:
         raise ValueError(f"unknown --strategy {args.strategy!r}; choose one of {', '.join(STRATEGIES)} or all")
+    if args.file or args.profile is not None:
+        return _profile_report(args, out)
+    strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
     lengths = _load_lengths(args)
     rows = [
         make_plan(lengths, args.context, s, overlong=args.overlong, batch_size=args.batch_size, seed=args.seed).metrics()
         for s in strategies
     ]
-    if args.format == "json":
-        json.dump([m.to_dict() for m in rows], out, indent=2)
+    try:
+        head = headline(rows)
+    except ValueError:      # one strategy: nothing to compare
+        head = None
+    if args.format == "json":   # the shape of report FILE (analysis.profile_report.report_dict), without a profile
+        json.dump({"report_version": REPORT_VERSION, "context": args.context,
+                   "profile": {"kind": "lengths", "documents": int(len(lengths)), "tokens": int(lengths.sum())},
+                   "loss_share": 1.0, "headline": head and head.to_dict(),
+                   "strategies": [m.to_dict() for m in rows]}, out, indent=2)
         out.write("\n")
         return 0
-    out.write(f"{len(lengths):,} documents, {int(lengths.sum()):,} tokens, context {args.context}\n\n")
+    out.write(f"{len(lengths):,} documents, {int(lengths.sum()):,} tokens, context {args.context}\n")
+    out.write(f"{head.sentence}\n\n" if head else "\n")
     cells = [[h for _, h, _ in _TABLE_COLUMNS]]
     cells += [[fmt.format(getattr(m, k)) for k, _, fmt in _TABLE_COLUMNS] for m in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
@@ -324,7 +332,8 @@ def _scan(args, out, err) -> int:
             err.write(p.line() + "\n")
             err.flush()
 
-    profile = scan(args.inputs, functools.partial(load_tokenizer, args.tokenizer), kind=args.kind, engine=args.engine,
+    profile = scan(args.inputs, functools.partial(load_tokenizer, args.tokenizer), kind=args.kind, column=args.column,
+                   engine=args.engine,
                    workers=args.workers, cap=args.cap, ray_address=args.ray_address, progress=progress)
     profile.save(args.out, inputs=inputs)
     shards = len(profile.sources)
@@ -335,16 +344,15 @@ def _scan(args, out, err) -> int:
 
 
 def _profile_report(args, out) -> int:
-    from packing_core.analysis.profile_report import format_profile_report, profile_table
+    from packing_core.analysis.profile_report import format_profile_report, profile_table, report_dict
     from packing_core.data.profile import LengthProfile
 
-    profile = LengthProfile.load(args.profile)
+    profile = LengthProfile.load(args.profile) if args.profile is not None else _file_profile(args)
     strategies = None if args.strategy == "all" else (args.strategy,)
     plans = profile_table(profile, args.context, strategies=strategies, overlong=args.overlong,
                           batch_size=args.batch_size, seed=args.seed)
     if args.format == "json":
-        json.dump({"profile": {k: v for k, v in profile.to_dict().items() if k not in ("counts", "loss_tokens")},
-                   "loss_share": profile.loss_share, "strategies": [p.to_dict() for p in plans]}, out, indent=2)
+        json.dump(report_dict(profile, plans, args.context), out, indent=2)
         out.write("\n")
     else:
         out.write(format_profile_report(profile, plans) + "\n")
@@ -357,10 +365,13 @@ def _balance(args, out) -> int:
     from packing_core.packing.balance import balance_rows
 
     strategy = "bfd" if args.strategy == "all" else args.strategy
-    if args.profile is not None:   # a profile has counts, not rows: balance the rows of a seeded sample
-        profile = LengthProfile.load(args.profile)
+    if args.profile is not None or args.file:   # a profile has counts, not rows: balance the rows of a seeded sample
+        profile = LengthProfile.load(args.profile) if args.profile is not None else _file_profile(args)
         lengths = profile.sample(200_000, args.seed)
         label = f"{strategy} rows of a sample of {len(lengths):,} documents (seed {args.seed})"
+    elif args.lengths is None and args.synthetic is None:
+        raise ValueError("no data given: pass FILE, --lengths 120,90,300, --synthetic support-tickets "
+                         "or --profile profile.json")
     else:
         lengths = _load_lengths(args)
         label = f"{strategy} rows"

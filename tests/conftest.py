@@ -388,3 +388,21 @@ def app_page(browser, streamlit_server, artifacts_dir):
     page.on("pageerror", lambda exc: app.js_errors.append(str(exc)))
     yield app
     context.close()
+
+
+@pytest.fixture
+def own_app(browser, artifacts_dir):
+    """``own_app(name)``: a server of the test's own, started with the environment the test set, and a page on it."""
+    started = []
+
+    def start(name: str) -> AppPage:
+        server = start_streamlit(artifacts_dir / f"streamlit-{name}.log")
+        context = browser.new_context(viewport=VIEWPORT)
+        context.set_default_timeout(60_000)
+        started.append((server, context))
+        return AppPage(context.new_page(), server, artifacts_dir / "screenshots")
+
+    yield start
+    for server, context in started:
+        context.close()
+        server.stop()

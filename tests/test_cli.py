@@ -22,7 +22,9 @@ def run(*args, timeout=120):
 def test_report_json_has_one_object_per_strategy_with_the_worked_example_numbers():
     r = run("report", "--lengths", WORKED, "--context", "512", "--format", "json")
     assert r.returncode == 0, r.stderr
-    rows = {x["strategy"]: x for x in json.loads(r.stdout)}
+    report = json.loads(r.stdout)
+    assert report["report_version"] == 1
+    rows = {x["strategy"]: x for x in report["strategies"]}
     assert list(rows) == ["pad", "pad-longest", "bucket", "concat-cut", "next-fit", "ffd", "bfd"]
     required = {"strategy", "rows", "slots", "real_tokens", "pad_tokens", "utilisation", "tokens_lost",
                 "docs_split", "attention_cost_padded", "attention_cost_packed", "lower_bound_rows"}
@@ -45,7 +47,7 @@ def test_report_reads_a_real_parquet_length_column(tmp_path):
     pq.write_table(pa.table({"n_tokens": [120, 90, 300, 40, 55, 30, 210, 65]}), path)
     r = run("report", str(path), "--column", "n_tokens", "--strategy", "concat-cut", "--format", "json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)[0]["slots"] == 1024
+    assert json.loads(r.stdout)["strategies"][0]["slots"] == 1024
 
 
 @pytest.mark.parametrize(
@@ -112,11 +114,11 @@ def test_text_column_lengths_follow_the_chosen_tokenizer(tmp_path):
     path.write_text("text\nhello world\ncafé au lait\n", encoding="utf-8")
     r = run("report", str(path), "--strategy", "pad", "--format", "json", "--tokenizer", "bytes")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)[0]["real_tokens"] == len(b"hello world") + len("café au lait".encode())
+    assert json.loads(r.stdout)["strategies"][0]["real_tokens"] == len(b"hello world") + len("café au lait".encode())
     from packing_core import real_tokenizer
 
     tok = real_tokenizer()
     if tok is None:
         skip_or_fail("SmolLM2 is not installed: bash scripts/install.sh")
     r = run("report", str(path), "--strategy", "pad", "--format", "json", "--tokenizer", "smollm2")
-    assert json.loads(r.stdout)[0]["real_tokens"] == sum(map(len, tok(["hello world", "café au lait"])))
+    assert json.loads(r.stdout)["strategies"][0]["real_tokens"] == sum(map(len, tok(["hello world", "café au lait"])))

@@ -2,21 +2,129 @@
 
     >>> from packing_core.data.profile import LengthProfile
     >>> p = LengthProfile.from_counts({100: 3, 400: 1}, {100: 90, 400: 100}, kind="prompt-completion")
-    >>> print(format_profile_report(p, profile_table(p, 512, strategies=("pad", "bfd"))))  # doctest: +NORMALIZE_WHITESPACE
+    >>> plans = profile_table(p, 512, strategies=("pad", "bfd"))
+    >>> print(format_profile_report(p, plans))  # doctest: +NORMALIZE_WHITESPACE
     4 documents, 700 tokens (prompt-completion, tokenizer none); 27.1% of the tokens are in the loss
+    trained tokens per slot: bfd 0.186 vs padding 0.093, 2.0x more training per step
     <BLANKLINE>
-    strategy  basis   rows  slots  util   x lower bound  trained/slot
-    pad       counts     4  2,048  0.342  2.000          0.093
-    bfd       counts     2  1,024  0.684  1.000          0.186
+    strategy  basis   rows  fewest rows  rows/fewest  slots  util   trained/slot
+    pad       counts     4            2        2.000  2,048  0.342  0.093
+    bfd       counts     2            2        1.000  1,024  0.684  0.186
+    <BLANKLINE>
+    fewest rows: all placed tokens / context, rounded up (no plan of full rows needs fewer);
+    rows/fewest: rows against that fewest number possible
+
+The JSON form (``report_dict``) is the one shape ``report FILE`` and ``report --profile``
+print, version ``REPORT_VERSION``::
+
+    {"report_version": 1, "context": 512,
+     "profile": {kind, tokenizer, documents, tokens, cap, over_cap, sources, ...},   (no counts)
+     "loss_share": 0.271,                          (tokens in the loss / all tokens)
+     "headline": {"measure": ..., "best": "bfd", "best_value": ..., "padding_value": ..., "ratio": ..., "sentence": ...},
+     "strategies": [{strategy, rows, slots, utilisation, ..., lower_bound_rows, rows_over_lower_bound,
+                     basis, trained_tokens, trained_per_slot, note}, ...]}
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
+from packing_core.analysis.stats import LengthStats, length_histogram, length_stats
+from packing_core.analysis.tables import StrategyRow, rows_from_metrics
 from packing_core.data.profile import LengthProfile
 from packing_core.packing.from_counts import CountPlan, compare_counts
 from packing_core.packing.registry import STRATEGIES
 
-_COLUMNS = (("strategy", "{}"), ("basis", "{}"), ("rows", "{:,}"), ("slots", "{:,}"), ("util", "{:.3f}"),
-            ("x lower bound", "{:.3f}"), ("trained/slot", "{:.3f}"))
+REPORT_VERSION = 1
+WHOLE_PACKERS = ("bfd", "ffd", "next-fit")    # packers that keep every document whole: the headline's candidates
+_COLUMNS = (("strategy", "{}"), ("basis", "{}"), ("rows", "{:,}"), ("fewest rows", "{:,}"), ("rows/fewest", "{:.3f}"),
+            ("slots", "{:,}"), ("util", "{:.3f}"), ("trained/slot", "{:.3f}"))
+_RIGHT = {"rows", "fewest rows", "rows/fewest"}
+LEGEND = ("fewest rows: all placed tokens / context, rounded up (no plan of full rows needs fewer);\n"
+          "rows/fewest: rows against that fewest number possible")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The answer in one line: the best whole-document packer against padding to the context.
+
+    ``measure`` is ``"trained tokens per slot"`` for loss-masked data (what a step of
+    compute trains) and ``"utilisation"`` for pretraining data (every token is trained).
+    """
+
+    measure: str
+    best: str
+    best_value: float
+    padding_value: float
+    ratio: float                # best_value / padding_value
+    sentence: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def headline(rows, trained_per_slot: dict | None = None) -> Headline:
+    """The headline of a strategy table (``StrategyRow``, ``PlanMetrics`` or ``CountPlan`` rows).
+
+    ``trained_per_slot`` ({strategy: value}) makes it the loss-masked headline.
+
+    >>> from packing_core.analysis.tables import strategy_table
+    >>> headline(strategy_table([120, 90, 300, 40, 55, 30, 210, 65], 512)).sentence
+    'utilisation: bfd 88.9% vs padding 22.2%, 4.0x fewer slots for the same tokens'
+    >>> headline(strategy_table([300, 200], 512, ("pad", "bfd")), {"pad": 0.25, "bfd": 0.5}).sentence
+    'trained tokens per slot: bfd 0.500 vs padding 0.250, 2.0x more training per step'
+    """
+    rows = [getattr(r, "metrics", r) for r in rows]
+    by = {r.strategy: r for r in rows}
+    if "pad" not in by or not any(s in by for s in WHOLE_PACKERS):
+        raise ValueError("a headline needs the 'pad' row and one of bfd, ffd, next-fit; pass every strategy")
+    candidates = [by[s] for s in WHOLE_PACKERS if s in by]
+    pad = by["pad"]
+    if trained_per_slot is not None:
+        best = max(candidates, key=lambda r: trained_per_slot[r.strategy])
+        value, base = trained_per_slot[best.strategy], trained_per_slot["pad"]
+        ratio = value / base if base else float("inf")
+        return Headline("trained tokens per slot", best.strategy, value, base, ratio,
+                        f"trained tokens per slot: {best.strategy} {value:.3f} vs padding {base:.3f}, "
+                        f"{ratio:.1f}x more training per step")
+    best = max(candidates, key=lambda r: r.utilisation)
+    ratio = best.utilisation / pad.utilisation if pad.utilisation else float("inf")
+    return Headline("utilisation", best.strategy, best.utilisation, pad.utilisation, ratio,
+                    f"utilisation: {best.strategy} {best.utilisation:.1%} vs padding {pad.utilisation:.1%}, "
+                    f"{ratio:.1f}x fewer slots for the same tokens")
+
+
+def loss_masked(profile: LengthProfile) -> bool:
+    """True when some tokens are outside the loss (chat, prompt/completion): slots then buy less training."""
+    return profile.loss_tokens is not None and profile.trained_tokens < profile.tokens
+
+
+def profile_headline(profile: LengthProfile, plans: list[CountPlan]) -> Headline:
+    """The headline of a profile's table: trained tokens per slot when loss-masked, else utilisation.
+
+    Only plans of the whole corpus (basis "counts") compete; a sampled plan's slots count a sample.
+    """
+    whole = [p for p in plans if p.basis == "counts"]
+    return headline(whole, {p.strategy: p.trained_per_slot for p in whole} if loss_masked(profile) else None)
+
+
+def order_effects(rows, basis: str) -> str:
+    """One sentence: what document order does to the order-dependent strategies, against bfd.
+
+    ``basis`` says which order was measured ("the documents in the dataset's order").
+
+    >>> from packing_core.analysis.tables import strategy_table
+    >>> print(order_effects(strategy_table([120, 90, 300, 40, 55, 30, 210, 65], 512), "the dataset's order"))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    next-fit and pad-longest depend on document order. Measured on the dataset's order: next-fit fills 88.9%
+    and pad-longest 37.9%; bfd sorts the documents first, so it fills 88.9% in any order.
+    """
+    by = {getattr(r, "metrics", r).strategy: getattr(r, "metrics", r) for r in rows}
+    parts = [f"{s} {'fills ' if not k else ''}{by[s].utilisation:.1%}"
+             for k, s in enumerate(s for s in ("next-fit", "pad-longest") if s in by)]
+    if not parts:
+        return "No order-dependent strategy (next-fit, pad-longest) was measured."
+    tail = f"; bfd sorts the documents first, so it fills {by['bfd'].utilisation:.1%} in any order." if "bfd" in by else "."
+    return f"next-fit and pad-longest depend on document order. Measured on {basis}: {' and '.join(parts)}{tail}"
 
 
 def profile_table(profile: LengthProfile, context: int, *, strategies=None, overlong: str = "split",
@@ -26,21 +134,56 @@ def profile_table(profile: LengthProfile, context: int, *, strategies=None, over
     return compare_counts(profile, context, strategies, overlong=overlong, batch_size=batch_size, seed=seed, n=sample)
 
 
+def profile_rows(plans: list[CountPlan]) -> list[StrategyRow]:
+    """The profile's plans as the explorer's strategy rows (ratios against padding to the context)."""
+    by = {p.strategy: p.metrics for p in plans}
+    if "pad" not in by:
+        raise ValueError("profile_rows needs the 'pad' plan (the base of every ratio); plan every strategy")
+    return rows_from_metrics([p.metrics for p in plans], by["pad"])
+
+
+def profile_stats(profile: LengthProfile, context: int) -> LengthStats:
+    """The length statistics of a profile, from its counts (the same as from the expanded lengths)."""
+    return length_stats(profile.lengths, context, counts=profile.counts)
+
+
+def profile_histogram(profile: LengthProfile, context: int, bins: int = 60):
+    return length_histogram(profile.lengths, context, bins, counts=profile.counts)
+
+
+def report_dict(profile: LengthProfile, plans: list[CountPlan], context: int) -> dict:
+    """The one JSON shape of ``report`` (see the module docstring), ``report_version`` 1."""
+    meta = {k: v for k, v in profile.to_dict().items() if k not in ("counts", "loss_tokens")}
+    try:
+        head = profile_headline(profile, plans).to_dict()
+    except ValueError:      # one strategy asked for: nothing to compare
+        head = None
+    return {"report_version": REPORT_VERSION, "context": int(context), "profile": meta,
+            "loss_share": profile.loss_share, "headline": head, "strategies": [p.to_dict() for p in plans]}
+
+
 def _cells(p: CountPlan) -> list[str]:
     m = p.metrics
     basis = "counts" if p.basis == "counts" else "sampled"
-    values = (m.strategy, basis, m.rows, m.slots, m.utilisation, m.rows_over_lower_bound, p.trained_per_slot)
+    values = (m.strategy, basis, m.rows, m.lower_bound_rows, m.rows_over_lower_bound, m.slots, m.utilisation,
+              p.trained_per_slot)
     return [fmt.format(v) for (_, fmt), v in zip(_COLUMNS, values)]
 
 
 def format_profile_report(profile: LengthProfile, plans: list[CountPlan]) -> str:
-    """The profile's totals, then one line per strategy (sampled rows count the sample's documents)."""
+    """The profile's totals and headline, then one line per strategy (sampled rows count the sample's documents)."""
     head = (f"{profile.documents:,} documents, {profile.tokens:,} tokens ({profile.kind}, tokenizer "
             f"{profile.tokenizer}); {profile.loss_share:.1%} of the tokens are in the loss")
     if profile.cap is not None:
         head += f"; {profile.over_cap:,} over the cap of {profile.cap:,}"
+    lines = [head]
+    try:
+        lines.append(profile_headline(profile, plans).sentence)
+    except ValueError:
+        pass
     cells = [[h for h, _ in _COLUMNS]] + [_cells(p) for p in plans]
     widths = [max(len(r[i]) for r in cells) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    table = ["  ".join(c.rjust(w) if n in _RIGHT and k else c.ljust(w)
+                       for (n, _), c, w in zip(_COLUMNS, r, widths)).rstrip() for k, r in enumerate(cells)]
     notes = sorted({f"sampled: {p.basis}; {p.note}" for p in plans if p.basis != "counts"})
-    return "\n".join([head, "", *lines, *([""] + notes if notes else [])])
+    return "\n".join([*lines, "", *table, "", LEGEND, *notes])

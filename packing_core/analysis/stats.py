@@ -30,16 +30,50 @@ class LengthStats:
     tokens_over: int       # tokens beyond the context in those documents (lost if truncated)
 
 
-def length_stats(lengths, context: int) -> LengthStats:
-    """``length_stats([120, 90, 300], 256)`` -> count 3, mean 170.0, p50 120, max 300, over 1."""
+def _counts(x: np.ndarray, counts) -> np.ndarray:
+    """Documents per entry of ``x``: one each, or the counts of a profile (distinct lengths)."""
+    if counts is None:
+        return np.ones(len(x), np.int64)
+    n = np.asarray(counts, dtype=np.int64)
+    if n.shape != x.shape or (n < 0).any() or n.sum() < 1:
+        raise ValueError(f"counts must be one whole number >= 0 per length, summing to at least 1; "
+                         f"got {n.shape[0] if n.ndim else n} counts for {len(x)} lengths")
+    return n
+
+
+def _weighted_percentile(x: np.ndarray, n: np.ndarray, q: float) -> float:
+    """The q-th percentile of ``x`` repeated ``n`` times, as ``np.percentile`` (linear) would give it."""
+    order = np.argsort(x, kind="stable")
+    xs, cum = x[order], np.cumsum(n[order])
+    rank = q / 100 * (int(cum[-1]) - 1)                 # numpy's linear method: between two ranks
+    lo, hi = int(np.floor(rank)), int(np.ceil(rank))
+    a, b = xs[np.searchsorted(cum, lo, side="right")], xs[np.searchsorted(cum, hi, side="right")]
+    return float(a + (b - a) * (rank - lo))
+
+
+def length_stats(lengths, context: int, counts=None) -> LengthStats:
+    """``length_stats([120, 90, 300], 256)`` -> count 3, mean 170.0, p50 120, max 300, over 1.
+
+    With ``counts`` (a profile's documents per distinct length) the same numbers come from
+    the counts, without one entry per document:
+
+    >>> length_stats([120, 300], 256, counts=[2, 1]) == length_stats([120, 120, 300], 256)
+    True
+    """
     x = as_lengths(lengths)
     context = as_context(context)
+    n = _counts(x, counts)
     over = x > context
-    p50, p95 = np.percentile(x, [50, 95])
+    docs = int(n.sum())
+    if counts is None:
+        p50, p95 = np.percentile(x, [50, 95])
+    else:
+        p50, p95 = (_weighted_percentile(x, n, q) for q in (50, 95))
+    tokens = int((x * n).sum())
     return LengthStats(
-        count=int(len(x)), tokens=int(x.sum()), mean=float(x.mean()), p50=float(p50),
-        p95=float(p95), max=int(x.max()), context=int(context), over_context=int(over.sum()),
-        share_over=float(over.mean()), tokens_over=int((x[over] - context).sum()),
+        count=docs, tokens=tokens, mean=tokens / docs, p50=float(p50),
+        p95=float(p95), max=int(x[n > 0].max()), context=int(context), over_context=int(n[over].sum()),
+        share_over=float(n[over].sum() / docs), tokens_over=int(((x[over] - context) * n[over]).sum()),
     )
 
 
@@ -53,7 +87,7 @@ class Histogram:
     clipped: int        # documents counted in the last bin although longer than its edge
 
 
-def length_histogram(lengths, context: int, bins: int = 60) -> Histogram:
+def length_histogram(lengths, context: int, bins: int = 60, counts=None) -> Histogram:
     """About ``bins`` bins up to ``max(1.25 x context, p99)`` (a long tail would squash the picture).
 
     One edge sits at ``context + 0.5``, so a bin holds either documents that fit or documents
@@ -64,8 +98,13 @@ def length_histogram(lengths, context: int, bins: int = 60) -> Histogram:
     >>> h = length_histogram([5, 10**9], 512)   # one huge document: still a few bins
     >>> len(h.counts) <= 120, int(h.counts.sum())
     (True, 2)
+
+    ``counts`` weighs each length by its documents (a profile's counts).
     """
     x = as_lengths(lengths)
+    n = _counts(x, counts)
+    if counts is not None:
+        x, n = x[n > 0], n[n > 0]
     bins = whole_number(bins, "bins", maximum=1000, hint="try 60")
     context = as_context(context)
     longest = int(x.max())
@@ -74,15 +113,16 @@ def length_histogram(lengths, context: int, bins: int = 60) -> Histogram:
         width = max(1.0, top / bins)
         edges = 0.5 + width * np.arange(int(np.ceil(top / width)) + 1)
     else:
-        top = min(longest, max(1.25 * context, float(np.percentile(x, 99))))
+        p99 = float(np.percentile(x, 99)) if counts is None else _weighted_percentile(x, n, 99)
+        top = min(longest, max(1.25 * context, p99))
         below = min(context, max(1, round(bins * context / top)))   # bins up to the context
         width = context / below
         beyond = max(1, min(bins, int(np.ceil((top - context) / width))))  # a far tail: wider bins
         edges = np.concatenate([0.5 + width * np.arange(below + 1),
                                 np.linspace(context + 0.5, max(top, context + 1) + 0.5, beyond + 1)[1:]])
-    counts, edges = np.histogram(np.clip(x, edges[0], edges[-1]), bins=edges)
-    return Histogram(edges=edges, counts=counts.astype(np.int64), context=int(context),
-                     clipped=int((x > edges[-1]).sum()))
+    hist, edges = np.histogram(np.clip(x, edges[0], edges[-1]), bins=edges, weights=None if counts is None else n)
+    return Histogram(edges=edges, counts=hist.astype(np.int64), context=int(context),
+                     clipped=int(n[x > edges[-1]].sum()))
 
 
 def sample_lengths(lengths, n: int, seed: int = 0) -> np.ndarray:

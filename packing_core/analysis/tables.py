@@ -76,20 +76,29 @@ def strategy_table(lengths, context: int, strategies=STRATEGIES, **plan_kwargs) 
     names = list(strategies)
     metrics = compare(lengths, context, names if "pad" in names else ["pad", *names], **plan_kwargs)
     by_name = {m.strategy: m for m in metrics}
-    base = by_name["pad"]
+    return rows_from_metrics([by_name[s] for s in names], by_name["pad"])
+
+
+def rows_from_metrics(metrics: list[PlanMetrics], base: PlanMetrics) -> list[StrategyRow]:
+    """One ``StrategyRow`` per plan's metrics, with the ratios against ``base`` (padding to the context).
+
+    A plan measured on a sample of the documents (see ``packing.from_counts.sampled_plan``)
+    is compared per real token: its slots and cells are scaled by ``base.real_tokens /
+    its real_tokens``; plans of the same documents are compared as they are (the scale is 1).
+    """
     base_attn = attention_cost(base)
     out = []
-    for s in names:
-        m = by_name[s]
+    for m in metrics:
         cost, dense = attention_cost(m), attention_cells(m, "dense-mask")
+        scale = base.real_tokens / m.real_tokens if m.documents != base.documents and m.real_tokens else 1.0
         out.append(StrategyRow(
-            strategy=s, description=STRATEGY_INFO[s], rows=m.rows, slots=m.slots,
+            strategy=m.strategy, description=STRATEGY_INFO[m.strategy], rows=m.rows, slots=m.slots,
             utilisation=m.utilisation, pad_tokens=m.pad_tokens, tokens_lost=m.tokens_lost,
             docs_split=m.docs_split, docs_dropped=m.docs_dropped, attention_cost=cost,
             dense_mask_cost=dense,
-            attention_ratio=base_attn / cost if cost else float("inf"),
-            dense_mask_ratio=base_attn / dense if dense else float("inf"),
-            slot_ratio=base.slots / m.slots if m.slots else float("inf"),
+            attention_ratio=base_attn / (cost * scale) if cost else float("inf"),
+            dense_mask_ratio=base_attn / (dense * scale) if dense else float("inf"),
+            slot_ratio=base.slots / (m.slots * scale) if m.slots else float("inf"),
             rows_over_lower_bound=m.rows_over_lower_bound,
         ))
     return out

@@ -1,11 +1,16 @@
-"""Record kinds: plain text, prompt + completion, and chat messages, each to (length, loss tokens).
+"""Record kinds: text, prompt + completion, chat messages, lengths and token-id lists, each to (length, loss tokens).
 
-The kind comes from the columns, the formats TRL's ``SFTTrainer`` takes::
+The kind comes from the columns: first the formats TRL's ``SFTTrainer`` takes, then data
+that is already counted::
 
-    text                              -> "text"               every token trained
-    prompt, completion                -> "prompt-completion"  the completion's tokens trained
     messages [{role, content}, ...]   -> "messages"           rendered with the chat template;
                                                               the assistant turns trained
+    prompt, completion                -> "prompt-completion"  the completion's tokens trained
+    length | lengths | n_tokens | num_tokens -> "lengths"     token counts, read as they are
+    input_ids [[ids], ...]            -> "token-ids"          pre-tokenised: each list's length
+    text                              -> "text"               every token trained
+
+The first that matches wins; a one-column file is read as text.
 
 A chat sample's length is the templated token count, the same number
 ``tokenizer.apply_chat_template(messages, tokenize=True)`` gives. Its loss tokens are
@@ -16,6 +21,8 @@ and the completion's tokens are those past ``len(prompt)``, as TRL does.
 
     >>> detect_kind(["id", "prompt", "completion"])
     'prompt-completion'
+    >>> detect_kind(["n_tokens", "url"]), kind_columns("lengths", ["n_tokens", "url"])
+    ('lengths', ['n_tokens'])
     >>> from packing_core.data.lengths import byte_tokenizer
     >>> record_lengths({"text": ["hi", " ", "hello"]}, "text", byte_tokenizer, str)
     (array([2, 0, 5]), None)
@@ -32,11 +39,25 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from packing_core._validate import MAX_TEMPLATE_SECONDS, MAX_TEXT_BYTES, MAX_TURNS
-from packing_core.data.lengths import count_tokens
+from packing_core._validate import MAX_LENGTH, MAX_TEMPLATE_SECONDS, MAX_TEXT_BYTES, MAX_TURNS
+from packing_core.data.lengths import LENGTH_COLUMNS, count_tokens
 
-KIND_COLUMNS = {"messages": ("messages",), "prompt-completion": ("prompt", "completion"), "text": ("text",)}
-RECORD_KINDS = tuple(KIND_COLUMNS)
+KIND_COLUMNS = {"messages": ("messages",), "prompt-completion": ("prompt", "completion"), "token-ids": ("input_ids",),
+                "text": ("text",)}
+# in the order a kind is detected: a stored length wins over the text beside it (pass kind="text" to tokenise)
+RECORD_KINDS = ("messages", "prompt-completion", "lengths", "token-ids", "text")
+COUNTED_KINDS = ("token-ids", "lengths")       # already counted: no tokenizer needed, nothing in the loss masked
+
+
+def _length_column(columns) -> str | None:
+    lower = {str(c).lower(): c for c in columns}
+    return next((lower[c] for c in LENGTH_COLUMNS if c in lower), None)
+
+
+def _shown(columns) -> str:
+    columns = list(columns)
+    more = f" ... and {len(columns) - 20:,} more" if len(columns) > 20 else ""
+    return "[" + ", ".join(map(repr, columns[:20])) + more + "]"
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -44,24 +65,33 @@ def detect_kind(columns, kind: str | None = None, name: str = "the data") -> str
     """The record kind of a table with these columns, or ``kind`` checked against them."""
     columns = list(columns)
     if kind is not None:
-        if kind not in KIND_COLUMNS:
+        if kind not in RECORD_KINDS:
             raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(RECORD_KINDS)}")
+        if kind == "lengths":
+            if _length_column(columns) is None and len(columns) != 1:
+                raise ValueError(f"{name} has no length column ({', '.join(LENGTH_COLUMNS)}) for kind 'lengths' "
+                                 f"(columns: {_shown(columns)}); pass column= (--column) naming it")
+            return kind
         missing = [c for c in KIND_COLUMNS[kind] if c not in columns]
-        if missing:
-            raise ValueError(f"{name} has no column {missing[0]!r} for kind {kind!r} (columns: {columns}); "
+        if missing and not (kind in ("text", "token-ids") and len(columns) == 1):
+            raise ValueError(f"{name} has no column {missing[0]!r} for kind {kind!r} (columns: {_shown(columns)}); "
                              "pick the kind that matches the columns")
         return kind
-    for k, needed in KIND_COLUMNS.items():
-        if all(c in columns for c in needed):
+    for k in RECORD_KINDS:
+        if (_length_column(columns) is not None) if k == "lengths" else all(c in columns for c in KIND_COLUMNS[k]):
             return k
     if len(columns) == 1:
         return "text"
-    raise ValueError(f"{name} has columns {columns[:20]}: none of text, prompt + completion, or messages; "
-                     "rename the column or pass --kind")
+    raise ValueError(f"{name} has columns {_shown(columns)}; pass column= (--column) naming a text or length "
+                     f"column, or --kind: none is messages, prompt + completion, a length column "
+                     f"({', '.join(LENGTH_COLUMNS)}), input_ids or text")
 
 
 def kind_columns(kind: str, columns) -> list[str]:
     """The columns a kind reads (a one-column file read as text reads its only column)."""
+    if kind == "lengths":
+        found = _length_column(columns)
+        return [found] if found is not None else list(columns)[:1]
     needed = list(KIND_COLUMNS[kind])
     return needed if all(c in columns for c in needed) else list(columns)[:1]
 
@@ -163,6 +193,8 @@ def record_lengths(batch: dict[str, list], kind: str, tokenizer, where) -> tuple
         (values,) = batch.values()
         texts = [v if isinstance(v, str) and v.strip() else "" for v in values]
         return count_tokens(tokenizer, texts), None
+    if kind in COUNTED_KINDS:
+        return _counted(next(iter(batch.values())), kind, where), None
     if kind == "prompt-completion":
         prompts = [_text(p, "prompt", where(i)) for i, p in enumerate(batch["prompt"])]
         completions = [_text(c, "completion", where(i)) for i, c in enumerate(batch["completion"])]
@@ -185,3 +217,31 @@ def record_lengths(batch: dict[str, list], kind: str, tokenizer, where) -> tuple
     owner = np.repeat(np.arange(len(pairs)), [len(s) for s in pairs])
     loss = np.bincount(owner, weights=per_turn, minlength=len(pairs)).astype(np.int64)
     return lengths, np.clip(loss, 0, lengths)
+
+
+def _counted(values: list, kind: str, where) -> np.ndarray:
+    """Lengths of records that are already counted: token-id lists, or integer lengths (>= 1).
+
+    >>> _counted([[5, 9], [1, 2, 3]], "token-ids", str).tolist(), _counted(["7", 3], "lengths", str).tolist()
+    ([2, 3], [7, 3])
+    """
+    out = np.zeros(len(values), np.int64)
+    for i, v in enumerate(values):
+        if kind == "token-ids":
+            if not isinstance(v, (list, tuple)) or not all(type(t) is int for t in v):
+                raise ValueError(f"{where(i)}: input_ids is {type(v).__name__}, not a list of token ids; "
+                                 "store one list of integers per record")
+            n = len(v)
+        else:
+            text = v.strip() if isinstance(v, str) else None
+            if type(v) is int:
+                n = v
+            elif text and text.lstrip("+").isdigit() and len(text) <= len(str(MAX_LENGTH)):
+                n = int(text)
+            else:
+                raise ValueError(f"{where(i)}: the length {str(v)[:40]!r} is not a whole number; lengths must "
+                                 "be whole numbers >= 1: fix or drop that record")
+        if n < 1 or n > MAX_LENGTH:
+            raise ValueError(f"{where(i)}: the length {n:,} is outside 1..{MAX_LENGTH:,}; fix or drop that record")
+        out[i] = n
+    return out

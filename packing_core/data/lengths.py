@@ -309,17 +309,28 @@ def lengths_from_file(source, column: str | None = None, tokenizer: Tokenizer | 
     ``limit`` stops after that many documents. ``budget`` (default: the environment's
     ``PACKING_LAB_MAX_ROWS``, ``_BYTES``, ``_SECONDS``) caps what one call may read.
     """
+    return column_lengths(source, column, tokenizer, fmt, limit=limit, budget=budget)[0]
+
+
+def column_lengths(source, column: str | None = None, tokenizer: Tokenizer | None = None, fmt: str | None = None,
+                   *, limit: int | None = None, budget: ReadBudget | None = None) -> tuple[np.ndarray, str]:
+    """``lengths_from_file``, plus what the column held: ``"lengths"`` (counted) or ``"text"`` (tokenised).
+
+    >>> column_lengths(b"text\\nhi\\n", fmt="csv")
+    (array([2]), 'text')
+    """
     tokenizer = byte_tokenizer if tokenizer is None else tokenizer
     if not callable(tokenizer):
         raise ValueError(f"tokenizer must be a callable list[str] -> list[list[int]], got {tokenizer!r}")
     _check_limit(limit)
-    src = readers.as_source(source, fmt)
+    src = source if isinstance(source, readers.Source) else readers.as_source(source, fmt)
     column = _pick_column(src, column, "lengths")
-    parts, total = [], 0
+    parts, total, seen = [], 0, "lengths"
     try:
         for kind, values, where in _batches(src, column, text_only=False, budget=budget):
             if limit is not None:
                 values = values[: limit - total]  # tokenize no more than asked for
+            seen = kind
             parts.append(values if kind == "lengths" else _token_lengths(values, tokenizer, where))
             total += len(parts[-1])
             if limit is not None and total >= limit:
@@ -328,7 +339,7 @@ def lengths_from_file(source, column: str | None = None, tokenizer: Tokenizer | 
         pa.default_memory_pool().release_unused()
     if total == 0:
         raise ValueError(f"no documents found in {src.name} (column {readers.display(column)!r})")
-    return as_lengths(np.concatenate(parts))  # the dataset's bounds: documents, total tokens
+    return as_lengths(np.concatenate(parts)), seen  # the dataset's bounds: documents, total tokens
 
 
 def texts_from_file(source, column: str | None = None, fmt: str | None = None,

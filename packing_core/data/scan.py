@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from packing_core._validate import as_workers, whole_number
-from packing_core.data.formats import detect_kind, kind_columns, record_lengths
+from packing_core.data.formats import COUNTED_KINDS, detect_kind, kind_columns, record_lengths
 from packing_core.data.lengths import byte_tokenizer
 from packing_core.data.profile import MAX_OVER_CAP_EXAMPLES, LengthProfile, OverCap, SourceCount
 from packing_core.data.shards import Shard, find_shards, shard_batches, shard_columns, split_parquet
@@ -82,12 +82,20 @@ def tokenizer_identity(tokenizer) -> dict:
             "chat_template_hash": getattr(tokenizer, "chat_template_hash", None)}
 
 
-def plan_scan(inputs, kind: str | None = None) -> tuple[list[Shard], str, list[str]]:
-    """The shards, the record kind and the columns to read; refuses shards of mixed schemas."""
+def plan_scan(inputs, kind: str | None = None, column: str | None = None) -> tuple[list[Shard], str, list[str]]:
+    """The shards, the record kind and the columns to read; refuses shards of mixed schemas.
+
+    ``column`` reads that one column (as text, lengths or token-id lists, by its name or ``kind``).
+    """
     shards = find_shards(inputs)
     first, first_kind = None, None
     for shard in shards:
         cols = shard_columns(shard)
+        if column is not None:
+            if column not in cols:
+                raise ValueError(f"shard {shard.path} has no column {column!r}; available columns: {cols[:20]}. "
+                                 "Pass one of them as --column")
+            cols = [column]
         k = detect_kind(cols, kind, name=f"shard {shard.path}")
         if first is None:
             first, first_kind, columns = (shard, cols), k, kind_columns(k, cols)
@@ -112,7 +120,10 @@ def scan_shard(shard: Shard, kind: str, columns: list[str], tokenizer, cap: int 
             losses.append(loss[keep])
     lengths = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     loss = np.concatenate(losses) if losses else None
-    profile = LengthProfile.from_lengths(lengths, loss, kind=kind, **tokenizer_identity(tokenizer),
+    counted = kind in COUNTED_KINDS     # lengths as stored: no tokenizer was involved
+    identity = {"tokenizer": "none", "vocab_hash": None, "chat_template_hash": None} if counted \
+        else tokenizer_identity(tokenizer)
+    profile = LengthProfile.from_lengths(lengths, loss, kind="lengths" if counted else kind, **identity,
                                          sources=(SourceCount(shard.path, int(len(lengths))),), cap=cap,
                                          over_cap_examples=tuple(examples))
     return dataclasses.replace(profile, scan_seconds=time.perf_counter() - start)
@@ -140,12 +151,17 @@ def _scan_task(shard: Shard, kind: str, columns: list[str], cap: int | None) -> 
     return scan_shard(shard, kind, columns, _worker_tokenizer, cap)
 
 
-def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, engine: str = "local", workers: int = 2,
-         cap: int | None = None, ray_address: str | None = None,
+def _no_tokenizer():
+    return byte_tokenizer   # counted kinds tokenise nothing: the cheapest stand-in
+
+
+def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, column: str | None = None,
+         engine: str = "local", workers: int = 2, cap: int | None = None, ray_address: str | None = None,
          progress: Callable[[ScanProgress], None] | None = None) -> LengthProfile:
     """Scan files, folders or globs into one profile, shard by shard on ``workers`` processes.
 
     ``load_tokenizer`` is a picklable zero-argument callable returning the tokenizer.
+    ``kind`` overrides the detected record kind, ``column`` picks one column to read.
     ``progress`` is called after each shard. A failed shard raises a ``ValueError`` that
     names it, and nothing is returned: a partial profile never looks complete.
     """
@@ -155,7 +171,9 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, engine: s
     if cap is not None:
         whole_number(cap, "cap", hint="e.g. the context, 2048")
     start = time.perf_counter()
-    files, kind, columns = plan_scan(inputs, kind)
+    files, kind, columns = plan_scan(inputs, kind, column)
+    if kind in COUNTED_KINDS:
+        load_tokenizer = _no_tokenizer
     # fewer files than tasks to go round: big Parquet files become ranges of row groups
     pieces = -(-TASKS_PER_WORKER * workers // len(files)) if workers and len(files) < TASKS_PER_WORKER * workers else 1
     split = [split_parquet(f, pieces) for f in files]

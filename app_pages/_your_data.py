@@ -1,0 +1,183 @@
+"""The Dataset explorer's one uploader, and the cached calls that plan the user's data.
+
+Data files (one file, or the shards of one corpus) and length profiles go through the same
+uploader; the kind and the tokenizer are chosen beside it. ``Analyse`` turns the upload into a
+LengthProfile with ``pc.profile_from_upload`` (the path ``report FILE`` takes) and keeps it in
+session state under ``upload``, so it survives other pages until the sidebar switches back.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+
+import streamlit as st
+
+import packing_core as pc
+from app_pages._lab import UPLOAD, esc, log, pretrained_status
+
+DETECT = "detect"
+ANY_COLUMN = "(detected from the kind)"
+DATA_SUFFIXES = "CSV, TSV, JSONL (also .gz), Parquet, Arrow or TXT"
+
+
+def _tokenizers() -> list[str]:
+    """bytes first (instant, no vocabulary), then SmolLM2 when installed, then the configured folders."""
+    smol, _ = pretrained_status()
+    return ["bytes"] + [t for t in pc.tokenizer_choices() if t != "bytes" and (t != pc.PRETRAINED or smol)]
+
+
+@st.cache_data(show_spinner="Reading your data...", max_entries=8)
+def _profile(digest: str, _files: tuple, tokenizer: str, kind: str | None, column: str | None):
+    """The upload as a profile, keyed by the content hash and the choices (``_files`` is not hashed again)."""
+    return pc.profile_from_upload(list(_files), functools.partial(pc.load_tokenizer, tokenizer), kind=kind,
+                                  column=column, budget=pc.read_budget())
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def profile_summary(digest: str, _profile, context: int):
+    return pc.profile_stats(_profile, context), pc.profile_histogram(_profile, context)
+
+
+@st.cache_data(show_spinner="Planning from the counts...", max_entries=16)
+def profile_plans(digest: str, _profile, context: int, overlong: str):
+    """(plans, strategy rows, headline, a seeded sample of the lengths) of the user's profile."""
+    plans = pc.profile_table(_profile, context, overlong=overlong)
+    return plans, pc.profile_rows(plans), pc.profile_headline(_profile, plans), _profile.sample(200_000, 0)
+
+
+@st.cache_data(show_spinner="Balancing the rows...", max_entries=16)
+def balance_of(key: str, _lengths, context: int, ranks: int, micro: int, sampled: bool):
+    """The balance report of the bfd rows of ``_lengths`` (keyed by ``key``), what they are, and a note."""
+    plan = pc.make_plan(_lengths, context, "bfd")
+    basis = f"a sample of {len(_lengths):,} documents" if sampled else f"all {len(_lengths):,} documents"
+    note = ""
+    if plan.n_rows < ranks * micro:   # too few rows to fill every micro-batch: as many as they fill, said so
+        fit_ranks = min(ranks, plan.n_rows)
+        fit_micro = max(1, min(micro, plan.n_rows // fit_ranks))
+        note = (f"The {plan.n_rows:,} bfd rows cannot fill {ranks} ranks x {micro} micro-batches: shown on "
+                f"{fit_ranks} x {fit_micro}.")
+        ranks, micro = fit_ranks, fit_micro
+    return pc.balance_rows(plan, ranks, micro), basis, note
+
+
+def _caption(profile, names: list[str]) -> str:
+    shown = names[0] if len(names) == 1 else f"{len(names)} files ({names[0]}, ...)"
+    tok = "no tokenizer (counted lengths)" if profile.tokenizer == "none" else f"tokenizer {profile.tokenizer}"
+    return (f"{shown}: {profile.kind} data, {tok}, {profile.documents:,} documents, {profile.tokens:,} tokens; "
+            f"{profile.loss_share:.1%} of the tokens are in the loss")
+
+
+def _key() -> str:
+    """The uploader's widget key: a fresh one after each analysed upload, so the next starts empty."""
+    generation = st.session_state.get("upload_generation", 0)
+    return "w_upload" if generation == 0 else f"w_upload_{generation}"
+
+
+def _picked() -> None:
+    """The uploader changed: the files just added are the selection (a browser adds to a multi-file uploader)."""
+    st.session_state.pop("upload_error", None)   # a new file starts clean: an error about the previous one would mislead
+    ups = st.session_state.get(_key()) or []
+    before = set(st.session_state.get("upload_ids", ()))
+    new = [u.file_id for u in ups if u.file_id not in before]
+    st.session_state["upload_ids"] = [u.file_id for u in ups]
+    st.session_state["upload_picked"] = new or [u.file_id for u in ups]
+
+
+def _selection() -> list:
+    ups = st.session_state.get(_key()) or []
+    picked = set(st.session_state.get("upload_picked", ()))
+    return [u for u in ups if u.file_id in picked] or list(ups)
+
+
+def _use_upload() -> None:
+    """Read the upload and make it the sidebar's dataset (a button callback): a second upload replaces the first."""
+    ups = _selection()
+    st.session_state.pop("upload_error", None)
+    if not ups:
+        st.session_state["upload_error"] = "choose a file first"
+        return
+    files = tuple((u.name, u.getvalue()) for u in ups)
+    tokenizer = st.session_state.get("w_upload_tok", "bytes")
+    kind = st.session_state.get("w_upload_kind", DETECT)
+    column = st.session_state.get("w_upload_column", ANY_COLUMN)
+    kind, column = (None if kind == DETECT else kind), (None if column in (None, ANY_COLUMN) else column)
+    h = hashlib.sha1(repr((tokenizer, kind, column)).encode())
+    for name, data in files:
+        h.update(name.encode("utf-8", "replace") + b"\0" + hashlib.sha1(data).digest())
+    digest = h.hexdigest()
+    names = [repr(str(n))[1:-1] for n, _ in files]   # control characters escaped, as every message shows names
+    try:
+        profile = _profile(digest, files, tokenizer, kind, column)
+    except ValueError as e:
+        st.session_state["upload_error"] = str(e)
+        return
+    except Exception as e:  # noqa: BLE001  (no traceback may reach the page)
+        log.exception("unexpected error while reading an upload")
+        st.session_state["upload_error"] = (f"an unexpected {type(e).__name__} while reading {names[0]}; "
+                                            "it was logged on the server")
+        return
+    instruction = profile.kind in ("messages", "prompt-completion")
+    st.session_state["upload"] = {"name": names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more",
+                                  "profile": profile, "digest": digest, "caption": _caption(profile, names),
+                                  "kind": "instruction" if instruction else "pretraining"}
+    st.session_state["dataset"] = UPLOAD
+    # a new upload starts with its own "What is this data?" answer, not the previous file's
+    st.session_state.pop(f"dataset_explorer.kind_{UPLOAD}", None)
+    st.session_state["upload_generation"] = st.session_state.get("upload_generation", 0) + 1
+    for k in ("upload_ids", "upload_picked", "w_upload_column"):
+        st.session_state.pop(k, None)
+
+
+def _clear_error() -> None:
+    st.session_state.pop("upload_error", None)   # a new file starts clean: an error about the previous one would mislead
+
+
+def upload_form() -> None:
+    """The one uploader, with the kind and the tokenizer beside it, and the column picker once a file is chosen."""
+    loaded = "upload" in st.session_state
+    with st.expander(f"Use your own data: {DATA_SUFFIXES}, or a length profile (JSON)", expanded=not loaded):
+        st.caption("One data file, the shards of one corpus (select them all), or a profile written by "
+                   "`python -m packing_core scan`. Records may be chat messages, prompt + completion pairs, "
+                   "text, token counts (a length column) or token-id lists (input_ids). The files stay in this "
+                   "session; nothing is stored. The command line reads the same: `python -m packing_core report FILE`.")
+        try:  # one analysis may not take the server from the rest of the class
+            budget = pc.read_budget()
+            st.caption(f"Limits per analysis: {budget.rows:,} rows, {budget.bytes / 2**20:,.0f} MiB read or decoded, "
+                       f"{budget.seconds:g} s (the server's PACKING_LAB_MAX_ROWS, _BYTES, _SECONDS).")
+        except ValueError as e:
+            st.error(f"The server's read budget is misconfigured: {esc(e)}")
+        u1, u2, u3 = st.columns([3, 1, 1])
+        u1.file_uploader("Data files or a length profile", type=pc.UPLOAD_TYPES, accept_multiple_files=True,
+                         key=_key(), on_change=_picked,
+                         help="the shards of one corpus: select them all at once")
+        ups = _selection()
+        u2.selectbox("Kind", [DETECT, *pc.RECORD_KINDS], key="w_upload_kind", on_change=_clear_error,
+                     help="detect: from the columns (messages, prompt + completion, a length column, input_ids, text)")
+        u3.selectbox("Tokenizer", _tokenizers(), key="w_upload_tok", on_change=_clear_error,
+                     help="bytes: one token per UTF-8 byte (fast, no vocabulary); smollm2: the real tokenizer, "
+                          "with the chat template that chat data needs; or a folder of $PACKING_LAB_TOKENIZERS")
+        if ups:
+            if len(ups) == 1 and not pc.looks_like_profile(ups[0].getvalue()):
+                _column_picker(ups[0])
+            st.button("Analyse this file" if len(ups) == 1 else f"Analyse these {len(ups)} files",
+                          on_click=_use_upload, type="primary")
+        if "upload_error" in st.session_state:
+            st.error(f"Could not use the file: {esc(st.session_state['upload_error'])}")
+        if loaded:
+            st.caption(f"In use: {esc(st.session_state['upload']['caption'])}. Choose another dataset in the "
+                       "sidebar to go back; a new upload replaces this one.")
+
+
+def _column_picker(up) -> None:
+    """For one CSV/TSV/JSONL/Parquet/TXT file: its columns, read from the header alone (errors shown at once)."""
+    try:
+        columns = pc.describe_columns(up)
+    except ValueError as e:
+        if up.name.lower().endswith((".arrow", ".gz")):
+            return                                   # the scan reads these; its errors come with Analyse
+        st.session_state["upload_error"] = str(e)
+        return
+    # a picker of 400,000 columns would freeze the tab: the first 1,000 are enough to choose from
+    st.selectbox("Column", [ANY_COLUMN, *columns[:1000]], key="w_upload_column", on_change=_clear_error,
+                 help="one column to read: integers are lengths, lists of integers are token ids, strings are text; "
+                      "or let the kind pick (messages and prompt + completion read their own columns)")

@@ -1,0 +1,105 @@
+"""The profile's report: one JSON shape, a headline that answers the question, plain names, a balance verdict."""
+import numpy as np
+import pytest
+
+from packing_core.analysis.balance_report import balance_verdict, format_balance, slowest_rank_cut
+from packing_core.analysis.profile_report import (
+    REPORT_VERSION,
+    format_profile_report,
+    headline,
+    order_effects,
+    profile_headline,
+    profile_histogram,
+    profile_rows,
+    profile_stats,
+    profile_table,
+    report_dict,
+)
+from packing_core.analysis.stats import length_histogram, length_stats
+from packing_core.analysis.tables import strategy_table
+from packing_core.data.profile import LengthProfile
+from packing_core.packing.balance import balance_rows
+from packing_core.packing.strategies import make_plan
+
+SFT = LengthProfile.from_counts({60: 4000, 200: 2000, 450: 500}, {60: 80_000, 200: 160_000, 450: 50_000},
+                                kind="prompt-completion")
+TEXT = LengthProfile.from_counts({60: 4000, 200: 2000, 450: 500}, kind="text")
+
+
+def test_the_loss_masked_headline_compares_trained_tokens_per_slot_with_padding():
+    plans = profile_table(SFT, 512)
+    by = {p.strategy: p for p in plans}
+    head = profile_headline(SFT, plans)
+    assert head.measure == "trained tokens per slot" and head.best in ("bfd", "ffd")
+    assert head.best_value == by[head.best].trained_per_slot and head.padding_value == by["pad"].trained_per_slot
+    assert head.ratio == pytest.approx(head.best_value / head.padding_value)
+    assert head.sentence == (f"trained tokens per slot: {head.best} {head.best_value:.3f} vs padding "
+                             f"{head.padding_value:.3f}, {head.ratio:.1f}x more training per step")
+
+
+def test_the_pretraining_headline_is_utilisation_and_slots():
+    plans = profile_table(TEXT, 512)
+    head = profile_headline(TEXT, plans)
+    by = {p.strategy: p.metrics for p in plans}
+    assert head.measure == "utilisation"
+    assert head.ratio == pytest.approx(by[head.best].utilisation / by["pad"].utilisation)
+    assert head.ratio == pytest.approx(by["pad"].slots / by[head.best].slots)   # same tokens: fewer slots
+    assert "fewer slots for the same tokens" in head.sentence
+
+
+def test_concat_cut_never_wins_the_headline_because_it_cuts_documents():
+    rows = strategy_table([300, 250, 200, 150, 100], 512)
+    assert max(rows, key=lambda r: r.utilisation).strategy == "concat-cut"
+    assert headline(rows).best != "concat-cut"
+
+
+def test_report_dict_has_one_versioned_shape_with_the_plans_and_no_counts():
+    plans = profile_table(SFT, 512)
+    d = report_dict(SFT, plans, 512)
+    assert d["report_version"] == REPORT_VERSION == 1
+    assert set(d) == {"report_version", "context", "profile", "loss_share", "headline", "strategies"}
+    assert "counts" not in d["profile"] and d["profile"]["documents"] == SFT.documents
+    assert [s["strategy"] for s in d["strategies"]] == [p.strategy for p in plans]
+    assert d["headline"]["sentence"] == profile_headline(SFT, plans).sentence
+
+
+def test_the_table_names_rows_against_the_fewest_possible_and_keeps_no_lower_bound_jargon():
+    text = format_profile_report(SFT, profile_table(SFT, 512))
+    assert "lower bound" not in text
+    assert "fewest rows" in text and "rows/fewest" in text and "rows against that fewest number possible" in text
+
+
+def test_profile_stats_and_histogram_equal_those_of_the_expanded_lengths():
+    expanded = np.repeat(SFT.lengths, SFT.counts)
+    assert profile_stats(SFT, 256) == length_stats(expanded, 256)
+    a, b = profile_histogram(SFT, 256), length_histogram(expanded, 256)
+    assert (a.counts == b.counts).all() and (a.edges == b.edges).all() and a.clipped == b.clipped
+
+
+def test_profile_rows_compare_a_sampled_plan_per_token_not_per_sample():
+    big = LengthProfile.from_counts({100: 300_000, 400: 100_000})
+    rows = {r.strategy: r for r in profile_rows(profile_table(big, 512, sample=20_000))}
+    # next-fit ran on 20,000 documents, pad on all 400,000: its slot ratio must still be near bfd's, not 20x
+    assert rows["next-fit"].slot_ratio == pytest.approx(rows["bfd"].slot_ratio, rel=0.15)
+    assert rows["pad"].slot_ratio == 1.0
+
+
+def test_order_effects_name_the_order_measured_and_the_strategies_it_moves():
+    sentence = order_effects(strategy_table([120, 90, 300, 40, 55, 30, 210, 65], 512), "the file's order")
+    assert sentence.startswith("next-fit and pad-longest depend on document order. Measured on the file's order:")
+    assert "bfd sorts the documents first" in sentence
+
+
+def test_the_balance_section_ends_with_the_cut_of_the_slowest_ranks_work():
+    plan = make_plan([512, 128, 128, 128, 128, 512, 128, 128, 128, 128], 512, "next-fit")
+    report = balance_rows(plan, 2)
+    before, after = report.before.rank_attention.max(), report.after.rank_attention.max()
+    assert slowest_rank_cut(report) == pytest.approx(1 - after / before)
+    percent = round(100 * (1 - after / before))
+    assert balance_verdict(report) == f"balancing by attention cost cuts the slowest rank's work by {percent} %"
+    assert format_balance(report, "rows").endswith(balance_verdict(report))
+
+
+def test_even_rows_get_a_verdict_that_says_so():
+    report = balance_rows(make_plan([256] * 16, 512, "bfd"), 4)
+    assert slowest_rank_cut(report) == 0.0 and "already even" in balance_verdict(report)
