@@ -26,8 +26,10 @@ VIOLATIONS = {
     "segments_disagree_with_cu_seqlens": "segment ids must change exactly where cu_seqlens puts a boundary",
     "positions_do_not_restart": "position ids do not restart at 0 at each document. Model-specific: it changes the "
                                 "output of learned absolute positions and of scaled RoPE that depends on the row "
-                                "(dynamic NTK); transformers' padding-free path finds documents where position_ids "
-                                "fall to 0, so there it also removes the mask. Plain RoPE with a correct mask: no change",
+                                "(dynamic NTK, LongRoPE). transformers' padding-free path starts a document at "
+                                "every step that is not +1 (sdpa/eager) or every return to the minimum position "
+                                "(FlashAttention, one flattened row), so there it also removes the mask. Plain "
+                                "RoPE with a correct mask: no change",
     "target_crosses_boundary": "the last token of a document must have target -100 (no target across an edge)",
     "target_is_not_next_token": "a target must be the next token of the same document",
     "pad_in_loss": "pads must carry target -100 and stay out of the loss mask",

@@ -31,7 +31,8 @@ from packing_core.batch.checks import Violation
 from packing_core.batch.packed import IGNORE_INDEX
 
 HF_VIOLATIONS = {
-    "positions_do_not_restart": "each document's position_ids must start at 0 and count up by 1",
+    "positions_do_not_restart": ("each document's position_ids must start at the model's first position (0 for most "
+                                 "models, 2 for RoBERTa-family ones) and count up by 1"),
     "label_crosses_boundary": "the label at every document's first token must be -100: transformers shifts "
                               "labels over the whole row, so a label there trains the previous document's "
                               "last token to predict this document's first",

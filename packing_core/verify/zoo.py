@@ -22,7 +22,7 @@ import torch
 from packing_core._validate import choice
 from packing_core.batch.hf_check import check_hf_batch
 from packing_core.verify.batch_run import run_hf_batch
-from packing_core.verify.equivalence import default_documents
+from packing_core.verify.equivalence import DEFAULT_LENGTHS, default_documents
 
 
 @dataclass(frozen=True)
@@ -263,17 +263,20 @@ ZOO: tuple[ZooBug, ...] = (
             "across each other'"),
            "Pass no attention_mask with packed position_ids (TRL's collator does not create one), or a 4D mask.",
            "SmolLM2-135M, transformers' own sdpa", "check_hf_batch: attention_mask_hides_packing"),
-    ZooBug("cache-hides-packing", "A KV cache (use_cache defaults to True) switches off packed detection",
+    ZooBug("cache-hides-packing", "A KV cache (use_cache defaults to True) switches off sdpa/eager/flex's packed detection",
            "LLaMA-style configs default to use_cache=True, so a plain model(**batch) call creates a cache even in "
-           "train mode, and transformers skips its packed-sequence detection: documents read each other.",
+           "train mode, and transformers' sdpa/eager/flex skip their packed-sequence detection: documents read "
+           "each other. (FlashAttention's detection does not look at the cache.)",
            ("huggingface/transformers #46634 (the same gate, attention_mask is None and cache is None)",
             "huggingface/trl sft_trainer.py compute_loss: inputs['use_cache'] = False"),
            "use_cache=False (Trainer sets config.use_cache from TrainingArguments.use_cache, default False; "
            "TRL forces it); a hand-written loop must pass it.",
            "SmolLM2-135M, transformers' own sdpa", "verify --backend sdpa --use-cache (the batch looks sound)"),
     ZooBug("positions-without-mask", "Positions reset per document, but no document mask",
-           "Resetting position_ids changes the rotary phases, not who attends to whom: with a plain causal mask "
-           "document 1 still reads document 0.",
+           "Where the mask comes from elsewhere (an explicit causal mask, cu_seqlens [0, T], a 2D attention_mask "
+           "or a cache), resetting position_ids changes only the rotary phases, and document 1 still reads "
+           "document 0. (Only transformers' padding-free path, with no mask and no cache, turns the resets into a "
+           "document mask.)",
            ("huggingface/trl #784: 'the second sample paying attention to the first'",
             "huggingface/trl #1230 / #1235 (not merged): packing without cross contamination",
             "allenai/open-instruct #669", "hiyouga/LlamaFactory #2289",
@@ -308,10 +311,11 @@ ZOO: tuple[ZooBug, ...] = (
            "SmolLM2-135M, transformers' own sdpa", "check_hf_batch refuses the batch (exit 2), naming both shapes"),
     ZooBug("continuous-absolute-positions", "Continuous positions on learned absolute position embeddings",
            "With RoPE and a correct mask, continuous positions are harmless (only distances matter). With learned "
-           "absolute positions (GPT-2 wpe, OPT, RoBERTa), document 1 gets the embeddings of positions 40.., "
+           f"absolute positions (GPT-2 wpe, OPT, RoBERTa), document 1 gets the embeddings of positions {DEFAULT_LENGTHS[0]}.., "
            "so its outputs change even with a perfect mask.",
-           ("huggingface/transformers #47496 -> #47525 (merged): DataCollatorWithFlattening's 0-based positions "
-            "silently degraded RoBERTa-family models",
+           ("huggingface/transformers #47496 -> #47525 (merged), a sibling bug: positions that restart at the "
+            "wrong origin (0, where RoBERTa-family models start at padding_idx + 1); same mechanism, absolute "
+            "embeddings read the wrong rows",
             "meta-pytorch/torchtune #875: 'an unwarranted later position bias'"),
            "Reset positions per document, from the model's own start (position_ids_start).",
            "the lab's tiny-abs model (random init), vs tiny-rope",
