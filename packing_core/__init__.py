@@ -68,7 +68,7 @@ _export("analysis.stats", "Histogram", "LengthStats", "length_histogram", "lengt
 _export("analysis.tables", "StrategyRow", "attention_cost", "bimodality", "recommend", "strategy_table")
 _export("analysis.costs", "COST_FORMULA", "EndToEnd", "MODEL_SHAPES", "ModelShape", "attention_cells",
         "benchmark_bounds", "end_to_end", "training_flops")
-_export("analysis.composition", "RowOrder", "row_cu_seqlens", "row_order")
+_export("analysis.composition", "RowOrder", "batch_cu_seqlens", "row_cu_seqlens", "row_order")
 _export("analysis.isolation", "AttentionCheck", "alone_vs_packed_attention")
 _export("experiments.train", "SAME_TOPIC", "TOKENS_PER_TOPIC", "TOPICS", "TrainResult", "train_demo")
 _export("experiments.bench", "BackendTiming", "BenchmarkResult", "Timing", "format_benchmark", "format_breakdown",
