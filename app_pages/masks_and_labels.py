@@ -64,6 +64,8 @@ in_row = np.unique(doc[doc >= 0])
 n_docs = len(in_row)
 
 # ---------------------------------------------------------------- the checks
+st.markdown(f"The row is a {term('PackedBatch', '`PackedBatch`')}: `check_batch` reads its tensors, and each "
+            f"problem it finds is a {term('finding')}, a rule in words with a name.", unsafe_allow_html=True)
 hard = [v for v in violations if v.kind == "violation"]
 if not violations:
     st.success(f"check_batch: no violation. In this batch, loss positions = answer targets: "

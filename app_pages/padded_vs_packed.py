@@ -76,9 +76,9 @@ with st.expander("Batching options (pad-longest, bucket) and shuffling", expande
                               **S.bind("buckets"))
     sort = b3.checkbox("Sort by length first", disabled=strategy != "pad-longest", **S.bind("sort"))
     shuffle = b4.checkbox("Shuffle packed rows", **S.bind("shuffle"))
-    st.caption("ffd and bfd place the longest documents first, so their rows come out sorted by "
-               "what they hold; shuffling the rows restores a random order. Bucketing shuffles "
-               "inside each bucket and then the batches.")
+    st.caption(f"{term('ffd')} and {term('bfd')} place the longest documents first, so their rows come out "
+               "sorted by what they hold; shuffling the rows restores a random order. Bucketing shuffles "
+               "inside each bucket and then the batches.", unsafe_allow_html=True)
 
 context = setting("context", 512)
 with guard("read the lengths"):

@@ -53,7 +53,7 @@ if not Path(CHROMIUM).is_file():
 GOAL_GROWTH_MB = 1536
 STEP_MS = 60_000  # one step may wait for a model load behind other users on two cores
 MODEL_LABELS = {"tiny-rope": "tiny model, RoPE positions", "tiny-abs": "tiny model, learned absolute positions",
-                "smollm2": "SmolLM2-135M-Instruct (pretrained)"}
+                "smollm2": "SmolLM2-135M-Instruct (pretrained, Q4_1 weights dequantised)"}
 DATASETS = ("support-tickets", "bimodal")
 LOAD_BAR = re.compile(r"Loading weights:\s+0%")
 
