@@ -104,8 +104,15 @@ st.markdown(
 )
 n_valid = int(good.valid[0].sum())  # the row's real tokens, whatever a planted bug did to their segments
 causal = block_causal_mask(torch.tensor([0, n_valid]), total=width).numpy()
-figure(mask_figure({"causal only (j ≤ i)": causal,
-                    "block-diagonal (j ≤ i and same document)": shown.dense_mask(0).numpy()},
+right = ("block-diagonal (j ≤ i and same document)", shown.dense_mask(0).numpy())
+if any(v.name == "segments_disagree_with_cu_seqlens" for v in violations):
+    # a planted bug in cu_seqlens: draw what a varlen kernel reading them computes, not what the segments intend
+    row0 = [c for c in shown.cu_seqlens.tolist() if c < n_valid] + [n_valid]
+    right = ("what a varlen kernel computes from these cu_seqlens",
+             block_causal_mask(torch.tensor(row0), total=width).numpy())
+    st.caption(f"The planted `cu_seqlens` = `{shown.cu_seqlens.tolist()[:8]}` mark whole rows, so the right "
+               "panel is the kernel's mask: one causal triangle, documents reading each other.")
+figure(mask_figure({"causal only (j ≤ i)": causal, right[0]: right[1]},
                    doc, shown.position_ids[0].numpy()), key=S.key("masks"))
 offsets = good.doc_cu_seqlens[0].tolist()
 listed = ", ".join(map(str, offsets[:12])) + (", ..." if len(offsets) > 12 else "")

@@ -183,8 +183,9 @@ def test_M6_positions_without_a_mask_is_scoped_to_where_the_mask_comes_from_else
 
 
 def test_M7_the_independent_case_says_the_model_learned_to_ignore_its_neighbour():
-    at = open_page("leakage_lab", **{"leakage_lab.neighbours": "independent", "leakage_lab.trained": True})
-    at.run(timeout=900)
+    at = open_page("leakage_lab")
+    at.radio(key="w_leakage_lab.neighbours").set_value("independent")
+    at.button(key="leakage_lab.train").click().run(timeout=900)   # two training runs: minutes on a loaded box
     assert_clean(at)
     drift = {m.label: float(m.value.rstrip("%")) for m in at.metric if m.label.startswith("Drift")}
     on, off = (drift[f"Drift with the previous document visible, mask {x}"] for x in ("on", "off"))
@@ -371,3 +372,12 @@ def test_findings_show_their_plain_language_rule_before_the_identifier():
     table = at.dataframe[0].value
     assert list(table.columns[:2]) == ["what is wrong", "violation"]
     assert table["what is wrong"][0] == VIOLATIONS["positions_do_not_restart"]
+
+
+def test_a_planted_row_cu_seqlens_changes_the_mask_picture():
+    at = open_page("masks_and_labels")
+    before = at.get("plotly_chart")[0].proto.spec
+    at.selectbox(key="w_masks_and_labels.break_").set_value("row cu_seqlens").run()
+    assert_clean(at)
+    assert "what a varlen kernel computes from these cu_seqlens" in at.get("plotly_chart")[0].proto.spec
+    assert "what a varlen kernel computes" not in before and "mark whole rows" in text(at)
