@@ -81,7 +81,10 @@ class StrategyRow:
 
 
 def attention_cost(m: PlanMetrics) -> int:
-    """Attention cells of a plan with a kernel that skips masked blocks (varlen, FlexAttention).
+    """Attention cells of a plan with a kernel that skips masked blocks (varlen, one call per document).
+
+    Against padded rows whose pads are computed. FlexAttention skips only whole masked tiles,
+    so it computes somewhat more than this on short documents.
 
     A padded row pays its full causal square (row_width**2) because the kernel runs over the
     pads too. A packed row pays one square per document: ``[300, 100] -> 300**2 + 100**2``,

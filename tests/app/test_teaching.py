@@ -156,6 +156,8 @@ def test_M3_every_attention_figure_names_its_baseline_kernel():
     assert "unpadding kernel" in page and "what packing buys is the slot ratio, **4.0x**" in page
     ratio = next(m for m in at.metric if m.label == "Attention FLOP ratio")
     assert "computes the pads" in ratio.help
+    titles = [a.text for a in pc.strategy_figure(pc.strategy_table([120, 90, 300], 512)).layout.annotations]
+    assert "attention FLOP ratio vs padded rows, pads computed" in titles
     bench = text(open_page("benchmark"))
     assert "SDPA with is_causal over padded rows" in bench and "Padding pays attention for a full square" not in bench
 
@@ -271,6 +273,8 @@ def test_I11_unpickling_an_untrusted_file_can_run_code():
     page = text(open_page("masks_and_labels"))
     assert "because loading one runs code" not in page
     assert "unpickling an untrusted file can run arbitrary code" in page
+    with pytest.raises(ValueError, match="unpickling an untrusted file can run arbitrary code"):
+        pc.load_batch_bytes(b"not a pickle", "batch.pt")            # the refusal says the same
 
 
 def test_I12_positions_start_at_the_models_first_position():
