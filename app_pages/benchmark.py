@@ -37,7 +37,8 @@ with guard("plan the benchmark's documents"):
     rows = strategy_table(synthetic_lengths(dataset, n=docs), context, strategies=("pad", "bfd"))
 flop_ratio = rows[1].attention_ratio  # pad's attention cells / bfd's Σ len²: what run_benchmark calls flop_ratio
 st.markdown(
-    f"**Before running:** {docs} documents of {dataset} at context {context}. Padded: "
+    f"**Before running:** {docs} documents of {dataset} at context {context}. Padded (SDPA with is_causal, "
+    "pads computed): "
     f"{rows[0].rows} rows x {context}² = {rows[0].attention_cost:,} cells. Packed by bfd into {rows[1].rows} rows: "
     f"`segments` and `varlen` compute Σ len² = {rows[1].attention_cost:,}, a bound of **{flop_ratio:.1f}x**; "
     f"`dense` computes {rows[1].rows} x {context}² = {rows[1].dense_mask_cost:,}, a bound of "

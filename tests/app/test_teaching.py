@@ -160,6 +160,7 @@ def test_M3_every_attention_figure_names_its_baseline_kernel():
     assert "attention FLOP ratio vs padded rows, pads computed" in titles
     bench = text(open_page("benchmark"))
     assert "SDPA with is_causal over padded rows" in bench and "Padding pays attention for a full square" not in bench
+    assert "Padded (SDPA with is_causal, pads computed)" in bench
 
 
 def test_M4_flash_attention_finds_packed_documents_only_in_one_flattened_row():
