@@ -195,6 +195,10 @@ if up is not None:
                 f"{checked.n_documents} document(s).")
     if checked.sound:
         st.success("No violation: documents, positions, labels and boundaries agree.")
+    if checked.format == "packed rows" and rows_ > 1 and checked.n_documents > rows_:
+        st.warning(f"Sound for sdpa and eager only: transformers' FlashAttention finds documents from position_ids "
+                   f"only in one flattened row, so these {rows_} packed rows leak under it. Pass cu_seq_lens, "
+                   "flatten to one row, or train with sdpa/eager.")
     for v in checked.violations:
         st.warning(f"{esc(pc.HF_VIOLATIONS[v.name])}. (`{v.name}`: {esc(v.detail)})")
     row_ = st.number_input("Row", 0, rows_ - 1, 0, key=S.key("batch_row")) if rows_ > 1 else 0

@@ -386,3 +386,14 @@ def test_a_planted_row_cu_seqlens_changes_the_mask_picture():
     assert_clean(at)
     assert "what a varlen kernel computes from these cu_seqlens" in at.get("plotly_chart")[0].proto.spec
     assert "what a varlen kernel computes" not in before and "mark whole rows" in text(at)
+
+
+def test_M4_an_uploaded_batch_of_packed_rows_is_flagged_for_flash_attention():
+    import json
+    at = open_page("masks_and_labels")
+    batch = {"input_ids": [[5, 6, 7, 8], [9, 10, 11, 12]], "position_ids": [[0, 1, 0, 1], [0, 1, 2, 0]]}
+    at.file_uploader(key="masks_and_labels.batch_file").set_value(
+        ("rows.json", json.dumps(batch).encode(), "application/json")).run()
+    assert_clean(at)
+    assert pc.check_hf_batch(batch).format == "packed rows"
+    assert any("leak under it" in w.value and "FlashAttention" in w.value for w in at.warning)
