@@ -118,28 +118,33 @@ class PageSpec:
 PAGES = (
     PageSpec("app_pages/why_packing.py", "Why packing", ":material/lightbulb:", 8,
         "A batch is a rectangle, so every short sample drags a tail of padding through the whole model.",
-        "Eight samples hold 910 tokens: how many slots does padding them to 512 cost, and how many could we get away with?"),
+        f"{len(WORKED_LENGTHS)} samples hold {sum(WORKED_LENGTHS)} tokens: how many slots does padding them to "
+        f"{WORKED_CONTEXT} cost, and how many could we get away with?"),
     PageSpec("app_pages/padded_vs_packed.py", "Padded vs packed", ":material/view_week:", 10,
         "Packing saves three different bills: the linear layers pay per slot, attention per square, and a dense mask "
         "pays for every cell it hides.",
-        "If attention shrinks twelve-fold but the step only gets four times cheaper, where did the rest go?"),
+        # "{name}" fields are filled by the page from its live numbers (lesson(__file__, name=value))
+        "If attention shrinks {attention_ratio:.1f}-fold but the whole step only gets {step_ratio:.2f} times "
+        "cheaper, where did the rest go?"),
     PageSpec("app_pages/masks_and_labels.py", "Masks and labels", ":material/grid_on:", 12,
         "A packed row is correct only if every document computes as if it were alone, and trains only on its own "
         "next tokens.",
         "Which of these bugs would a count of loss positions catch, and which would it miss?"),
     PageSpec("app_pages/leakage_lab.py", "Leakage lab", ":material/science:", 12,
-        "A wrong mask never raises an error; the only way to see it is to run a document alone and packed and compare.",
+        "A wrong mask never raises an error. Tensor checks catch some forms of it; the one check that catches "
+        "every form is running a document alone and packed and comparing.",
         "Before you click: will document 1's logits change in this scenario?"),
     PageSpec("app_pages/bug_zoo.py", "Bug zoo", ":material/bug_report:", 8,
-        "Every bug here shipped in a real project, trained without an error, and was found only by someone who "
-        "compared a document alone with the same document packed.",
+        "Every bug here was reported in a real project. Most train without an error (one crashes). Each is caught "
+        "by a tensor check, by comparing a document alone with the same document packed, or by both.",
         "Which of these bugs would your own training setup catch today, and with which check?"),
     PageSpec("app_pages/dataset_explorer.py", "Dataset explorer", ":material/bar_chart:", 6,
         "The right policy depends on the lengths: look at the histogram before choosing between bucketing and packing.",
         "For this dataset, would you bucket or pack on a first run, and what would make you change your mind?"),
     PageSpec("app_pages/benchmark.py", "Benchmark", ":material/speed:", 4,
-        "A FLOP ratio is a ceiling, not a speed-up: each kernel has its own ceiling, and real time falls short of it.",
-        "Why does the dense-mask backend have a lower ceiling than the per-document one on the same rows?"),
+        "A FLOP ratio is what the arithmetic alone predicts. Measured speed-ups usually fall short of it (small "
+        "calls, memory traffic), but it is not a hard ceiling: a slow baseline can lose by more.",
+        "Why does the dense-mask backend have a lower FLOP bound than the per-document one on the same rows?"),
 )
 
 
@@ -167,24 +172,70 @@ FRAMEWORK = (
     ("Packing without pads, boundaries as offsets",
      "transformers' `DataCollatorWithFlattening` joins a batch into one row of shape [1, total tokens], with "
      "`position_ids` restarting per example; `return_flash_attn_kwargs=True` also returns `cu_seq_lens_q/k`. "
-     "Only the FlashAttention kernels take the variable-length path it needs."),
+     "Only FlashAttention runs it as a varlen kernel. sdpa, eager and flex turn the restarting `position_ids` "
+     "into a block-diagonal mask (when there is no attention_mask and no cache): correct, but they pay for the "
+     "row's full square or block grid."),
     ("Boundary targets",
      "The same collator puts `separator_id` (-100) as the first label of every example, so the last token of one "
      "example is never trained to predict the next one. TRL's collator does the same where `position_ids == 0`."),
     ("Positions act as the mask",
-     "With no `attention_mask`, transformers finds the documents from `position_ids`: FlashAttention starts a "
-     "document wherever the position falls back to its minimum, and sdpa/eager build a block-diagonal mask from "
-     "every step that is not +1. Continuous positions there mean one long document: no isolation."),
+     "With no `attention_mask`, transformers finds the documents from `position_ids`. sdpa/eager build a "
+     "block-diagonal mask from every step that is not +1. FlashAttention starts a document at every return to "
+     "the minimum position, but only in one flattened row (`[1, T]`, the padding-free format): packed rows "
+     "`[B>1, L]` need `cu_seq_lens` or sdpa/eager, or they leak under FlashAttention. Continuous positions "
+     "there mean one long document: no isolation."),
     ("A library can drop the mask silently",
-     "That detection is skipped when a 2D `attention_mask` is passed or a cache is in use. A model called with "
-     "`use_cache` at its config default builds a cache, and its sdpa path then falls back to one causal triangle. "
-     "TRL's SFTTrainer sets `use_cache=False` and sends no attention mask in padding-free mode for this reason."),
+     "transformers' sdpa/eager/flex skip that detection when a 2D `attention_mask` is passed or a cache is in "
+     "use. A model called with `use_cache` at its config default builds a cache, and its sdpa path then falls "
+     "back to one causal triangle. (FlashAttention turns an all-ones mask into none, and its detection does not "
+     "look at the cache.) TRL's SFTTrainer sets `use_cache=False` to avoid the gradient-checkpointing warning, "
+     "and, padding-free, passes no attention mask so that FlashAttention reads `position_ids`. Both also happen "
+     "to keep sdpa/eager's packed detection on."),
     ("TRL's switches",
      "`SFTConfig(packing=True)` packs with `packing_strategy='bfd'` by default (best-fit decreasing, overflow "
      "truncated; `'bfd_split'` splits it, `'wrapped'` cuts mid-sequence), and bfd turns `padding_free` on. "
-     "`padding_free=True` alone flattens each batch; it needs FlashAttention 2 or 3."),
+     "`padding_free=True` alone flattens each batch. TRL documents it for FlashAttention 2 or 3 only, but does "
+     "not check; in transformers 5.x sdpa/eager isolate the flattened documents too, because TRL passes "
+     "`use_cache=False` and no mask."),
     ("Loss weighting under packing",
      "transformers' Trainer divides the summed loss by `num_items_in_batch`, the count of non-ignored labels over "
      "every accumulation step (and every device by default): a mean per token, so a long example weighs more than "
-     "a short one, packed or not. A mean per row or per example would change with the packing."),
+     "a short one, packed or not. A mean per row changes with the packing. A mean per example weighs every "
+     "example equally whatever its length: that changes the objective, but not with the packing."),
 )
+
+
+# ---------------------------------------------------------------- words before jargon
+# term -> its meaning in plain words. Pages show it on hover (_lab.term) and the sidebar lists it (_lab.glossary).
+GLOSSARY = {
+    "slot": "One position of a row. A batch of R rows of width W has R x W slots, and the GPU computes every one.",
+    "pad": "A slot that holds no real token, only there to make the batch a rectangle.",
+    "utilisation": "Real tokens divided by slots: the share of the computed positions that hold data.",
+    "bucketing": "Sorting samples into groups of similar length, then padding each batch only to its own longest "
+                 "sample. No mask changes, but batches are no longer random draws.",
+    "next-fit": "A packer that keeps the documents in order and starts a new row when the next one does not fit.",
+    "ffd": "First-fit decreasing: a packer that takes the longest document first and puts each into the first "
+           "row with room.",
+    "bfd": "Best-fit decreasing: a packer that takes the longest document first and puts each into the fullest "
+           "row it still fits in.",
+    "concat-cut": "Concatenate every document into one stream and cut it into full rows: no pads, but documents "
+                  "split at row edges.",
+    "position_ids": "The position of each token inside its document (0, 1, 2, ...). Positional encodings read them.",
+    "cu_seqlens": "Cumulative sequence lengths: where each document starts in the flattened batch, plus the total "
+                  "at the end. Two documents of 3 and 2 tokens: [0, 3, 5].",
+    "varlen": "A variable-length attention kernel: it takes the documents of a batch laid end to end plus their "
+              "cu_seqlens, and computes one causal block per document, with no pads and no mask matrix.",
+    "sdpa": "Scaled dot-product attention: torch.nn.functional.scaled_dot_product_attention, and transformers' "
+            "attention implementation of that name. It takes a mask or a causal flag, never cu_seqlens.",
+    "FlashAttention": "A fused attention kernel (the flash-attn package); its varlen form reads cu_seqlens.",
+    "FlexAttention": "torch's attention that takes the mask as a function and skips the tiles it fully hides.",
+    "block-diagonal mask": "An attention mask with one causal triangle per document and nothing between them.",
+    "targets": "The token each position is trained to predict: the next token of the same document, or -100.",
+    "loss mask": "Which positions count in the loss. A separate thing from the attention mask.",
+    "EOS": "End-of-sequence token. Placed between documents, it tells the model that a new one starts.",
+    "KV cache": "The keys and values kept from earlier tokens so generation need not recompute them. In "
+                "transformers, use_cache=True builds one.",
+    "PackedBatch": "The lab's packed batch: token ids, position ids, targets, loss mask and cu_seqlens of a plan's "
+                   "rows, as tensors.",
+    "finding": "A named result of a check, such as positions_do_not_restart: the rule it breaks, and where.",
+}

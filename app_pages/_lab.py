@@ -8,6 +8,7 @@ its widget (Streamlit clears widget keys there).
 """
 from __future__ import annotations
 
+import html
 import logging
 import os
 import re
@@ -136,17 +137,32 @@ def run_safely(title: str, *steps) -> None:
         st.error(UNEXPECTED.format(kind=type(e).__name__))
 
 
-def lesson(page: str) -> None:
+def lesson(page: str, **values) -> None:
     """The teacher's lines at the top of a page: its place in the 60-minute lesson, one sentence
     to read out, and one question to ask the class (from its ``_content.PageSpec``).
 
-    ``page`` is the page's ``__file__`` (or its title): ``lesson(__file__)``.
+    ``page`` is the page's ``__file__`` (or its title): ``lesson(__file__)``. ``values`` fill the
+    ``{name}`` fields of those texts with the page's live numbers.
     """
     spec = _content.page(page)
     order = _content.PAGES.index(spec)
+    say, ask = (text.format(**values) if values else text for text in (spec.say, spec.ask))
     with st.container(border=True):
-        st.markdown(f"**Lesson, step {order + 1} of {len(_content.PAGES)} (about {spec.minutes} minutes).** {spec.say}\n\n"
-                    f"**Ask the class:** {spec.ask}")
+        st.markdown(f"**Lesson, step {order + 1} of {len(_content.PAGES)} (about {spec.minutes} minutes).** {say}\n\n"
+                    f"**Ask the class:** {ask}")
+
+
+def term(word: str, shown: str | None = None) -> str:
+    """``word`` with its plain-language meaning on hover (``_content.GLOSSARY``); for
+    ``st.markdown(..., unsafe_allow_html=True)``. ``shown`` is the text on the page (default ``word``)."""
+    meaning = html.escape(_content.GLOSSARY[word], quote=True)
+    return f'<abbr title="{meaning}">{shown if shown is not None else word}</abbr>'
+
+
+def glossary() -> None:
+    """Every term the lab uses, in plain words: an expander in the shared sidebar, so on every page."""
+    with st.expander("Glossary: the words in plain language"):
+        st.markdown("\n".join(f"- **{esc(word)}**: {esc(meaning)}" for word, meaning in _content.GLOSSARY.items()))
 
 
 def figure(fig, key: str | None = None) -> None:
@@ -233,6 +249,7 @@ def sidebar() -> None:
         missing = [s for s in sources().values() if not s.available]
         for s in missing:
             st.caption(f"Not available: {esc(s.name)}: {esc(s.reason)}")
+        glossary()
 
 
 # ---------------------------------------------------------------- cached core calls
@@ -278,14 +295,19 @@ def strategy_dataframe(rows, plans=None) -> None:
         "linear: slot ratio": st.column_config.NumberColumn(
             format="%.1fx", help="slots of padding to the context / these slots: what the linear layers save"),
         "attention cost": st.column_config.NumberColumn(
-            format="%.3e", help="padding: rows x width²; packing: Σ len², paid only by a kernel that skips "
-                                "masked blocks (cu_seqlens, varlen, FlexAttention)"),
+            format="%.3e", help="cells of full squares. Padding: rows x width², with a kernel that computes the "
+                                "pads. Packing: Σ len², paid by varlen fed cu_seqlens or one call per document; "
+                                "FlexAttention, which skips only whole masked tiles, pays somewhat more"),
         "attention FLOP ratio": st.column_config.NumberColumn(
-            format="%.1fx", help="attention FLOPs of padding to the context / these, with a kernel that skips "
-                                 "masked blocks; a FLOP count, not a measured speed-up"),
+            format="%.1fx", help="attention FLOPs of padding to the context, run by a kernel that computes the "
+                                 "pads (SDPA with is_causal or a dense mask) / this plan's with a kernel that "
+                                 "skips masked blocks. Against an unpadding kernel (FlashAttention given an "
+                                 "attention_mask) padding also pays only Σ len², and packing's saving is the "
+                                 "slot ratio. A FLOP count, not a measured speed-up"),
         "dense-mask FLOP ratio": st.column_config.NumberColumn(
             format="%.1fx", help="the same plan with a materialised block-diagonal mask: every cell of each "
-                                 "row is computed, so attention pays rows x width²"),
+                                 "row is computed, so attention pays rows x width² (baseline: padded rows, "
+                                 "pads computed)"),
         "rows vs fewest possible": st.column_config.NumberColumn(
             format="%.2fx", help="rows / the fewest rows possible (all tokens / context, rounded up); bucketing "
                                  "pads each document to its bucket, one document per row, so it has many short rows"),

@@ -10,10 +10,12 @@ S = page_settings("benchmark", docs=128, heads=8, repeats=2)
 st.title("Benchmark")
 lesson(__file__)
 st.markdown(
-    "Padding pays attention for a full square per row. Packed, a kernel that skips masked blocks "
-    "(one call per document, or varlen fed `cu_seqlens`) pays one small square per document, "
-    "while a materialised block-diagonal mask still computes every cell of each row. Each backend "
-    "has its own FLOP bound; here you measure how much of it this machine actually gets."
+    "The padded baseline here is SDPA with is_causal over padded rows: a kernel that computes the pads, so it pays a full "
+    "square per row. Packed, a kernel that skips masked blocks (one call per document, or varlen fed "
+    "`cu_seqlens`) pays one small square per document, while a materialised block-diagonal mask still "
+    "computes every cell of each row. (Against an unpadding kernel, padding would pay only the small squares "
+    "too, and packing would buy only the slot ratio.) Each backend has its own FLOP bound; here you measure "
+    "how much of it this machine actually gets."
 )
 
 context = SHARED.get("context")
@@ -35,7 +37,8 @@ with guard("plan the benchmark's documents"):
     rows = strategy_table(synthetic_lengths(dataset, n=docs), context, strategies=("pad", "bfd"))
 flop_ratio = rows[1].attention_ratio  # pad's attention cells / bfd's Σ len²: what run_benchmark calls flop_ratio
 st.markdown(
-    f"**Before running:** {docs} documents of {dataset} at context {context}. Padded: "
+    f"**Before running:** {docs} documents of {dataset} at context {context}. Padded (SDPA with is_causal, "
+    "pads computed): "
     f"{rows[0].rows} rows x {context}² = {rows[0].attention_cost:,} cells. Packed by bfd into {rows[1].rows} rows: "
     f"`segments` and `varlen` compute Σ len² = {rows[1].attention_cost:,}, a bound of **{flop_ratio:.1f}x**; "
     f"`dense` computes {rows[1].rows} x {context}² = {rows[1].dense_mask_cost:,}, a bound of "
@@ -85,7 +88,9 @@ else:
         "Each backend is measured against the work it really does: `dense` against rows x context², "
         "because its materialised mask computes the masked cells too; `segments` and `varlen` against "
         "Σ len², because they skip them. Many small attention calls cost more per FLOP than one big one, "
-        "so time follows FLOPs only roughly: a bound is a ceiling, not a promise."
+        "so time follows FLOPs only roughly. A FLOP bound is what the arithmetic alone predicts: measured "
+        "speed-ups usually fall short of it, but it is not a hard ceiling (a padded baseline that moves more "
+        "memory per FLOP can lose by more)."
     )
 
 st.subheader("Where segments' CPU time goes")

@@ -9,7 +9,8 @@ S = page_settings("bug_zoo", rows="4 | 60 60")
 st.title("Bug zoo")
 lesson(__file__)
 st.markdown(
-    "Packing bugs that reached users of real projects. None of them raises an error: the loss still falls. "
+    "Packing bugs that reached users of real projects. All but one run without an error, and the loss still "
+    "falls. Position ids left unpadded make transformers raise an IndexError, or misalign silently elsewhere. "
     "Each entry says what goes wrong, where it was reported, and how it was fixed; **Reproduce** runs it on the "
     "lab's models, broken and fixed, and shows what the lab's checks say of each."
 )
@@ -84,9 +85,11 @@ st.markdown(
     "**What transformers and TRL do: per token, over the global batch.** transformers' `ForCausalLMLoss` "
     "flattens every row and calls `fixed_cross_entropy`, which sums and divides by `num_items_in_batch` when "
     "it is given (else takes the mean over the forward's counted tokens): no per-row mean. `Trainer` counts "
-    "`num_items_in_batch` over all gradient-accumulation micro-batches (`labels.ne(-100).sum()`) and, with "
-    "`average_tokens_across_devices` (default True), over every data-parallel rank. This came with "
-    "huggingface/transformers #34191 (gradient accumulation) and #34373 (tokens across devices). TRL's "
+    "`num_items_in_batch` over all gradient-accumulation micro-batches, counting the prediction targets "
+    "(`labels[..., 1:].ne(-100).sum()`, or `shift_labels` when the collator gives them) and, with "
+    "`average_tokens_across_devices` (default True in 5.24), over every data-parallel rank. "
+    "huggingface/transformers #34191 brought the count over gradient accumulation; #34373 added the option "
+    "to count tokens across devices (off by default then). TRL's "
     "`SFTTrainer.compute_loss` passes `num_items_in_batch` on to `Trainer.compute_loss`, so it follows the same "
     "rule. A model that accepts no loss kwargs falls back to a per-micro-batch mean (huggingface/transformers #37766)."
 )

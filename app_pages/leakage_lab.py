@@ -2,10 +2,16 @@
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import esc, figure, guard, lesson, model_status, page_settings, plan
+from app_pages._lab import esc, figure, guard, lesson, model_status, page_settings, plan, term
 from packing_core import (
+    DEFAULT_LENGTHS,
     DEFAULT_MODEL,
     DEFAULT_TEXTS,
+    MAX_TEXTS,
+    MIN_TEXTS,
+    SAME_TOPIC,
+    TOKENS_PER_TOPIC,
+    TOPICS,
     available_backends,
     find_model,
     logit_diff_figure,
@@ -22,8 +28,9 @@ S = page_settings("leakage_lab", mask="on", positions="reset", model=DEFAULT_MOD
 st.title("Leakage lab")
 lesson(__file__)
 st.markdown(
-    "Three documents run through a model twice: each one alone, and all three packed in one row. "
-    "If packing is done right, every document gets the same logits both ways, up to rounding. "
+    f"A few documents run through a model twice: each one alone, and all of them packed in one row "
+    f"({len(DEFAULT_LENGTHS)} for the tiny models, {MIN_TEXTS} to {MAX_TEXTS} texts of your own for a pretrained "
+    "one). If packing is done right, every document gets the same logits both ways, up to rounding. "
     "Flip the settings below, predict what happens to the second document (document 1), "
     "then look."
 )
@@ -58,10 +65,16 @@ def local_model(path: str):
     return load_local_model(path)
 
 
-@st.cache_data(show_spinner="Writing 20 tokens of document 1, alone and packed...", max_entries=32)
-def drift(mask: str, texts: tuple[str, ...], model: str):
+DRIFT_STEPS = 20
+
+
+@st.cache_data(show_spinner=f"Writing {DRIFT_STEPS} tokens of document 1, alone and packed...", max_entries=32)
+def drift(mask: str, texts: tuple[str, ...], model: str, positions: str = "reset", backend: str = "segments",
+          use_cache: bool = False):
+    """The continuations through the verdict's own path: the same backend, use_cache and positions."""
     from packing_core import drift_pretrained
-    return drift_pretrained(texts, mask=mask, pretrained=loaded(model))
+    return drift_pretrained(texts, mask=mask, positions=positions, backend=backend, use_cache=use_cache,
+                            steps=DRIFT_STEPS, pretrained=loaded(model))
 
 
 @st.fragment
@@ -103,7 +116,7 @@ def lab() -> None:
                            help="causal_only ignores document boundaries: the mask bug inside a kernel; "
                                 "sdpa is transformers' own attention, which finds documents from position_ids")
     use_cache = grid.checkbox("transformers' cache on (use_cache)", disabled=backend != "sdpa", **S.bind("use_cache"),
-                              help="with a cache, transformers skips finding documents from position_ids")
+                              help="with a cache, transformers' sdpa skips finding documents from position_ids")
     use_cache = bool(use_cache and backend == "sdpa")
     for why in missing.values():
         st.caption(f"The pretrained model is not available here: {esc(why)}")
@@ -153,23 +166,30 @@ def lab() -> None:
                  hide_index=True)
     st.caption(f"Tolerance: {esc(rep.tolerance_reason)}")
     if spec is not None and spec.tokenizer:
-        st.markdown("**Drift in words.** Greedy continuations of document 1, 20 tokens each: alone, and packed "
-                    f"after document 0 with the mask {mask}.")
+        from packing_core import drift_path
+        path = drift_path(backend, mask, positions, use_cache)
+        st.markdown(f"**Drift in words.** Greedy continuations of document 1, {DRIFT_STEPS} tokens each: alone, "
+                    f"and packed after document 0, through the same path as the verdict above ({esc(path)}).")
         if st.button("Continue document 1 in words", key=S.key("drift_go")):
             st.session_state[S.key("drift")] = True
         if S.get("drift"):
             with guard("continue document 1"):
-                words = drift(mask, texts, model)
+                words = drift(mask, texts, model, positions, backend, use_cache)
             d1, d2 = st.columns(2)
             d1.markdown("**Alone**")
             d1.text(words.alone_text)
-            d2.markdown(f"**Packed after document 0, mask {mask}**")
+            d2.markdown("**Packed after document 0**")
             d2.text(words.packed_text)
-            if words.same:
-                st.success("The same words: with the mask on, document 1 cannot read document 0.")
+            st.caption(f"Each token is one forward pass of the whole row through {esc(words.path)}.")
+            if not words.same:
+                st.warning(f"The words part at generated token {words.first_difference}: on this path document 1 "
+                           "read document 0 and drifted.")
+            elif rep.documents[1].equivalent:
+                st.success("The same words: on this path document 1 computes as it would alone.")
             else:
-                st.warning(f"The words part at generated token {words.first_difference}: document 1 read "
-                           "document 0 and drifted towards it.")
+                st.info(f"The same {DRIFT_STEPS} words this time, although the verdict above found document 1's "
+                        "logits changed: greedy decoding keeps only the top token, so a drift can hide in the "
+                        "words. The logits are the evidence.")
     if texts is not None:
         st.markdown("**The texts** (document 0, then document 1):")
         st.text("\n".join(result.texts))
@@ -189,56 +209,60 @@ def lab() -> None:
 def why_settings_matter() -> None:
     """The explanation, shown only once the learner has predicted (or chosen to skip predictions)."""
     st.subheader("Why the settings matter")
-    st.markdown(WHY)
+    st.markdown(WHY, unsafe_allow_html=True)
 
 
 WHY = (
     "**The mask.** With the mask off, document 1 reads document 0 and its logits move by whole "
     "units. Document 0 still matches: causality already hides everything after it.\n\n"
     "**The positions.** Continuous positions tell document 1 it starts where it happens to sit in the "
-    "row (position 40 for the tiny models) instead of at 0. "
+    f"row (position {DEFAULT_LENGTHS[0]} for the tiny models) instead of at 0. "
     "A model with learned absolute positions sees different inputs, so its logits change. "
     "With plain RoPE and a correct mask they do not: RoPE makes attention depend only on the "
     "distance between two tokens, and shifting every position of an isolated document by the same "
     "amount keeps every distance. Scaled RoPE that is a fixed function of the config (linear, YaRN, "
-    "Llama 3) keeps that property; dynamic NTK scaling does not, because it recomputes its frequencies "
-    "from the largest position in the row once that passes the trained length. So the rule is "
+    "Llama 3) keeps that property. Dynamic NTK and LongRoPE do not: they choose their frequencies from the "
+    "largest position in the row once that passes the trained length. So the rule is "
     "model-specific: keep the positions your model expects. One practical reason to reset them anyway: "
-    "transformers' padding-free path finds the documents where position_ids fall back to 0, so there "
-    "continuous positions remove the mask as well.\n\n"
+    "transformers' padding-free path starts a document at every step that is not +1 (sdpa/eager) or every "
+    "return to the minimum position (FlashAttention, one flattened row), so there continuous positions "
+    "remove the mask as well.\n\n"
     "**A wrong mask never errors.** Every setting above runs without a warning. In training the loss "
     "still falls, and it can even look better when neighbouring documents are related (the experiment "
-    "below); run alone, as at inference, the model is worse. Only a check like this one, packed against "
-    "alone with a tolerance fitted to the dtype (never bitwise equality), shows it.\n\n"
-    "**transformers' own attention and its cache.** With `sdpa` and no attention mask, transformers "
-    "builds the block-diagonal mask itself from the position ids. It skips that step when a cache is in "
-    "use, and a model called with `use_cache` at its config default builds one: document 1 then reads "
-    "document 0 with no warning. Turn the cache off and the same call is correct."
+    "below); run alone, as at inference, the model is worse. Tensor checks catch some forms of the bug (an "
+    "all-ones mask beside packed positions, cu_seqlens that mark whole rows). The one check that catches every "
+    "form is this one: packed against alone, with a tolerance fitted to the dtype (never bitwise equality).\n\n"
+    f"**transformers' own attention and its cache.** With {term('sdpa', '`sdpa`')} and no attention mask, "
+    "transformers builds the block-diagonal mask itself from the position ids. Its sdpa/eager/flex paths skip "
+    f"that step when a {term('KV cache')} is in use, and a model called with `use_cache` at its config default "
+    "builds one: document 1 then reads document 0 with no warning. Turn the cache off and the same call is "
+    "correct."
 )
-
 
 lab()
 
 
 # ---------------------------------------------------------------- a wrong mask never errors
-NEIGHBOURS = {"related": "9 in 10 share a topic (sorted by source)", "independent": "1 in 8 (shuffled)"}
+NEIGHBOURS = {"related": f"{SAME_TOPIC:.0%} share a topic (sorted by source)",
+              "independent": f"1 in {TOPICS} (shuffled)"}
 
 
-@st.cache_data(show_spinner="Training the tiny model twice, mask on and mask off (a few seconds)...",
+@st.cache_data(show_spinner="Training the tiny model twice, mask on and mask off (under a minute on a busy CPU)...",
                max_entries=16)
 def train_pair(seed: int, neighbours: str = "related"):
-    from packing_core import TOPICS, train_demo
-    same = 0.9 if neighbours == "related" else 1 / TOPICS
+    from packing_core import train_demo
+    same = SAME_TOPIC if neighbours == "related" else 1 / TOPICS
     return train_demo("on", seed=seed, same_topic=same), train_demo("off", seed=seed, same_topic=same)
 
 
 st.subheader("A wrong mask never errors")
 st.markdown(
     "Two training runs of the tiny model: same starting weights, same batches, same steps. "
-    "The only difference is the mask. The documents are synthetic: each is on one of 8 topics "
-    "(its own 6 tokens) and starts with a BOS token. You choose how often a document sits next to one "
+    "The only difference is the mask. The documents are synthetic: each is on one of "
+    f"{TOPICS} topics (its own {TOKENS_PER_TOPIC} tokens) and starts with a BOS token. "
+    "You choose how often a document sits next to one "
     "on the same topic. The model starts from random weights and is small, so both runs finish in "
-    "seconds on a CPU. Then both models are judged the same way: each document alone, as at "
+    "under a minute on a CPU. Then both models are judged the same way: each document alone, as at "
     "inference, and each document with the previous one visible."
 )
 c1, c2, c3 = st.columns([1, 2, 2], vertical_alignment="bottom")
@@ -250,7 +274,7 @@ if c3.button("Train both", key=S.key("train"), type="primary"):
     st.session_state[S.key("trained")] = True   # keep showing the runs on later reruns (cached)
 
 if st.session_state.get(S.key("trained")):
-    from packing_core import TOPICS, loss_curves_figure
+    from packing_core import loss_curves_figure
 
     with guard(f"train the tiny model with seed {seed}"):
         on, off = train_pair(int(seed), neighbours)
@@ -274,10 +298,16 @@ if st.session_state.get(S.key("trained")):
              f"looks no better in training: {off.train_loss:.3f} against {on.train_loss:.3f}, because a "
              "neighbour on an unrelated topic has nothing to lend")
     worse = "worse" if off.alone_loss > on.alone_loss else "no worse"
+    chance = 1 / TOPICS
+    if off.drift_share > on.drift_share:   # it reads its neighbour: the lean that inference never feeds
+        harm = "That is the harm that counts: it learned to lean on a neighbour that inference never gives it. "
+    else:
+        harm = (f"It trained with a neighbour always in view, yet it learned to ignore that neighbour (drift "
+                f"{100 * off.drift_share:.0f}%, about a blind guess's {100 * chance:.1f}%); alone it is "
+                f"{worse} all the same. ")
     st.markdown(
         f"**What the numbers say.** The broken run {looks}. Run every held-out document alone, as at "
-        f"inference, and it is {worse}: {off.alone_loss:.3f} against {on.alone_loss:.3f}. That is the harm "
-        "that counts: it learned to lean on a neighbour that inference never gives it. "
+        f"inference, and it is {worse}: {off.alone_loss:.3f} against {on.alone_loss:.3f}. {harm}"
         "With the previous document visible, after a change of topic the first guess comes from the old "
         f"topic {100 * on.drift_share:.0f}% of the time for the mask-on model and {100 * off.drift_share:.0f}% for "
         f"the mask-off one (a blind guess: 1 in {TOPICS}). The mask-on model never learned to ignore a "
@@ -296,8 +326,10 @@ with st.expander("Is reading across documents always a bug?"):
         "Not always. Much pretraining concatenates documents with an end-of-text token between them and "
         "uses the plain causal mask on purpose: GPT-3 did so and relied on the separator token to tell "
         "the model that the context before it is unrelated ([Brown et al. 2020, appendix B]"
-        "(https://arxiv.org/abs/2005.14165)); nanoGPT's data preparation and transformers' `run_clm.py` "
-        "example build the same stream, and Megatron-LM's `--reset-attention-mask` and "
+        "(https://arxiv.org/abs/2005.14165)). nanoGPT's data preparation and transformers' `run_clm.py` "
+        "example both concatenate documents under the plain causal mask (nanoGPT with an end-of-text token; "
+        "run_clm with whatever special tokens the tokenizer adds, and no separator of its own), and "
+        "Megatron-LM's `--reset-attention-mask` and "
         "`--reset-position-ids` are off unless you ask for them.\n\n"
         "Where the mask matters most:\n"
         "- **Long context.** Llama 3 masks across documents and reports that this had little effect in "

@@ -5,7 +5,7 @@ import torch
 
 import packing_core as pc
 from app_pages import _content
-from app_pages._lab import figure, guard, lesson, page_settings
+from app_pages._lab import figure, guard, lesson, page_settings, term
 from packing_core import PackedBatch, block_causal_mask, check_batch, layout_figure, mask_figure, targets_figure
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
@@ -15,12 +15,13 @@ S = page_settings("masks_and_labels", width=64, instruction=False, break_="none"
 st.title("Masks and labels")
 lesson(__file__)
 st.markdown(
-    "Below is one packed row of short documents; each character is one token. Packing is "
+    f"Below is one packed row of short documents, placed by {term('next-fit')}; each character is one token. Packing is "
     "correct only if every document gets the computation it would get alone. The attention mask "
     "decides that, helped by position ids that restart at each document when the model needs them. "
     "Two more tensors decide what is trained, not what is computed: the targets and the loss mask. "
     "(A document split across two rows never gets its alone computation: its second piece cannot "
-    "see its start.)"
+    "see its start.)",
+    unsafe_allow_html=True,
 )
 
 
@@ -68,6 +69,8 @@ in_row = np.unique(doc[doc >= 0])
 n_docs = len(in_row)
 
 # ---------------------------------------------------------------- the checks
+st.markdown(f"The row is a {term('PackedBatch', '`PackedBatch`')}: `check_batch` reads its tensors, and each "
+            f"problem it finds is a {term('finding')}, a rule in words with a name.", unsafe_allow_html=True)
 findings = checked_row.findings
 if checked_row.sound and not checked_row.warnings:
     st.success(f"check_batch, {checked_row.verdict}. In this batch, loss positions = answer targets: "
@@ -77,9 +80,11 @@ elif not checked_row.sound:
 else:
     st.info(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, answer targets: {answers}.")
 if findings:
-    st.dataframe({"finding": [f.name for f in findings], "severity": [f.severity for f in findings],
-                  "what": [f.title for f in findings], "where": [f.detail for f in findings],
-                  "fix": [f.fix for f in findings]}, hide_index=True, width="stretch")
+    st.dataframe({"what is wrong": [f.title for f in findings], "finding": [f.name for f in findings],
+                  "severity": [f.severity for f in findings], "where": [f.detail for f in findings],
+                  "fix": [f.fix for f in findings]}, hide_index=True, width="stretch",
+                 column_config={"finding": st.column_config.TextColumn(
+                     help="the finding's name: the identifier check_batch and the CLI report")})
 st.caption("Per attention implementation: " + " · ".join(c.verdict for c in per_impl))
 if isolation.equivalent:
     st.caption(f"Alone vs packed, one attention layer with random weights: every document's output matches "
@@ -109,9 +114,11 @@ figure(mask_figure({"causal only (j ≤ i)": causal,
 offsets = good.doc_cu_seqlens[0].tolist()
 listed = ", ".join(map(str, offsets[:12])) + (", ..." if len(offsets) > 12 else "")
 st.markdown(
-    f"A varlen kernel never builds this {width} x {width} matrix. It reads the document offsets, "
+    f"A {term('varlen')} kernel never builds this {width} x {width} matrix. It reads the document offsets, "
     f"`cu_seqlens` = `[{listed}]` for this row (the cumulative sum of the "
-    "lengths), and computes only the blocks."
+    "lengths), and computes only the blocks. A batch of several rows still gets one array: the rows laid end "
+    "to end, with a cut at each row edge (see *Why packing*).",
+    unsafe_allow_html=True,
 )
 
 # ---------------------------------------------------------------- positions
@@ -122,8 +129,9 @@ st.markdown(
     "it is used alone. Red cells differ from the reset positions. Whether that changes the output "
     "depends on the model (see the *Leakage lab*): learned absolute positions change, plain RoPE under "
     "a correct mask does not. Reset them all the same when you train with transformers' padding-free "
-    "path: it finds where documents start from the places position_ids fall back to 0, so continuous "
-    "positions there also erase the document boundaries."
+    "path: it starts a document at every step that is not +1 (sdpa/eager) or every return to the minimum "
+    "position (FlashAttention, one flattened row only), so continuous positions there also erase the "
+    "document boundaries."
 )
 figure(layout_figure(shown, 0, continuous_positions=continuous), key=S.key("layout"))
 
@@ -132,9 +140,10 @@ st.subheader("Targets stop at the document edge; the loss mask is its own tensor
 st.markdown(
     "Shifting the whole row by one makes the last token of a document predict the first token "
     "of the next one (red): an artificial transition. The fix is a target of -100 at each edge "
-    "(–), as this batch has. An EOS token at the end of each document does not remove that target: "
-    "with row-shifted targets the EOS itself is then trained to predict the next document's first "
-    "token. The EOS helps only as a trained target of its own document (the last word predicts EOS). "
+    "(–), as this batch has. "
+    f"With an {term('EOS')} ending each document instead, row-shifted targets train EOS → the first token of "
+    "the next document. That is a document-start target, the intended design of EOS-delimited pretraining, "
+    "not an artificial transition. Mask it (-100) too if each document must train exactly as it would alone. "
     "Targets are separate from attention both ways. A batch can isolate its documents perfectly and "
     "still train on a wrong boundary target (try *row-shifted targets* above). And masking the target "
     "at an edge does not stop the next document from reading the previous one: without the attention "
@@ -142,7 +151,8 @@ st.markdown(
     "The loss mask is separate from the attention mask: "
     + ("prompt tokens (P) stay in attention, because the answer must read the question, but "
        "leave the loss." if instruction else
-       "switch on instruction tuning to see prompt tokens that are attended but not trained.")
+       "switch on instruction tuning to see prompt tokens that are attended but not trained."),
+    unsafe_allow_html=True,
 )
 figure(targets_figure(shown, 0, pc.naive_targets(good, 0)), key=S.key("targets"))
 with st.expander("The documents in this row"):
@@ -160,8 +170,10 @@ st.subheader("Check a batch from your trainer")
 st.markdown(
     "Save one batch as your trainer hands it to `model(**batch)`, and upload it: transformers' padding-free "
     "format (`input_ids`, `labels`, `position_ids`, optionally `cu_seq_lens_q/k`), a padded batch with an "
-    "`attention_mask`, or packed rows with `position_ids` only. Safetensors, `.npz` or JSON; pickles "
-    "(`.pt`, `.bin`, `.pkl`) are refused, because loading one runs code. "
+    "`attention_mask`, or packed rows with `position_ids` only (sound for sdpa/eager; FlashAttention finds "
+    "documents from `position_ids` only in one flattened row, so packed rows `[B>1, L]` leak under it). "
+    "Safetensors, `.npz` or JSON; pickles (`.pt`, `.bin`, `.pkl`) are refused, because unpickling an "
+    "untrusted file can run arbitrary code. "
     "`python -m packing_core check FILE --model smollm2` does the same and also runs the model on it."
 )
 

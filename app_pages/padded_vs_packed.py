@@ -15,6 +15,7 @@ from app_pages._lab import (
     plan,
     strategy_dataframe,
     strategy_table,
+    term,
 )
 from packing_core import (
     OVERLONG_POLICIES,
@@ -32,9 +33,9 @@ S = page_settings("padded_vs_packed", lengths=WORKED, draw_n=32, strategy="conca
                   buckets=8, sort=False, shuffle=False, model_shape="SmolLM2-135M")
 
 st.title("Padded vs packed")
-lesson(__file__)
+top = st.container()   # the lesson box, filled once the page knows its numbers (its question quotes them)
 st.markdown(
-    "The page opens on the eight samples of the first page, laid out by one strategy. Padding "
+    f"The page opens on the {len(_content.WORKED_LENGTHS)} samples of the first page, laid out by one strategy. Padding "
     "strategies give each sample its own row; packing strategies fill rows with several "
     "samples. Edit the lengths, draw a random batch from the dataset, or change the strategy, "
     "and watch the rows, the pads and the attention cost move."
@@ -75,9 +76,9 @@ with st.expander("Batching options (pad-longest, bucket) and shuffling", expande
                               **S.bind("buckets"))
     sort = b3.checkbox("Sort by length first", disabled=strategy != "pad-longest", **S.bind("sort"))
     shuffle = b4.checkbox("Shuffle packed rows", **S.bind("shuffle"))
-    st.caption("ffd and bfd place the longest documents first, so their rows come out sorted by "
-               "what they hold; shuffling the rows restores a random order. Bucketing shuffles "
-               "inside each bucket and then the batches.")
+    st.caption(f"{term('ffd')} and {term('bfd')} place the longest documents first, so their rows come out "
+               "sorted by what they hold; shuffling the rows restores a random order. Bucketing shuffles "
+               "inside each bucket and then the batches.", unsafe_allow_html=True)
 
 context = SHARED.get("context")
 with guard("read the lengths"):
@@ -99,8 +100,9 @@ n3.metric("Utilisation", f"{m.utilisation:.1%}", help="real tokens / slots")
 n4.metric("Pads", f"{m.pad_tokens:,}")
 n5.metric("Tokens lost", f"{m.tokens_lost:,}", help="truncated or dropped by the over-long policy")
 n6.metric("Attention FLOP ratio", f"{pad_cost / cost:.1f}x",
-          help="attention FLOPs of padding every sample to the context / this plan's, with a kernel that "
-               "skips masked blocks. A count of arithmetic, not a measured speed-up.")
+          help="attention FLOPs of padding every sample to the context, run by a kernel that computes the pads "
+               "(SDPA with is_causal or a dense mask) / this plan's, with a kernel that skips masked blocks. "
+               "A count of arithmetic, not a measured speed-up.")
 
 first = 0
 if m.rows > MAX_ROWS:
@@ -112,19 +114,35 @@ figure(plan_strip(p, first_row=first, max_rows=MAX_ROWS,
 st.caption("Each colour is one document, grey is padding, white is outside a row. A black tick ends "
            "a document; a red tick marks a document split at a row edge.")
 
+unpadded = pm.attention_cost_packed   # the padded batch under an unpadding kernel: one square per document
 st.markdown(
-    f"**Three bills, three ratios.** The linear layers (most of a model's FLOPs) pay per slot: "
-    f"{pm.slots:,} padded against {m.slots:,} here, **{pm.slots / m.slots:.1f}x** fewer. "
-    f"Attention grows with the square of the row: padded to the context it computes "
-    f"rows x context² = {pm.rows:,} x {context}² = {pad_cost:,} cells. "
-    + (f"Packed, a kernel that skips masked blocks (varlen fed `cu_seqlens`, FlexAttention, one call per "
-       f"document) computes one square per document, Σ len² = {cost:,}: **{pad_cost / cost:.1f}x** fewer. "
-       f"A materialised block-diagonal mask skips nothing: it computes every cell of each row, "
-       f"Σ width² = {dense_cost:,}, only **{pad_cost / dense_cost:.1f}x** fewer."
-       if p.packed else
-       f"This plan pads each row to its batch's longest sample: Σ width² = {cost:,}, "
-       f"**{pad_cost / cost:.1f}x** fewer, with no mask to change.")
+    f"**Three bills, three ratios.** The linear layers (most of a model's FLOPs) pay per "
+    f"{term('slot')}: {pm.slots:,} padded against {m.slots:,} here, **{pm.slots / m.slots:.1f}x** fewer. "
+    f"Attention grows with the square of the row. Padded to the context and run by a kernel that computes "
+    f"the pads ({term('sdpa', 'SDPA')} with is_causal, or a dense mask), it computes rows x context² = "
+    f"{pm.rows:,} x {context}² = {pad_cost:,} cells.",
+    unsafe_allow_html=True,
 )
+if p.packed:
+    st.markdown(
+        f"Packed, {term('varlen')} fed `cu_seqlens` and one call per document compute one square per document, "
+        f"Σ len² = {cost:,}: **{pad_cost / cost:.1f}x** fewer. {term('FlexAttention')}, which skips only whole "
+        f"masked tiles, computes somewhat more. A materialised {term('block-diagonal mask')} skips nothing: it "
+        f"computes every cell of each row, Σ width² = {dense_cost:,}, only **{pad_cost / dense_cost:.1f}x** "
+        "fewer.",
+        unsafe_allow_html=True,
+    )
+    st.markdown(
+        f"Against a padded batch run by an unpadding kernel ({term('FlashAttention')} given an `attention_mask`, "
+        f"or Flex with a padding mask), padding also pays only Σ len² = {unpadded:,}. There attention saves "
+        f"{unpadded / cost:.1f}x, and what packing buys is the slot ratio, **{pm.slots / m.slots:.1f}x**.",
+        unsafe_allow_html=True,
+    )
+elif strategy == "pad":
+    st.markdown(f"This plan pads every row to the context: it is the baseline (**{pad_cost / cost:.1f}x**).")
+else:
+    st.markdown(f"This plan pads each row to its batch's longest sample: Σ width² = {cost:,}, "
+                f"**{pad_cost / cost:.1f}x** fewer, with no mask to change.")
 
 # ---------------------------------------------------------------- all strategies
 st.subheader("Every strategy on these lengths")
@@ -145,8 +163,10 @@ e2e = pc.end_to_end(rows, shape)
 st.latex(r"\text{FLOPs} = 6\,N \cdot \text{slots} + 12\,n_\text{layer}\,d_\text{model} \cdot A")
 st.caption(f"{shape.name}: N = {shape.params / 1e6:,.1f}M parameters, n_layer = {shape.n_layer}, d_model = "
            f"{shape.d_model}. The standard estimate of training FLOPs (forward and backward) per token is "
-           "6N + 12·n_layer·d_model·T, T the tokens it attends to. Summed over the plan, A is Σ len² with a "
-           "kernel that skips masked blocks, Σ width² with a dense mask.")
+           "6N + 12·n_layer·d_model·T, T the length of the row (or document) it sits in. Summed over the plan, "
+           "A counts full squares: Σ len² with a kernel that skips masked blocks, Σ width² with a dense mask, "
+           "against padded rows whose pads are computed. A causal kernel pays about half of each square on both "
+           "sides; a materialised mask pays all of it.")
 st.dataframe({
     "strategy": [e.strategy for e in e2e],
     "training FLOPs": [f"{e.flops:.3g}" for e in e2e],
@@ -154,6 +174,10 @@ st.dataframe({
     "end-to-end ratio": [f"{e.ratio:.2f}x" for e in e2e],
     "with a dense mask": [f"{e.ratio_dense_mask:.2f}x" for e in e2e],
 }, hide_index=True, width="stretch")
+ref = strategy if p.packed else "bfd"   # the question is about packing: a padded plan asks it of bfd
+with top:
+    lesson("Padded vs packed", attention_ratio={r.strategy: r.attention_ratio for r in rows}[ref],
+           step_ratio={e.strategy: e.ratio for e in e2e}[ref])
 pad_share = {e.strategy: e.attention_share for e in e2e}.get("pad")
 if pad_share is not None:
     st.markdown(
@@ -187,10 +211,14 @@ with guard("plan the batch-composition example"):
     sample = tuple(pc.sample_lengths(current_lengths()[1], 2000, seed=1).tolist())
     in_order = pc.row_order(plan(sample, context, "bfd", overlong="split"))
     shuffled = pc.row_order(plan(sample, context, "bfd", overlong="split", shuffle=True, seed=0))
-s1, s2 = st.columns(2)
+    bucketed = pc.row_order(plan(sample, context, "bucket", overlong="split", batch_size=int(batch_size),
+                                 buckets=int(buckets), seed=0))
+s1, s2, s3 = st.columns(3)
 s1.metric("bfd rows: neighbour correlation", f"{in_order.neighbour_correlation:.2f}",
           help="correlation between the longest documents of consecutive rows")
 s2.metric("bfd, rows shuffled", f"{shuffled.neighbour_correlation:.2f}")
+s3.metric("bucket rows", f"{bucketed.neighbour_correlation:.2f}",
+          help=f"{int(buckets)} buckets, batches of {int(batch_size)} rows, shuffled inside each bucket")
 st.markdown(
     f"Best-fit decreasing places the longest documents first, so on 2,000 documents from "
     f"{esc(dataset_label(SHARED.get('dataset')))} its first batch of 32 rows holds pieces of "
@@ -199,5 +227,11 @@ st.markdown(
     f"A shuffle stage after packing restores a random order (correlation {shuffled.neighbour_correlation:.2f}) "
     "without changing a single row."
 )
-figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled},
+st.markdown(
+    f"Bucketing pays this price by design. Every batch comes from one bucket, so rows next to each other "
+    f"look alike (correlation {bucketed.neighbour_correlation:.2f}) even though it shuffles inside each bucket "
+    "and then the batches. Shuffling mixes batches across the epoch, never the rows inside one: the gradient "
+    "inside a batch stays correlated. Keep the buckets wide, so each batch is a fair draw from its bucket."
+)
+figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled, "bucket": bucketed},
                         title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))

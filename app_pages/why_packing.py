@@ -1,17 +1,20 @@
-"""Why packing: the worked example (22.2 % against 88.9 %) and the support-tickets case."""
+"""Why packing: predict, then see the worked example (22.2 % against 88.9 %) and the support-tickets case."""
 import numpy as np
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import figure, guard, length_summary, lesson, plan, source_lengths, strategy_table
-from packing_core import plan_strip, row_cu_seqlens, slot_use_figure
+from app_pages._lab import figure, guard, length_summary, lesson, page_settings, plan, source_lengths, strategy_table, term
+from packing_core import batch_cu_seqlens, plan_strip, row_cu_seqlens, slot_use_figure
+
+S = page_settings("why_packing", skip=False)
 
 st.title("Why packing")
 lesson(__file__)
 st.markdown(
-    "A training batch is a rectangle: every row has the same number of slots. "
-    "Short samples leave the rest of their row empty, and those **pads** still go through "
-    "every layer. Packing puts several samples in one row instead."
+    "A training batch is a rectangle: every row has the same number of "
+    f"{term('slot', 'slots')}. Short samples leave the rest of their row empty, and those "
+    f"**{term('pad', 'pads')}** still go through every layer. Packing puts several samples in one row instead.",
+    unsafe_allow_html=True,
 )
 
 # ---------------------------------------------------------------- the worked example
@@ -21,8 +24,24 @@ with guard("plan the worked example"):
     packed = plan(lengths, ctx, "concat-cut")
 pm, km = padded.metrics(), packed.metrics()
 
-st.subheader(f"Eight samples, {pm.real_tokens} real tokens, context {ctx}")
-st.markdown(f"Lengths: {', '.join(map(str, lengths))}. Each colour is one document; grey is padding.")
+st.subheader(f"{len(lengths)} samples, {pm.real_tokens} real tokens, context {ctx}")
+st.markdown(f"Lengths: {', '.join(map(str, lengths))}. Padding gives each sample a row of its own, {ctx} slots wide.")
+
+# ---------------------------------------------------------------- predict before the answer
+st.markdown(f"**Predict:** padded to {ctx}, one sample per row, how many slots do these {pm.real_tokens} tokens take?")
+options = sorted({pm.real_tokens, km.slots, pm.slots // 2, pm.slots})   # the answer among plausible guesses
+guess = st.radio("Your prediction", options, index=None, horizontal=True, key="why_packing.guess",
+                 format_func=lambda n: f"{n:,} slots", label_visibility="collapsed")
+reveal = st.checkbox("Skip predictions and always show the answers (self-study)", **S.bind("skip"))
+if guess is None and not reveal:
+    st.info("Make a prediction to see the answer.")
+    st.stop()
+if guess is not None:
+    (st.success if guess == pm.slots else st.info)(
+        f"{'Right' if guess == pm.slots else 'Not this time'}: {pm.rows} rows x {ctx} = {pm.slots:,} slots "
+        f"for {pm.real_tokens} real tokens.")
+
+st.markdown("Each colour is one document; grey is padding.")
 left, right = st.columns(2, gap="large")
 with left:
     st.metric("Padded to the context: utilisation", f"{pm.utilisation:.1%}",
@@ -33,29 +52,40 @@ with right:
     st.metric("Concatenated and cut into full rows", f"{km.utilisation:.1%}",
               delta=f"{pm.slots / km.slots:.0f}x fewer slots", delta_color="normal")
     st.caption(f"{km.rows} rows x {ctx} = {km.slots:,} slots, of which {km.pad_tokens:,} are pads.")
-    figure(plan_strip(packed, title="concat-cut: one stream, cut every 512 tokens", max_cols=512),
+    figure(plan_strip(packed, title=f"concat-cut: one stream, cut every {ctx} tokens", max_cols=512),
            key="strip_packed")
 
 bounds = packed.boundaries
 per_row = row_cu_seqlens(packed)
+flat = batch_cu_seqlens(packed)
+split = int(np.searchsorted(bounds, ctx, side="right")) - 1   # the document that crosses the first row edge
 st.markdown(
     f"**Where does each document start?** In the stream, at the running sum of the lengths: "
     f"`cumsum([0, {', '.join(map(str, lengths))}])` = `{bounds.tolist()}`. The stream is cut at "
-    f"{ctx}, so document 3 starts at {bounds[3]} and spills into row 1 (the red tick marks the cut). "
-    "A varlen kernel reads one set of offsets per row, each starting at 0 and ending at the row's "
-    "tokens: " + "; ".join(f"row {r}: `{cu}`" for r, cu in enumerate(per_row)) + ". "
-    "The piece of document 3 in row 1 is a document of its own there: it cannot see its start."
+    f"{ctx}, so document {split} starts at {bounds[split]} and spills into row 1 (the red tick marks the cut).",
 )
+st.markdown(
+    f"A {term('varlen')} kernel (`torch.nn.attention.varlen.varlen_attn`, `flash_attn_varlen_func`) takes one "
+    f"{term('cu_seqlens', '`cu_seqlens`')} for the whole batch, flattened row after row: the running sum with a "
+    f"cut added at each row edge, here `{flat}`. Within each row the same boundaries read "
+    + " and ".join(f"`{cu}`" for cu in per_row) + ".",
+    unsafe_allow_html=True,
+)
+st.markdown(f"The piece of document {split} in row 1 is a document of its own there: it cannot see its start.")
 
 # ---------------------------------------------------------------- the realistic case
-st.subheader("The realistic case: 200,000 support tickets")
-st.caption("From here on the packer is bfd, not concat-cut: bfd fills rows almost as well and never cuts a "
-           "document, while concat-cut would cut tens of thousands of tickets in two.")
 with guard("compute the support-tickets case"):
     tickets = source_lengths("support-tickets")
     stats, _ = length_summary(tickets, ctx)  # cached, and shared with the dataset explorer
-    rows = strategy_table(tickets, ctx, strategies=("pad", "bfd"))
-pad_row, bfd_row = rows
+    rows = strategy_table(tickets, ctx, strategies=("pad", "bfd", "concat-cut"))
+pad_row, bfd_row, cut_row = rows
+st.subheader(f"The realistic case: {stats.count:,} support tickets")
+st.markdown(
+    f"From here on the packer is {term('bfd')}, not concat-cut. bfd fills rows almost as well and cuts only "
+    f"the {bfd_row.docs_split:,} tickets ({bfd_row.docs_split / stats.count:.1%}) longer than {ctx}; concat-cut "
+    f"would cut {cut_row.docs_split:,}.",
+    unsafe_allow_html=True,
+)
 pad_share = pad_row.pad_tokens / pad_row.slots
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("Tickets", f"{stats.count:,}")
@@ -70,14 +100,17 @@ st.markdown(
     f"{pad_share:.0%} of its work on nothing. The loss curve looks perfectly normal all the same, "
     "because pads are left out of the loss: only the throughput tells."
 )
-figure(slot_use_figure(rows, title="Slots of the whole dataset: real tokens and pads"), key="slots")
+figure(slot_use_figure(rows[:2], title="Slots of the whole dataset: real tokens and pads"), key="slots")
 
 # ---------------------------------------------------------------- the trade-off
 st.subheader("The trade-off, in three lines")
 st.markdown(
     "- **Packing wins on throughput:** almost every slot holds a real token.\n"
-    "- **Bucketing wins on safety:** batching samples of similar length removes most pads "
-    "and needs no change to the attention mask.\n"
-    "- **Utilisation measures waste, not quality:** a packed batch with a wrong mask is just as "
-    "full, and silently trains on the wrong thing (see *Masks and labels* and the *Leakage lab*)."
+    f"- **{term('bucketing', 'Bucketing')} wins on safety, at a price:** batching samples of similar length "
+    "removes most pads and needs no change to the attention mask. But every batch is then a run of look-alikes, "
+    "so the gradient inside a batch is correlated: shuffle within buckets and keep them wide (see *Padded vs "
+    "packed*).\n"
+    f"- **{term('utilisation', 'Utilisation')} measures waste, not quality:** a packed batch with a wrong mask "
+    "is just as full, and silently trains on the wrong thing (see *Masks and labels* and the *Leakage lab*).",
+    unsafe_allow_html=True,
 )

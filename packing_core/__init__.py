@@ -68,7 +68,7 @@ _export("verify.equivalence", "DEFAULT_LENGTHS", "DocumentResult", "TokenChange"
         "default_tolerance", "model_runner", "verify_runner")
 _export("verify.registry", "PRETRAINED_MODELS", "verify_hf", "verify_model", "verify_pretrained",
         "MAX_TEXTS", "MAX_TEXT_TOKENS", "MIN_TEXTS", "is_model_path", "load_causal_lm", "read_texts_file",
-        "tokenise_texts", "drift_pretrained")
+        "tokenise_texts", "drift_pretrained", "drift_path")
 _export("verify.batch_run", "BatchVerdict", "run_hf_batch")
 _export("integrations.guard", "Guard", "PackingCheckError", "guard")
 _export("integrations.trainer", "PackingCheckCallback")
@@ -82,9 +82,9 @@ _export("analysis.stats", "Histogram", "LengthStats", "length_histogram", "lengt
 _export("analysis.tables", "StrategyRow", "attention_cost", "bimodality", "recommend", "strategy_table")
 _export("analysis.costs", "COST_FORMULA", "EndToEnd", "MODEL_SHAPES", "ModelShape", "attention_cells",
         "benchmark_bounds", "end_to_end", "training_flops")
-_export("analysis.composition", "RowOrder", "row_cu_seqlens", "row_order")
+_export("analysis.composition", "RowOrder", "batch_cu_seqlens", "row_cu_seqlens", "row_order")
 _export("analysis.isolation", "AttentionCheck", "alone_vs_packed_attention")
-_export("experiments.train", "TOPICS", "TrainResult", "train_demo")
+_export("experiments.train", "SAME_TOPIC", "TOKENS_PER_TOPIC", "TOPICS", "TrainResult", "train_demo")
 _export("experiments.bench", "BackendTiming", "BenchmarkResult", "Timing", "format_benchmark", "format_breakdown",
         "run_benchmark", "segments_breakdown")
 _export("viz.style", "ALERT_COLOUR", "PACKED_COLOUR", "PADDED_COLOUR", "PALETTE", "PAD_COLOUR", "doc_colour")

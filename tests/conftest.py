@@ -55,6 +55,24 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(scope="session")
+def require_smollm2() -> None:
+    """Skip (or, under CI, fail) a test that needs the real pretrained SmolLM2, naming the install step."""
+    from packing_core import pretrained_status
+
+    available, message = pretrained_status()
+    if not available:
+        skip_or_fail(message)
+
+
+@pytest.fixture(scope="session")
+def smollm2_pair(require_smollm2):
+    """SmolLM2 and its tokenizer, loaded once per test session."""
+    from packing_core import load_pretrained
+
+    return load_pretrained()
+
+
 # ---------------------------------------------------------------- CUDA
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``cuda`` skip with one reason where torch sees no CUDA device."""

@@ -43,11 +43,27 @@ def row_order(plan, batch_size: int = 32) -> RowOrder:
 
 
 
+def batch_cu_seqlens(plan) -> list[int]:
+    """The one ``cu_seqlens`` a varlen kernel takes for the whole batch, flattened row after row.
+
+    ``torch.nn.attention.varlen.varlen_attn`` and ``flash_attn_varlen_func`` read one
+    cumulative array over every token of the batch. It is the running sum of the lengths
+    with a cut added at each row edge (here at 512), where a split document starts again:
+
+    >>> from packing_core import make_plan
+    >>> batch_cu_seqlens(make_plan([120, 90, 300, 40, 55, 30, 210, 65], 512, "concat-cut"))
+    [0, 120, 210, 510, 512, 550, 605, 635, 845, 910]
+    """
+    order = np.lexsort((plan.piece_offset, plan.piece_row))   # row-major: the order the kernel counts tokens in
+    return np.r_[0, np.cumsum(plan.piece_len[order])].astype(int).tolist()
+
+
 def row_cu_seqlens(plan) -> list[list[int]]:
-    """The offsets a varlen kernel reads for each row: restart at 0 in every row, end at the row's tokens.
+    """The same boundaries read inside each row: restart at 0 in every row, end at the row's tokens.
 
     Not the plain running sum of the lengths: a row is cut at the context, and a split
-    document's continuation starts the next row at 0.
+    document's continuation starts the next row at 0. A kernel still takes them as one
+    array over the batch (:func:`batch_cu_seqlens`).
 
     >>> from packing_core import make_plan
     >>> row_cu_seqlens(make_plan([120, 90, 300, 40, 55, 30, 210, 65], 512, "concat-cut"))

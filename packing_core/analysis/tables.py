@@ -31,6 +31,28 @@ BIMODAL = 0.6
 TOO_SHORT = 0.25
 
 
+# Bucketing that leaves more than this share of its slots empty is no safe first run: pack from the start.
+BUCKET_WASTES_TOO_MUCH = 0.5
+
+
+# p95 at least this many times the median: a long tail (a few long documents set each bucket's width).
+LONG_TAIL = 3.0
+
+
+def length_shape(stats: LengthStats, lengths=None) -> str:
+    """'bimodal', 'long-tailed' or 'compact': the one word the advice uses for a length distribution.
+
+    >>> from packing_core.analysis.stats import length_stats
+    >>> length_shape(length_stats([10] * 90 + [100] * 10, 512))
+    'long-tailed'
+    >>> length_shape(length_stats([20] * 50 + [400] * 50, 512), [20] * 50 + [400] * 50)
+    'bimodal'
+    """
+    if lengths is not None and bimodality(lengths) > BIMODAL:
+        return "bimodal"
+    return "long-tailed" if stats.p95 >= LONG_TAIL * stats.p50 else "compact"
+
+
 @dataclass(frozen=True)
 class StrategyRow:
     """One strategy on one dataset, with its costs relative to padding every sample to the context.
@@ -61,7 +83,10 @@ class StrategyRow:
 
 
 def attention_cost(m: PlanMetrics) -> int:
-    """Attention cells of a plan with a kernel that skips masked blocks (varlen, FlexAttention).
+    """Attention cells of a plan with a kernel that skips masked blocks (varlen, one call per document).
+
+    Against padded rows whose pads are computed. FlexAttention skips only whole masked tiles,
+    so it computes somewhat more than this on short documents.
 
     A padded row pays its full causal square (row_width**2) because the kernel runs over the
     pads too. A packed row pays one square per document: ``[300, 100] -> 300**2 + 100**2``,
@@ -125,8 +150,10 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
     ``kind`` is ``"instruction"`` (prompt + answer examples: never split them) or
     ``"pretraining"`` (plain text: a split at a row edge is acceptable). With ``lengths``
     it also says when the lengths have two modes, where bucketing does best.
-    When packing saves clearly more, the advice still starts with bucketing for a first
-    run (no mask to get wrong), and packs once the pipeline is trusted.
+    When packing saves clearly more, the advice starts with bucketing for a first run (no
+    mask to get wrong) and packs once the pipeline is trusted, unless bucketing still
+    wastes over half its slots (``BUCKET_WASTES_TOO_MUCH``, typical of long-tailed lengths
+    at a long context): then it says to pack from the start.
     """
     if kind not in ("instruction", "pretraining"):
         raise ValueError(f"kind must be 'instruction' or 'pretraining', got {kind!r}")
@@ -148,6 +175,14 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
         first = (f"Bucket: it already fills {bucket.utilisation:.1%} of the slots, within "
                  f"{(best.utilisation - bucket.utilisation) * 100:.1f} points of {best.strategy} "
                  f"packing ({best.utilisation:.1%}), with no mask to get wrong." + wide)
+    elif 1 - bucket.utilisation > BUCKET_WASTES_TOO_MUCH:
+        shape = length_shape(stats, lengths)
+        first = (f"Pack from the start, with {best.strategy}. On these {shape} lengths at context "
+                 f"{stats.context}, bucketing still wastes {1 - bucket.utilisation:.0%} of its slots (it fills "
+                 f"{bucket.utilisation:.1%}; {best.strategy} fills {best.utilisation:.1%}, and bucketing computes "
+                 f"{bucket.slots / best.slots:.1f}x as many slots). Pass cu_seqlens, start every document's "
+                 "positions at 0 (transformers' padding-free path finds documents by them), and run the "
+                 "alone-vs-packed check before training.")
     else:
         first = (f"First run: bucket. It fills {bucket.utilisation:.1%} of the slots ({bucket.slot_ratio:.1f}x "
                  "fewer than padding to the context) and changes no mask, so nothing can leak." + wide

@@ -30,7 +30,8 @@ _SAVE_HINT = SAVE_HINT
 
 
 def _refuse_pickle(name: str, why: str):
-    raise ValueError(f"{name} is {why}: the lab never loads pickles (loading one runs code); {_SAVE_HINT}")
+    raise ValueError(f"{name} is {why}: the lab never loads pickles (unpickling an untrusted file can run "
+                     f"arbitrary code); {_SAVE_HINT}")
 
 
 def save_batch_file(batch, path) -> list[str]:

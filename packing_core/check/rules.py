@@ -76,7 +76,7 @@ _TABLE = (
     Rule("positions_do_not_restart", "warning", "Positions do not restart at the model's first position",
          "Each document's position_ids should start at the model's first position (0 for most, 2 for "
          "RoBERTa-family) and count up by 1: plain RoPE under a correct mask does not change, learned absolute "
-         "positions and row-dependent scaled RoPE do."),
+         "positions and row-dependent scaled RoPE (dynamic NTK, LongRoPE) do."),
     Rule("document_continues_from_previous_row", "warning", "A document continues from the previous row",
          "A document split across rows cannot read its first part (torchtune's split_across_pack=True): fine for "
          "pretraining streams; for instruction data keep documents whole."),

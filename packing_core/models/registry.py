@@ -122,7 +122,7 @@ def model_spec(name) -> ModelSpec:
 for _spec in (
     ModelSpec("tiny-rope", "tiny model, RoPE positions", partial(_tiny, "tiny-rope"), False),
     ModelSpec("tiny-abs", "tiny model, learned absolute positions", partial(_tiny, "tiny-abs"), False),
-    ModelSpec(PRETRAINED, "SmolLM2-135M-Instruct (pretrained)", _smollm2, True, backends=("sdpa",),
+    ModelSpec(PRETRAINED, "SmolLM2-135M-Instruct (pretrained, Q4_1 weights dequantised)", _smollm2, True, backends=("sdpa",),
               default_texts=DEFAULT_TEXTS, available=_smollm2_status),
 ):
     register_model(_spec)

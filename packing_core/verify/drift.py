@@ -1,32 +1,47 @@
 """Drift in words: greedy continuations of a document alone and packed after another.
 
 Logit differences are abstract; a continuation is not. Decode ~20 tokens of document 1
-greedily twice: alone, and packed after document 0 in one row. With the document mask
-on, both rows give document 1 the same computation, so the words are the same. With it
-off, document 1 reads document 0, and the continuation drifts towards its topic::
+greedily twice: alone, and packed after document 0 in one row. When the packed row gives
+document 1 the computation it gets alone, the words are the same. When it does not (no
+document mask, or a path that drops the mask on its own), document 1 reads document 0,
+and the continuation can drift towards its topic::
 
     alone:   [b0 b1 b2] -> b3' b4' ...
-    packed:  [a0 a1 a2 a3 | b0 b1 b2] -> b3'' b4'' ...   (mask off: b reads a)
+    packed:  [a0 a1 a2 a3 | b0 b1 b2] -> b3'' b4'' ...   (a leaking path: b reads a)
 
-``model`` is a transformers causal LM: the prompt row runs once with an explicit 4D mask
-(block-diagonal, or one causal triangle), then each new token reads a KV cache with its
-own 4D mask row, so 20 tokens cost one long forward pass and 19 short ones.
+Every token is decoded through the *same runner* the alone-vs-packed verdict uses
+(``verify.equivalence.Runner``: the backend, ``use_cache`` and the positions of the
+scenario), so the words can never contradict the verdict above them. Each new token is
+one fresh forward pass of the whole row through that runner: no KV cache of our own,
+whose explicit mask would isolate documents that the scenario's path does not.
+
+    >>> import torch
+    >>> def runner(ids, pos, cu, max_len):   # a toy model: it predicts the previous token + 1
+    ...     return torch.nn.functional.one_hot((ids + 1) % 16, 16).float()
+    >>> c = continuations(runner, [[3, 4], [7, 8]], str, steps=3)
+    >>> c.alone_ids, c.packed_ids, c.same
+    ((9, 10, 11), (9, 10, 11), True)
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 
-from packing_core._validate import MASKS, Mask, choice, whole_number
+from packing_core._validate import MASKS, POSITIONS, Mask, Positions, choice, whole_number
+from packing_core.batch.packed import segment_layout
 
 MAX_STEPS = 64
 
 
 @dataclass(frozen=True)
 class Continuations:
-    """Document ``document``'s greedy continuation alone and packed after the documents before it."""
+    """Document ``document``'s greedy continuation alone and packed after the documents before it.
+
+    ``path`` says in words which attention path produced both (the verdict's own).
+    """
 
     document: int
     mask: str
@@ -35,6 +50,8 @@ class Continuations:
     packed_ids: tuple[int, ...]
     alone_text: str
     packed_text: str
+    positions: str = "reset"
+    path: str = ""
 
     @property
     def same(self) -> bool:
@@ -50,57 +67,47 @@ class Continuations:
         return {**asdict(self), "same": self.same, "first_difference": self.first_difference}
 
 
-def _additive(allowed: torch.Tensor, dtype) -> torch.Tensor:
-    """bool [q, k] -> the 4D additive mask transformers uses as given: 0 where allowed, -inf-ish elsewhere."""
-    return torch.where(allowed, 0.0, torch.finfo(dtype).min).to(dtype)[None, None]
+def _greedy(runner, before: Sequence[Sequence[int]], doc: list[int], steps: int, mask: str,
+            positions: str, device) -> list[int]:
+    """Greedy decoding of ``doc`` after the documents ``before`` in one row, one full forward per token.
 
-
-def _greedy(model, before: list[int], doc: list[int], steps: int, mask: str) -> list[int]:
-    """Greedy decoding of ``doc`` after ``before`` in one row, with a KV cache and explicit 4D masks.
-
-    The prompt row gets a block-diagonal causal mask (``mask="on"``) or one causal triangle
-    (``"off"``); each new token then reads its own document's keys (or, off, every key).
-    A 4D mask is the one mask transformers uses exactly as given, on every attention.
+    The row is laid out exactly as ``verify_runner`` lays out its packed row: positions by
+    ``positions``, ``cu_seqlens`` per document with the mask on, ``[0, T]`` with it off.
     """
-    device, dtype = next(model.parameters()).device, next(model.parameters()).dtype
-    n0, T = len(before), len(before) + len(doc)
-    own = torch.arange(T, device=device) >= n0                      # keys of the continued document
-    allowed = torch.ones(T, T, dtype=torch.bool, device=device).tril()
-    if mask == "on":
-        allowed &= own[:, None] == own[None, :]
-    pos = torch.cat([torch.arange(n0), torch.arange(len(doc))]).to(device)
-    out = model(input_ids=torch.tensor([before + doc], device=device), position_ids=pos[None],
-                attention_mask=_additive(allowed, dtype), use_cache=True)
-    new = []
-    for step in range(steps):   # one single-token step per new word piece, reading the cache
-        token = int(out.logits[0, -1].argmax())
-        new.append(token)
-        if step == steps - 1:
-            break
-        keys = torch.cat([own if mask == "on" else torch.ones_like(own),
-                          torch.ones(step + 1, dtype=torch.bool, device=device)])
-        out = model(input_ids=torch.tensor([[token]], device=device),
-                    position_ids=torch.tensor([[len(doc) + step]], device=device),
-                    attention_mask=_additive(keys[None], dtype), cache=out.cache, use_cache=True)
+    prefix = [t for d in before for t in d]
+    new: list[int] = []
+    for _ in range(steps):   # a handful of steps: one forward pass each
+        lengths = [*(len(d) for d in before), len(doc) + len(new)]
+        layout = segment_layout(lengths, positions)
+        ids = torch.tensor(prefix + doc + new, dtype=torch.long, device=device)
+        T = len(ids)
+        cu = layout.cu_seqlens if mask == "on" else np.array([0, T], dtype=np.int32)
+        out = runner(ids, torch.as_tensor(layout.position_ids, dtype=torch.long, device=device),
+                     torch.as_tensor(cu, dtype=torch.int32, device=device), max(lengths) if mask == "on" else T)
+        new.append(int(out[-1].argmax()))
     return new
 
 
 @torch.inference_mode()
-def continuations(model, documents: Sequence[Sequence[int]], decode: Callable[[list[int]], str], *,
-                  document: int = 1, mask: Mask = "off", steps: int = 20) -> Continuations:
-    """Greedy continuations of ``documents[document]`` on ``model`` (a transformers causal LM):
-    alone, and packed after the documents before it.
+def continuations(runner, documents: Sequence[Sequence[int]], decode: Callable[[list[int]], str], *,
+                  document: int = 1, mask: Mask = "off", positions: Positions = "reset", steps: int = 20,
+                  path: str = "", device="cpu") -> Continuations:
+    """Greedy continuations of ``documents[document]`` through ``runner``: alone, and packed
+    after the documents before it.
 
-    Only the documents before it share its row (the ones after it cannot reach it).
+    ``runner`` is a verify runner (``hf_runner(model, attn, use_cache)`` or
+    ``model_runner(tiny, backend)``): the same one the verdict ran. Only the documents
+    before the continued one share its row (the ones after it cannot reach it).
     """
     choice("mask", mask, MASKS)
+    choice("positions", positions, POSITIONS)
     steps = whole_number(steps, "steps", maximum=MAX_STEPS, hint="about 20 tokens read as a phrase")
     if not 1 <= document < len(documents):
         raise ValueError(f"document must be 1 to {len(documents) - 1} (it needs one before it to read), "
                          f"got {document}")
-    before = [t for d in documents[:document] for t in d]
     doc = list(documents[document])
-    alone = _greedy(model, [], doc, steps, mask)
-    packed = _greedy(model, before, doc, steps, mask)
+    alone = _greedy(runner, [], doc, steps, mask, positions, device)
+    packed = _greedy(runner, documents[:document], doc, steps, mask, positions, device)
     return Continuations(document=document, mask=mask, steps=steps, alone_ids=tuple(alone),
-                         packed_ids=tuple(packed), alone_text=decode(alone), packed_text=decode(packed))
+                         packed_ids=tuple(packed), alone_text=decode(alone), packed_text=decode(packed),
+                         positions=positions, path=path)

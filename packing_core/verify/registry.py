@@ -220,14 +220,37 @@ def _verify_local(path, *, mask, positions, backend, documents, texts, seed, dty
                      model_name=str(path), decode=decode, texts=texts or ())
 
 
-def drift_pretrained(texts=None, *, mask: str = "off", steps: int = 20, document: int = 1, pretrained=None):
+def drift_path(backend: str, mask: str, positions: str, use_cache: bool) -> str:
+    """The attention path of a verdict (and of its continuations), in words.
+
+    >>> drift_path("sdpa", "on", "reset", True)
+    "transformers' own sdpa attention, use_cache=True, position_ids reset, no attention_mask"
+    """
+    from packing_core.models.hf_attention import HF_IMPLEMENTATIONS
+
+    if backend in HF_IMPLEMENTATIONS:
+        return (f"transformers' own {backend} attention, use_cache={use_cache}, position_ids {positions}, "
+                "no attention_mask")
+    cu = "one per document" if mask == "on" else "[0, T], one causal triangle"
+    return f"the lab's {backend} backend, cu_seqlens {cu}, position_ids {positions}"
+
+
+def drift_pretrained(texts=None, *, mask: str = "off", positions: str = "reset", backend: str = "segments",
+                     use_cache: bool = False, steps: int = 20, document: int = 1, pretrained=None):
     """SmolLM2's greedy continuations of ``texts[document]``, alone and packed after the texts before it.
 
+    They run through the verdict's own path: ``hf_runner(model, backend, use_cache)``, the
+    runner :func:`verify_pretrained` uses with the same settings, so under transformers'
+    sdpa with ``use_cache=True`` the words show the leak the verdict measured.
     ``pretrained`` is a loaded ``(model, tokenizer)`` pair (else SmolLM2 loads).
     """
+    from packing_core.models.hf_attention import hf_runner
     from packing_core.models.registry import model_spec
     from packing_core.verify.drift import continuations
 
     model, tokenizer = pretrained if pretrained is not None else model_spec(PRETRAINED).load()
     documents = tokenise_texts(tokenizer, texts)
-    return continuations(model, documents, tokenizer.decode, document=document, mask=mask, steps=steps)
+    return continuations(hf_runner(model, backend, use_cache), documents, tokenizer.decode, document=document,
+                         mask=mask, positions=positions, steps=steps,
+                         path=drift_path(backend, mask, positions, use_cache),
+                         device=next(model.parameters()).device)

@@ -125,15 +125,16 @@ def length_histogram_figure(hist, title: str | None = None) -> go.Figure:
 def strategy_figure(rows, title: str | None = None) -> go.Figure:
     """Utilisation, and the attention FLOP ratio against padding to the context, of every strategy.
 
-    Two bars per strategy on the right: with a kernel that skips masked blocks (cu_seqlens,
-    varlen, FlexAttention) and with a materialised dense mask, which computes every cell of
-    each row. A strategy that splits documents is labelled with how many: the cut is what
+    Two bars per strategy on the right, both against padded rows run by a kernel that computes
+    the pads: with a kernel that skips masked blocks (varlen fed cu_seqlens, one call per
+    document; FlexAttention a little more) and with a materialised dense mask, which computes
+    every cell of each row. A strategy that splits documents is labelled with how many: the cut is what
     buys its ratio.
     """
     names = [r.strategy for r in rows]
     colours = [PACKED_COLOUR if n in PACKING_STRATEGIES else PADDED_COLOUR for n in names]
     fig = make_subplots(1, 2, subplot_titles=("utilisation (real tokens / slots)",
-                                              "attention FLOP ratio vs padding to the context"),
+                                              "attention FLOP ratio vs padded rows, pads computed"),
                         horizontal_spacing=0.12)
     util = np.array([r.utilisation for r in rows])
     skip = np.array([r.attention_ratio for r in rows])

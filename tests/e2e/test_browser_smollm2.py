@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow_model]
 def test_leakage_lab_gives_smollm2_verdicts_with_the_mask_on_and_off(app_page):
     app_page.open("leakage_lab")
     app_page.select("Scenario", "Advanced: set every switch yourself")   # the free grid, unfolded
-    app_page.select("Model", "SmolLM2-135M-Instruct (pretrained)")
+    app_page.select("Model", "SmolLM2-135M-Instruct (pretrained, Q4_1 weights dequantised)")
     app_page.toggle("Skip predictions")
     assert any("Verdict: EQUIVALENT" in s for s in app_page.alerts("success")), app_page.text()[:2000]
     app_page.radio("Attention mask", "off")

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from packing_core.check.batch import check_hf_batch
-from packing_core.verify.equivalence import default_documents
+from packing_core.verify.equivalence import DEFAULT_LENGTHS, default_documents
 from packing_core.verify.zoo._shared import caught, flatten, says, smollm2, texts_documents
 from packing_core.verify.zoo._types import Bug, ZooResult
 
@@ -120,11 +120,12 @@ BUGS: tuple[Bug, ...] = (
         "SmolLM2-135M, transformers' own sdpa", (), _positions_not_padded),
     Bug("continuous-absolute-positions", "Continuous positions on learned absolute position embeddings",
         "With RoPE and a correct mask, continuous positions are harmless (only distances matter). With learned "
-        "absolute positions (GPT-2 wpe, OPT, RoBERTa), document 1 gets the embeddings of positions 40.., "
+        f"absolute positions (GPT-2 wpe, OPT, RoBERTa), document 1 gets the embeddings of positions {DEFAULT_LENGTHS[0]}.., "
         "so its outputs change even with a perfect mask. (Under transformers' sdpa/eager, continuous positions "
         "also remove the packed mask: documents_share_attention.)",
-        ("huggingface/transformers #47496 -> #47525 (merged): DataCollatorWithFlattening's 0-based positions "
-         "silently degraded RoBERTa-family models",
+        ("huggingface/transformers #47496 -> #47525 (merged), a sibling bug: positions that restart at the "
+         "wrong origin (0, where RoBERTa-family models start at padding_idx + 1); same mechanism, absolute "
+         "embeddings read the wrong rows",
          "meta-pytorch/torchtune #875: 'an unwarranted later position bias'"),
         "Reset positions per document, from the model's own start (position_ids_start).",
         "the lab's tiny-abs model (random init), vs tiny-rope", RESTART, _continuous_absolute, _continuous_example),
