@@ -12,6 +12,9 @@ import streamlit as st
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at run time
 
 from app_pages._lab import sidebar  # noqa: E402
+from packing_core import use_lab_threads, warm_status  # noqa: E402
+
+use_lab_threads()   # one torch thread per call: why, and the measurements, in packing_core/experiments/warm.py
 
 st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", layout="wide")
 
@@ -28,4 +31,5 @@ PAGES = [
 
 page = st.navigation(PAGES)
 sidebar()
+st.sidebar.caption(warm_status().line)   # is the server ready for a class? (files only: instant)
 page.run()

@@ -28,10 +28,30 @@ def tiny(name: str):
     return tiny_model(name)
 
 
-@st.cache_resource(show_spinner="Loading SmolLM2 (the first load converts it, up to a minute)...")
+@st.cache_resource(show_spinner=False)
 def smollm2():
     from packing_core import load_pretrained
     return load_pretrained()
+
+
+def load_smollm2(where) -> None:
+    """Load SmolLM2 once per server, saying so in ``where``; the first load ever converts it, and says how long."""
+    import time
+
+    from packing_core.experiments.warm import smollm2_converted
+
+    converting = not smollm2_converted()
+    text = ("Converting SmolLM2 from its GGUF file to safetensors: the first load on this server, about 30 s "
+            "on 2 cores (`python -m packing_core warm` does it before class)..." if converting else
+            "Loading SmolLM2 from its converted copy (about a second)...")
+    t0 = time.perf_counter()
+    with where, st.spinner(text):
+        smollm2()
+    if converting:
+        st.session_state["leakage_lab.converted_s"] = time.perf_counter() - t0
+    if "leakage_lab.converted_s" in st.session_state:
+        where.caption(f"SmolLM2 converted in {st.session_state['leakage_lab.converted_s']:.0f} s; "
+                      "later loads read the copy in under a second.")
 
 
 @st.cache_data(show_spinner="Running the documents alone and packed...", max_entries=64)
@@ -126,6 +146,8 @@ def lab() -> None:
         return
 
     with guard(f"verify {model} with mask {mask}, positions {positions}, backend {backend}"):
+        if model == "smollm2":
+            load_smollm2(st.container())
         result = run(model, mask, positions, backend, texts, use_cache)
     rep = result
     changed = not rep.documents[1].equivalent
@@ -220,12 +242,21 @@ lab()
 NEIGHBOURS = {"related": "9 in 10 share a topic (sorted by source)", "independent": "1 in 8 (shuffled)"}
 
 
-@st.cache_data(show_spinner="Training the tiny model twice, mask on and mask off (a few seconds)...",
-               max_entries=16)
-def train_pair(seed: int, neighbours: str = "related"):
-    from packing_core import TOPICS, train_demo
-    same = 0.9 if neighbours == "related" else 1 / TOPICS
-    return train_demo("on", seed=seed, same_topic=same), train_demo("off", seed=seed, same_topic=same)
+def train_pair(seed: int, neighbours: str, where):
+    """The demo pair from packing_core's cache (memory, then disk), or trained now with a progress bar in ``where``."""
+    from packing_core import train_pair as pair
+
+    bar = None
+
+    def progress(share: float, what: str) -> None:
+        nonlocal bar
+        bar = bar or where.progress(0.0)
+        bar.progress(min(share, 1.0), text=what)
+
+    result = pair(seed, neighbours, progress=progress)
+    if bar is not None:
+        bar.empty()
+    return result
 
 
 st.subheader("A wrong mask never errors")
@@ -244,12 +275,13 @@ neighbours = c2.radio("Neighbouring documents", list(NEIGHBOURS), format_func=NE
                       **S.bind("neighbours"), help="how often a document follows one on its own topic")
 if c3.button("Train both", key=S.key("train"), type="primary"):
     st.session_state[S.key("trained")] = True   # keep showing the runs on later reruns (cached)
+busy = st.container()   # the progress bar sits right under the button, in view while it trains
 
 if st.session_state.get(S.key("trained")):
     from packing_core import TOPICS, loss_curves_figure
 
     with guard(f"train the tiny model with seed {seed}"):
-        on, off = train_pair(int(seed), neighbours)
+        on, off = train_pair(int(seed), neighbours, busy)
     figure(loss_curves_figure([on, off], title="Training loss per step, and the loss with each document alone"),
            key=S.key("train_curves"))
     m1, m2, m3 = st.columns(3)
