@@ -278,7 +278,7 @@ if c3.button("Train both", key=S.key("train"), type="primary"):
 busy = st.container()   # the progress bar sits right under the button, in view while it trains
 
 if st.session_state.get(S.key("trained")):
-    from packing_core import TOPICS, loss_curves_figure
+    from packing_core import DELTA_COLOURS, TOPICS, loss_curves_figure
 
     with guard(f"train the tiny model with seed {seed}"):
         on, off = train_pair(int(seed), neighbours, busy)
@@ -286,14 +286,16 @@ if st.session_state.get(S.key("trained")):
            key=S.key("train_curves"))
     m1, m2, m3 = st.columns(3)
     m1.metric("Train loss, mask on", f"{on.train_loss:.3f}")
+    # deltas coloured by meaning (viz.style.DELTA_COLOURS): the broken run's lower train loss is no good news
     m1.metric("Train loss, mask off", f"{off.train_loss:.3f}", delta=f"{off.train_loss - on.train_loss:+.3f}",
-              delta_color="inverse", help="mean of the last 20 steps, as the training log shows it")
+              delta_color=DELTA_COLOURS["neutral"], help="mean of the last 20 steps, as the training log shows it")
     m2.metric("Loss alone, mask on", f"{on.alone_loss:.3f}")
     m2.metric("Loss alone, mask off", f"{off.alone_loss:.3f}", delta=f"{off.alone_loss - on.alone_loss:+.3f}",
-              delta_color="inverse", help="held-out documents, each run on its own, as at inference: the real harm")
+              delta_color=DELTA_COLOURS["leak" if off.alone_loss > on.alone_loss else "neutral"],
+              help="held-out documents, each run on its own, as at inference: the real harm")
     m3.metric("Drift with the previous document visible, mask on", f"{100 * on.drift_share:.0f}%")
     m3.metric("Drift with the previous document visible, mask off", f"{100 * off.drift_share:.0f}%",
-              delta=f"{100 * (off.drift_share - on.drift_share):+.0f} points", delta_color="inverse",
+              delta=f"{100 * (off.drift_share - on.drift_share):+.0f} points", delta_color=DELTA_COLOURS["neutral"],
               help=f"both models read the previous document here; over {off.drift_cases} documents that "
                    "follow one on another topic, how often the first guess comes from the old topic")
     gap = off.train_loss - on.train_loss

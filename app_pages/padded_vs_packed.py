@@ -110,7 +110,7 @@ if m.rows > MAX_ROWS:
 figure(plan_strip(p, first_row=first, max_rows=MAX_ROWS,
                   title=f"rows {first} to {min(m.rows, first + MAX_ROWS) - 1} of {m.rows}"), key=S.key("strip"))
 st.caption("Each colour is one document, grey is padding, white is outside a row. A black tick ends "
-           "a document; a red tick marks a document split at a row edge.")
+           "a document; a violet tick marks a document split at a row edge.")
 
 st.markdown(
     f"**Three bills, three ratios.** The linear layers (most of a model's FLOPs) pay per slot: "

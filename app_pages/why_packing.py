@@ -4,7 +4,7 @@ import streamlit as st
 
 from app_pages import _content
 from app_pages._lab import figure, guard, length_summary, lesson, plan, source_lengths, strategy_table
-from packing_core import plan_strip, row_cu_seqlens, slot_use_figure
+from packing_core import DELTA_COLOURS, plan_strip, row_cu_seqlens, slot_use_figure
 
 st.title("Why packing")
 lesson("Why packing")
@@ -31,7 +31,7 @@ with left:
     figure(plan_strip(padded, title="pad: one sample per row", max_cols=512), key="strip_pad")
 with right:
     st.metric("Concatenated and cut into full rows", f"{km.utilisation:.1%}",
-              delta=f"{pm.slots / km.slots:.0f}x fewer slots", delta_color="normal")
+              delta=f"{pm.slots / km.slots:.0f}x fewer slots", delta_color=DELTA_COLOURS["fixed"])
     st.caption(f"{km.rows} rows x {ctx} = {km.slots:,} slots, of which {km.pad_tokens:,} are pads.")
     figure(plan_strip(packed, title="concat-cut: one stream, cut every 512 tokens", max_cols=512),
            key="strip_packed")
@@ -41,7 +41,7 @@ per_row = row_cu_seqlens(packed)
 st.markdown(
     f"**Where does each document start?** In the stream, at the running sum of the lengths: "
     f"`cumsum([0, {', '.join(map(str, lengths))}])` = `{bounds.tolist()}`. The stream is cut at "
-    f"{ctx}, so document 3 starts at {bounds[3]} and spills into row 1 (the red tick marks the cut). "
+    f"{ctx}, so document 3 starts at {bounds[3]} and spills into row 1 (the violet tick marks the cut). "
     "A varlen kernel reads one set of offsets per row, each starting at 0 and ending at the row's "
     "tokens: " + "; ".join(f"row {r}: `{cu}`" for r, cu in enumerate(per_row)) + ". "
     "The piece of document 3 in row 1 is a document of its own there: it cannot see its start."
@@ -62,7 +62,7 @@ c1.metric("Tickets", f"{stats.count:,}")
 c2.metric("Mean length", f"{stats.mean:.0f} tokens")
 c3.metric(f"Pads when padded to {ctx}", f"{pad_share:.1%}", help="pad_tokens / slots")
 c4.metric("Packed (bfd): utilisation", f"{bfd_row.utilisation:.1%}",
-          delta=f"{pad_row.rows / bfd_row.rows:.1f}x fewer rows", delta_color="normal")
+          delta=f"{pad_row.rows / bfd_row.rows:.1f}x fewer rows", delta_color=DELTA_COLOURS["fixed"])
 quarters = {0.25: "a quarter", 0.5: "half", 0.75: "three quarters", 1.0: "all"}
 st.markdown(
     f"Padded to {ctx}, about **{quarters.get(np.round(pad_share * 4) / 4, f'{pad_share:.0%}')}** "
