@@ -17,6 +17,14 @@ from packing_core import use_lab_threads, warm_status  # noqa: E402
 use_lab_threads()   # one torch thread per call: why, and the measurements, in packing_core/experiments/warm.py
 
 st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", layout="wide")
+# A projector's 1024 x 768: metric labels wrap instead of ending in "...", and values shrink with
+# the window instead of being cut (tests/e2e/test_projector.py checks every page at that size).
+st.html("""<style>
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * { white-space: normal !important;
+  overflow: visible !important; text-overflow: clip !important; }
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] * { font-size: clamp(1.3rem, 2.6vw, 2.25rem) !important;
+  overflow: visible !important; text-overflow: clip !important; white-space: nowrap; }
+</style>""")
 
 # The order of a 60-minute lesson (app_pages/_content.LESSON_PLAN): waste, costs, correctness, leaks, policy, speed.
 PAGES = [

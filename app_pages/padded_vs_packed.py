@@ -54,17 +54,18 @@ left, right = st.columns([3, 2], gap="large")
 with left:
     st.text_area("Document lengths (tokens), separated by commas or spaces", height=90,
                  **S.bind("lengths"))
-    c1, c2, c3 = st.columns([1, 2, 1], vertical_alignment="bottom")
-    c1.number_input("How many", min_value=1, max_value=4096, step=8, **S.bind("draw_n"))
-    c2.button(f"Draw at random from {esc(dataset_label(setting('dataset', 'support-tickets')))}",
-              on_click=_draw, width="stretch")
-    c3.button("Reset", on_click=lambda: st.session_state.update({S.key("lengths"): WORKED}),
-              width="stretch")
 with right:
     strategy = st.selectbox("Strategy", STRATEGIES, **S.bind("strategy"))
     st.caption(STRATEGY_INFO[strategy])
     overlong = st.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
                         **S.bind("overlong"))
+# the draw row spans the page: at a projector's 1024 pixels its button label fits whole
+c1, c2, c3 = st.columns([1, 3, 1], vertical_alignment="bottom")
+c1.number_input("How many", min_value=1, max_value=4096, step=8, **S.bind("draw_n"))
+c2.button(f"Draw at random from {esc(dataset_label(setting('dataset', 'support-tickets')))}",
+          on_click=_draw, width="stretch")
+c3.button("Reset", on_click=lambda: st.session_state.update({S.key("lengths"): WORKED}),
+          width="stretch")
 
 batched = strategy in ("pad-longest", "bucket")
 with st.expander("Batching options (pad-longest, bucket) and shuffling", expanded=batched):

@@ -233,7 +233,7 @@ def test_histogram_figure_counts_every_document_and_marks_the_context():
     bar = fig.data[0]
     assert sum(bar.y) == 100
     over = np.asarray(bar.x) >= 512
-    assert set(np.asarray(bar.marker.color)[over]) == {"#d62728"}
+    assert set(np.asarray(bar.marker.color)[over]) == {pc.ALERT_COLOUR}   # an alert, not a leak
     assert fig.layout.shapes[0].x0 == 512
 
 

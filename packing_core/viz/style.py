@@ -160,9 +160,36 @@ def legend_swatch(fig: go.Figure, name: str, colour: str, symbol: str = "square"
                                          line=dict(color="#888", width=1)), **kw))
 
 
+TITLE_CHARS = 40   # a title's line: fits a figure in half of a 1024-pixel projector's page
+
+
+def wrap_title(title: str, width: int = TITLE_CHARS) -> str:
+    """Break a long title into lines of at most ``width`` characters, at spaces (plotly never wraps).
+
+    >>> wrap_title("concat-cut: one stream, cut every 512 tokens", 30)
+    'concat-cut: one stream, cut<br>every 512 tokens'
+    """
+    lines, line = [], ""
+    for word in title.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "<br>".join([*lines, line])
+
+
 def apply_layout(fig: go.Figure, *, title: str | None, height: int, top: int | None = None, **kw) -> go.Figure:
-    """Title top left, legend in one line under the x axis (never over the title), white plot."""
-    top = (40 if title else 12) if top is None else top
+    """Title top left (wrapped to fit half a projector's page), legend under the x axis, white plot."""
+    if title:
+        title = wrap_title(title)
+    top = (40 + 19 * title.count("<br>") if title else 12) if top is None else top
+    subplot_titles = [a for a in fig.layout.annotations if a.yanchor == "bottom" and a.yref == "paper"]
+    if len(subplot_titles) > 1:   # side by side, each gets its share of the width
+        chars = max(16, int(TITLE_CHARS * 1.6 / len(subplot_titles)))
+        for a in subplot_titles:
+            a.text = wrap_title(a.text, chars)
+        top += 19 * max(a.text.count("<br>") for a in subplot_titles)
     bottom, legend_px = 40, 30
     plot_px = max(40, height - top - bottom - legend_px)
     fig.update_layout(title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
