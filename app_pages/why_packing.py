@@ -28,13 +28,14 @@ with left:
     st.metric("Padded to the context: utilisation", f"{pm.utilisation:.1%}",
               help="real tokens / slots")
     st.caption(f"{pm.rows} rows x {ctx} = {pm.slots:,} slots, of which {pm.pad_tokens:,} are pads.")
-    figure(plan_strip(padded, title="pad: one sample per row", max_cols=512), key="strip_pad")
 with right:
     st.metric("Concatenated and cut into full rows", f"{km.utilisation:.1%}",
               delta=f"{pm.slots / km.slots:.0f}x fewer slots", delta_color=DELTA_COLOURS["fixed"])
     st.caption(f"{km.rows} rows x {ctx} = {km.slots:,} slots, of which {km.pad_tokens:,} are pads.")
-    figure(plan_strip(packed, title="concat-cut: one stream, cut every 512 tokens", max_cols=512),
-           key="strip_packed")
+# the two strips one above the other, each the page's width: wide cells and a whole legend at 1024 px
+figure(plan_strip(padded, title="pad: one sample per row", max_cols=512), key="strip_pad")
+figure(plan_strip(packed, title="concat-cut: one stream, cut every 512 tokens", max_cols=512),
+       key="strip_packed")
 
 bounds = packed.boundaries
 per_row = row_cu_seqlens(packed)

@@ -17,6 +17,8 @@ Wide grids are downsampled by a stride (one cell per k tokens) so 2,048 tokens s
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -161,6 +163,7 @@ def legend_swatch(fig: go.Figure, name: str, colour: str, symbol: str = "square"
 
 
 TITLE_CHARS = 40   # a title's line: fits a figure in half of a 1024-pixel projector's page
+LEGEND_ROW_PX = 600   # the width a legend row gets in a full-width figure at 1024 pixels
 
 
 def wrap_title(title: str, width: int = TITLE_CHARS) -> str:
@@ -190,12 +193,15 @@ def apply_layout(fig: go.Figure, *, title: str | None, height: int, top: int | N
         for a in subplot_titles:
             a.text = wrap_title(a.text, chars)
         top += 19 * max(a.text.count("<br>") for a in subplot_titles)
-    bottom, legend_px = 40, 30
-    plot_px = max(40, height - top - bottom - legend_px)
+    # The legend sits in its own strip at the figure's foot, sized for the rows it wraps into
+    # at a projector's width, so it never covers the x axis.
+    names = [t.name for t in fig.data if t.name and t.showlegend is not False]
+    legend_rows = max(1, math.ceil(sum(7 * len(n) + 44 for n in names) / LEGEND_ROW_PX))
+    bottom, legend_px = 40, 22 * legend_rows + 8
     fig.update_layout(title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
                       height=height + legend_px, margin=dict(l=10, r=10, t=top, b=bottom + legend_px),
                       font=FONT, plot_bgcolor="white",
-                      legend=dict(orientation="h", yanchor="top", y=-(bottom + 14) / plot_px, x=0,
+                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0,
                                   xanchor="left"), **kw)
     return fig
 
