@@ -186,13 +186,15 @@ def apply_layout(fig: go.Figure, *, title: str | None, height: int, top: int | N
     """Title top left (wrapped to fit half a projector's page), legend under the x axis, white plot."""
     if title:
         title = wrap_title(title)
-    top = (40 + 19 * title.count("<br>") if title else 12) if top is None else top
+    top = (40 if title else 12) if top is None else top
+    extra = 19 * title.count("<br>") if title else 0   # wrapped lines add height, never take the plot's
     subplot_titles = [a for a in fig.layout.annotations if a.yanchor == "bottom" and a.yref == "paper"]
     if len(subplot_titles) > 1:   # side by side, each gets its share of the width
         chars = max(16, int(TITLE_CHARS * 1.6 / len(subplot_titles)))
         for a in subplot_titles:
             a.text = wrap_title(a.text, chars)
-        top += 19 * max(a.text.count("<br>") for a in subplot_titles)
+        extra += 19 * max(a.text.count("<br>") for a in subplot_titles)
+    top, height = top + extra, height + extra
     # The legend sits in its own strip at the figure's foot, sized for the rows it wraps into
     # at a projector's width, so it never covers the x axis.
     names = [t.name for t in fig.data if t.name and t.showlegend is not False]
