@@ -13,8 +13,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at run time
 
 from app_pages import _content  # noqa: E402
 from app_pages._lab import run_safely, sidebar  # noqa: E402
+from packing_core import use_lab_threads, warm_status  # noqa: E402
+
+use_lab_threads()   # one torch thread per call: why, and the measurements, in packing_core/experiments/warm.py
 
 st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", layout="wide")
+# A projector's 1024 x 768: metric labels wrap instead of ending in "...", and values shrink with
+# the window instead of being cut (tests/e2e/test_projector.py checks every page at that size).
+st.html("""<style>
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * { white-space: normal !important;
+  overflow: visible !important; text-overflow: clip !important; }
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] * { font-size: clamp(1.3rem, 2.6vw, 2.25rem) !important;
+  overflow: visible !important; text-overflow: clip !important; white-space: nowrap; }
+</style>""")
 
 # one st.Page per PageSpec, in the order of the 60-minute lesson (app_pages/_content.PAGES)
 PAGES = [st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(_content.PAGES)]
@@ -22,4 +33,5 @@ PAGES = [st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in
 page = st.navigation(PAGES)
 # The error contract: an unexpected exception on any page is one line on the page, saying it was logged;
 # the traceback goes to the server log (Streamlit's own details are off too: .streamlit/config.toml).
-run_safely(page.title, sidebar, page.run)
+# The sidebar also says whether the server is ready for a class (files only: instant).
+run_safely(page.title, sidebar, lambda: st.sidebar.caption(warm_status().line), page.run)

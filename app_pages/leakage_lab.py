@@ -9,6 +9,7 @@ from packing_core import (
     DEFAULT_TEXTS,
     MAX_TEXTS,
     MIN_TEXTS,
+    PRETRAINED,
     SAME_TOPIC,
     TOKENS_PER_TOPIC,
     TOPICS,
@@ -36,11 +37,31 @@ st.markdown(
 )
 
 
-@st.cache_resource(show_spinner="Loading the model (SmolLM2's first load converts it, up to a minute)...")
+@st.cache_resource(show_spinner=False)
 def loaded(name: str):
     """``(model, tokenizer or None)`` of a registered model, loaded once per process."""
     from packing_core import model_spec
     return model_spec(name).load()
+
+
+def load_smollm2(where) -> None:
+    """Load SmolLM2 once per server, saying so in ``where``; the first load ever converts it, and says how long."""
+    import time
+
+    from packing_core.experiments.warm import smollm2_converted
+
+    converting = not smollm2_converted()
+    text = ("Converting SmolLM2 from its GGUF file to safetensors: the first load on this server, about 30 s "
+            "on 2 cores (`python -m packing_core warm` does it before class)..." if converting else
+            "Loading SmolLM2 from its converted copy (about a second)...")
+    t0 = time.perf_counter()
+    with where, st.spinner(text):
+        loaded(PRETRAINED)
+    if converting:
+        st.session_state["leakage_lab.converted_s"] = time.perf_counter() - t0
+    if "leakage_lab.converted_s" in st.session_state:
+        where.caption(f"SmolLM2 converted in {st.session_state['leakage_lab.converted_s']:.0f} s; "
+                      "later loads read the copy in under a second.")
 
 
 @st.cache_data(show_spinner="Running the documents alone and packed...", max_entries=64)
@@ -143,6 +164,8 @@ def lab() -> None:
         return
 
     with guard(f"verify {model} with mask {mask}, positions {positions}, backend {backend}"):
+        if model == PRETRAINED:
+            load_smollm2(st.container())
         result = run(model, mask, positions, backend, texts, use_cache)
     rep = result
     changed = not rep.documents[1].equivalent
@@ -247,12 +270,21 @@ NEIGHBOURS = {"related": f"{SAME_TOPIC:.0%} share a topic (sorted by source)",
               "independent": f"1 in {TOPICS} (shuffled)"}
 
 
-@st.cache_data(show_spinner="Training the tiny model twice, mask on and mask off (under a minute on a busy CPU)...",
-               max_entries=16)
-def train_pair(seed: int, neighbours: str = "related"):
-    from packing_core import train_demo
-    same = SAME_TOPIC if neighbours == "related" else 1 / TOPICS
-    return train_demo("on", seed=seed, same_topic=same), train_demo("off", seed=seed, same_topic=same)
+def train_pair(seed: int, neighbours: str, where):
+    """The demo pair from packing_core's cache (memory, then disk), or trained now with a progress bar in ``where``."""
+    from packing_core import train_pair as pair
+
+    bar = None
+
+    def progress(share: float, what: str) -> None:
+        nonlocal bar
+        bar = bar or where.progress(0.0)
+        bar.progress(min(share, 1.0), text=what)
+
+    result = pair(seed, neighbours, progress=progress)
+    if bar is not None:
+        bar.empty()
+    return result
 
 
 st.subheader("A wrong mask never errors")
@@ -272,24 +304,27 @@ neighbours = c2.radio("Neighbouring documents", list(NEIGHBOURS), format_func=NE
                       **S.bind("neighbours"), help="how often a document follows one on its own topic")
 if c3.button("Train both", key=S.key("train"), type="primary"):
     st.session_state[S.key("trained")] = True   # keep showing the runs on later reruns (cached)
+busy = st.container()   # the progress bar sits right under the button, in view while it trains
 
 if st.session_state.get(S.key("trained")):
-    from packing_core import loss_curves_figure
+    from packing_core import DELTA_COLOURS, TOPICS, loss_curves_figure
 
     with guard(f"train the tiny model with seed {seed}"):
-        on, off = train_pair(int(seed), neighbours)
+        on, off = train_pair(int(seed), neighbours, busy)
     figure(loss_curves_figure([on, off], title="Training loss per step, and the loss with each document alone"),
            key=S.key("train_curves"))
     m1, m2, m3 = st.columns(3)
     m1.metric("Train loss, mask on", f"{on.train_loss:.3f}")
+    # deltas coloured by meaning (viz.style.DELTA_COLOURS): the broken run's lower train loss is no good news
     m1.metric("Train loss, mask off", f"{off.train_loss:.3f}", delta=f"{off.train_loss - on.train_loss:+.3f}",
-              delta_color="inverse", help="mean of the last 20 steps, as the training log shows it")
+              delta_color=DELTA_COLOURS["neutral"], help="mean of the last 20 steps, as the training log shows it")
     m2.metric("Loss alone, mask on", f"{on.alone_loss:.3f}")
     m2.metric("Loss alone, mask off", f"{off.alone_loss:.3f}", delta=f"{off.alone_loss - on.alone_loss:+.3f}",
-              delta_color="inverse", help="held-out documents, each run on its own, as at inference: the real harm")
+              delta_color=DELTA_COLOURS["leak" if off.alone_loss > on.alone_loss else "neutral"],
+              help="held-out documents, each run on its own, as at inference: the real harm")
     m3.metric("Drift with the previous document visible, mask on", f"{100 * on.drift_share:.0f}%")
     m3.metric("Drift with the previous document visible, mask off", f"{100 * off.drift_share:.0f}%",
-              delta=f"{100 * (off.drift_share - on.drift_share):+.0f} points", delta_color="inverse",
+              delta=f"{100 * (off.drift_share - on.drift_share):+.0f} points", delta_color=DELTA_COLOURS["neutral"],
               help=f"both models read the previous document here; over {off.drift_cases} documents that "
                    "follow one on another topic, how often the first guess comes from the old topic")
     gap = off.train_loss - on.train_loss

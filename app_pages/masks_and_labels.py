@@ -42,7 +42,7 @@ def attention_check(width: int, instruction: bool, how: str):
     return pc.alone_vs_packed_attention(pc.broken_batch(batch, how))
 
 
-c1, c2, c3 = st.columns([2, 1, 2], vertical_alignment="bottom")
+c1, c2, c3 = st.columns([2, 2, 2], vertical_alignment="bottom")   # the toggle's label whole at 1024 px
 width = c1.select_slider("Row width (tokens)", options=WIDTHS, **S.bind("width"),
                          help="64 shows every token; 2,048 is downsampled to colour only.")
 instruction = c2.toggle("Instruction tuning", **S.bind("instruction"),

@@ -55,17 +55,18 @@ left, right = st.columns([3, 2], gap="large")
 with left:
     st.text_area("Document lengths (tokens), separated by commas or spaces", height=90,
                  **S.bind("lengths"))
-    c1, c2, c3 = st.columns([1, 2, 1], vertical_alignment="bottom")
-    c1.number_input("How many", min_value=1, max_value=4096, step=8, **S.bind("draw_n"))
-    c2.button(f"Draw at random from {esc(dataset_label(SHARED.get('dataset')))}",
-              on_click=_draw, width="stretch")
-    c3.button("Reset", on_click=lambda: st.session_state.update({S.key("lengths"): WORKED}),
-              width="stretch")
 with right:
     strategy = st.selectbox("Strategy", STRATEGIES, **S.bind("strategy"))
     st.caption(STRATEGY_INFO[strategy])
     overlong = st.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
                         **S.bind("overlong"))
+# the draw row spans the page: at a projector's 1024 pixels its button label fits whole
+c1, c2, c3 = st.columns([1, 3, 1], vertical_alignment="bottom")
+c1.number_input("How many", min_value=1, max_value=4096, step=8, **S.bind("draw_n"))
+c2.button(f"Draw at random from {esc(dataset_label(SHARED.get('dataset')))}",
+          on_click=_draw, width="stretch")
+c3.button("Reset", on_click=lambda: st.session_state.update({S.key("lengths"): WORKED}),
+          width="stretch")
 
 batched = strategy in ("pad-longest", "bucket")
 with st.expander("Batching options (pad-longest, bucket) and shuffling", expanded=batched):
@@ -112,7 +113,7 @@ if m.rows > MAX_ROWS:
 figure(plan_strip(p, first_row=first, max_rows=MAX_ROWS,
                   title=f"rows {first} to {min(m.rows, first + MAX_ROWS) - 1} of {m.rows}"), key=S.key("strip"))
 st.caption("Each colour is one document, grey is padding, white is outside a row. A black tick ends "
-           "a document; a red tick marks a document split at a row edge.")
+           "a document; a violet tick marks a document split at a row edge.")
 
 unpadded = pm.attention_cost_packed   # the padded batch under an unpadding kernel: one square per document
 st.markdown(

@@ -4,7 +4,7 @@ import streamlit as st
 
 from app_pages import _content
 from app_pages._lab import figure, guard, length_summary, lesson, page_settings, plan, source_lengths, strategy_table, term
-from packing_core import batch_cu_seqlens, plan_strip, row_cu_seqlens, slot_use_figure
+from packing_core import DELTA_COLOURS, batch_cu_seqlens, plan_strip, row_cu_seqlens, slot_use_figure
 
 S = page_settings("why_packing", skip=False)
 
@@ -47,13 +47,14 @@ with left:
     st.metric("Padded to the context: utilisation", f"{pm.utilisation:.1%}",
               help="real tokens / slots")
     st.caption(f"{pm.rows} rows x {ctx} = {pm.slots:,} slots, of which {pm.pad_tokens:,} are pads.")
-    figure(plan_strip(padded, title="pad: one sample per row", max_cols=512), key="strip_pad")
 with right:
     st.metric("Concatenated and cut into full rows", f"{km.utilisation:.1%}",
-              delta=f"{pm.slots / km.slots:.0f}x fewer slots", delta_color="normal")
+              delta=f"{pm.slots / km.slots:.0f}x fewer slots", delta_color=DELTA_COLOURS["fixed"])
     st.caption(f"{km.rows} rows x {ctx} = {km.slots:,} slots, of which {km.pad_tokens:,} are pads.")
-    figure(plan_strip(packed, title=f"concat-cut: one stream, cut every {ctx} tokens", max_cols=512),
-           key="strip_packed")
+# the two strips one above the other, each the page's width: wide cells and a whole legend at 1024 px
+figure(plan_strip(padded, title="pad: one sample per row", max_cols=512), key="strip_pad")
+figure(plan_strip(packed, title=f"concat-cut: one stream, cut every {ctx} tokens", max_cols=512),
+       key="strip_packed")
 
 bounds = packed.boundaries
 per_row = row_cu_seqlens(packed)
@@ -62,7 +63,7 @@ split = int(np.searchsorted(bounds, ctx, side="right")) - 1   # the document tha
 st.markdown(
     f"**Where does each document start?** In the stream, at the running sum of the lengths: "
     f"`cumsum([0, {', '.join(map(str, lengths))}])` = `{bounds.tolist()}`. The stream is cut at "
-    f"{ctx}, so document {split} starts at {bounds[split]} and spills into row 1 (the red tick marks the cut).",
+    f"{ctx}, so document {split} starts at {bounds[split]} and spills into row 1 (the violet tick marks the cut).",
 )
 st.markdown(
     f"A {term('varlen')} kernel (`torch.nn.attention.varlen.varlen_attn`, `flash_attn_varlen_func`) takes one "
@@ -92,7 +93,7 @@ c1.metric("Tickets", f"{stats.count:,}")
 c2.metric("Mean length", f"{stats.mean:.0f} tokens")
 c3.metric(f"Pads when padded to {ctx}", f"{pad_share:.1%}", help="pad_tokens / slots")
 c4.metric("Packed (bfd): utilisation", f"{bfd_row.utilisation:.1%}",
-          delta=f"{pad_row.rows / bfd_row.rows:.1f}x fewer rows", delta_color="normal")
+          delta=f"{pad_row.rows / bfd_row.rows:.1f}x fewer rows", delta_color=DELTA_COLOURS["fixed"])
 quarters = {0.25: "a quarter", 0.5: "half", 0.75: "three quarters", 1.0: "all"}
 st.markdown(
     f"Padded to {ctx}, about **{quarters.get(np.round(pad_share * 4) / 4, f'{pad_share:.0%}')}** "

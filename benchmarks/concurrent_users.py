@@ -5,6 +5,7 @@
     python benchmarks/concurrent_users.py --users 4 --model tiny-rope \\
         --url http://127.0.0.1:8501 --pid 1234 --log server.log   # a server that is already up
     python benchmarks/concurrent_users.py --bomb              # plus one user with decompression bombs
+    python benchmarks/concurrent_users.py --class --users 30 --train   # a lesson: p95 click latency vs a lone user
 
 Every user is a fresh browser context (its own Streamlit session) in one headless Chromium.
 All start together. Each one opens the Leakage lab, picks a mask and positions, reads the
@@ -53,6 +54,9 @@ CHROMIUM = os.environ.get("PACKING_LAB_CHROMIUM", "/usr/bin/chromium")
 if not Path(CHROMIUM).is_file():
     CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or CHROMIUM
 GOAL_GROWTH_MB = 1536
+GOAL_CLASS_RSS_MB = 2048     # --class: the whole server, peak
+GOAL_CLASS_P95 = 3.0         # --class: p95 click latency of the class over a lone user's
+TRAIN = False                # --class: each user also presses "Train both"
 STEP_MS = 60_000  # one step may wait for a model load behind other users on two cores
 MODEL_LABELS = {s.name: s.label for s in model_specs()}   # what the Leakage lab's picker shows
 DATASETS = ("support-tickets", "bimodal")
@@ -147,6 +151,7 @@ class Session:
 
     def __init__(self, page, url: str):
         self.page, self.url, self.problems, self.step, self.ws = page, url, [], "start", None
+        self.clicks = []   # (step, seconds from the click to the end of the run it caused)
         page.on("websocket", lambda ws: setattr(self, "ws", ws))
         page.on("dialog", lambda d: (self.problems.append(f"dialog: {d.message}"), asyncio.ensure_future(d.dismiss())))
         page.on("pageerror", lambda e: self.problems.append(f"javascript: {e}"))
@@ -160,14 +165,18 @@ class Session:
 
     async def open(self, path: str):
         self.step = f"open {path}"
+        start = time.perf_counter()
         await self.page.goto(f"{self.url}/{path}", wait_until="domcontentloaded", timeout=STEP_MS)
         await self.settle()  # a new page's script state goes initial -> running -> notRunning
+        self.clicks.append((self.step, time.perf_counter() - start))
 
     async def act(self, action):
         """Do ``action`` and wait for the end of the script run it causes."""
+        start = time.perf_counter()
         async with self.ws.expect_event("framereceived", predicate=run_finished, timeout=STEP_MS):
             await action()
         await self.settle()
+        self.clicks.append((self.step, time.perf_counter() - start))
 
     def named(self, role: str, label: str):
         return self.page.get_by_role(role, name=re.compile("^" + re.escape(label))).first
@@ -211,6 +220,10 @@ async def one_user(browser, url: str, i: int, model: str, t0: float) -> dict:
         verdict = await s.page.get_by_text(re.compile(r"^Verdict: ")).first.inner_text(timeout=STEP_MS)
         result["verdict"] = re.match(r"Verdict: ([A-Z ]+)\.", verdict)[1]
         result["verdict_seconds"] = round(time.perf_counter() - t0, 2)
+        if TRAIN:
+            s.step = "Train both"
+            await s.act(lambda: s.page.get_by_role("button", name="Train both").click())
+            await s.page.get_by_text("Train loss, mask off").first.wait_for(timeout=STEP_MS)
         await s.check_clean("leakage_lab")
         await s.open("dataset_explorer")
         if dataset != "support-tickets":
@@ -227,6 +240,7 @@ async def one_user(browser, url: str, i: int, model: str, t0: float) -> dict:
         result["screenshot"] = str(shot.relative_to(ROOT))
     result["seconds"] = round(time.perf_counter() - t0, 2)
     result["problems"] = s.problems
+    result["clicks"] = [(step, round(sec, 3)) for step, sec in s.clicks]
     await context.close()
     return result
 
@@ -381,6 +395,76 @@ def run(url: str, pid: int, log_path: Path | None, users: int, model: str, round
     return summary
 
 
+def p95(values) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(0.95 * (len(v) - 1))))]
+
+
+def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str) -> dict:
+    """A lesson for a class of ``users``: one cold visitor, then a lone user, then the whole class at once.
+
+    Every click (a page opened, a scenario chosen, a switch flipped, "Train both") is timed
+    from the click to the end of the script run it causes. Goals: every session completes
+    with the right answers; the class's p95 click latency <= 3x the lone user's; the server's
+    memory (its process tree, peak) <= 2 GiB; SmolLM2 loaded at most once; no traceback.
+    """
+    documents = expected_documents()
+    log_start = log_path.stat().st_size if log_path else 0
+    sampler = PeakRss(pid)
+    sampler.start()
+    load = [os.getloadavg()[0]]
+    try:
+        cold, cold_wall = asyncio.run(all_users(url, 1, model))      # imports, the model load, empty caches
+        lone, lone_wall = asyncio.run(all_users(url, 1, model))
+        load.append(os.getloadavg()[0])
+        crowd, wall = asyncio.run(all_users(url, users, model))
+        load.append(os.getloadavg()[0])
+    finally:
+        peak = sampler.stop()
+    new_log = ""
+    if log_path:
+        with open(log_path, "rb") as f:
+            f.seek(log_start)
+            new_log = f.read().decode(errors="replace")
+    for r in cold + lone + crowd:
+        r["ok"] = (not r["problems"] and r.get("verdict") == r["expected_verdict"]
+                   and r.get("documents") == documents[r["dataset"]])
+    lone_clicks = [sec for r in lone for _, sec in r["clicks"]]
+    class_clicks = [sec for r in crowd for _, sec in r["clicks"]]
+    loads = len(LOAD_BAR.findall(new_log)) if log_path else None
+    s = {
+        "users": users, "model": model, "train_both": TRAIN, "wall_seconds": round(wall, 2),
+        "cold_user_seconds": round(cold_wall, 2), "lone_user_seconds": round(lone_wall, 2),
+        "lone_click_p50": round(statistics.median(lone_clicks), 3), "lone_click_p95": round(p95(lone_clicks), 3),
+        "class_click_p50": round(statistics.median(class_clicks), 3), "class_click_p95": round(p95(class_clicks), 3),
+        "class_clicks": len(class_clicks), "users_ok": sum(r["ok"] for r in crowd),
+        "server_rss_peak_mb": round(peak / 2**20), "model_loads": loads,
+        "server_tracebacks": new_log.count("Traceback"), "load_average": load,
+        "goal_p95_ratio": GOAL_CLASS_P95, "goal_rss_mb": GOAL_CLASS_RSS_MB,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)},
+        "problems": [p for r in crowd for p in r["problems"]], "per_user": crowd,
+    }
+    s["p95_ratio"] = round(s["class_click_p95"] / s["lone_click_p95"], 2)
+    s["goals_met"] = (s["users_ok"] == users and all(r["ok"] for r in cold + lone) and s["server_tracebacks"] == 0
+                      and s["p95_ratio"] <= GOAL_CLASS_P95 and s["server_rss_peak_mb"] <= GOAL_CLASS_RSS_MB
+                      and (loads is None or model != "smollm2" or loads <= 1))
+    return s
+
+
+def _class_table(s: dict) -> str:
+    return "\n".join([
+        f"a class of {s['users']} on model {s['model']}: {s['users_ok']}/{s['users']} sessions complete, "
+        f"wall {s['wall_seconds']} s (load average {' -> '.join(f'{x:.1f}' for x in s['load_average'])})",
+        f"click latency      lone user p50 {s['lone_click_p50']} s  p95 {s['lone_click_p95']} s",
+        f"                   the class p50 {s['class_click_p50']} s  p95 {s['class_click_p95']} s  "
+        f"({s['class_clicks']} clicks): {s['p95_ratio']}x (goal <= {s['goal_p95_ratio']}x)",
+        f"server memory      peak {s['server_rss_peak_mb']} MB (goal <= {s['goal_rss_mb']})",
+        f"model loads        {s['model_loads']} (goal <= 1)   server tracebacks {s['server_tracebacks']}",
+        *(f"problem: {p}" for p in s["problems"][:10]),
+        f"\ngoals met: {'yes' if s['goals_met'] else 'NO'}"])
+
+
 def _table(s: dict) -> str:
     lines = [f"{s['users']} users, model {s['model']}: {s['users_ok']}/{s['users']} ok, wall {s['wall_seconds']} s",
              f"time to complete   p50 {s['seconds_p50']} s   max {s['seconds_max']} s   (first round: a fresh server is cold)",
@@ -417,8 +501,14 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=2, help="1 cold round, then warm rounds of new sessions")
     p.add_argument("--bomb", action="store_true",
                    help="add a warm round in which one more session uploads decompression bombs")
+    p.add_argument("--class", dest="class_", action="store_true",
+                   help="a lesson for a class of --users: a lone user first, then all at once; p95 click latency")
+    p.add_argument("--train", action="store_true", help="with --class: every user also presses 'Train both'")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    global STEP_MS, TRAIN
+    if args.class_:
+        STEP_MS, TRAIN = 300_000, args.train   # thirty sessions and their browser on two cores: a step may wait long
     if args.url and not args.pid:
         p.error("--url needs --pid (the server process, to measure its memory)")
     if not Path(CHROMIUM).is_file():
@@ -434,7 +524,8 @@ def main(argv=None) -> int:
         proc, url = start_server(log)
         pid = proc.pid
     try:
-        summary = run(url, pid, log, args.users, model, args.rounds, bomb=args.bomb)
+        summary = (class_run(url, pid, log, args.users, model) if args.class_ else
+                   run(url, pid, log, args.users, model, args.rounds, bomb=args.bomb))
     finally:
         if proc is not None:
             proc.terminate()
@@ -442,7 +533,7 @@ def main(argv=None) -> int:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    print(json.dumps(summary, indent=2) if args.json else _table(summary))
+    print(json.dumps(summary, indent=2) if args.json else (_class_table if args.class_ else _table)(summary))
     return 0 if summary["goals_met"] else 1
 
 

@@ -85,9 +85,11 @@ _export("analysis.costs", "COST_FORMULA", "EndToEnd", "MODEL_SHAPES", "ModelShap
 _export("analysis.composition", "RowOrder", "batch_cu_seqlens", "row_cu_seqlens", "row_order")
 _export("analysis.isolation", "AttentionCheck", "alone_vs_packed_attention")
 _export("experiments.train", "SAME_TOPIC", "TOKENS_PER_TOPIC", "TOPICS", "TrainResult", "train_demo")
+_export("experiments.warm", "WarmStatus", "train_pair", "use_lab_threads", "warm", "warm_status")
 _export("experiments.bench", "BackendTiming", "BenchmarkResult", "Timing", "format_benchmark", "format_breakdown",
         "run_benchmark", "segments_breakdown")
-_export("viz.style", "ALERT_COLOUR", "PACKED_COLOUR", "PADDED_COLOUR", "PALETTE", "PAD_COLOUR", "doc_colour")
+_export("viz.style", "ALERT_COLOUR", "DELTA_COLOURS", "FIXED_COLOUR", "LEAK_COLOUR", "PACKED_COLOUR", "PADDED_COLOUR",
+        "PALETTE", "PAD_COLOUR", "REFERENCE_COLOUR", "ROLES", "doc_colour")
 _export("viz.plans", "benchmark_figure", "length_histogram_figure", "plan_grid", "plan_strip", "row_order_figure",
         "slot_use_figure", "strategy_figure")
 _export("viz.rows", "layout_figure", "logit_diff_figure", "mask_figure", "targets_figure")

@@ -9,6 +9,7 @@
     python -m packing_core check batch.safetensors --attn-implementation all --eos-id 2
     python -m packing_core check batch.safetensors --model smollm2
     python -m packing_core zoo --run all
+    python -m packing_core warm        # before class: convert SmolLM2, train the demo, fill the caches
     python -m packing_core scan data/ --tokenizer smollm2 --out profile.json
     python -m packing_core report --profile profile.json
 
@@ -149,6 +150,9 @@ def _parser() -> argparse.ArgumentParser:
     z = sub.add_parser("zoo", help="packing bugs that reached users of real projects, reproduced live")
     z.add_argument("--run", metavar="NAME", help="reproduce one bug (a name from the listing), or all")
     z.add_argument("--format", default="table", choices=("table", "json"))
+
+    w = sub.add_parser("warm", help="before class: convert SmolLM2, train the demo pair, fill the caches")
+    w.add_argument("--format", default="table", choices=("table", "json"))
     return p
 
 
@@ -438,6 +442,22 @@ def _quiet_libraries() -> None:
 
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()
+def _warm(args, out, err) -> int:
+    from transformers.utils import logging as hf_logging
+
+    from packing_core.experiments.warm import warm, warm_status
+
+    hf_logging.disable_progress_bar()
+    steps = warm(progress=lambda line: (err.write(line + "\n"), err.flush()))
+    status = warm_status()
+    if args.format == "json":
+        json.dump({"steps": [s.to_dict() for s in steps], "status": status.to_dict()}, out, indent=2)
+        out.write("\n")
+    else:
+        for s in steps:
+            out.write(f"{s.name:<45} {s.seconds:>7.1f} s  {s.detail}\n")
+        out.write(status.line + "\n")
+    return 0
 
 
 def main(argv=None, out=None, err=None) -> int:
@@ -453,6 +473,8 @@ def main(argv=None, out=None, err=None) -> int:
             _quiet_libraries()   # a real model loads through transformers
         if args.command == "scan":
             return _scan(args, out, err)
+        if args.command == "warm":
+            return _warm(args, out, err)
         if args.command == "report" and args.ranks is not None:
             return _balance(args, out)
         return {"report": _report, "verify": _verify, "check": _check, "zoo": _zoo}[args.command](args, out)

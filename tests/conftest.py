@@ -391,9 +391,13 @@ class AppPage:
 
 
 @pytest.fixture
-def app_page(browser, streamlit_server, artifacts_dir):
-    """A fresh browser context on the session's server; dialogs are recorded and dismissed."""
-    context = browser.new_context(viewport=VIEWPORT)
+def app_page(request, browser, streamlit_server, artifacts_dir):
+    """A fresh browser context on the session's server; dialogs are recorded and dismissed.
+
+    ``@pytest.mark.viewport(width=1024, height=768)`` opens it at another size (a projector's).
+    """
+    size = request.node.get_closest_marker("viewport")
+    context = browser.new_context(viewport=dict(size.kwargs) if size else VIEWPORT)
     context.set_default_timeout(60_000)
     page = context.new_page()
     app = AppPage(page, streamlit_server, artifacts_dir / "screenshots")

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from packing_core import ALERT_COLOUR, PACKED_COLOUR, TOPICS, TrainResult, loss_curves_figure, train_demo
+from packing_core import FIXED_COLOUR, LEAK_COLOUR, TOPICS, TrainResult, loss_curves_figure, train_demo
 from packing_core.experiments.train import BOS_ID, FINAL_WINDOW, sample_documents, successor_table, topic_of
 from packing_core.viz.training import trailing_mean
 
@@ -105,7 +105,7 @@ def test_trailing_mean_averages_the_last_steps():
 def test_loss_curves_draw_each_run_in_its_colour_with_its_alone_line(runs):
     fig = loss_curves_figure(runs, smooth=10)
     assert len(fig.data) == 6
-    for r, colour in zip(runs, (PACKED_COLOUR, ALERT_COLOUR)):
+    for r, colour in zip(runs, (FIXED_COLOUR, LEAK_COLOUR)):
         traces = [t for t in fig.data if t.legendgroup == r.mask]
         assert {t.line.color for t in traces} == {colour}
         raw, smooth, alone = traces

@@ -195,14 +195,15 @@ def _check(mask: str, steps: int, same_topic: float) -> None:
 
 
 def train_demo(mask: str = "on", *, steps: int = 150, seed: int = 0,
-               same_topic: float = SAME_TOPIC) -> TrainResult:
+               same_topic: float = SAME_TOPIC, progress=None) -> TrainResult:
     """Train the tiny model on packed topic documents with the mask ``on`` or ``off``.
 
     With the default seed the mask-off run ends training with the lower loss and is worse
     when each document runs alone (``tests/test_train.py`` pins both; two runs take ~10 s).
 
     The same ``seed`` gives the same data, the same initial weights and the same losses;
-    ``mask`` changes nothing but the attention boundaries.
+    ``mask`` changes nothing but the attention boundaries. ``progress(done, steps)``, if
+    given, hears every tenth step (a page draws its progress bar from it).
     """
     _check(mask, steps, same_topic)
     t0 = time.perf_counter()
@@ -232,6 +233,8 @@ def train_demo(mask: str = "on", *, steps: int = 150, seed: int = 0,
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # a spike must not end the demo
         opt.step()
         losses.append(loss.item())
+        if progress is not None and ((step + 1) % 10 == 0 or step + 1 == steps):
+            progress(step + 1, steps)
 
     held_out = sample_documents(EVAL_DOCUMENTS, successors, np.random.default_rng([seed, 2]), same_topic)
     ev = evaluate(model.eval(), held_out, mask)

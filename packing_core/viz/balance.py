@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from packing_core.packing.balance import BalanceReport
-from packing_core.viz.style import PACKED_COLOUR, PADDED_COLOUR, apply_layout
+from packing_core.viz.style import PACKED_COLOUR, PADDED_COLOUR, REFERENCE_COLOUR, apply_layout
 
 
 def balance_figure(report: BalanceReport, title: str | None = None) -> go.Figure:
@@ -28,7 +28,7 @@ def balance_figure(report: BalanceReport, title: str | None = None) -> go.Figure
                              name=f"{name} (max/mean {split.attention_imbalance:.2f})",
                              customdata=np.stack([split.rank_tokens], axis=-1),
                              hovertemplate="%{x}: attention %{y:,.0f}, tokens %{customdata[0]:,}<extra></extra>"))
-    fig.add_hline(y=float(report.before.rank_attention.mean()), line_dash="dash", line_color="#555",
+    fig.add_hline(y=float(report.before.rank_attention.mean()), line_dash="dash", line_color=REFERENCE_COLOUR,
                   annotation_text="mean", annotation_position="top left")
     fig.update_layout(barmode="group", yaxis_title="attention cost (sum of len\u00b2)")
     return apply_layout(fig, title=title or f"{report.rows:,} rows over {report.ranks} ranks x "

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from packing_core.batch.packed import IGNORE_INDEX
 from packing_core.check.batch import BatchCheck
 from packing_core.viz.rows import Track, tracks_figure
-from packing_core.viz.style import ALERT, EMPTY, colour_codes
+from packing_core.viz.style import EMPTY, LEAK, colour_codes
 
 
 def hf_batch_figure(check: BatchCheck, row: int = 0, *, title: str | None = None) -> go.Figure:
@@ -36,5 +36,5 @@ def hf_batch_figure(check: BatchCheck, row: int = 0, *, title: str | None = None
         hit = np.zeros(len(seg), dtype=bool)
         slots = [s for name, r, s in check.marks if name == v.name and r == row]
         hit[slots] = True
-        tracks.append(Track(v.name, np.where(hit, ALERT, EMPTY), np.where(hit, "!", "")))
+        tracks.append(Track(v.name, np.where(hit, LEAK, EMPTY), np.where(hit, "!", "")))
     return tracks_figure(tracks, title=title)

@@ -19,10 +19,11 @@ from packing_core.viz.style import (
     PAD,
     PAD_COLOUR,
     PADDED_COLOUR,
-    PALETTE,
+    REFERENCE_COLOUR,
+    SERIES,
     apply_layout,
     code_heatmap,
-    colour_codes,
+    figure_codes,
     legend_swatch,
     stride_for,
 )
@@ -62,7 +63,7 @@ def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 
                title: str | None = None, show_ticks: bool = True, row_height: int = 30) -> go.Figure:
     """Rows of a plan as coloured token strips: documents in colour, pads grey, ticks at document ends.
 
-    A piece that does not finish its document (split at a row edge) ends in a red tick.
+    A piece that does not finish its document (split at a row edge) ends in a violet (alert) tick.
     """
     if not 0 <= first_row < plan.n_rows:
         raise ValueError(f"first_row {first_row} does not exist: the plan has rows 0..{plan.n_rows - 1}")
@@ -73,7 +74,7 @@ def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 
     labels = np.where(doc >= 0, np.char.add(np.char.add("document ", doc.astype(str)),
                                             np.char.add(", token ", token.astype(str))),
                       np.where(doc == PAD, "pad", "outside the row"))
-    codes = np.where(doc == EMPTY, EMPTY, colour_codes(doc))
+    codes = np.where(doc == EMPTY, EMPTY, figure_codes(doc))   # documents of one figure never share a colour
     fig = go.Figure(code_heatmap(
         codes, x=x, y=rows, text=labels, gaps=k == 1 and width <= 256,
         hovertemplate="row %{y}, slot %{x}<br>%{text}<extra></extra>"))
@@ -82,7 +83,7 @@ def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 
         sl = slice(int(b[rows[0]]), int(b[rows[-1] + 1]))
         end = plan.piece_offset[sl] + plan.piece_len[sl]
         finishes = plan.piece_start[sl] + plan.piece_len[sl] == plan.lengths[plan.piece_doc[sl]]
-        for mask, name, colour in ((finishes, "document ends", "#222"),
+        for mask, name, colour in ((finishes, "document ends", REFERENCE_COLOUR),
                                    (~finishes, "document split here", ALERT_COLOUR)):
             shown = np.flatnonzero(mask)
             mask = shown[:: stride_for(len(shown), MAX_POINTS)]  # tiny documents: a bounded number of ticks
@@ -112,7 +113,7 @@ def length_histogram_figure(hist, title: str | None = None) -> go.Figure:
         x=centres, y=hist.counts, width=widths, marker=dict(color=colours, line=dict(width=0)),
         customdata=np.stack([hist.edges[:-1], hist.edges[1:]], axis=1), name="documents",
         hovertemplate="%{customdata[0]:.0f} to %{customdata[1]:.0f} tokens: %{y:,} documents<extra></extra>"))
-    fig.add_vline(x=hist.context, line=dict(color="#222", dash="dash", width=2),
+    fig.add_vline(x=hist.context, line=dict(color=REFERENCE_COLOUR, dash="dash", width=2),
                   annotation_text=f"context {hist.context}", annotation_position="top right")
     if hist.clipped:
         fig.add_annotation(x=centres[-1], y=hist.counts[-1], text=f"+ {hist.clipped:,} longer",
@@ -200,12 +201,12 @@ def benchmark_figure(result: dict, title: str | None = None) -> go.Figure:
     bx = list(bounds)
     by = [padded * bounds[b] for b in bx]
     fig.add_trace(go.Scatter(x=bx, y=by, mode="markers+text", name="FLOP bound",
-                             marker=dict(symbol="line-ew", size=40, line=dict(width=3, color="#222")),
+                             marker=dict(symbol="line-ew", size=40, line=dict(width=3, color=REFERENCE_COLOUR)),
                              text=[f"bound {bounds[b]:.1f}x" for b in bx], textposition="top center",
                              hovertemplate="%{x}: bound %{y:,.0f} tokens/s<extra></extra>"))
     fig.add_trace(go.Scatter(x=bx, y=[y * result.goal_factor for y in by], mode="markers",
                              name=f"goal: {result.goal_factor:.0%} of the bound",
-                             marker=dict(symbol="line-ew", size=40, line=dict(width=2, color=ALERT_COLOUR))))
+                             marker=dict(symbol="line-ew", size=40, line=dict(width=1, color=REFERENCE_COLOUR))))
     fig.update_yaxes(title="attention tokens per second", gridcolor="#eee", rangemode="tozero",
                      range=[0, max(max(tps), max(by, default=0)) * 1.22])
     return apply_layout(fig, title=title, height=380, showlegend=True)
@@ -225,7 +226,7 @@ def row_order_figure(orders: dict, title: str | None = None) -> go.Figure:
             longest = np.maximum.reduceat(longest, np.arange(0, len(longest), k))
         fig.add_trace(go.Scattergl(
             x=np.arange(len(longest)) * k, y=longest, mode="lines", name=label,
-            line=dict(width=1.5, color=PALETTE[i % len(PALETTE)]),
+            line=dict(width=1.5, color=SERIES[i % len(SERIES)]),
             hovertemplate="row %{x}: longest document %{y} tokens<extra>" + label + "</extra>",
         ))
     fig.update_xaxes(title_text="row (the order batches are drawn in)")

@@ -15,12 +15,13 @@ from plotly.subplots import make_subplots
 
 from packing_core.batch.packed import IGNORE_INDEX
 from packing_core.viz.style import (
-    ALERT,
-    ALERT_COLOUR,
     EMPTY,
     EMPTY_COLOUR,
+    LEAK,
+    LEAK_COLOUR,
     PAD,
     PAD_COLOUR,
+    REFERENCE_COLOUR,
     apply_layout,
     code_heatmap,
     colour_codes,
@@ -68,7 +69,7 @@ def mask_figure(masks: dict, doc_ids, position_ids, *, max_side: int = 128,
         a = np.asarray(allowed, dtype=bool)
         if a.shape != (L, L):
             raise ValueError(f"mask {name!r} has shape {a.shape}, expected ({L}, {L}) for {L} tokens")
-        codes = np.where(pad, PAD, np.where(a, np.where(same, colour_codes(doc)[:, None], ALERT), EMPTY))
+        codes = np.where(pad, PAD, np.where(a, np.where(same, colour_codes(doc)[:, None], LEAK), EMPTY))
         codes = downsample_codes(codes, k, axes=(0, 1))
         fig.add_trace(code_heatmap(
             codes, x=idx, y=idx, customdata=custom, gaps=k == 1 and L <= 96,
@@ -76,7 +77,7 @@ def mask_figure(masks: dict, doc_ids, position_ids, *, max_side: int = 128,
                            "key token %{x}: document %{customdata[2]}, position %{customdata[3]}"
                            "<extra></extra>")), 1, c)
     legend_swatch(fig, "reads its own document", doc_colour(0))
-    legend_swatch(fig, "reads another document (leak)", ALERT_COLOUR)
+    legend_swatch(fig, "reads another document (leak)", LEAK_COLOUR)
     legend_swatch(fig, "masked", EMPTY_COLOUR)
     legend_swatch(fig, "pad (document -1)", PAD_COLOUR)
     unit = f" (1 cell = {k}x{k} tokens)" if k > 1 else ""
@@ -147,8 +148,8 @@ def layout_figure(batch, row: int, *, continuous_positions=None, title: str | No
     if continuous_positions is not None:
         cont = np.asarray(continuous_positions, dtype=np.int64)
         t = _doc_track("position_ids (continuous)", doc, np.where(valid, cont, 0))
-        tracks.append(Track(t.name, np.where(valid & (cont != pos), ALERT, t.codes), t.labels))
-    tracks[1] = Track(tracks[1].name, np.where(valid & (seg < 0), ALERT, tracks[1].codes), tracks[1].labels)
+        tracks.append(Track(t.name, np.where(valid & (cont != pos), LEAK, t.codes), t.labels))
+    tracks[1] = Track(tracks[1].name, np.where(valid & (seg < 0), LEAK, tracks[1].codes), tracks[1].labels)
     return tracks_figure(tracks, title=title)
 
 
@@ -170,7 +171,7 @@ def targets_figure(batch, row: int, naive, *, title: str | None = None) -> go.Fi
         labels = np.where(has, token_labels(np.where(has, tgt, 0)), np.where(valid, "–", "pad"))
         codes = np.where(valid & ~has, EMPTY, colour_codes(doc))
         if alert is not None:
-            codes = np.where(alert, ALERT, codes)
+            codes = np.where(alert, LEAK, codes)
         return Track(name, codes, labels)
 
     tracks = [
@@ -206,11 +207,11 @@ def logit_diff_figure(token_diffs, cu_seqlens, tolerance: float, *, floor: float
         hovertemplate=("token %{x} (document %{customdata[0]}, position %{customdata[1]})<br>"
                        "max |Δlogit| = %{customdata[2]:.2e}<extra></extra>")))
     for b in cu[1:-1]:
-        fig.add_vline(x=b - 0.5, line=dict(color="#444", dash="dot", width=1))
-    fig.add_hline(y=tolerance, line=dict(color=ALERT_COLOUR, dash="dash", width=2))
+        fig.add_vline(x=b - 0.5, line=dict(color=REFERENCE_COLOUR, dash="dot", width=1))
+    fig.add_hline(y=tolerance, line=dict(color=REFERENCE_COLOUR, dash="dash", width=2))
     # annotations on a log axis take log10 coordinates (add_hline's own label would not)
     fig.add_annotation(x=0, xref="paper", xanchor="left", y=np.log10(tolerance), yanchor="bottom",
-                       text=f"tolerance {tolerance:.1e}", showarrow=False, font=dict(color=ALERT_COLOUR))
+                       text=f"tolerance {tolerance:.1e}", showarrow=False, font=dict(color=REFERENCE_COLOUR))
     for d in range(len(cu) - 1):
         fig.add_annotation(x=(cu[d] + cu[d + 1] - 1) / 2, y=1.0, yref="paper", yanchor="bottom",
                            text=f"document {d}", showarrow=False, font=dict(color=doc_colour(d)))

@@ -1,15 +1,15 @@
 """The lab's visual language: one palette, colour codes, the shared heatmap and layout helpers.
 
-One colour per document everywhere: document ``d`` is ``PALETTE[d % len(PALETTE)]`` in
-the token strips, the masks and the logit differences, so a document is recognisable
-from one picture to the next. Pads are grey, slots outside a row are white, and red
-means something crossed a document edge.
+One colour per role (``ROLES``): pads grey, a leak red, an alert violet, the correct or
+fixed run green, a reference line near-black. One colour per document: document ``d`` is
+``PALETTE[d % len(PALETTE)]`` in the token strips, the masks and the logit differences, so a
+document is recognisable from one picture to the next, and no document colour is a role's.
 
 Every grid is one heatmap trace over *colour codes* (never one shape per cell)::
 
-    codes  -2 outside the row   -1 pad   0..9 document d % 10   10 alert (a leak)
+    codes  -2 outside the row   -1 pad   0..13 document d % 14   14 leak
 
->>> colour_codes([0, 1, 11, -1]).tolist()
+>>> colour_codes([0, 1, 15, -1]).tolist()
 [0, 1, 1, -1]
 
 Wide grids are downsampled by a stride (one cell per k tokens) so 2,048 tokens stay usable.
@@ -17,39 +17,92 @@ Wide grids are downsampled by a stride (one cell per k tokens) so 2,048 tokens s
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 
-PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2",
-           "#edc948", "#9c755f", "#ff9da7", "#17becf", "#8cd17d")
+# One meaning per colour. Each role has one colour, no two roles share one, and the document
+# palette holds none of them: red is only ever a leak, green only the correct (or fixed) run.
+ROLES = {
+    "outside": "#ffffff",     # a slot outside a row; a masked cell
+    "pad": "#d0d0d0",         # a pad token
+    "leak": "#d62728",        # something read or crossed a document edge; the run with the mask off
+    "alert": "#7b3294",       # a warning that is not a leak: a document split at a row edge, one over the context
+    "fixed": "#1b9e3e",       # the correct run, or a bug's fixed version
+    "packing": "#4e79a7",     # a packing strategy (in charts of strategies, never beside documents)
+    "padding": "#bab0ac",     # a padding strategy
+    "reference": "#222222",   # a line to compare with: a document's end, the context, a tolerance, a bound
+}
+
+# Each document of one figure its own colour: 14, more than any row the lessons draw holds.
+# A figure with more documents cycles (document d gets PALETTE[d % 14], so neighbours in a row
+# still differ) and names every document in its hover label.
+PALETTE = ("#f28e2b", "#76b7b2", "#edc948", "#b07aa1", "#9c755f", "#17becf", "#ff9da7",
+           "#bcbd22", "#a0cbe8", "#2f6f6b", "#ffbe7d", "#8c6d31", "#e377c2", "#5a5fd6")
+
+EMPTY_COLOUR = ROLES["outside"]
+PAD_COLOUR = ROLES["pad"]
+LEAK_COLOUR = ROLES["leak"]
+ALERT_COLOUR = ROLES["alert"]
+FIXED_COLOUR = ROLES["fixed"]
+PACKED_COLOUR, PADDED_COLOUR = ROLES["packing"], ROLES["padding"]
+REFERENCE_COLOUR = ROLES["reference"]
+
+# st.metric's delta colours by role (Streamlit's own names): a delta is coloured by what it
+# means, never by its sign alone. A broken run's better-looking number is "neutral".
+DELTA_COLOURS = {"leak": "red", "fixed": "green", "alert": "violet", "neutral": "gray"}
 
 
-EMPTY_COLOUR = "#ffffff"
-PAD_COLOUR = "#d0d0d0"
-ALERT_COLOUR = "#d62728"
+# Lines that are not documents (plans, orders) take role colours, never a document's.
+SERIES = (PACKED_COLOUR, REFERENCE_COLOUR, PADDED_COLOUR)
 
 
-EMPTY, PAD, ALERT = -2, -1, len(PALETTE)
+EMPTY, PAD, LEAK = -2, -1, len(PALETTE)
+ALERT = LEAK   # the heatmap code's older name: a cell that crossed a document edge
 
 
-_CODE_COLOURS = (EMPTY_COLOUR, PAD_COLOUR, *PALETTE, ALERT_COLOUR)  # codes -2 .. 10 in order
-
-
-PACKED_COLOUR, PADDED_COLOUR = "#4e79a7", "#bab0ac"
+_CODE_COLOURS = (EMPTY_COLOUR, PAD_COLOUR, *PALETTE, LEAK_COLOUR)  # codes -2 .. len(PALETTE) in order
 
 
 FONT = dict(family="Inter, Segoe UI, sans-serif", size=13)
 
 
 def doc_colour(doc: int) -> str:
-    """``doc_colour(0) == doc_colour(10) == PALETTE[0]``; a pad (-1) is grey."""
+    """``doc_colour(0) == doc_colour(14) == PALETTE[0]``; a pad (-1) is grey."""
     return PAD_COLOUR if doc < 0 else PALETTE[int(doc) % len(PALETTE)]
 
 
 def colour_codes(doc_ids) -> np.ndarray:
-    """Document ids -> colour codes: ``[0, 1, 11, -1] -> [0, 1, 1, -1]`` (-1 stays a pad)."""
+    """Document ids -> colour codes: ``[0, 1, 15, -1] -> [0, 1, 1, -1]`` (-1 stays a pad)."""
     d = np.asarray(doc_ids, dtype=np.int64)
     return np.where(d >= 0, d % len(PALETTE), PAD)
+
+
+def figure_codes(doc_ids) -> np.ndarray:
+    """Colour codes for the documents of one figure: no two of them share a colour while they fit the palette.
+
+    Ids that already get distinct colours keep ``d % len(PALETTE)`` (the colour they have in
+    every other figure). Otherwise the documents are numbered in reading order (row by row),
+    so that neighbours differ and colours repeat only ``len(PALETTE)`` documents apart:
+
+    >>> figure_codes([[3, 17, -1]]).tolist()        # 3 and 17 would both be PALETTE[3]
+    [[0, 1, -1]]
+    >>> figure_codes([[3, 5]]).tolist()
+    [[3, 5]]
+    """
+    d = np.asarray(doc_ids, dtype=np.int64)
+    real = d >= 0
+    ids = np.unique(d[real])
+    if len(np.unique(ids % len(PALETTE))) == len(ids):
+        return np.where(d == EMPTY, EMPTY, colour_codes(d))
+    seen = d[real]                                  # row-major: the reading order
+    _, first = np.unique(seen, return_index=True)   # position of each id's first appearance
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(ids))
+    out = np.full(d.shape, PAD, dtype=np.int64)
+    out[real] = rank[np.searchsorted(ids, seen)] % len(PALETTE)
+    return np.where(real, out, np.where(d == EMPTY, EMPTY, PAD))
 
 
 def _colourscale() -> list:
@@ -109,15 +162,48 @@ def legend_swatch(fig: go.Figure, name: str, colour: str, symbol: str = "square"
                                          line=dict(color="#888", width=1)), **kw))
 
 
+TITLE_CHARS = 40   # a title's line: fits a figure in half of a 1024-pixel projector's page
+LEGEND_ROW_PX = 600   # the width a legend row gets in a full-width figure at 1024 pixels
+
+
+def wrap_title(title: str, width: int = TITLE_CHARS) -> str:
+    """Break a long title into lines of at most ``width`` characters, at spaces (plotly never wraps).
+
+    >>> wrap_title("concat-cut: one stream, cut every 512 tokens", 30)
+    'concat-cut: one stream, cut<br>every 512 tokens'
+    """
+    lines, line = [], ""
+    for word in title.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "<br>".join([*lines, line])
+
+
 def apply_layout(fig: go.Figure, *, title: str | None, height: int, top: int | None = None, **kw) -> go.Figure:
-    """Title top left, legend in one line under the x axis (never over the title), white plot."""
+    """Title top left (wrapped to fit half a projector's page), legend under the x axis, white plot."""
+    if title:
+        title = wrap_title(title)
     top = (40 if title else 12) if top is None else top
-    bottom, legend_px = 40, 30
-    plot_px = max(40, height - top - bottom - legend_px)
+    extra = 19 * title.count("<br>") if title else 0   # wrapped lines add height, never take the plot's
+    subplot_titles = [a for a in fig.layout.annotations if a.yanchor == "bottom" and a.yref == "paper"]
+    if len(subplot_titles) > 1:   # side by side, each gets its share of the width
+        chars = max(16, int(TITLE_CHARS * 1.6 / len(subplot_titles)))
+        for a in subplot_titles:
+            a.text = wrap_title(a.text, chars)
+        extra += 19 * max(a.text.count("<br>") for a in subplot_titles)
+    top, height = top + extra, height + extra
+    # The legend sits in its own strip at the figure's foot, sized for the rows it wraps into
+    # at a projector's width, so it never covers the x axis.
+    names = [t.name for t in fig.data if t.name and t.showlegend is not False]
+    legend_rows = max(1, math.ceil(sum(7 * len(n) + 44 for n in names) / LEGEND_ROW_PX))
+    bottom, legend_px = 40, 22 * legend_rows + 8
     fig.update_layout(title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
                       height=height + legend_px, margin=dict(l=10, r=10, t=top, b=bottom + legend_px),
                       font=FONT, plot_bgcolor="white",
-                      legend=dict(orientation="h", yanchor="top", y=-(bottom + 14) / plot_px, x=0,
+                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0,
                                   xanchor="left"), **kw)
     return fig
 

@@ -1,7 +1,8 @@
 """The loss curves of the mask-on and mask-off training runs. Pure plotly, no Streamlit.
 
-One colour per run, the lab's own: the correct run in the packed blue, the mask-off run
-in the red that everywhere means "something crossed a document edge". Each run draws::
+One colour per run, by role (:data:`packing_core.viz.style.ROLES`): the correct run in the
+"fixed" green, the mask-off run in the red that everywhere means "something crossed a
+document edge"; the legend names both. Each run draws::
 
     thin line     the loss of every step (noisy: one small batch per step)
     thick line    its trailing mean over ``smooth`` steps: what a training log shows
@@ -14,9 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from packing_core.viz.style import ALERT_COLOUR, PACKED_COLOUR, apply_layout
+from packing_core.viz.style import FIXED_COLOUR, LEAK_COLOUR, apply_layout
 
-MASK_COLOURS = {"on": PACKED_COLOUR, "off": ALERT_COLOUR}
+MASK_COLOURS = {"on": FIXED_COLOUR, "off": LEAK_COLOUR}
 
 
 def trailing_mean(values, window: int) -> np.ndarray:
