@@ -11,8 +11,14 @@ import argparse
 import json
 import sys
 
-from packing_core import available_backends, format_benchmark, format_breakdown, run_benchmark, segments_breakdown
-from packing_core.experiments.bench import PACKED_BACKENDS
+from packing_core import (
+    PACKED_BACKENDS,
+    available_backends,
+    format_benchmark,
+    format_breakdown,
+    run_benchmark,
+    segments_breakdown,
+)
 
 
 def main(argv=None) -> int:

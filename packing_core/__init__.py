@@ -50,6 +50,8 @@ _export("batch.loss", "LOSS_RULES", "document_weights", "reduce_loss", "token_we
 _export("batch.faults", "BREAKS", "NaiveTargets", "PromptBlindBatch", "broken_batch", "loss_vs_answers", "naive_targets")
 _export("attention.masks", "and_masks", "block_causal_mask", "causal", "materialise", "same_document")
 _export("attention.backends", "BACKENDS", "attend", "available_backends", "varlen_function")
+_export("attention.tiles", "BOUND_LABELS", "DEFAULT_TILE", "TileSpans", "tile_spans")
+_export("attention.flex", "block_mask_from_cu", "compile_records", "flex_unavailable")
 _export("models.tiny", "MODELS", "TinyConfig", "TinyTransformer", "tiny_model")
 _export("models.hf_attention", "ATTN_IMPLEMENTATIONS", "HF_IMPLEMENTATIONS", "hf_runner", "register_attention")
 _export("models.pretrained", "PRETRAINED", "RealTokenizer", "default_tokenizer", "load_pretrained",
@@ -68,16 +70,19 @@ _export("analysis.stats", "Histogram", "LengthStats", "length_histogram", "lengt
 _export("analysis.tables", "StrategyRow", "attention_cost", "bimodality", "recommend", "strategy_table")
 _export("analysis.costs", "COST_FORMULA", "EndToEnd", "MODEL_SHAPES", "ModelShape", "attention_cells",
         "benchmark_bounds", "end_to_end", "training_flops")
+_export("analysis.costs", "BOUND_LABELS", "KernelFootprint", "kernel_footprints", "plan_tiles", "tiled_cells")
 _export("analysis.composition", "RowOrder", "row_cu_seqlens", "row_order")
 _export("analysis.isolation", "AttentionCheck", "alone_vs_packed_attention")
 _export("experiments.train", "TOPICS", "TrainResult", "train_demo")
 _export("experiments.bench", "BackendTiming", "BenchmarkResult", "Timing", "format_benchmark", "format_breakdown",
         "run_benchmark", "segments_breakdown")
+_export("experiments.bench", "PACKED_BACKENDS", "busy_warning", "describe_breakdown")
 _export("viz.style", "ALERT_COLOUR", "PACKED_COLOUR", "PADDED_COLOUR", "PALETTE", "PAD_COLOUR", "doc_colour")
 _export("viz.plans", "benchmark_figure", "length_histogram_figure", "plan_grid", "plan_strip", "row_order_figure",
         "slot_use_figure", "strategy_figure")
 _export("viz.rows", "layout_figure", "logit_diff_figure", "mask_figure", "targets_figure")
 _export("viz.batch_check", "hf_batch_figure")
+_export("viz.tiles", "tile_figure")
 _export("viz.training", "loss_curves_figure")
 
 __all__ = sorted(_EXPORTS)

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from packing_core.attention.tiles import DEFAULT_TILE, TileSpans, tile_spans
+from packing_core.attention.tiles import BOUND_LABELS, DEFAULT_TILE, TileSpans, tile_spans
 from packing_core.packing.plan import Plan, PlanMetrics, cu_seqlens_from_lengths
 from packing_core.packing.strategies import PACKING_STRATEGIES
 
@@ -152,15 +152,6 @@ def end_to_end(rows, shape: ModelShape | str = "SmolLM2-135M") -> list[EndToEnd]
         out.append(EndToEnd(r.strategy, shape.name, flops, dense, attn / flops if flops else 0.0,
                             base / flops if flops else float("inf"), base / dense if dense else float("inf")))
     return out
-
-
-BOUND_LABELS = {
-    "padded": "rows x context²",
-    "dense": "packed rows x context²",
-    "segments": "Σ len²",
-    "varlen": "Σ len²",
-    "flex": "tiles touched x tile²",
-}
 
 
 def benchmark_bounds(result) -> dict[str, float]:

@@ -107,17 +107,27 @@ def document_mask_mod(document_ids: torch.Tensor):
     return mask_mod
 
 
+def _runs(start: np.ndarray, count: np.ndarray, n: int, fill: np.ndarray | int = 0) -> np.ndarray:
+    """``[len(start), n]`` int32: row r is ``start[r], start[r] + 1, ...`` for ``count[r]`` entries, then ``fill``."""
+    col = np.arange(n, dtype=np.int32)
+    out = start.astype(np.int32)[:, None] + col
+    np.copyto(out, np.asarray(fill, dtype=np.int32)[..., None] if np.ndim(fill) else np.int32(fill),
+              where=col >= count[:, None])
+    return out
+
+
 def _kv_side(first: np.ndarray, full_from: np.ndarray):
-    """Row-major (query tile -> key tiles) block lists, ascending, as FlexAttention stores them."""
+    """Row-major (query tile -> key tiles) block lists, ascending, as FlexAttention stores them.
+
+    Row i's partial tiles are ``first .. min(full_from, i) - 1`` and the diagonal ``i``
+    (written as the run's fill), its full tiles ``full_from .. i - 1``.
+    """
     n = len(first)
     rows = np.arange(n)
-    col = rows[None, :]
     below = np.minimum(full_from, rows) - first             # partial tiles left of the diagonal
     n_part = np.where(first <= rows, below + 1, 0)         # ... plus the diagonal tile
-    kv = np.where(col < below[:, None], first[:, None] + col, rows[:, None])
     n_full = np.maximum(rows - full_from, 0)
-    full = np.where(col < n_full[:, None], full_from[:, None] + col, 0)
-    return n_part, kv, n_full, full
+    return n_part, _runs(first, below, n, fill=rows), n_full, _runs(full_from, n_full, n)
 
 
 def _q_side(first: np.ndarray, full_from: np.ndarray):
@@ -129,17 +139,16 @@ def _q_side(first: np.ndarray, full_from: np.ndarray):
     """
     n = len(first)
     cols = np.arange(n)
-    row = cols[None, :]
     reads = np.searchsorted(first, cols, side="right")                          # P: first <= j
     ends = np.searchsorted(np.minimum(full_from, cols), cols, side="right")     # S: partial end <= j
-    diag = (first <= cols).astype(np.int64)
+    diag = first <= cols
     lo = np.maximum(ends, cols + 1)
     n_below = np.maximum(reads - lo, 0)
-    q = np.where(row < diag[:, None], cols[:, None], lo[:, None] + row - diag[:, None])
-    q = np.where(row < (diag + n_below)[:, None], q, 0)
+    # The diagonal comes first (it is the smallest row), then the rows below it.
+    q = _runs(np.where(diag, lo - 1, lo), n_below + diag, n)
+    q[diag, 0] = cols[diag]
     n_full = np.maximum(ends - (cols + 1), 0)
-    full = np.where(row < n_full[:, None], cols[:, None] + 1 + row, 0)
-    return diag + n_below, q, n_full, full
+    return n_below + diag, q, n_full, _runs(cols + 1, n_full, n)
 
 
 def block_mask_from_cu(cu_seqlens, tile: int = DEFAULT_TILE, device=None, *, mask_mod=None,
@@ -172,7 +181,7 @@ def block_mask_from_cu(cu_seqlens, tile: int = DEFAULT_TILE, device=None, *, mas
         mask_mod = document_mask_mod(ids.to(device))
 
     def tensor(a):
-        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32)).to(device)[None, None]
+        return torch.from_numpy(np.asarray(a, dtype=np.int32)).to(device)[None, None]
 
     kv_n, kv, full_n, full = _kv_side(first, full_from)
     q_n, q, qfull_n, qfull = _q_side(first, full_from)

@@ -30,6 +30,15 @@ import numpy as np
 
 DEFAULT_TILE = 128   # FlexAttention's default block size (torch's _DEFAULT_SPARSE_BLOCK_SIZE)
 
+# What each correct backend computes: the bound it is judged by (padded is the baseline).
+BOUND_LABELS = {
+    "padded": "rows x context²",
+    "dense": "packed rows x context²",
+    "segments": "Σ len²",
+    "varlen": "Σ len²",
+    "flex": "tiles touched x tile²",
+}
+
 
 @dataclass(frozen=True)
 class TileSpans:

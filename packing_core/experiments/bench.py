@@ -33,10 +33,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from packing_core.analysis.costs import BOUND_LABELS, tiled_cells
 from packing_core.attention.backends import attend, available_backends
 from packing_core.attention.flex import block_mask_from_cu, compile_records
-from packing_core.attention.tiles import DEFAULT_TILE
+from packing_core.attention.tiles import BOUND_LABELS, DEFAULT_TILE, tile_spans
 from packing_core.packing.plan import cu_seqlens_from_lengths
 
 GOAL_FACTOR = 0.8
@@ -307,7 +306,7 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
     padded_s = best["padded"]
     # dense computes every cell of each packed row; segments and varlen one square per
     # document; flex every tile a document touches
-    tiled = tiled_cells(bfd, tile)
+    tiled = tile_spans(cu.cpu().numpy(), tile).cells    # = analysis.costs.tiled_cells(bfd, tile)
     bounds = {"dense": pad_m.attention_cost_padded / bfd_m.attention_cost_padded,
               "flex": pad_m.attention_cost_padded / tiled}
     results = {}
