@@ -1,21 +1,33 @@
 """Benchmark: time padded against packed attention on this machine, beside the FLOP-ratio bound."""
+import numpy as np
 import streamlit as st
 import torch
 
 from app_pages._lab import SHARED, esc, figure, guard, lesson, page_settings, sources, strategy_table
-from packing_core import benchmark_bounds, benchmark_figure, synthetic_lengths
+from packing_core import (
+    BOUND_LABELS,
+    available_backends,
+    benchmark_bounds,
+    benchmark_figure,
+    busy_warning,
+    describe_breakdown,
+    kernel_footprints,
+    synthetic_lengths,
+    tile_figure,
+)
 
-S = page_settings("benchmark", docs=128, heads=8, repeats=2)
+S = page_settings("benchmark", docs=128, heads=8, repeats=3, flex=True)
+TILE_EXAMPLE = 16   # documents drawn in the tile figure: enough to see the pattern, few enough to read it
 
 st.title("Benchmark")
 lesson(__file__)
 st.markdown(
-    "The padded baseline here is SDPA with is_causal over padded rows: a kernel that computes the pads, so it pays a full "
-    "square per row. Packed, a kernel that skips masked blocks (one call per document, or varlen fed "
-    "`cu_seqlens`) pays one small square per document, while a materialised block-diagonal mask still "
-    "computes every cell of each row. (Against an unpadding kernel, padding would pay only the small squares "
-    "too, and packing would buy only the slot ratio.) Each backend has its own FLOP bound; here you measure "
-    "how much of it this machine actually gets."
+    "Padded rows run by a kernel that computes the pads (SDPA with `is_causal`) pay a full square per "
+    "row. Packed, one call per document (`segments`) or varlen fed `cu_seqlens` pays one small square "
+    "per document; FlexAttention (`flex`) skips only whole empty tiles, so it pays every tile a document "
+    "touches; a materialised block-diagonal mask still computes every cell of each row. (Against an unpadding "
+    "kernel, padding would pay only the small squares too, and packing would buy only the slot ratio.) Each "
+    "backend has its own FLOP bound; here you measure how much of it this machine actually gets."
 )
 
 context = SHARED.get("context")
@@ -25,34 +37,61 @@ if sources().get(dataset) is None or sources()[dataset].kind != "synthetic":
                "so it uses support-tickets.")
     dataset = "support-tickets"
 
-c1, c2, c3, c4 = st.columns(4)
+c1, c2, c3, c4, c5 = st.columns(5)
 docs = c1.select_slider("Documents", options=(32, 64, 128, 256, 512, 1024, 2048), **S.bind("docs"))
 heads = c2.select_slider("Heads", options=(1, 2, 4, 8, 16), **S.bind("heads"))
-repeats = c3.select_slider("Repeats (best of)", options=(1, 2, 3, 5), **S.bind("repeats"))
+repeats = c3.select_slider("Repeats", options=(1, 2, 3, 5), **S.bind("repeats"),
+                           help="rounds, interleaved; the table shows the best, the median and the worst")
 devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 device = c4.radio("Device", devices, horizontal=True, key=S.key("device"),
                   help="cuda appears when a GPU is present; varlen runs only there")
+flex_here = "flex" in available_backends(device)
+with_flex = c5.checkbox("Time flex", disabled=not flex_here, **S.bind("flex"),
+                        help="FlexAttention compiles a kernel on its first run in this server (15-40 s here)"
+                        if flex_here else "FlexAttention cannot run here (no compiler for its kernel)")
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _footprints(dataset: str, n: int, context: int, tiles: tuple):
+    return kernel_footprints(synthetic_lengths(dataset, n=n), context, tiles=tiles)
+
 
 with guard("plan the benchmark's documents"):
-    rows = strategy_table(synthetic_lengths(dataset, n=docs), context, strategies=("pad", "bfd"))
+    lengths = synthetic_lengths(dataset, n=docs)
+    rows = strategy_table(lengths, context, strategies=("pad", "bfd"))
+    flex_cells = {f.kernel: f for f in _footprints(dataset, docs, context, (128, 64))}
 flop_ratio = rows[1].attention_ratio  # pad's attention cells / bfd's Σ len²: what run_benchmark calls flop_ratio
+flex128, flex64 = flex_cells["flex, 128-token tiles"], flex_cells["flex, 64-token tiles"]
 st.markdown(
     f"**Before running:** {docs} documents of {dataset} at context {context}. Padded (SDPA with is_causal, "
     "pads computed): "
     f"{rows[0].rows} rows x {context}² = {rows[0].attention_cost:,} cells. Packed by bfd into {rows[1].rows} rows: "
     f"`segments` and `varlen` compute Σ len² = {rows[1].attention_cost:,}, a bound of **{flop_ratio:.1f}x**; "
+    f"`flex` in 128-token tiles computes {BOUND_LABELS['flex'].replace('tile²', '128²')} = {flex128.cells:,}, "
+    f"a bound of **{flex128.ratio:.1f}x**; "
     f"`dense` computes {rows[1].rows} x {context}² = {rows[1].dense_mask_cost:,}, a bound of "
     f"**{rows[1].dense_mask_ratio:.1f}x**."
+)
+mean_len = float(np.mean(lengths))
+st.markdown(
+    f"**Short documents in big tiles.** These documents average {mean_len:.0f} tokens. A 128-token tile is "
+    "wider than most of them, so nearly every tile holds the edge of two or three documents and must be "
+    "computed, masked cells and all: flex computes "
+    f"{flex128.cells / rows[1].attention_cost:.1f}x the cells of the documents' own squares in 128-token tiles, "
+    f"{flex64.cells / rows[1].attention_cost:.1f}x in 64-token tiles. Smaller tiles skip more, but each tile "
+    "costs the kernel more per cell, so the benchmark below tells which wins here."
 )
 
 
 def _run() -> None:
     bar = st.progress(0.0, text="starting")
-    from packing_core import run_benchmark
+    from packing_core import PACKED_BACKENDS, run_benchmark
+    usable = available_backends(device)
+    chosen = [b for b in PACKED_BACKENDS if b in usable and (b != "flex" or with_flex)]
     try:
         st.session_state[S.key("result")] = run_benchmark(
             docs=docs, context=context, heads=heads, head_dim=64, repeats=repeats, device=device,
-            dataset=dataset, progress=lambda f, msg: bar.progress(min(1.0, f), text=msg))
+            dataset=dataset, backends=chosen, progress=lambda f, msg: bar.progress(min(1.0, f), text=msg))
         st.session_state.pop(S.key("error"), None)
     except ValueError as e:
         st.session_state[S.key("error")] = str(e)
@@ -66,6 +105,15 @@ if st.button("Run the benchmark", type="primary"):
 if S.key("error") in st.session_state:
     st.error(f"Could not run the benchmark: {esc(st.session_state[S.key('error')])}")
 result = st.session_state.get(S.key("result"))
+views = ["the tiles each kernel computes", "measured throughput"]
+view = st.radio("Figure", views if result is not None else views[:1], horizontal=True,
+                index=1 if result is not None else 0, key=S.key(f"view_{result is not None}"))
+if view == views[0]:
+    with guard("draw the tiles each kernel computes"):
+        figure(tile_figure(_footprints(dataset, min(docs, TILE_EXAMPLE), context, (128, 64)),
+                           title=f"What each kernel computes, the first {min(docs, TILE_EXAMPLE)} documents "
+                                 f"(blue: needed; grey: computed, then masked; white: skipped)"),
+               key=S.key("tiles"))
 if result is None:
     st.info("Press the button: it takes from seconds (32 documents) to minutes (2,048 on a CPU).")
 else:
@@ -74,23 +122,45 @@ else:
                f"{cfg['head_dim']}, {cfg['dtype']}, on {machine['device']} ({machine['device_name']}, "
                f"{machine['torch_threads']} threads), torch {machine['torch']}. Both layouts get q, k "
                "and v token-major, as a model's projection leaves them.")
+    warning = busy_warning(machine)
+    if warning:
+        st.warning(warning)
+    load = machine.get("load_before"), machine.get("load_after")
+    if all(load):
+        st.caption(f"Load average (1 minute) {load[0][0]:.2f} before the run and {load[1][0]:.2f} after, on "
+                   f"{machine['cpu_count']} CPUs; the run's own threads count in the second.")
     bounds = benchmark_bounds(result)
-    figure(benchmark_figure(result, title="Attention throughput (higher is better)"), key=S.key("fig"))
+    if view == views[1]:
+        figure(benchmark_figure(result, title="Attention throughput (higher is better)"), key=S.key("fig"))
+    timings = [result.padded] + list(result.backends.values())
     st.dataframe({
         "layout": ["padded"] + list(result.backends),
-        "seconds": [result.padded.seconds] + [r.seconds for r in result.backends.values()],
-        "tokens/s": [round(result.padded.tokens_per_s)] + [round(r.tokens_per_s) for r in result.backends.values()],
+        "seconds": [t.seconds for t in timings],
+        "median s": [t.median for t in timings],
+        "worst s": [t.worst for t in timings],
+        "tokens/s": [round(t.tokens_per_s) for t in timings],
         "speed-up": [1.0] + [round(r.speedup, 2) for r in result.backends.values()],
         "its FLOP bound": ["1.0x"] + [f"{bounds[b]:.1f}x" for b in result.backends],
+        "what the bound counts": [BOUND_LABELS["padded"]] + [r.bound or BOUND_LABELS.get(b, "")
+                                                             for b, r in result.backends.items()],
         "share of its bound": ["baseline"] + [f"{r.speedup / bounds[b]:.0%}" for b, r in result.backends.items()],
     }, hide_index=True)
+    st.caption(f"seconds: the best of {cfg['repeats']} interleaved rounds, beside the median and the worst; "
+               "a wide spread means other work shared the machine.")
+    flex = result.backends.get("flex")
+    if flex is not None and flex.block_mask_seconds is not None:
+        compiled = (f"its first call compiled the kernel in {flex.compile_seconds:.1f} s"
+                    if flex.compile_seconds else "its kernel was already compiled in this server")
+        st.markdown(f"`flex` ({flex.tile}-token tiles): building the block mask from `cu_seqlens` took "
+                    f"{flex.block_mask_seconds * 1e3:.1f} ms, {flex.block_mask_seconds / flex.seconds:.1%} of one "
+                    f"call; {compiled}.")
     st.markdown(
         "Each backend is measured against the work it really does: `dense` against rows x context², "
         "because its materialised mask computes the masked cells too; `segments` and `varlen` against "
-        "Σ len², because they skip them. Many small attention calls cost more per FLOP than one big one, "
-        "so time follows FLOPs only roughly. A FLOP bound is what the arithmetic alone predicts: measured "
-        "speed-ups usually fall short of it, but it is not a hard ceiling (a padded baseline that moves more "
-        "memory per FLOP can lose by more)."
+        "Σ len², because they skip them; `flex` against the tiles it touches x tile². Many small attention "
+        "calls cost more per FLOP than one big one, so time follows FLOPs only roughly. A FLOP bound is what "
+        "the arithmetic alone predicts: measured speed-ups usually fall short of it, but it is not a hard "
+        "ceiling (a padded baseline that moves more memory per FLOP can lose by more)."
     )
 
 st.subheader("Where segments' CPU time goes")
@@ -125,10 +195,4 @@ if breakdown is not None:
         "speed-up over padded": [round(r["speedup"], 2) for r in stages.values()],
         "share of the FLOP ratio": [f"{r['of_flop_ratio']:.0%}" for r in stages.values()],
     }, hide_index=True)
-    cached, cold, whole = (stages[n]["of_flop_ratio"] for n in ("kernel_cached", "kernel_cold", "backend"))
-    st.markdown(
-        f"With its inputs in cache the kernel alone would reach **{cached:.0%}** of the bound. "
-        f"Reading the real inputs brings it to **{cold:.0%}**; writing the result, to "
-        f"**{whole:.0%}**. No real step keeps a whole batch in a core's cache, so the first row is "
-        "a limit, not a target."
-    )
+    st.markdown(describe_breakdown(breakdown))

@@ -1,6 +1,7 @@
 """Attention throughput, padded vs packed, on the support-tickets lengths.
 
     python benchmarks/attention_speed.py                 # CPU, float32, table
+    python benchmarks/attention_speed.py --tile 64       # flex with 64-token tiles
     python benchmarks/attention_speed.py --device cuda --json
     python benchmarks/attention_speed.py --breakdown      # where segments' CPU time goes
 """
@@ -10,7 +11,14 @@ import argparse
 import json
 import sys
 
-from packing_core import format_benchmark, format_breakdown, run_benchmark, segments_breakdown
+from packing_core import (
+    PACKED_BACKENDS,
+    available_backends,
+    format_benchmark,
+    format_breakdown,
+    run_benchmark,
+    segments_breakdown,
+)
 
 
 def main(argv=None) -> int:
@@ -24,7 +32,9 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="auto", help="auto (bfloat16 on CUDA, float32 on CPU), "
                                                    "float32, bfloat16, float16")
-    p.add_argument("--backends", nargs="+", default=None, help="packed backends to time")
+    p.add_argument("--backends", nargs="+", default=None,
+                   help="packed backends to time (default: every one that runs here, flex included)")
+    p.add_argument("--tile", type=int, default=128, help="flex's tile (block) size in tokens")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--padded-layout", choices=("model", "contiguous"), default="model",
                    help="memory layout of the padded q, k, v: model = [B, L, H, D] viewed as "
@@ -51,10 +61,14 @@ def main(argv=None) -> int:
         print(json.dumps(result, indent=2) if args.json else format_breakdown(result))
         return 0
     try:
+        backends = args.backends
+        if backends is None:
+            usable = available_backends(args.device)
+            backends = [b for b in PACKED_BACKENDS if b in usable]
         result = run_benchmark(docs=args.docs, context=args.context, heads=args.heads,
                                head_dim=args.head_dim, repeats=args.repeats, device=args.device,
-                               dtype=args.dtype, backends=args.backends, dataset=args.dataset,
-                               seed=args.seed, padded_layout=args.padded_layout)
+                               dtype=args.dtype, backends=backends, dataset=args.dataset,
+                               seed=args.seed, padded_layout=args.padded_layout, tile=args.tile)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

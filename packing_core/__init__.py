@@ -61,6 +61,8 @@ _export("check.rules", "RULES", "SEVERITIES", "Finding", "Rule")
 _export("check.batch", "BatchCheck", "batch_tensors", "check_all_implementations", "check_batch", "check_hf_batch",
         "kernel_mask")
 _export("check.files", "SAVE_HINT", "load_batch_bytes", "load_batch_file", "save_batch_file")
+_export("attention.tiles", "BOUND_LABELS", "DEFAULT_TILE", "TileSpans", "tile_spans")
+_export("attention.flex", "block_mask_from_cu", "compile_records", "flex_unavailable")
 _export("models.tiny", "MODELS", "TinyConfig", "TinyTransformer", "tiny_model")
 _export("models.hf_attention", "ATTN_IMPLEMENTATIONS", "HF_IMPLEMENTATIONS", "hf_runner", "register_attention")
 _export("models.pretrained", "load_pretrained", "pretrained_status", "load_local_model")
@@ -82,18 +84,21 @@ _export("analysis.stats", "Histogram", "LengthStats", "length_histogram", "lengt
 _export("analysis.tables", "StrategyRow", "attention_cost", "bimodality", "recommend", "strategy_table")
 _export("analysis.costs", "COST_FORMULA", "EndToEnd", "MODEL_SHAPES", "ModelShape", "attention_cells",
         "benchmark_bounds", "end_to_end", "training_flops")
+_export("analysis.costs", "BOUND_LABELS", "KernelFootprint", "kernel_footprints", "plan_tiles", "tiled_cells")
 _export("analysis.composition", "RowOrder", "batch_cu_seqlens", "row_cu_seqlens", "row_order")
 _export("analysis.isolation", "AttentionCheck", "alone_vs_packed_attention")
 _export("experiments.train", "SAME_TOPIC", "TOKENS_PER_TOPIC", "TOPICS", "TrainResult", "train_demo")
 _export("experiments.warm", "WarmStatus", "train_pair", "use_lab_threads", "warm", "warm_status")
 _export("experiments.bench", "BackendTiming", "BenchmarkResult", "Timing", "format_benchmark", "format_breakdown",
         "run_benchmark", "segments_breakdown")
+_export("experiments.bench", "PACKED_BACKENDS", "busy_warning", "describe_breakdown")
 _export("viz.style", "ALERT_COLOUR", "DELTA_COLOURS", "FIXED_COLOUR", "LEAK_COLOUR", "PACKED_COLOUR", "PADDED_COLOUR",
         "PALETTE", "PAD_COLOUR", "REFERENCE_COLOUR", "ROLES", "doc_colour")
 _export("viz.plans", "benchmark_figure", "length_histogram_figure", "plan_grid", "plan_strip", "row_order_figure",
         "slot_use_figure", "strategy_figure")
 _export("viz.rows", "layout_figure", "logit_diff_figure", "mask_figure", "targets_figure")
 _export("viz.batch_check", "hf_batch_figure")
+_export("viz.tiles", "tile_figure")
 _export("viz.training", "loss_curves_figure")
 
 __all__ = sorted(_EXPORTS)

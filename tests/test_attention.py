@@ -6,10 +6,12 @@ import torch
 
 from packing_core import BACKENDS, and_masks, attend, available_backends, block_causal_mask, causal, materialise, same_document
 from packing_core.attention.backends import varlen_kwargs
+from packing_core.attention.flex import flex_unavailable
 from packing_core.attention.masks import segment_ids_from_cu
 
 LENGTHS = [5, 3, 5, 7, 1, 3]          # repeated lengths exercise the grouped SDPA calls
-CORRECT_CPU = ("segments", "dense", "padded")
+FLEX = () if flex_unavailable("cpu") else ("flex",)   # needs a C++ compiler; compiles once (2 heads x 8)
+CORRECT_CPU = ("segments", "dense", "padded") + FLEX
 cuda = pytest.mark.cuda        # skipped without a CUDA device (conftest)
 
 
@@ -122,7 +124,7 @@ def test_varlen_on_cpu_raises_and_names_the_backend_to_use():
 def test_available_backends_on_cpu_exclude_varlen():
     names = available_backends("cpu")
     assert "varlen" not in names
-    assert set(names) == set(BACKENDS) - {"varlen"}
+    assert set(names) == set(BACKENDS) - {"varlen"} - ({"flex"} - set(FLEX))
 
 
 def test_unknown_backend_is_rejected_with_the_choices():

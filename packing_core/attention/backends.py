@@ -1,10 +1,12 @@
-"""Causal attention over packed documents, five ways: ``attend(q, k, v, cu_seqlens, ...)``.
+"""Causal attention over packed documents, six ways: ``attend(q, k, v, cu_seqlens, ...)``.
 
 Every backend takes the same packed input: q, k, v of shape ``[T, H, D]`` with the
 documents laid end to end (no pads) and ``cu_seqlens``, their boundary offsets
 (``lengths [3, 2] -> cu_seqlens [0 3 5]``). Backends (``BACKENDS``):
 
 - ``varlen``: a flash-attention kernel that reads ``cu_seqlens`` directly (CUDA only).
+- ``flex``: PyTorch's FlexAttention, a compiled tiled kernel that skips the empty tiles of
+  a block mask built from ``cu_seqlens`` (:mod:`.flex`; CPU and CUDA, needs a compiler).
 - ``segments``: one causal SDPA per document (small documents of equal length batched
   into one call). Exact, no ``[T, T]`` mask: the CPU path.
 - ``dense``: SDPA with the materialised block-diagonal mask (:mod:`.masks`): the reference.
@@ -22,9 +24,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from packing_core.attention.flex import flex_attend, flex_unavailable
 from packing_core.attention.masks import segment_ids_from_cu
+from packing_core.attention.tiles import DEFAULT_TILE
 
-BACKENDS = ("varlen", "segments", "dense", "causal_only", "padded")
+BACKENDS = ("varlen", "flex", "segments", "dense", "causal_only", "padded")
 
 
 # Documents with at most this many elements per tensor (length x heads x head_dim) are
@@ -37,9 +41,10 @@ _DENSE_CHUNK = 16
 
 
 def available_backends(device="cpu") -> list[str]:
-    """Backends that run on ``device``: ``varlen`` needs CUDA and a flash kernel."""
+    """Backends that run on ``device``: ``varlen`` needs CUDA and a flash kernel, ``flex``
+    a C++ compiler (CPU) or Triton (CUDA): :func:`.flex.flex_unavailable` says which is missing."""
     device = torch.device(device)
-    names = [b for b in BACKENDS if b != "varlen"]
+    names = [b for b in BACKENDS if b != "varlen" and (b != "flex" or flex_unavailable(device) is None)]
     if device.type == "cuda" and varlen_function() is not None:
         names.insert(0, "varlen")
     return names
@@ -184,14 +189,15 @@ def _varlen(q, k, v, cu_seqlens, max_seqlen: int, scale) -> torch.Tensor:
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, max_seqlen: int,
-           backend: str = "segments", *, row_offsets=None, scale: float | None = None
-           ) -> torch.Tensor:
+           backend: str = "segments", *, row_offsets=None, scale: float | None = None,
+           tile: int = DEFAULT_TILE) -> torch.Tensor:
     """Causal attention over packed documents; returns ``[T, H, D]`` like ``q``.
 
     ``cu_seqlens`` (int32 ``[n_docs + 1]``) marks the documents, ``row_offsets`` the
     rows they were packed into (one row of all T when None): only ``dense`` and
     ``causal_only`` look at rows. ``max_seqlen`` is the longest document, or for
-    ``padded`` the row width every document is padded to.
+    ``padded`` the row width every document is padded to. ``tile`` is the block size of
+    ``flex`` (the others ignore it).
 
     >>> q = torch.randn(5, 2, 4)
     >>> out = attend(q, q, q, torch.tensor([0, 3, 5], dtype=torch.int32), 3, "segments")
@@ -212,6 +218,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, max_se
         _check_cu(cu_seqlens, T)
         return _varlen(q, k, v, cu_seqlens, int(max_seqlen), scale)
     cu = _check_cu(cu_seqlens, T)
+    if backend == "flex":
+        return flex_attend(q, k, v, torch.tensor(cu, dtype=torch.int32, device=q.device),
+                           scale=scale, tile=tile)
     if backend == "segments":
         return _segments(q, k, v, cu, scale)
     if backend == "padded":

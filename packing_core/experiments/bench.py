@@ -10,17 +10,24 @@ computes every cell of each packed row, ``packed rows x context**2``::
       block-skipping 300**2 + 2 x 100**2 = 110,000      bound 7.1x
       dense mask     1 x 512**2          = 262,144      bound 3.0x
 
+A tiled kernel (``flex``) computes every ``tile x tile`` square a document touches
+(:func:`packing_core.analysis.costs.tiled_cells`): its bound is ``rows x context**2 /
+(tiles x tile**2)``, lower than Σ len² for tickets of ~114 tokens in 128-token tiles.
+
 The benchmark times them on random q, k, v of realistic width, laid out as a model's
 projection leaves them (token-major on both sides), and checks each backend against its
-own bound: packed tokens/s >= 0.8 x (its bound) x padded tokens/s.
+own bound: packed tokens/s >= 0.8 x (its bound) x padded tokens/s. Every round's time is
+kept (best, median, worst), and the load average before and after tells whether the
+machine was shared.
 """
 from __future__ import annotations
 
 import os
 import platform
+import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -28,10 +35,18 @@ import torch.nn.functional as F
 
 from packing_core._validate import whole_number
 from packing_core.attention.backends import attend, available_backends
+from packing_core.attention.flex import block_mask_from_cu, compile_records
+from packing_core.attention.tiles import BOUND_LABELS, DEFAULT_TILE, tile_spans
 from packing_core.packing.plan import cu_seqlens_from_lengths
 
 GOAL_FACTOR = 0.8
-PACKED_BACKENDS = ("varlen", "segments", "dense")
+PACKED_BACKENDS = ("varlen", "flex", "segments", "dense")
+# What run_benchmark times when no backends are named. flex is left out: its first call
+# compiles for seconds to tens of seconds, so callers ask for it (the script and the page do).
+DEFAULT_BACKENDS = ("varlen", "segments", "dense")
+# A 1-minute load average above this share of the CPUs, before the run, means someone
+# else was computing (after the run our own threads are in it too).
+BUSY_LOAD_SHARE = 0.5
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Bytes of q, k, v and output held at once by the padded baseline (it runs in chunks).
 _PADDED_CHUNK_BYTES = 512 * 2**20
@@ -45,6 +60,15 @@ class Timing:
 
     seconds: float
     tokens_per_s: float
+    rounds: tuple[float, ...] = field(default=(), kw_only=True)   # every round's seconds
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rounds) if self.rounds else self.seconds
+
+    @property
+    def worst(self) -> float:
+        return max(self.rounds) if self.rounds else self.seconds
 
 
 @dataclass(frozen=True)
@@ -56,6 +80,11 @@ class BackendTiming(Timing):
     goal_speedup: float     # GOAL_FACTOR x flop_ratio
     goal_pass: bool
     of_flop_ratio: float    # speedup / flop_ratio
+    bound: str = field(default="", kw_only=True)          # what flop_ratio counts (BOUND_LABELS)
+    of_own_bound: float = field(default=0.0, kw_only=True)  # = of_flop_ratio, under the name --json readers use
+    tile: int | None = field(default=None, kw_only=True)                  # flex: tile size
+    block_mask_seconds: float | None = field(default=None, kw_only=True)  # flex: best block-mask build
+    compile_seconds: float | None = field(default=None, kw_only=True)     # flex: first call minus a steady one
 
 
 @dataclass(frozen=True)
@@ -77,9 +106,12 @@ class BenchmarkResult:
     @classmethod
     def from_dict(cls, d: dict) -> "BenchmarkResult":
         """Back from ``to_dict()`` (or the script's ``--json``)."""
+        def rounds(t: dict) -> dict:
+            return {**t, "rounds": tuple(t.get("rounds", ()))}
         return cls(machine=d["machine"], config=d["config"], plans=d["plans"], tokens=d["tokens"],
-                   flop_ratio=d["flop_ratio"], goal_factor=d["goal_factor"], padded=Timing(**d["padded"]),
-                   backends={k: BackendTiming(**v) for k, v in d["backends"].items()})
+                   flop_ratio=d["flop_ratio"], goal_factor=d["goal_factor"],
+                   padded=Timing(**rounds(d["padded"])),
+                   backends={k: BackendTiming(**rounds(v)) for k, v in d["backends"].items()})
 
 
 def _sync(device: torch.device) -> None:
@@ -102,6 +134,33 @@ def _time_round(fns: dict[str, Callable[[], object]], device: torch.device) -> d
         _sync(device)
         seconds[name] = time.perf_counter() - start
     return seconds
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15-minute load averages, or None where the OS has none."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def busy_warning(machine: dict) -> str | None:
+    """A sentence when the load average says the machine was shared during a run, else None.
+
+    >>> busy_warning({"cpu_count": 2, "load_before": [0.2, 0.3, 0.3], "load_after": [2.1, 1, 1]})
+    >>> busy_warning({"cpu_count": 2, "load_before": [3.5, 2, 1], "load_after": [4.0, 3, 2]})[:70]
+    'The machine was busy: load average 3.5 before the run and 4.0 after, o'
+    """
+    before, after, cpus = machine.get("load_before"), machine.get("load_after"), machine.get("cpu_count") or 1
+    if not before or not after:
+        return None
+    # Our own threads raise the load during the run: only load beyond them counts afterwards.
+    own = machine.get("torch_threads") or cpus
+    if before[0] <= BUSY_LOAD_SHARE * cpus and after[0] <= own + BUSY_LOAD_SHARE * cpus:
+        return None
+    return (f"The machine was busy: load average {before[0]:.1f} before the run and {after[0]:.1f} "
+            f"after, on {cpus} CPUs. Other work shares the cores, so the times are slower and noisier "
+            "than on a quiet machine; compare the best rounds, or run again later.")
 
 
 def machine_info(device: torch.device) -> dict:
@@ -167,11 +226,13 @@ def _padded_baseline(rows: int, context: int, heads: int, head_dim: int, dt: tor
 def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_dim: int = 64,
                   repeats: int = 3, device: str = "cpu", dtype: str | None = None,
                   backends=None, dataset: str = "support-tickets", seed: int = 0,
-                  padded_layout: str = "model", progress: Progress | None = None) -> BenchmarkResult:
+                  padded_layout: str = "model", tile: int = DEFAULT_TILE,
+                  progress: Progress | None = None) -> BenchmarkResult:
     """Time padded against packed attention on ``docs`` documents of ``dataset``.
 
-    ``progress(fraction, message)`` is called as each stage starts. Returns a JSON-ready
-    dict: machine, config, plans, padded figures and one entry per packed backend.
+    ``backends`` defaults to :data:`DEFAULT_BACKENDS` that run here; name ``"flex"`` to
+    time it too, with ``tile``-token tiles (its block-mask build and its first, compiling
+    call are timed apart). ``progress(fraction, message)`` is called as each stage starts.
     """
     from packing_core.data.lengths import synthetic_lengths
     from packing_core.packing.strategies import make_plan
@@ -183,8 +244,9 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
         raise ValueError(f"device {device!r} requested but CUDA is not available: use --device cpu")
     dt = resolve_dtype(dtype, dev)
     usable = available_backends(dev)
+    load_before = load_average()
     if backends is None:
-        backends = [b for b in PACKED_BACKENDS if b in usable]
+        backends = [b for b in DEFAULT_BACKENDS if b in usable]
     for b in backends:
         if b not in usable:
             raise ValueError(f"backend {b!r} does not run on {dev.type}: choose from "
@@ -212,49 +274,74 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
     max_len = int(piece_len.max())
 
     def packed(backend):
-        return lambda: attend(q, k, v, cu, max_len, backend, row_offsets=row_cu)
+        return lambda: attend(q, k, v, cu, max_len, backend, row_offsets=row_cu, tile=tile)
 
     fns = {"padded": padded, **{b: packed(b) for b in backends}}
-    report(0.05, "warm-up")
+    report(0.05, "warm-up" + (" (flex compiles on its first call: seconds to a minute)"
+                              if "flex" in backends else ""))
     F.scaled_dot_product_attention(*(t[:1] for t in qkv_pad), is_causal=True)
+    first_call, compiled_before = {}, set(compile_records())
     for b in backends:
+        _sync(dev)
+        start = time.perf_counter()
         fns[b]()
-    best = {name: float("inf") for name in fns}
+        _sync(dev)
+        first_call[b] = time.perf_counter() - start
+    flex_compiled = bool(set(compile_records()) - compiled_before)
+    rounds = {name: [] for name in fns}
+    mask_rounds = []
     for r in range(repeats):
         report(0.1 + 0.9 * r / repeats, f"round {r + 1} of {repeats}: padded "
                f"{pad.n_rows} rows, packed {bfd.n_rows} rows ({', '.join(backends)})")
         for name, seconds in _time_round(fns, dev).items():
-            best[name] = min(best[name], seconds)
+            rounds[name].append(seconds)
+        if "flex" in backends:
+            _sync(dev)
+            start = time.perf_counter()
+            block_mask_from_cu(cu, tile, dev)
+            _sync(dev)
+            mask_rounds.append(time.perf_counter() - start)
+    best = {name: min(times) for name, times in rounds.items()}
 
     padded_s = best["padded"]
-    # dense computes every cell of each packed row; the others one square per document
-    dense_ratio = pad_m.attention_cost_padded / bfd_m.attention_cost_padded
+    # dense computes every cell of each packed row; segments and varlen one square per
+    # document; flex every tile a document touches
+    tiled = tile_spans(cu.cpu().numpy(), tile).cells    # = analysis.costs.tiled_cells(bfd, tile)
+    bounds = {"dense": pad_m.attention_cost_padded / bfd_m.attention_cost_padded,
+              "flex": pad_m.attention_cost_padded / tiled}
     results = {}
     for backend in backends:
         seconds = best[backend]
         speedup = padded_s / seconds
-        bound = dense_ratio if backend == "dense" else flop_ratio
+        bound = bounds.get(backend, flop_ratio)
+        extra = {}
+        if backend == "flex":
+            extra = {"tile": tile, "block_mask_seconds": min(mask_rounds),
+                     "compile_seconds": max(0.0, first_call[backend] - seconds) if flex_compiled else 0.0}
         results[backend] = BackendTiming(
             seconds=seconds, tokens_per_s=tokens / seconds, speedup=speedup,
             flop_ratio=bound, goal_speedup=GOAL_FACTOR * bound,
             goal_pass=bool(speedup >= GOAL_FACTOR * bound),
-            of_flop_ratio=speedup / bound,
+            of_flop_ratio=speedup / bound, of_own_bound=speedup / bound,
+            bound=BOUND_LABELS[backend], rounds=tuple(rounds[backend]), **extra,
         )
     report(1.0, "done")
+    machine = {**machine_info(dev), "load_before": load_before, "load_after": load_average()}
     return BenchmarkResult(
-        machine=machine_info(dev),
+        machine=machine,
         config={"dataset": dataset, "docs": int(docs), "context": context, "heads": heads,
                 "head_dim": head_dim, "repeats": repeats,
                 "dtype": str(dt).replace("torch.", ""), "seed": seed,
-                "padded_layout": padded_layout},
+                "padded_layout": padded_layout, "tile": tile},
         plans={
             "pad": {"rows": pad_m.rows, "attention_cost": pad_m.attention_cost_padded},
-            "bfd": {"rows": bfd_m.rows, "attention_cost": bfd_m.attention_cost_packed},
+            "bfd": {"rows": bfd_m.rows, "attention_cost": bfd_m.attention_cost_packed,
+                    "tile": tile, "tiled_cells": tiled},
         },
         tokens=tokens,
         flop_ratio=flop_ratio,
         goal_factor=GOAL_FACTOR,
-        padded=Timing(seconds=padded_s, tokens_per_s=tokens / padded_s),
+        padded=Timing(seconds=padded_s, tokens_per_s=tokens / padded_s, rounds=tuple(rounds["padded"])),
         backends=results,
     )
 
@@ -373,13 +460,55 @@ def format_benchmark(result: BenchmarkResult | dict) -> str:
         f"(pad {r.plans['pad']['rows']} rows, bfd {r.plans['bfd']['rows']} rows)",
         f"padded q, k, v in the {c.get('padded_layout', 'model')} layout",
         "",
-        f"{'layout':<10} {'seconds':>9} {'tokens/s':>12} {'speedup':>8} {'goal':>7}  result",
-        f"{'padded':<10} {r.padded.seconds:>9.3f} {r.padded.tokens_per_s:>12,.0f} {1.0:>8.2f} {'':>7}  baseline",
+        f"{'layout':<10} {'seconds':>9} {'median':>8} {'worst':>8} {'tokens/s':>12} {'speedup':>8} "
+        f"{'goal':>7}  result",
+        f"{'padded':<10} {r.padded.seconds:>9.3f} {r.padded.median:>8.3f} {r.padded.worst:>8.3f} "
+        f"{r.padded.tokens_per_s:>12,.0f} {1.0:>8.2f} {'':>7}  baseline",
     ]
     for name, b in r.backends.items():
         lines.append(
-            f"{name:<10} {b.seconds:>9.3f} {b.tokens_per_s:>12,.0f} {b.speedup:>8.2f} "
-            f"{b.goal_speedup:>7.2f}  {'PASS' if b.goal_pass else 'fail'} "
-            f"({b.of_flop_ratio:.2f} of its bound {b.flop_ratio:.2f})")
+            f"{name:<10} {b.seconds:>9.3f} {b.median:>8.3f} {b.worst:>8.3f} {b.tokens_per_s:>12,.0f} "
+            f"{b.speedup:>8.2f} {b.goal_speedup:>7.2f}  {'PASS' if b.goal_pass else 'fail'} "
+            f"({b.of_flop_ratio:.2f} of its bound {b.flop_ratio:.2f}"
+            f"{', ' + b.bound if b.bound else ''})")
+    flex = r.backends.get("flex")
+    if flex is not None and flex.block_mask_seconds is not None:
+        lines.append(f"flex, {flex.tile}-token tiles: block mask {flex.block_mask_seconds * 1e3:.1f} ms "
+                     f"({flex.block_mask_seconds / flex.seconds:.1%} of a call), compile "
+                     + (f"{flex.compile_seconds:.1f} s on the first call" if flex.compile_seconds
+                        else "done earlier in this process"))
     lines.append(f"goal: speedup >= {r.goal_factor} x each backend's own FLOP bound")
+    if m.get("load_before"):
+        lines.append(f"load average {m['load_before'][0]:.2f} before, {m['load_after'][0]:.2f} after")
+    warning = busy_warning(m)
+    if warning:
+        lines.append("warning: " + warning)
     return "\n".join(lines)
+
+
+def describe_breakdown(result: dict) -> str:
+    """The sentence under a :func:`segments_breakdown` table, only as far as its numbers bear out.
+
+    Each stage adds a cost, so its share of the FLOP ratio should fall stage by stage. When
+    the measured shares do not (a noisy neighbour slowed an earlier stage), the sentence
+    says so instead of narrating a fall the table contradicts.
+
+    >>> stages = lambda *s: {"stages": {n: {"of_flop_ratio": x} for n, x in
+    ...     zip(("kernel_cached", "kernel_cold", "copy_out", "backend"), s)}}
+    >>> describe_breakdown(stages(0.95, 0.78, 0.73, 0.63))[:61]
+    'With its inputs in cache the kernel alone would reach **95%**'
+    >>> describe_breakdown(stages(0.70, 0.78, 0.73, 0.63))[:61]
+    'These stages should each cost more than the last, but here **'
+    """
+    shares = [result["stages"][n]["of_flop_ratio"]
+              for n in ("kernel_cached", "kernel_cold", "copy_out", "backend")]
+    cached, cold, copy, whole = shares
+    if all(a >= b for a, b in zip(shares, shares[1:])):
+        return (f"With its inputs in cache the kernel alone would reach **{cached:.0%}** of the bound. "
+                f"Reading the real inputs brings it to **{cold:.0%}**; writing the result, to "
+                f"**{copy:.0%}**; a fresh result tensor, to **{whole:.0%}**. No real step keeps a whole "
+                "batch in a core's cache, so the first figure is a limit, not a target.")
+    return ("These stages should each cost more than the last, but here **"
+            + "**, **".join(f"{x:.0%}" for x in shares)
+            + "** do not fall in that order: other work on the machine slowed some rounds more than "
+            "others, so this run cannot say where the time goes. Run it again when the machine is quiet.")

@@ -14,11 +14,17 @@ so ``model.set_attn_implementation("packing_lab_segments")`` runs any model buil
 ``AttentionInterface`` through them. They read ``cu_seq_lens_q`` and never guess; they
 take no padding mask (HF builds none for them), so feed packed rows, not padded ones.
 
-HF's own ``sdpa`` / ``eager`` guess instead: they rebuild the document mask from
-``position_ids`` (a reset to 0 starts a document) and silently skip that when a cache
-is present. ``use_cache`` defaults to True in the config, in ``train()`` mode as well,
-so a plain forward over a packed row leaks across documents unless the caller passes
-``use_cache=False``. :func:`hf_runner` keeps that behaviour so the verifier can show it.
+HF's own ``sdpa`` / ``eager`` / ``flex_attention`` guess instead: they rebuild the document
+mask from ``position_ids`` (every step that is not +1 starts a document) and silently skip that
+when a cache is present. In transformers 5.24, ``masking_utils._preprocess_mask_arguments`` calls
+``find_packed_sequence_indices`` only when ``attention_mask is None and cache is None``, and
+``create_causal_mask`` then ANDs ``packed_sequence_mask_function`` into the mask; for
+``flex_attention``, ``flex_attention_mask`` turns that predicate into a BlockMask with
+``create_block_mask(..., _compile=True)`` (every token pair, compiled), and
+``integrations/flex_attention.py`` runs ``torch.compile(flex_attention)``.
+``use_cache`` defaults to True in the config, in ``train()`` mode as well, so a plain
+forward over a packed row leaks across documents unless the caller passes ``use_cache=False``.
+:func:`hf_runner` keeps that behaviour so the verifier can show it.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from packing_core.attention import backends as attention
 
 ATTN_PREFIX = "packing_lab_"
 ATTN_IMPLEMENTATIONS = tuple(ATTN_PREFIX + b for b in attention.BACKENDS)
-HF_IMPLEMENTATIONS = ("sdpa", "eager")  # the model's own: mask guessed from position_ids
+HF_IMPLEMENTATIONS = ("sdpa", "eager", "flex_attention")  # the model's own: mask guessed from position_ids
 
 
 def _attention_function(backend: str):
@@ -143,6 +149,11 @@ def hf_runner(model, attn: str = "packing_lab_segments", use_cache: bool = False
     register_attention()   # idempotent: our names must exist before the model switches to one
     name = attn_name(attn)
     ours = name in ATTN_IMPLEMENTATIONS
+    if name == "flex_attention":   # compiles a kernel like our flex backend: the same requirement
+        from packing_core.attention.flex import flex_unavailable
+        reason = flex_unavailable(next(model.parameters()).device)
+        if reason is not None:
+            raise ValueError(reason.replace("backend 'flex'", "attention 'flex_attention'"))
 
     def run(input_ids, position_ids, cu_seqlens, max_seqlen):
         device = next(model.parameters()).device

@@ -1,0 +1,93 @@
+"""The tile bound: the cells a tiled kernel computes, counted from the tiles it touches."""
+import numpy as np
+import pytest
+import torch
+
+from packing_core import make_plan, synthetic_lengths
+from packing_core.analysis import costs
+from packing_core.analysis.costs import BOUND_LABELS, benchmark_bounds, kernel_footprints, plan_tiles, tiled_cells
+from packing_core.attention.masks import block_causal_mask
+from packing_core.attention.tiles import tile_spans
+from packing_core.packing.plan import cu_seqlens_from_lengths
+
+
+def brute_force_tiles(cu, tile):
+    """Tiles holding at least one allowed cell of the materialised mask, padded to whole tiles."""
+    mask = block_causal_mask(torch.as_tensor(cu)).numpy()
+    n = -(-len(mask) // tile)
+    grid = np.zeros((n * tile, n * tile), bool)
+    grid[:len(mask), :len(mask)] = mask
+    blocks = grid.reshape(n, tile, n, tile).transpose(0, 2, 1, 3)
+    touched = blocks.any(axis=(2, 3))
+    full = blocks.all(axis=(2, 3))
+    return touched, full
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("tile", [16, 64, 128])
+def test_tile_spans_touch_exactly_the_tiles_holding_an_allowed_cell(seed, tile):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 300, size=int(rng.integers(1, 9)))
+    cu = cu_seqlens_from_lengths(lengths, np.int64)
+    if cu[-1] == 0:
+        cu[-1] = 1
+    touched, full = brute_force_tiles(cu, tile)
+    spans = tile_spans(cu, tile)
+    assert np.array_equal(spans.dense() > 0, touched)
+    assert np.array_equal(spans.dense() == 2, full)
+    assert spans.cells == touched.sum() * tile**2
+
+
+def test_tiled_cells_of_a_plan_count_its_pieces_end_to_end():
+    plan = make_plan([120, 90, 300, 40, 55, 30, 210, 65], 512, "concat-cut")
+    touched, _ = brute_force_tiles(cu_seqlens_from_lengths(plan.piece_len), 128)
+    assert tiled_cells(plan, 128) == touched.sum() * 128**2 == plan_tiles(plan, 128).cells
+
+
+def test_tiles_cover_every_allowed_cell_and_shrink_towards_the_causal_triangles():
+    plan = make_plan(synthetic_lengths("support-tickets", n=64, seed=1), 512, "bfd")
+    allowed = sum(int(n) * (int(n) + 1) // 2 for n in plan.piece_len)    # causal cells per document
+    cells = [tiled_cells(plan, t) for t in (256, 128, 64, 32, 16, 1)]
+    assert all(c >= allowed for c in cells)
+    assert cells == sorted(cells, reverse=True)
+    assert cells[-1] == allowed        # one-token tiles: exactly the causal triangles
+
+
+def test_short_tickets_in_128_token_tiles_bound_flex_well_below_sum_of_squares():
+    lengths = synthetic_lengths("support-tickets", n=256, seed=0)
+    pad, bfd = make_plan(lengths, 512, "pad").metrics(), make_plan(lengths, 512, "bfd")
+    flex_bound = pad.attention_cost_padded / tiled_cells(bfd, 128)
+    square_bound = pad.attention_cost_padded / bfd.metrics().attention_cost_packed
+    assert 1 < flex_bound < square_bound
+    assert pad.attention_cost_padded / tiled_cells(bfd, 64) > flex_bound
+
+
+def test_benchmark_bounds_judge_flex_by_its_tiles_and_label_every_bound():
+    from types import SimpleNamespace
+    r = SimpleNamespace(flop_ratio=13.1, backends={"segments": 0, "dense": 0, "flex": 0},
+                        plans={"pad": {"rows": 100, "attention_cost": 100 * 512**2},
+                               "bfd": {"rows": 25, "tiled_cells": 10 * 512**2}})
+    assert benchmark_bounds(r) == {"segments": 13.1, "dense": 4.0, "flex": 10.0}
+    assert set(BOUND_LABELS) >= {"padded", "segments", "dense", "flex", "varlen"}
+
+
+def test_module_docstring_quotes_the_ratios_the_library_computes():
+    lengths = [120, 90, 300, 40, 55, 30, 210, 65]
+    pad, cut = (make_plan(lengths, 512, s).metrics() for s in ("pad", "concat-cut"))
+    ratio = pad.attention_cost_padded / cut.attention_cost_packed
+    assert f"(166198, {ratio:.1f})" in costs.__doc__ and f"{ratio:.1f}" == "12.6"
+
+
+def test_footprints_carry_the_same_cells_as_the_bounds():
+    lengths = synthetic_lengths("support-tickets", n=12, seed=0)
+    fp = {f.kernel: f for f in kernel_footprints(lengths, 512, tiles=(128, 64))}
+    bfd, pad = make_plan(lengths, 512, "bfd"), make_plan(lengths, 512, "pad")
+    assert fp["padded SDPA"].cells == pad.metrics().attention_cost_padded
+    assert fp["segments"].cells == bfd.metrics().attention_cost_packed
+    assert fp["flex, 128-token tiles"].cells == tiled_cells(bfd, 128)
+    assert fp["flex, 64-token tiles"].cells == tiled_cells(bfd, 64)
+    assert fp["dense mask"].cells == bfd.metrics().attention_cost_padded
+    for f in fp.values():
+        assert f.ratio == pytest.approx(fp["padded SDPA"].cells / f.cells)
+        assert f.grid.shape[0] == -(-f.tokens // f.stride) <= 256
+        assert (f.grid == costs.NEEDED).any()           # the mask's triangles are always computed

@@ -1,0 +1,68 @@
+"""The tile figure: one panel per kernel, its title quoting the cells the bound counts."""
+import numpy as np
+import pytest
+import torch
+
+from packing_core import make_plan
+from packing_core.analysis.costs import NEEDED, SKIPPED, WASTED, kernel_footprints
+from packing_core.attention.masks import block_causal_mask
+from packing_core.packing.plan import cu_seqlens_from_lengths
+from packing_core.viz.tiles import tile_figure
+
+LENGTHS = [114, 60, 200, 90, 114, 30]     # ticket-sized documents
+CONTEXT = 256
+
+
+def touched_tiles(cu, tile):
+    """Counted independently: tiles of the materialised mask holding an allowed cell."""
+    mask = block_causal_mask(torch.as_tensor(cu)).numpy()
+    n = -(-len(mask) // tile)
+    grid = np.zeros((n * tile, n * tile), bool)
+    grid[:len(mask), :len(mask)] = mask
+    return int(grid.reshape(n, tile, n, tile).any(axis=(1, 3)).sum())
+
+
+@pytest.fixture(scope="module")
+def figure():
+    return tile_figure(kernel_footprints(LENGTHS, CONTEXT, tiles=(128, 64)), title="tiles")
+
+
+def test_one_panel_per_kernel_in_order(figure):
+    titles = [a.text.split("<br>")[0] for a in figure.layout.annotations]
+    assert titles == ["padded SDPA", "segments", "flex, 128-token tiles", "flex, 64-token tiles", "dense mask"]
+    assert sum(t.type == "heatmap" for t in figure.data) == 5
+
+
+def test_titles_quote_cells_counted_from_the_mask_itself(figure):
+    bfd = make_plan(LENGTHS, CONTEXT, "bfd")
+    cu = cu_seqlens_from_lengths(bfd.piece_len)
+    padded = len(LENGTHS) * CONTEXT**2
+    expected = {
+        "padded SDPA": padded,
+        "segments": int((bfd.piece_len.astype(np.int64) ** 2).sum()),
+        "flex, 128-token tiles": touched_tiles(cu, 128) * 128**2,
+        "flex, 64-token tiles": touched_tiles(cu, 64) * 64**2,
+        "dense mask": bfd.n_rows * CONTEXT**2,
+    }
+    for a in figure.layout.annotations:
+        kernel, numbers = a.text.split("<br>")
+        cells = expected[kernel]
+        fewer = "the baseline" if cells == padded else f"{padded / cells:.1f}x fewer"
+        assert numbers == f"{cells:,} cells: {fewer}", kernel
+
+
+def test_computed_tiles_are_shaded_and_skipped_ones_blank(figure):
+    panels = {a.text.split("<br>")[0]: t for a, t in zip(figure.layout.annotations,
+                                                          [t for t in figure.data if t.type == "heatmap"])}
+    flex64, flex128 = (np.asarray(panels[f"flex, {t}-token tiles"].z) for t in (64, 128))
+    segments, dense = np.asarray(panels["segments"].z), np.asarray(panels["dense mask"].z)
+    # smaller tiles skip more; every kernel computes all the mask allows
+    assert (flex64 == SKIPPED).sum() > (flex128 == SKIPPED).sum()
+    for z in (flex64, flex128, segments, dense):
+        assert np.array_equal(z == NEEDED, segments == NEEDED)
+    assert (flex128 == WASTED).sum() > (flex64 == WASTED).sum() > 0
+
+
+def test_an_empty_list_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match="kernel_footprints"):
+        tile_figure([])
