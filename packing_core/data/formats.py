@@ -33,7 +33,9 @@ The tokenizer is passed in (this layer never imports transformers): a callable
 from __future__ import annotations
 
 import signal
+import sys
 import threading
+import time
 from collections.abc import Mapping
 from contextlib import contextmanager
 
@@ -128,13 +130,27 @@ class _TemplateTimeout(BaseException):   # not Exception: a library's `except Ex
 
 @contextmanager
 def _time_limit(seconds: float):
-    """Raise ``_TemplateTimeout`` in this thread after ``seconds`` (main thread only: a signal timer).
+    """Raise ``_TemplateTimeout`` in this thread after ``seconds``.
 
-    Scan workers and the CLI render in their main thread; elsewhere (a server thread) the
-    caller's own budget applies.
+    The main thread (the CLI, scan workers) uses a signal timer, which costs nothing until
+    it fires. Other threads (the app's script runner) cannot receive signals: there a trace
+    function checks the clock as each line of Python runs (jinja compiles templates to
+    Python), which slows the rendering a few times but still stops it on time.
     """
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
+        deadline = time.monotonic() + seconds
+
+        def tracer(frame, event, arg):
+            if time.monotonic() > deadline:
+                raise _TemplateTimeout
+            return tracer
+
+        previous = sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            yield
+        finally:
+            sys.settrace(previous)
         return
 
     def expire(signum, frame):

@@ -27,7 +27,12 @@ class ShardScanner:
 
     def __init__(self, load_tokenizer, scan_shard, kind: str, columns: list[str], cap: int | None):
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
-        self.tokenizer = load_tokenizer()
+        self.tokenizer, self.error = None, ""
+        try:   # a tokenizer that cannot load is one line for the driver, not a dead actor's traceback
+            self.tokenizer = load_tokenizer()
+        except Exception as e:  # noqa: BLE001
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            self.error = first if isinstance(e, ValueError) else f"could not load the tokenizer ({type(e).__name__}: {first})"
         self.scan_shard = scan_shard    # data.scan.scan_shard, passed in: the engines share it
         self.kind, self.columns, self.cap = kind, list(columns), cap
 
@@ -36,6 +41,8 @@ class ShardScanner:
         for path, fmt, size, first, stop in zip(batch["path"], batch["fmt"], batch["size"], batch["first"], batch["stop"]):
             shard = Shard(str(path), str(fmt), int(size), None if first < 0 else (int(first), int(stop)))
             try:
+                if self.error:
+                    raise ValueError(self.error)
                 profile = self.scan_shard(shard, self.kind, self.columns, self.tokenizer, self.cap)
                 profiles.append(json.dumps(profile.to_dict()))
                 errors.append("")

@@ -19,9 +19,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -190,10 +188,8 @@ def load_lengths(name: str, tokenizer=None) -> np.ndarray:
     texts = [d.text for d in _read(name)]
     ids = tokenizer(texts)
     out = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".npy", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, out)
-        os.replace(tmp, path)  # atomic: a concurrent reader sees all or nothing
+    if path is not None:   # atomic (a concurrent reader sees all or nothing), no temporary left on failure
+        from packing_core.data.readers import write_atomic
+
+        write_atomic(path, lambda f: np.save(f, out))
     return out
