@@ -220,7 +220,7 @@ def record_lengths(batch: dict[str, list], kind: str, tokenizer, where) -> tuple
     if not callable(getattr(tokenizer, "apply_chat_template", None)) or not getattr(tokenizer, "chat_template", None):
         name = getattr(tokenizer, "name", getattr(tokenizer, "__name__", "this tokenizer"))
         raise ValueError(f"chat data needs a tokenizer with a chat template, and {name} has none; "
-                         "use --tokenizer smollm2 or a tokenizer folder that ships one")
+                         "choose the smollm2 tokenizer (--tokenizer smollm2) or a tokenizer folder that ships one")
     texts, pairs = [], []
     for i, messages in enumerate(batch["messages"]):
         full, spans = chat_texts(tokenizer, messages, where(i))

@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from packing_core._settings import ReadBudget
+from packing_core._settings import ReadBudget, read_budget
 from packing_core.data import readers
 from packing_core.data.formats import RECORD_KINDS, detect_kind, kind_columns
 from packing_core.data.lengths import column_lengths, count_tokens
@@ -169,6 +169,12 @@ def profile_from_upload(files: list[tuple[str, bytes]], load_tokenizer: Callable
         return LengthProfile.load(files[0][1])
     with tempfile.TemporaryDirectory(prefix="packing-lab-upload-") as folder:
         def scan_input(k, c):
+            # the scan has no read budget of its own yet: its bytes are checked here, before any is written
+            limit = (budget or read_budget()).bytes
+            size = sum(len(d) for _, d in files)
+            if size > limit:
+                raise ValueError(f"{readers.display(files[0][0])} is larger than one analysis may read: {size:,} bytes "
+                                 f"(limit {limit:,}, PACKING_LAB_MAX_BYTES); analyse a sample or a shard of it")
             return _in_folder(folder, files, lambda: scan([folder], load_tokenizer, kind=k, column=c, workers=0))
 
         name = files[0][0]

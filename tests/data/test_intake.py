@@ -134,3 +134,11 @@ def test_report_refuses_chat_data_with_the_byte_tokenizer_in_one_line(corpora):
     out, err = io.StringIO(), io.StringIO()
     assert main(["report", str(corpora["chats"]), "--tokenizer", "bytes"], out, err) == 2
     assert err.getvalue().count("\n") == 1 and "chat template" in err.getvalue()
+
+
+def test_an_upload_the_scan_reads_is_held_to_the_read_budget_bytes(corpora):
+    from packing_core._settings import ReadBudget
+
+    data = corpora["chats"].read_bytes()
+    with pytest.raises(ValueError, match=rf"chats.jsonl is larger than one analysis may read: {len(data):,} bytes"):
+        profile_from_upload([("chats.jsonl", data)], SMOLLM2, budget=ReadBudget(rows=10**6, bytes=1000, seconds=60))
