@@ -177,7 +177,7 @@ st.dataframe({
 }, hide_index=True, width="stretch")
 ref = strategy if p.packed else "bfd"   # the question is about packing: a padded plan asks it of bfd
 with top:
-    lesson("Padded vs packed", attention_ratio={r.strategy: r.attention_ratio for r in rows}[ref],
+    lesson(__file__, attention_ratio={r.strategy: r.attention_ratio for r in rows}[ref],
            step_ratio={e.strategy: e.ratio for e in e2e}[ref])
 pad_share = {e.strategy: e.attention_share for e in e2e}.get("pad")
 if pad_share is not None:
