@@ -26,7 +26,8 @@ _SAVE_HINT = ("save the batch with safetensors.torch.save_file(batch, 'batch.saf
 
 
 def _refuse_pickle(name: str, why: str):
-    raise ValueError(f"{name} is {why}: the lab never loads pickles (unpickling an untrusted file can run arbitrary code); {_SAVE_HINT}")
+    raise ValueError(f"{name} is {why}: the lab never loads pickles (unpickling an untrusted file can run "
+                     f"arbitrary code); {_SAVE_HINT}")
 
 
 def load_batch_file(path) -> dict:

@@ -252,7 +252,7 @@ def _loss_per_row() -> ZooResult:
 
 # ---------------------------------------------------------------- the entries
 ZOO: tuple[ZooBug, ...] = (
-    ZooBug("mask-hides-packing", "An all-ones attention_mask switches off packed detection",
+    ZooBug("mask-hides-packing", "An all-ones attention_mask switches off sdpa/eager's packed detection",
            "transformers' sdpa/eager find documents from position_ids only when attention_mask is None and there is "
            "no cache. A collator that adds an all-ones 2D mask to a padding-free batch gets a plain causal mask: "
            "every document reads the ones before it, silently; the loss still falls.",

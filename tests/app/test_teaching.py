@@ -215,6 +215,7 @@ def test_I1_documents_start_at_every_step_that_is_not_plus_one_or_at_the_minimum
 
 def test_I2_the_cache_gate_is_scoped_to_sdpa_eager_and_flex():
     assert "sdpa/eager/flex" in zoo("cache-hides-packing").title
+    assert "sdpa/eager" in zoo("mask-hides-packing").title      # FlashAttention drops an all-ones mask
     assert "transformers' sdpa/eager/flex skip that detection" in framework()
 
 
