@@ -140,7 +140,7 @@ def test_M1_the_sdpa_cache_scenario_never_shows_the_same_words(require_smollm2):
     assert_clean(at)
     said = alerts(at)
     assert "Verdict: NOT EQUIVALENT" in said and "The same words" not in said
-    assert "use_cache=True" in text(at)
+    assert "use_cache=True" in text(at).replace("\\", "")   # the path, markdown-escaped on the page
 
 
 def test_M2_eos_delimited_documents_are_a_legitimate_design():
