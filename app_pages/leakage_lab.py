@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import esc, figure, guard, lesson, page_settings, plan, pretrained_status, term
+from app_pages._lab import esc, figure, guard, lesson, page_settings, plan, pretrained_status, terms_help
 from packing_core import (
     DEFAULT_LENGTHS,
     DEFAULT_TEXTS,
@@ -210,9 +210,10 @@ def lab() -> None:
 def why_settings_matter() -> None:
     """The explanation, shown only once the learner has predicted (or chosen to skip predictions)."""
     st.subheader("Why the settings matter")
-    st.markdown(WHY, unsafe_allow_html=True)
+    st.markdown(WHY, help=terms_help(*WHY_TERMS))
 
 
+WHY_TERMS = ('sdpa', 'KV cache')   # defined beside the text
 WHY = (
     "**The mask.** With the mask off, document 1 reads document 0 and its logits move by whole "
     "units. Document 0 still matches: causality already hides everything after it.\n\n"
@@ -233,9 +234,9 @@ WHY = (
     "below); run alone, as at inference, the model is worse. Tensor checks catch some forms of the bug (an "
     "all-ones mask beside packed positions, cu_seqlens that mark whole rows). The one check that catches every "
     "form is this one: packed against alone, with a tolerance fitted to the dtype (never bitwise equality).\n\n"
-    f"**transformers' own attention and its cache.** With {term('sdpa', '`sdpa`')} and no attention mask, "
+    f"**transformers' own attention and its cache.** With `sdpa` and no attention mask, "
     "transformers builds the block-diagonal mask itself from the position ids. Its sdpa/eager/flex paths skip "
-    f"that step when a {term('KV cache')} is in use, and a model called with `use_cache` at its config default "
+    f"that step when a KV cache is in use, and a model called with `use_cache` at its config default "
     "builds one: document 1 then reads document 0 with no warning. Turn the cache off and the same call is "
     "correct."
 )
