@@ -181,7 +181,7 @@ def lab() -> None:
             d1.text(words.alone_text)
             d2.markdown("**Packed after document 0**")
             d2.text(words.packed_text)
-            st.caption(f"Each token is one forward pass of the whole row through {esc(words.path)}.")
+            st.caption(f"Both continuations followed this path: {esc(words.path)}.")
             if not words.same:
                 st.warning(f"The words part at generated token {words.first_difference}: on this path document 1 "
                            "read document 0 and drifted.")
