@@ -170,7 +170,7 @@ def lab() -> None:
         from packing_core import drift_path
         path = drift_path(backend, mask, positions, use_cache)
         st.markdown(f"**Drift in words.** Greedy continuations of document 1, {DRIFT_STEPS} tokens each: alone, "
-                    f"and packed after document 0, through the same path as the verdict above ({esc(path)}).")
+                    f"and packed after document 0, with the settings of the verdict above. Path: {esc(path)}.")
         if st.button("Continue document 1 in words", key=S.key("drift_go")):
             st.session_state[S.key("drift")] = True
         if S.get("drift"):
@@ -183,8 +183,8 @@ def lab() -> None:
             d2.text(words.packed_text)
             st.caption(f"Both continuations followed this path: {esc(words.path)}.")
             if not words.same:
-                st.warning(f"The words part at generated token {words.first_difference}: on this path document 1 "
-                           "read document 0 and drifted.")
+                st.warning(f"The words part at generated token {words.first_difference}: on this path, packing "
+                           "changed how document 1 goes on.")
             elif rep.documents[1].equivalent:
                 st.success("The same words: on this path document 1 computes as it would alone.")
             else:
