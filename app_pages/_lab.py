@@ -8,7 +8,6 @@ its widget (Streamlit clears widget keys there).
 """
 from __future__ import annotations
 
-import html
 import logging
 import os
 import re
@@ -152,11 +151,13 @@ def lesson(page: str, **values) -> None:
                     f"**Ask the class:** {ask}")
 
 
-def term(word: str, shown: str | None = None) -> str:
-    """``word`` with its plain-language meaning on hover (``_content.GLOSSARY``); for
-    ``st.markdown(..., unsafe_allow_html=True)``. ``shown`` is the text on the page (default ``word``)."""
-    meaning = html.escape(_content.GLOSSARY[word], quote=True)
-    return f'<abbr title="{meaning}">{shown if shown is not None else word}</abbr>'
+def terms_help(*words: str) -> str:
+    """The plain-language meaning of ``words`` (``_content.GLOSSARY``), for the ``help=`` tooltip of the
+    paragraph that first uses them: ``st.markdown(text, help=terms_help("bfd"))``.
+
+    A tooltip, not inline HTML: raw HTML on a page may come only from string literals.
+    """
+    return "\n\n".join(f"**{word}**: {_content.GLOSSARY[word]}" for word in words)
 
 
 def glossary() -> None:

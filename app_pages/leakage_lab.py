@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import esc, figure, guard, lesson, model_status, page_settings, plan, term
+from app_pages._lab import esc, figure, guard, lesson, model_status, page_settings, plan, terms_help
 from packing_core import (
     DEFAULT_LENGTHS,
     DEFAULT_MODEL,
@@ -192,7 +192,7 @@ def lab() -> None:
         from packing_core import drift_path
         path = drift_path(backend, mask, positions, use_cache)
         st.markdown(f"**Drift in words.** Greedy continuations of document 1, {DRIFT_STEPS} tokens each: alone, "
-                    f"and packed after document 0, through the same path as the verdict above ({esc(path)}).")
+                    f"and packed after document 0, with the settings of the verdict above. Path: {esc(path)}.")
         if st.button("Continue document 1 in words", key=S.key("drift_go")):
             st.session_state[S.key("drift")] = True
         if S.get("drift"):
@@ -203,10 +203,10 @@ def lab() -> None:
             d1.text(words.alone_text)
             d2.markdown("**Packed after document 0**")
             d2.text(words.packed_text)
-            st.caption(f"Each token is one forward pass of the whole row through {esc(words.path)}.")
+            st.caption(f"Both continuations followed this path: {esc(words.path)}.")
             if not words.same:
-                st.warning(f"The words part at generated token {words.first_difference}: on this path document 1 "
-                           "read document 0 and drifted.")
+                st.warning(f"The words part at generated token {words.first_difference}: on this path, packing "
+                           "changed how document 1 goes on.")
             elif rep.documents[1].equivalent:
                 st.success("The same words: on this path document 1 computes as it would alone.")
             else:
@@ -232,9 +232,10 @@ def lab() -> None:
 def why_settings_matter() -> None:
     """The explanation, shown only once the learner has predicted (or chosen to skip predictions)."""
     st.subheader("Why the settings matter")
-    st.markdown(WHY, unsafe_allow_html=True)
+    st.markdown(WHY, help=terms_help(*WHY_TERMS))
 
 
+WHY_TERMS = ('sdpa', 'KV cache')   # defined beside the text
 WHY = (
     "**The mask.** With the mask off, document 1 reads document 0 and its logits move by whole "
     "units. Document 0 still matches: causality already hides everything after it.\n\n"
@@ -255,9 +256,9 @@ WHY = (
     "below); run alone, as at inference, the model is worse. Tensor checks catch some forms of the bug (an "
     "all-ones mask beside packed positions, cu_seqlens that mark whole rows). The one check that catches every "
     "form is this one: packed against alone, with a tolerance fitted to the dtype (never bitwise equality).\n\n"
-    f"**transformers' own attention and its cache.** With {term('sdpa', '`sdpa`')} and no attention mask, "
+    f"**transformers' own attention and its cache.** With `sdpa` and no attention mask, "
     "transformers builds the block-diagonal mask itself from the position ids. Its sdpa/eager/flex paths skip "
-    f"that step when a {term('KV cache')} is in use, and a model called with `use_cache` at its config default "
+    f"that step when a KV cache is in use, and a model called with `use_cache` at its config default "
     "builds one: document 1 then reads document 0 with no warning. Turn the cache off and the same call is "
     "correct."
 )

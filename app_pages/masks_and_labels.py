@@ -5,7 +5,7 @@ import torch
 
 import packing_core as pc
 from app_pages import _content
-from app_pages._lab import figure, guard, lesson, page_settings, term
+from app_pages._lab import figure, guard, lesson, page_settings, terms_help
 from packing_core import PackedBatch, block_causal_mask, check_batch, layout_figure, mask_figure, targets_figure
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
@@ -15,13 +15,13 @@ S = page_settings("masks_and_labels", width=64, instruction=False, break_="none"
 st.title("Masks and labels")
 lesson(__file__)
 st.markdown(
-    f"Below is one packed row of short documents, placed by {term('next-fit')}; each character is one token. Packing is "
+    "Below is one packed row of short documents, placed by next-fit; each character is one token. Packing is "
     "correct only if every document gets the computation it would get alone. The attention mask "
     "decides that, helped by position ids that restart at each document when the model needs them. "
     "Two more tensors decide what is trained, not what is computed: the targets and the loss mask. "
     "(A document split across two rows never gets its alone computation: its second piece cannot "
     "see its start.)",
-    unsafe_allow_html=True,
+    help=terms_help('next-fit'),
 )
 
 
@@ -69,8 +69,8 @@ in_row = np.unique(doc[doc >= 0])
 n_docs = len(in_row)
 
 # ---------------------------------------------------------------- the checks
-st.markdown(f"The row is a {term('PackedBatch', '`PackedBatch`')}: `check_batch` reads its tensors, and each "
-            f"problem it finds is a {term('finding')}, a rule in words with a name.", unsafe_allow_html=True)
+st.markdown("The row is a `PackedBatch`: `check_batch` reads its tensors, and each "
+            "problem it finds is a finding, a rule in words with a name.", help=terms_help('PackedBatch', 'finding'))
 findings = checked_row.findings
 if checked_row.sound and not checked_row.warnings:
     st.success(f"check_batch, {checked_row.verdict}. In this batch, loss positions = answer targets: "
@@ -114,11 +114,11 @@ figure(mask_figure({"causal only (j ≤ i)": causal,
 offsets = good.doc_cu_seqlens[0].tolist()
 listed = ", ".join(map(str, offsets[:12])) + (", ..." if len(offsets) > 12 else "")
 st.markdown(
-    f"A {term('varlen')} kernel never builds this {width} x {width} matrix. It reads the document offsets, "
+    f"A varlen kernel never builds this {width} x {width} matrix. It reads the document offsets, "
     f"`cu_seqlens` = `[{listed}]` for this row (the cumulative sum of the "
     "lengths), and computes only the blocks. A batch of several rows still gets one array: the rows laid end "
     "to end, with a cut at each row edge (see *Why packing*).",
-    unsafe_allow_html=True,
+    help=terms_help('varlen'),
 )
 
 # ---------------------------------------------------------------- positions
@@ -141,7 +141,7 @@ st.markdown(
     "Shifting the whole row by one makes the last token of a document predict the first token "
     "of the next one (red): an artificial transition. The fix is a target of -100 at each edge "
     "(–), as this batch has. "
-    f"With an {term('EOS')} ending each document instead, row-shifted targets train EOS → the first token of "
+    "With an EOS ending each document instead, row-shifted targets train EOS → the first token of "
     "the next document. That is a document-start target, the intended design of EOS-delimited pretraining, "
     "not an artificial transition. Mask it (-100) too if each document must train exactly as it would alone. "
     "Targets are separate from attention both ways. A batch can isolate its documents perfectly and "
@@ -152,7 +152,7 @@ st.markdown(
     + ("prompt tokens (P) stay in attention, because the answer must read the question, but "
        "leave the loss." if instruction else
        "switch on instruction tuning to see prompt tokens that are attended but not trained."),
-    unsafe_allow_html=True,
+    help=terms_help('EOS'),
 )
 figure(targets_figure(shown, 0, pc.naive_targets(good, 0)), key=S.key("targets"))
 with st.expander("The documents in this row"):

@@ -15,7 +15,7 @@ from app_pages._lab import (
     plan,
     strategy_dataframe,
     strategy_table,
-    term,
+    terms_help,
 )
 from packing_core import (
     OVERLONG_POLICIES,
@@ -77,9 +77,9 @@ with st.expander("Batching options (pad-longest, bucket) and shuffling", expande
                               **S.bind("buckets"))
     sort = b3.checkbox("Sort by length first", disabled=strategy != "pad-longest", **S.bind("sort"))
     shuffle = b4.checkbox("Shuffle packed rows", **S.bind("shuffle"))
-    st.caption(f"{term('ffd')} and {term('bfd')} place the longest documents first, so their rows come out "
+    st.caption("ffd and bfd place the longest documents first, so their rows come out "
                "sorted by what they hold; shuffling the rows restores a random order. Bucketing shuffles "
-               "inside each bucket and then the batches.", unsafe_allow_html=True)
+               "inside each bucket and then the batches.", help=terms_help('ffd', 'bfd'))
 
 context = SHARED.get("context")
 with guard("read the lengths"):
@@ -118,26 +118,26 @@ st.caption("Each colour is one document, grey is padding, white is outside a row
 unpadded = pm.attention_cost_packed   # the padded batch under an unpadding kernel: one square per document
 st.markdown(
     f"**Three bills, three ratios.** The linear layers (most of a model's FLOPs) pay per "
-    f"{term('slot')}: {pm.slots:,} padded against {m.slots:,} here, **{pm.slots / m.slots:.1f}x** fewer. "
+    f"slot: {pm.slots:,} padded against {m.slots:,} here, **{pm.slots / m.slots:.1f}x** fewer. "
     f"Attention grows with the square of the row. Padded to the context and run by a kernel that computes "
-    f"the pads ({term('sdpa', 'SDPA')} with is_causal, or a dense mask), it computes rows x context² = "
+    f"the pads (SDPA with is_causal, or a dense mask), it computes rows x context² = "
     f"{pm.rows:,} x {context}² = {pad_cost:,} cells.",
-    unsafe_allow_html=True,
+    help=terms_help('slot', 'sdpa'),
 )
 if p.packed:
     st.markdown(
-        f"Packed, {term('varlen')} fed `cu_seqlens` and one call per document compute one square per document, "
-        f"Σ len² = {cost:,}: **{pad_cost / cost:.1f}x** fewer. {term('FlexAttention')}, which skips only whole "
-        f"masked tiles, computes somewhat more. A materialised {term('block-diagonal mask')} skips nothing: it "
+        f"Packed, varlen fed `cu_seqlens` and one call per document compute one square per document, "
+        f"Σ len² = {cost:,}: **{pad_cost / cost:.1f}x** fewer. FlexAttention, which skips only whole "
+        f"masked tiles, computes somewhat more. A materialised block-diagonal mask skips nothing: it "
         f"computes every cell of each row, Σ width² = {dense_cost:,}, only **{pad_cost / dense_cost:.1f}x** "
         "fewer.",
-        unsafe_allow_html=True,
+        help=terms_help('varlen', 'FlexAttention', 'block-diagonal mask'),
     )
     st.markdown(
-        f"Against a padded batch run by an unpadding kernel ({term('FlashAttention')} given an `attention_mask`, "
+        f"Against a padded batch run by an unpadding kernel (FlashAttention given an `attention_mask`, "
         f"or Flex with a padding mask), padding also pays only Σ len² = {unpadded:,}. There attention saves "
         f"{unpadded / cost:.1f}x, and what packing buys is the slot ratio, **{pm.slots / m.slots:.1f}x**.",
-        unsafe_allow_html=True,
+        help=terms_help('FlashAttention'),
     )
 elif strategy == "pad":
     st.markdown(f"This plan pads every row to the context: it is the baseline (**{pad_cost / cost:.1f}x**).")

@@ -3,7 +3,17 @@ import numpy as np
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import figure, guard, length_summary, lesson, page_settings, plan, source_lengths, strategy_table, term
+from app_pages._lab import (
+    figure,
+    guard,
+    length_summary,
+    lesson,
+    page_settings,
+    plan,
+    source_lengths,
+    strategy_table,
+    terms_help,
+)
 from packing_core import DELTA_COLOURS, batch_cu_seqlens, plan_strip, row_cu_seqlens, slot_use_figure
 
 S = page_settings("why_packing", skip=False)
@@ -12,9 +22,9 @@ st.title("Why packing")
 lesson(__file__)
 st.markdown(
     "A training batch is a rectangle: every row has the same number of "
-    f"{term('slot', 'slots')}. Short samples leave the rest of their row empty, and those "
-    f"**{term('pad', 'pads')}** still go through every layer. Packing puts several samples in one row instead.",
-    unsafe_allow_html=True,
+    "slots. Short samples leave the rest of their row empty, and those "
+    "**pads** still go through every layer. Packing puts several samples in one row instead.",
+    help=terms_help('slot', 'pad'),
 )
 
 # ---------------------------------------------------------------- the worked example
@@ -66,11 +76,11 @@ st.markdown(
     f"{ctx}, so document {split} starts at {bounds[split]} and spills into row 1 (the violet tick marks the cut).",
 )
 st.markdown(
-    f"A {term('varlen')} kernel (`torch.nn.attention.varlen.varlen_attn`, `flash_attn_varlen_func`) takes one "
-    f"{term('cu_seqlens', '`cu_seqlens`')} for the whole batch, flattened row after row: the running sum with a "
+    f"A varlen kernel (`torch.nn.attention.varlen.varlen_attn`, `flash_attn_varlen_func`) takes one "
+    f"`cu_seqlens` for the whole batch, flattened row after row: the running sum with a "
     f"cut added at each row edge, here `{flat}`. Within each row the same boundaries read "
     + " and ".join(f"`{cu}`" for cu in per_row) + ".",
-    unsafe_allow_html=True,
+    help=terms_help('varlen', 'cu_seqlens'),
 )
 st.markdown(f"The piece of document {split} in row 1 is a document of its own there: it cannot see its start.")
 
@@ -82,10 +92,10 @@ with guard("compute the support-tickets case"):
 pad_row, bfd_row, cut_row = rows
 st.subheader(f"The realistic case: {stats.count:,} support tickets")
 st.markdown(
-    f"From here on the packer is {term('bfd')}, not concat-cut. bfd fills rows almost as well and cuts only "
+    f"From here on the packer is bfd, not concat-cut. bfd fills rows almost as well and cuts only "
     f"the {bfd_row.docs_split:,} tickets ({bfd_row.docs_split / stats.count:.1%}) longer than {ctx}; concat-cut "
     f"would cut {cut_row.docs_split:,}.",
-    unsafe_allow_html=True,
+    help=terms_help('bfd'),
 )
 pad_share = pad_row.pad_tokens / pad_row.slots
 c1, c2, c3, c4 = st.columns(4)
@@ -107,11 +117,11 @@ figure(slot_use_figure(rows[:2], title="Slots of the whole dataset: real tokens 
 st.subheader("The trade-off, in three lines")
 st.markdown(
     "- **Packing wins on throughput:** almost every slot holds a real token.\n"
-    f"- **{term('bucketing', 'Bucketing')} wins on safety, at a price:** batching samples of similar length "
+    "- **Bucketing wins on safety, at a price:** batching samples of similar length "
     "removes most pads and needs no change to the attention mask. But every batch is then a run of look-alikes, "
     "so the gradient inside a batch is correlated: shuffle within buckets and keep them wide (see *Padded vs "
     "packed*).\n"
-    f"- **{term('utilisation', 'Utilisation')} measures waste, not quality:** a packed batch with a wrong mask "
+    "- **Utilisation measures waste, not quality:** a packed batch with a wrong mask "
     "is just as full, and silently trains on the wrong thing (see *Masks and labels* and the *Leakage lab*).",
-    unsafe_allow_html=True,
+    help=terms_help('bucketing', 'utilisation'),
 )

@@ -72,7 +72,7 @@ def open_zoo():
 
 def test_zoo_page_lists_every_bug_and_reproduces_one_behind_its_button():
     at = open_zoo()
-    assert len(at.expander) == len(pc.ZOO) and not at.success            # nothing runs before a click
+    assert len(at.main.expander) == len(pc.ZOO) and not at.success       # nothing runs before a click
     at.button(key="bug_zoo.run_sliding-window-crosses").click().run()
     assert not at.exception and not at.error
     assert any("catches it" in s.value and "documents_share_attention" in s.value.replace("\\", "") for s in at.success)

@@ -9,11 +9,16 @@ and the continuation can drift towards its topic::
     alone:   [b0 b1 b2] -> b3' b4' ...
     packed:  [a0 a1 a2 a3 | b0 b1 b2] -> b3'' b4'' ...   (a leaking path: b reads a)
 
-Every token is decoded through the *same runner* the alone-vs-packed verdict uses
-(``verify.equivalence.Runner``: the backend, ``use_cache`` and the positions of the
-scenario), so the words can never contradict the verdict above them. Each new token is
-one fresh forward pass of the whole row through that runner: no KV cache of our own,
-whose explicit mask would isolate documents that the scenario's path does not.
+The words must follow the verdict's path, or they can contradict it (an explicit block
+mask isolates documents that transformers' sdpa with a cache does not). Two ways:
+
+- :func:`continuations` decodes through the *same runner* the verdict uses
+  (``verify.equivalence.Runner``), one fresh forward pass of the whole row per token: the
+  exact path, for any backend, at the price of a full row per token;
+- :func:`cached_continuations` decodes with the model's KV cache, either with no mask
+  (transformers' own sdpa/eager with ``use_cache=True``: exactly that path, which is how
+  it leaks) or with the mask given explicitly as 4D tensors (the mask a backend applies,
+  for the lab's backends, which take no cache: the same mask, another kernel).
 
     >>> import torch
     >>> def runner(ids, pos, cu, max_len):   # a toy model: it predicts the previous token + 1
@@ -108,6 +113,67 @@ def continuations(runner, documents: Sequence[Sequence[int]], decode: Callable[[
     doc = list(documents[document])
     alone = _greedy(runner, [], doc, steps, mask, positions, device)
     packed = _greedy(runner, documents[:document], doc, steps, mask, positions, device)
+    return Continuations(document=document, mask=mask, steps=steps, alone_ids=tuple(alone),
+                         packed_ids=tuple(packed), alone_text=decode(alone), packed_text=decode(packed),
+                         positions=positions, path=path)
+
+
+def _additive(allowed: torch.Tensor, dtype) -> torch.Tensor:
+    """bool [q, k] -> the 4D additive mask transformers uses as given: 0 where allowed, -inf-ish elsewhere."""
+    return torch.where(allowed, 0.0, torch.finfo(dtype).min).to(dtype)[None, None]
+
+
+def _greedy_cached(model, before_docs: Sequence[Sequence[int]], doc: list[int], steps: int, mask: str,
+                   positions: str, explicit: bool) -> list[int]:
+    """Greedy decoding with the model's KV cache: one forward of the row, then one per new token.
+
+    ``explicit``: every call gets a 4D mask (block-diagonal causal with the mask on, one causal
+    triangle off). Not explicit: no mask at all, as a user calls transformers' own attention
+    with ``use_cache=True``; transformers then attends over the whole cached row.
+    """
+    device, dtype = next(model.parameters()).device, next(model.parameters()).dtype
+    before = [t for d in before_docs for t in d]
+    n0, T = len(before), len(before) + len(doc)
+    layout = segment_layout([*(len(d) for d in before_docs), len(doc)], positions)
+    pos = torch.as_tensor(layout.position_ids, dtype=torch.long, device=device)
+    own = torch.arange(T, device=device) >= n0                      # keys of the continued document
+    kwargs = {}
+    if explicit:
+        allowed = torch.ones(T, T, dtype=torch.bool, device=device).tril()
+        if mask == "on":
+            allowed &= own[:, None] == own[None, :]
+        kwargs["attention_mask"] = _additive(allowed, dtype)
+    out = model(input_ids=torch.tensor([before + doc], device=device), position_ids=pos[None], use_cache=True,
+                **kwargs)
+    new: list[int] = []
+    for step in range(steps):   # one single-token step per new word piece, reading the cache
+        token = int(out.logits[0, -1].argmax())
+        new.append(token)
+        if step == steps - 1:
+            break
+        if explicit:
+            keys = torch.cat([own if mask == "on" else torch.ones_like(own),
+                              torch.ones(step + 1, dtype=torch.bool, device=device)])
+            kwargs["attention_mask"] = _additive(keys[None], dtype)
+        out = model(input_ids=torch.tensor([[token]], device=device),
+                    position_ids=(pos[-1] + 1 + step).reshape(1, 1), cache=out.cache, use_cache=True, **kwargs)
+    return new
+
+
+@torch.inference_mode()
+def cached_continuations(model, documents: Sequence[Sequence[int]], decode: Callable[[list[int]], str], *,
+                         document: int = 1, mask: Mask = "off", positions: Positions = "reset", steps: int = 20,
+                         explicit_mask: bool = True, path: str = "") -> Continuations:
+    """:func:`continuations` on a transformers causal LM with its KV cache (see the module docstring)."""
+    choice("mask", mask, MASKS)
+    choice("positions", positions, POSITIONS)
+    steps = whole_number(steps, "steps", maximum=MAX_STEPS, hint="about 20 tokens read as a phrase")
+    if not 1 <= document < len(documents):
+        raise ValueError(f"document must be 1 to {len(documents) - 1} (it needs one before it to read), "
+                         f"got {document}")
+    doc = list(documents[document])
+    alone = _greedy_cached(model, [], doc, steps, mask, positions, explicit_mask)
+    packed = _greedy_cached(model, documents[:document], doc, steps, mask, positions, explicit_mask)
     return Continuations(document=document, mask=mask, steps=steps, alone_ids=tuple(alone),
                          packed_ids=tuple(packed), alone_text=decode(alone), packed_text=decode(packed),
                          positions=positions, path=path)

@@ -221,7 +221,7 @@ def _verify_local(path, *, mask, positions, backend, documents, texts, seed, dty
 
 
 def drift_path(backend: str, mask: str, positions: str, use_cache: bool) -> str:
-    """The attention path of a verdict (and of its continuations), in words.
+    """The attention path of a verdict's continuations, in words.
 
     >>> drift_path("sdpa", "on", "reset", True)
     "transformers' own sdpa attention, use_cache=True, position_ids reset, no attention_mask"
@@ -231,26 +231,41 @@ def drift_path(backend: str, mask: str, positions: str, use_cache: bool) -> str:
     if backend in HF_IMPLEMENTATIONS:
         return (f"transformers' own {backend} attention, use_cache={use_cache}, position_ids {positions}, "
                 "no attention_mask")
-    cu = "one per document" if mask == "on" else "[0, T], one causal triangle"
-    return f"the lab's {backend} backend, cu_seqlens {cu}, position_ids {positions}"
+    kind = "one per document" if backend_mask(backend, mask) == "on" else "one causal triangle over the row"
+    return (f"the mask of the lab's {backend} backend ({kind}), given to the model as 4D masks with a KV cache "
+            f"(the lab's backends take no cache), position_ids {positions}")
+
+
+def backend_mask(backend: str, mask: str) -> str:
+    """The mask a backend really applies: ``causal_only`` ignores document boundaries."""
+    return "off" if backend == "causal_only" else mask
 
 
 def drift_pretrained(texts=None, *, mask: str = "off", positions: str = "reset", backend: str = "segments",
                      use_cache: bool = False, steps: int = 20, document: int = 1, pretrained=None):
     """SmolLM2's greedy continuations of ``texts[document]``, alone and packed after the texts before it.
 
-    They run through the verdict's own path: ``hf_runner(model, backend, use_cache)``, the
-    runner :func:`verify_pretrained` uses with the same settings, so under transformers'
-    sdpa with ``use_cache=True`` the words show the leak the verdict measured.
-    ``pretrained`` is a loaded ``(model, tokenizer)`` pair (else SmolLM2 loads).
+    They follow the verdict's own path (``verify.drift``): transformers' own sdpa/eager
+    decode exactly as called, with their cache when ``use_cache=True`` (and no mask, so
+    they leak as the verdict measured) or through ``hf_runner`` one row per token when
+    ``use_cache=False``; the lab's backends, which take no cache, decode with their own
+    mask given explicitly. ``pretrained`` is a loaded ``(model, tokenizer)`` pair.
     """
-    from packing_core.models.hf_attention import hf_runner
+    from packing_core.models.hf_attention import HF_IMPLEMENTATIONS, attn_name, hf_runner
     from packing_core.models.registry import model_spec
-    from packing_core.verify.drift import continuations
+    from packing_core.verify.drift import cached_continuations, continuations
 
+    attn_name(backend)
     model, tokenizer = pretrained if pretrained is not None else model_spec(PRETRAINED).load()
     documents = tokenise_texts(tokenizer, texts)
-    return continuations(hf_runner(model, backend, use_cache), documents, tokenizer.decode, document=document,
-                         mask=mask, positions=positions, steps=steps,
-                         path=drift_path(backend, mask, positions, use_cache),
-                         device=next(model.parameters()).device)
+    common = dict(document=document, positions=positions, steps=steps,
+                  path=drift_path(backend, mask, positions, use_cache))
+    if backend in HF_IMPLEMENTATIONS and not use_cache:   # no cache may be used: one full row per token
+        return continuations(hf_runner(model, backend, use_cache), documents, tokenizer.decode, mask=mask,
+                             device=next(model.parameters()).device, **common)
+    from packing_core.models.hf_attention import _attn_implementation
+
+    own = backend in HF_IMPLEMENTATIONS
+    with _attn_implementation(model, backend if own else "sdpa"):
+        return cached_continuations(model, documents, tokenizer.decode, mask=backend_mask(backend, mask),
+                                    explicit_mask=not own, **common)

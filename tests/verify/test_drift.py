@@ -51,7 +51,8 @@ def test_each_tiny_scenario_drifts_exactly_when_its_verdict_says_document_1_chan
 def test_drift_path_names_the_backend_the_cache_and_the_positions():
     assert pc.drift_path("sdpa", "on", "reset", True) == (
         "transformers' own sdpa attention, use_cache=True, position_ids reset, no attention_mask")
-    assert "cu_seqlens [0, T]" in pc.drift_path("segments", "off", "reset", False)
+    assert "one causal triangle over the row" in pc.drift_path("segments", "off", "reset", False)
+    assert "one causal triangle over the row" in pc.drift_path("causal_only", "on", "reset", False)
 
 
 @pytest.mark.slow_model
@@ -63,4 +64,6 @@ def test_the_sdpa_cache_scenario_drifts_in_words_as_its_verdict_leaks(smollm2_pa
     assert not leak.same and "use_cache=True" in leak.path
     fixed = pc.drift_pretrained(use_cache=False, steps=2, pretrained=smollm2_pair, **settings)
     assert fixed.same
+    ours = pc.drift_pretrained(mask="off", steps=2, pretrained=smollm2_pair)      # the lab's backend, mask off
+    assert not ours.same and "4D masks with a KV cache" in ours.path
     assert np.array_equal(fixed.alone_ids, leak.alone_ids)   # alone, the cache changes nothing

@@ -78,7 +78,7 @@ def _sliding_window() -> ZooResult:
 
 
 BUGS: tuple[Bug, ...] = (
-    Bug("mask-hides-packing", "An all-ones attention_mask switches off packed detection",
+    Bug("mask-hides-packing", "An all-ones attention_mask switches off transformers' sdpa/eager/flex packed detection",
         "transformers' sdpa/eager/flex find documents from position_ids only when attention_mask is None and there "
         "is no cache. A collator that adds an all-ones 2D mask to a padding-free batch gets a plain causal mask: "
         "every document reads the ones before it, silently; the loss still falls. (flash_attention_2 drops an "
