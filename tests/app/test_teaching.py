@@ -12,7 +12,8 @@ from streamlit.testing.v1 import AppTest
 
 import packing_core as pc
 from app_pages import _content
-from packing_core import HF_VIOLATIONS, VIOLATIONS, ZOO
+from packing_core import ZOO
+from packing_core.check import RULES
 
 ROOT = Path(__file__).parents[2]
 TIMEOUT = 120
@@ -76,7 +77,8 @@ def test_W2_the_bug_zoo_lesson_box_says_one_bug_crashes_and_names_both_kinds_of_
     say, _ = _content.TEACHER["Bug zoo"]
     assert "found only by someone who compared" not in say and "shipped" not in say
     assert "one crashes" in say and "tensor check" in say
-    assert any("check_hf_batch" in b.check for b in ZOO)    # the zoo's own "Caught by" lines name tensor checks
+    assert any(b.caught_by for b in ZOO)          # the zoo's own "Caught by" findings: tensor checks
+    assert any(not b.caught_by for b in ZOO)      # and entries only the alone-vs-packed comparison sees
 
 
 def test_W3_the_bug_zoo_intro_admits_the_crash():
@@ -204,7 +206,7 @@ def test_M8_the_explorer_says_pack_from_the_start_on_long_tailed_lengths_at_8192
 
 # ---------------------------------------------------------------- IMPRECISE
 def test_I1_documents_start_at_every_step_that_is_not_plus_one_or_at_the_minimum():
-    for said in (VIOLATIONS["positions_do_not_restart"], text(open_page("masks_and_labels"))):
+    for said in (RULES["positions_do_not_restart"].fix, text(open_page("masks_and_labels"))):
         assert "fall to 0" not in said and "fall back to 0" not in said
         assert "every step that is not +1 (sdpa/eager)" in said and "return to the minimum" in said
     from transformers.masking_utils import find_packed_sequence_indices
@@ -261,7 +263,7 @@ def test_I9_longrope_also_depends_on_the_row():
     from transformers import modeling_rope_utils
     # nested in dynamic_rope_update: LongRoPE picks its factors from the row's largest position
     assert "seq_len = torch.max(position_ids) + 1" in inspect.getsource(modeling_rope_utils.dynamic_rope_update)
-    assert "LongRoPE" in VIOLATIONS["positions_do_not_restart"]
+    assert "LongRoPE" in RULES["positions_do_not_restart"].fix
     assert "Dynamic NTK and LongRoPE do not" in (ROOT / "app_pages/leakage_lab.py").read_text()
 
 
@@ -279,7 +281,7 @@ def test_I11_unpickling_an_untrusted_file_can_run_code():
 
 
 def test_I12_positions_start_at_the_models_first_position():
-    rule = HF_VIOLATIONS["positions_do_not_restart"]
+    rule = RULES["positions_do_not_restart"].fix
     assert "must start at 0" not in rule and "RoBERTa" in rule and "model's first position" in rule
 
 
@@ -292,7 +294,7 @@ def test_I13_the_roberta_origin_bug_is_a_sibling_not_an_instance():
 def test_I14_smollm2_is_named_with_its_quantisation():
     from packing_core.models.pretrained import GGUF_FILE
     assert "Q4_1" in GGUF_FILE
-    assert "Q4_1" in (ROOT / "app_pages/leakage_lab.py").read_text() and "Q4_1" in (ROOT / "README.md").read_text()
+    assert "Q4_1" in pc.model_spec("smollm2").label and "Q4_1" in (ROOT / "README.md").read_text()
 
 
 def test_I15_tensor_checks_catch_some_forms_and_alone_vs_packed_every_form():
@@ -300,7 +302,7 @@ def test_I15_tensor_checks_catch_some_forms_and_alone_vs_packed_every_form():
     assert "the only way to see it" not in say and "catches every form" in say
     all_ones = pc.check_hf_batch({"input_ids": [[5, 6, 7, 8]], "position_ids": [[0, 1, 0, 1]],
                                   "attention_mask": [[1, 1, 1, 1]]})
-    assert [v.name for v in all_ones.violations] == ["attention_mask_hides_packing"]   # a tensor check sees it
+    assert all_ones.names == ("documents_share_attention",)   # a tensor check sees it
 
 
 # ---------------------------------------------------------------- STALE
@@ -372,19 +374,19 @@ def test_jargon_has_a_hover_definition_where_it_first_appears():
 
 def test_findings_show_their_plain_language_rule_before_the_identifier():
     at = open_page("masks_and_labels")
-    at.selectbox(key="w_masks_and_labels.break_").set_value("continuous positions").run()
+    at.selectbox(key="w_masks_and_labels.break_").set_value("continuous-positions").run()
     table = at.dataframe[0].value
-    assert list(table.columns[:2]) == ["what is wrong", "violation"]
-    assert table["what is wrong"][0] == VIOLATIONS["positions_do_not_restart"]
+    assert list(table.columns[:2]) == ["what is wrong", "finding"]
+    assert table["what is wrong"][0] == RULES["positions_do_not_restart"].title
 
 
 def test_a_planted_row_cu_seqlens_changes_the_mask_picture():
     at = open_page("masks_and_labels")
     before = at.get("plotly_chart")[0].proto.spec
-    at.selectbox(key="w_masks_and_labels.break_").set_value("row cu_seqlens").run()
+    at.selectbox(key="w_masks_and_labels.break_").set_value("row-cu-seqlens").run()
     assert_clean(at)
-    assert "what a varlen kernel computes from these cu_seqlens" in at.get("plotly_chart")[0].proto.spec
-    assert "what a varlen kernel computes" not in before and "mark whole rows" in text(at)
+    after = at.get("plotly_chart")[0].proto.spec
+    assert "reads in this batch" in after and after != before   # the kernel's mask, drawn from what it reads
 
 
 def test_M4_an_uploaded_batch_of_packed_rows_is_flagged_for_flash_attention():
@@ -395,4 +397,5 @@ def test_M4_an_uploaded_batch_of_packed_rows_is_flagged_for_flash_attention():
         ("rows.json", json.dumps(batch).encode(), "application/json")).run()
     assert_clean(at)
     assert pc.check_hf_batch(batch).format == "packed rows"
-    assert any("leak under it" in w.value and "FlashAttention" in w.value for w in at.warning)
+    shown = " ".join(c.value for c in at.caption)
+    assert "sdpa: SOUND" in shown and "flash_attention_2: 1 ERROR(S): documents_share_attention" in shown
