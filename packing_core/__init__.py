@@ -71,7 +71,7 @@ _export("analysis.costs", "COST_FORMULA", "EndToEnd", "MODEL_SHAPES", "ModelShap
 _export("analysis.composition", "RowOrder", "row_cu_seqlens", "row_order")
 _export("analysis.isolation", "AttentionCheck", "alone_vs_packed_attention")
 _export("experiments.train", "TOPICS", "TrainResult", "train_demo")
-_export("experiments.warm", "WarmStatus", "train_pair", "use_lab_threads", "warm", "warm_status")
+_export("experiments.warm", "WarmStatus", "smollm2_converted", "train_pair", "use_lab_threads", "warm", "warm_status")
 _export("experiments.bench", "BackendTiming", "BenchmarkResult", "Timing", "format_benchmark", "format_breakdown",
         "run_benchmark", "segments_breakdown")
 _export("viz.style", "ALERT_COLOUR", "DELTA_COLOURS", "FIXED_COLOUR", "LEAK_COLOUR", "PACKED_COLOUR", "PADDED_COLOUR",
