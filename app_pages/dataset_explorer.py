@@ -95,7 +95,7 @@ m[5].metric("Over the context", f"{stats.share_over:.1%}", help=f"{stats.over_co
 if len(m) == 7:
     m[6].metric("Tokens in the loss", f"{profile.loss_share:.1%}",
                 help="chat: the assistant turns; prompt/completion: the completion; plain text: every token")
-figure(length_histogram_figure(hist, title="Tokens per document (red: longer than the context)"), key=S.key("hist"))
+figure(length_histogram_figure(hist, title="Tokens per document (violet: longer than the context)"), key=S.key("hist"))
 
 # ---------------------------------------------------------------- strategies
 st.subheader("Every strategy on this dataset")

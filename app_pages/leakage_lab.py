@@ -48,7 +48,7 @@ def load_smollm2(where) -> None:
     """Load SmolLM2 once per server, saying so in ``where``; the first load ever converts it, and says how long."""
     import time
 
-    from packing_core.experiments.warm import smollm2_converted
+    from packing_core import smollm2_converted
 
     converting = not smollm2_converted()
     text = ("Converting SmolLM2 from its GGUF file to safetensors: the first load on this server, about 30 s "

@@ -94,7 +94,8 @@ dense_cost = pc.attention_cells(m, "dense-mask")
 
 # ---------------------------------------------------------------- numbers
 st.subheader(f"{strategy} at context {context} (change it in the sidebar)")
-n1, n2, n3, n4, n5, n6 = st.columns(6)
+n1, n2, n3 = st.columns(3)   # two rows of three: every label whole at a projector's 1024 pixels
+n4, n5, n6 = st.columns(3)
 n1.metric("Rows", f"{m.rows:,}", help=f"the lower bound is {m.lower_bound_rows:,} full rows")
 n2.metric("Slots", f"{m.slots:,}", help="rows x their width: the positions the GPU computes")
 n3.metric("Utilisation", f"{m.utilisation:.1%}", help="real tokens / slots")

@@ -88,7 +88,7 @@ _export("analysis.costs", "BOUND_LABELS", "KernelFootprint", "kernel_footprints"
 _export("analysis.composition", "RowOrder", "batch_cu_seqlens", "row_cu_seqlens", "row_order")
 _export("analysis.isolation", "AttentionCheck", "alone_vs_packed_attention")
 _export("experiments.train", "SAME_TOPIC", "TOKENS_PER_TOPIC", "TOPICS", "TrainResult", "train_demo")
-_export("experiments.warm", "WarmStatus", "train_pair", "use_lab_threads", "warm", "warm_status")
+_export("experiments.warm", "WarmStatus", "smollm2_converted", "train_pair", "use_lab_threads", "warm", "warm_status")
 _export("experiments.bench", "BackendTiming", "BenchmarkResult", "Timing", "format_benchmark", "format_breakdown",
         "run_benchmark", "segments_breakdown")
 _export("experiments.bench", "PACKED_BACKENDS", "busy_warning", "describe_breakdown")
