@@ -218,11 +218,22 @@ def compile_records() -> tuple[CompileRecord, ...]:
     return tuple(_records.values())
 
 
+def _flex_call(q, k, v, block_mask, scale):
+    from torch.nn.attention.flex_attention import flex_attention
+    return flex_attention(q, k, v, block_mask=block_mask, scale=scale)
+
+
 def _kernel():
+    """The compiled kernel, compiled through a function of our own.
+
+    Dynamo keeps its compiled code and its dynamic-shape decisions per code object:
+    compiling ``flex_attention`` itself would share them with transformers' own
+    ``torch.compile(flex_attention)`` (its ``flex_attention`` attention), and after that
+    one had run in the process, our next compile failed to build (torch 2.13, CPU).
+    """
     global _compiled
     if _compiled is None:
-        from torch.nn.attention.flex_attention import flex_attention
-        _compiled = torch.compile(flex_attention, dynamic=True)
+        _compiled = torch.compile(_flex_call, dynamic=True)
     return _compiled
 
 
@@ -244,7 +255,7 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
     qv, kv, vv = (t.transpose(0, 1)[None] for t in (q, k, v))
     key = (q.device.type, str(q.dtype).removeprefix("torch."), H, D, tile)
     if key in _records:
-        out = _kernel()(qv, kv, vv, block_mask=block_mask, scale=scale)
+        out = _kernel()(qv, kv, vv, block_mask, scale)
     else:
         with _lock:   # one thread compiles a shape class; the others wait and reuse it
             fresh = key not in _records
@@ -252,7 +263,7 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
                 log.warning("flex: compiling FlexAttention for %s %s, %d heads x %d, %d-token tiles "
                             "(first call of this shape class)", *key)
             start = time.perf_counter()
-            out = _kernel()(qv, kv, vv, block_mask=block_mask, scale=scale)
+            out = _kernel()(qv, kv, vv, block_mask, scale)
             if fresh:
                 record = CompileRecord(*key, seconds=time.perf_counter() - start)
                 _records[key] = record

@@ -114,3 +114,15 @@ def test_without_a_cxx_compiler_flex_is_unavailable_in_one_line_and_the_rest_wor
     with pytest.raises(ValueError, match="no C\\+\\+ compiler"):
         attend(q, q, q, cu, 4, "flex")
     assert attend(q, q, q, cu, 4, "segments").shape == q.shape
+
+
+@pytest.mark.cuda
+def test_flex_on_cuda_equals_dense_in_bfloat16():
+    if flex_unavailable("cuda"):
+        pytest.skip(flex_unavailable("cuda"))
+    rng = np.random.default_rng(7)
+    cu = torch.from_numpy(random_cu(rng, 900, 7)).to(torch.int32).cuda()
+    q, k, v = (torch.randn(900, 4, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    longest = int((cu[1:] - cu[:-1]).max())
+    torch.testing.assert_close(attend(q, k, v, cu, longest, "flex"), attend(q, k, v, cu, longest, "dense"),
+                               atol=2e-2, rtol=2e-2)

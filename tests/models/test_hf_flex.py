@@ -41,3 +41,11 @@ def test_hf_flex_without_a_compiler_is_refused_in_one_line(llama, monkeypatch):
     monkeypatch.setattr(config.cpp, "cxx", (None, "no-such-c++-compiler"))
     with pytest.raises(ValueError, match="attention 'flex_attention' compiles a C\\+\\+ kernel"):
         pc.hf_runner(llama, "flex_attention")
+
+
+def test_our_flex_backend_compiles_after_transformers_flex_attention_ran(llama):
+    # Both compile FlexAttention in one process (a server offering both): each keeps its own cache.
+    documents = pc.default_documents((12, 8, 10), vocab_size=256, seed=2)
+    theirs = pc.verify_hf(llama, documents, mask="off", attn="flex_attention", use_cache=False)
+    ours = pc.verify_hf(llama, documents, mask="on", attn="packing_lab_flex")
+    assert theirs.equivalent and ours.equivalent, ours.format_table()
