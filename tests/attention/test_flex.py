@@ -25,6 +25,14 @@ def ordered(num, idx):
     return [tuple(row[:n]) for row, n in zip(idx[0, 0].tolist(), num[0, 0].tolist())]
 
 
+
+@pytest.fixture
+def no_compiler():
+    """Inductor searching only for a compiler that is not there (its own patch: undone exactly)."""
+    from torch._inductor import config
+    with config.patch({"cpp.cxx": (None, "no-such-c++-compiler")}):
+        yield
+
 CASES = [(seed, total, tile) for seed, (total, tile) in enumerate(
     [(1, 128), (5, 4), (127, 128), (128, 128), (129, 128), (700, 128), (700, 64), (1000, 32),
      (333, 16), (64, 64), (2048, 128), (97, 8)])]
@@ -102,9 +110,7 @@ def test_a_new_length_reuses_the_compiled_kernel_and_only_the_first_call_says_it
     assert record.seconds > 0
 
 
-def test_without_a_cxx_compiler_flex_is_unavailable_in_one_line_and_the_rest_works(monkeypatch):
-    from torch._inductor import config
-    monkeypatch.setattr(config.cpp, "cxx", (None, "no-such-c++-compiler"))
+def test_without_a_cxx_compiler_flex_is_unavailable_in_one_line_and_the_rest_works(no_compiler):
     reason = flex_unavailable("cpu")
     assert reason is not None and "\n" not in reason
     assert "C++ compiler" in reason and "no-such-c++-compiler" in reason and "segments" in reason
