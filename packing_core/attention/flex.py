@@ -19,8 +19,8 @@ block mask straight from ``cu_seqlens``, one entry per tile, and the same
 >>> bm.kv_num_blocks.tolist(), bm.full_kv_num_blocks.tolist()
 ([[[1, 2, 2]]], [[[0, 0, 1]]])
 
-Compilation: the kernel is compiled by ``torch.compile(flex_attention, dynamic=True)``
-the first time a *shape class* is seen (device, dtype, heads, head size, tile; the token
+Compilation: the kernel is compiled by ``torch.compile(..., dynamic=True)``, once per
+*shape class*, the first time it is seen (device, dtype, heads, head size, tile; the token
 count is symbolic, so new lengths reuse the kernel). That first call logs that it
 compiles and how long it took (:func:`compile_records`). With automatic dynamic shapes
 (torch.compile's default) torch 2.13's CPU template failed to build on the second
@@ -35,6 +35,7 @@ import logging
 import shutil
 import threading
 import time
+import types
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -45,7 +46,7 @@ from packing_core.attention.tiles import DEFAULT_TILE, tile_spans
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_compiled = None
+_kernels: dict[tuple, object] = {}
 _records: dict[tuple, "CompileRecord"] = {}
 
 
@@ -223,18 +224,21 @@ def _flex_call(q, k, v, block_mask, scale):
     return flex_attention(q, k, v, block_mask=block_mask, scale=scale)
 
 
-def _kernel():
-    """The compiled kernel, compiled through a function of our own.
+def _kernel(key: tuple):
+    """The compiled kernel of one shape class, compiled through a function of its own.
 
-    Dynamo keeps its compiled code and its dynamic-shape decisions per code object:
-    compiling ``flex_attention`` itself would share them with transformers' own
-    ``torch.compile(flex_attention)`` (its ``flex_attention`` attention), and after that
-    one had run in the process, our next compile failed to build (torch 2.13, CPU).
+    Dynamo keeps compiled code and its dynamic-shape decisions per code object. Sharing one
+    across shape classes made the second class a *recompile*, and sharing ``flex_attention``
+    itself with transformers' ``torch.compile(flex_attention)`` did the same; in torch 2.13
+    on CPU such a recompile failed to build (a C++ error in the generated kernel). So each
+    shape class gets a fresh code object, and its first compile is always a first compile.
     """
-    global _compiled
-    if _compiled is None:
-        _compiled = torch.compile(_flex_call, dynamic=True)
-    return _compiled
+    fn = _kernels.get(key)
+    if fn is None:
+        code = _flex_call.__code__.replace(co_name=f"_flex_call_{len(_kernels)}")
+        fresh = types.FunctionType(code, _flex_call.__globals__, code.co_name)
+        fn = _kernels[key] = torch.compile(fresh, dynamic=True)
+    return fn
 
 
 def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *,
@@ -255,7 +259,7 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
     qv, kv, vv = (t.transpose(0, 1)[None] for t in (q, k, v))
     key = (q.device.type, str(q.dtype).removeprefix("torch."), H, D, tile)
     if key in _records:
-        out = _kernel()(qv, kv, vv, block_mask, scale)
+        out = _kernel(key)(qv, kv, vv, block_mask, scale)
     else:
         with _lock:   # one thread compiles a shape class; the others wait and reuse it
             fresh = key not in _records
@@ -263,7 +267,7 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
                 log.warning("flex: compiling FlexAttention for %s %s, %d heads x %d, %d-token tiles "
                             "(first call of this shape class)", *key)
             start = time.perf_counter()
-            out = _kernel()(qv, kv, vv, block_mask, scale)
+            out = _kernel(key)(qv, kv, vv, block_mask, scale)
             if fresh:
                 record = CompileRecord(*key, seconds=time.perf_counter() - start)
                 _records[key] = record

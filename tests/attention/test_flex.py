@@ -110,6 +110,16 @@ def test_a_new_length_reuses_the_compiled_kernel_and_only_the_first_call_says_it
     assert record.seconds > 0
 
 
+
+@needs_flex
+def test_a_second_shape_class_compiles_beside_the_first():
+    # Each class is a first compile of its own (a recompile of a shared one failed to build on CPU).
+    cu = torch.tensor([0, 50, 130], dtype=torch.int32)
+    for heads, dim in ((HEADS, DIM), (3, DIM)):
+        q, k, v = (torch.randn(130, heads, dim) for _ in range(3))
+        torch.testing.assert_close(attend(q, k, v, cu, 80, "flex"), attend(q, k, v, cu, 80, "dense"),
+                                   atol=1e-5, rtol=1e-5)
+
 def test_without_a_cxx_compiler_flex_is_unavailable_in_one_line_and_the_rest_works(no_compiler):
     reason = flex_unavailable("cpu")
     assert reason is not None and "\n" not in reason
