@@ -219,9 +219,9 @@ def compile_records() -> tuple[CompileRecord, ...]:
     return tuple(_records.values())
 
 
-def _flex_call(q, k, v, block_mask, scale):
+def _flex_call(q, k, v, block_mask):
     from torch.nn.attention.flex_attention import flex_attention
-    return flex_attention(q, k, v, block_mask=block_mask, scale=scale)
+    return flex_attention(q, k, v, block_mask=block_mask)
 
 
 def _kernel(key: tuple):
@@ -251,6 +251,10 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
     if reason is not None:
         raise ValueError(reason)
     T, H, D = q.shape
+    if scale is not None and scale != D ** -0.5:
+        # A scale is a constant of the compiled kernel, and a new constant recompiled it
+        # (which failed to build on CPU): the kernel keeps its default 1/sqrt(D), q carries the rest.
+        q = q * (scale * D ** 0.5)
     total, grid = _symbolic_sizes(T, H, D, tile)
     if total > T:
         q, k, v = (torch.cat([t, t.new_zeros(total - T, H, t.shape[-1])]) for t in (q, k, v))
@@ -259,7 +263,7 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
     qv, kv, vv = (t.transpose(0, 1)[None] for t in (q, k, v))
     key = (q.device.type, str(q.dtype).removeprefix("torch."), H, D, tile)
     if key in _records:
-        out = _kernel(key)(qv, kv, vv, block_mask, scale)
+        out = _kernel(key)(qv, kv, vv, block_mask)
     else:
         with _lock:   # one thread compiles a shape class; the others wait and reuse it
             fresh = key not in _records
@@ -267,7 +271,7 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
                 log.warning("flex: compiling FlexAttention for %s %s, %d heads x %d, %d-token tiles "
                             "(first call of this shape class)", *key)
             start = time.perf_counter()
-            out = _kernel(key)(qv, kv, vv, block_mask, scale)
+            out = _kernel(key)(qv, kv, vv, block_mask)
             if fresh:
                 record = CompileRecord(*key, seconds=time.perf_counter() - start)
                 _records[key] = record
