@@ -255,25 +255,29 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
         # A scale is a constant of the compiled kernel, and a new constant recompiled it
         # (which failed to build on CPU): the kernel keeps its default 1/sqrt(D), q carries the rest.
         q = q * (scale * D ** 0.5)
+    # Strides and autograd are compiled in too: one layout ([T, H, D] contiguous), and a
+    # class of its own for calls that build a graph for backward.
+    q, k, v = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v))
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     total, grid = _symbolic_sizes(T, H, D, tile)
     if total > T:
         q, k, v = (torch.cat([t, t.new_zeros(total - T, H, t.shape[-1])]) for t in (q, k, v))
     block_mask = block_mask_from_cu(cu_seqlens, tile, q.device, total=total, grid=grid)
     # [T, H, D] viewed as [1, H, T, D]: token-major strides, which the kernel reads as they are.
     qv, kv, vv = (t.transpose(0, 1)[None] for t in (q, k, v))
-    key = (q.device.type, str(q.dtype).removeprefix("torch."), H, D, tile)
+    key = (q.device.type, str(q.dtype).removeprefix("torch."), H, D, tile, grad)
     if key in _records:
         out = _kernel(key)(qv, kv, vv, block_mask)
     else:
         with _lock:   # one thread compiles a shape class; the others wait and reuse it
             fresh = key not in _records
             if fresh:
-                log.warning("flex: compiling FlexAttention for %s %s, %d heads x %d, %d-token tiles "
-                            "(first call of this shape class)", *key)
+                log.warning("flex: compiling FlexAttention for %s %s, %d heads x %d, %d-token tiles%s "
+                            "(first call of this shape class)", *key[:5], ", with autograd" if grad else "")
             start = time.perf_counter()
             out = _kernel(key)(qv, kv, vv, block_mask)
             if fresh:
-                record = CompileRecord(*key, seconds=time.perf_counter() - start)
+                record = CompileRecord(*key[:5], seconds=time.perf_counter() - start)
                 _records[key] = record
                 log.warning("flex: compiled in %.1f s; later calls of this shape class reuse it",
                             record.seconds)
