@@ -259,6 +259,11 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
     # class of its own for calls that build a graph for backward.
     q, k, v = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v))
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    if not grad:   # FlexAttention refuses CPU inputs that require grad even under no_grad
+        q, k, v = (t.detach() for t in (q, k, v))
+    if grad and q.device.type == "cpu":   # flex_attention._validate_device refuses it too, as a traceback
+        raise ValueError(f"backend 'flex' has no backward pass on CPU in torch {torch.__version__}: "
+                         "run it under torch.no_grad(), or train with backend='segments'")
     total, grid = _symbolic_sizes(T, H, D, tile)
     if total > T:
         q, k, v = (torch.cat([t, t.new_zeros(total - T, H, t.shape[-1])]) for t in (q, k, v))
@@ -267,7 +272,8 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
     qv, kv, vv = (t.transpose(0, 1)[None] for t in (q, k, v))
     key = (q.device.type, str(q.dtype).removeprefix("torch."), H, D, tile, grad)
     if key in _records:
-        out = _kernel(key)(qv, kv, vv, block_mask)
+        with torch.set_grad_enabled(grad):   # grad mode is compiled in too: keep it a function of the key
+            out = _kernel(key)(qv, kv, vv, block_mask)
     else:
         with _lock:   # one thread compiles a shape class; the others wait and reuse it
             fresh = key not in _records
@@ -275,7 +281,8 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
                 log.warning("flex: compiling FlexAttention for %s %s, %d heads x %d, %d-token tiles%s "
                             "(first call of this shape class)", *key[:5], ", with autograd" if grad else "")
             start = time.perf_counter()
-            out = _kernel(key)(qv, kv, vv, block_mask)
+            with torch.set_grad_enabled(grad):
+                out = _kernel(key)(qv, kv, vv, block_mask)
             if fresh:
                 record = CompileRecord(*key[:5], seconds=time.perf_counter() - start)
                 _records[key] = record

@@ -132,6 +132,15 @@ def test_without_a_cxx_compiler_flex_is_unavailable_in_one_line_and_the_rest_wor
     assert attend(q, q, q, cu, 4, "segments").shape == q.shape
 
 
+@needs_flex
+def test_flex_on_cpu_refuses_a_backward_pass_in_one_line():
+    q = torch.randn(10, HEADS, DIM, requires_grad=True)
+    with pytest.raises(ValueError, match="no backward pass on CPU.*segments"):
+        attend(q, q, q, torch.tensor([0, 4, 10]), 6, "flex")
+    with torch.no_grad():
+        assert attend(q, q, q, torch.tensor([0, 4, 10]), 6, "flex").shape == q.shape
+
+
 @pytest.mark.cuda
 def test_flex_on_cuda_equals_dense_in_bfloat16():
     if flex_unavailable("cuda"):
