@@ -19,8 +19,8 @@ block mask straight from ``cu_seqlens``, one entry per tile, and the same
 >>> bm.kv_num_blocks.tolist(), bm.full_kv_num_blocks.tolist()
 ([[[1, 2, 2]]], [[[0, 0, 1]]])
 
-Compilation: the kernel is compiled by ``torch.compile(flex_attention, dynamic=True)``
-the first time a *shape class* is seen (device, dtype, heads, head size, tile; the token
+Compilation: the kernel is compiled by ``torch.compile(..., dynamic=True)``, once per
+*shape class*, the first time it is seen (device, dtype, heads, head size, tile; the token
 count is symbolic, so new lengths reuse the kernel). That first call logs that it
 compiles and how long it took (:func:`compile_records`). With automatic dynamic shapes
 (torch.compile's default) torch 2.13's CPU template failed to build on the second
@@ -35,6 +35,7 @@ import logging
 import shutil
 import threading
 import time
+import types
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -45,7 +46,7 @@ from packing_core.attention.tiles import DEFAULT_TILE, tile_spans
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_compiled = None
+_kernels: dict[tuple, object] = {}
 _records: dict[tuple, "CompileRecord"] = {}
 
 
@@ -218,12 +219,26 @@ def compile_records() -> tuple[CompileRecord, ...]:
     return tuple(_records.values())
 
 
-def _kernel():
-    global _compiled
-    if _compiled is None:
-        from torch.nn.attention.flex_attention import flex_attention
-        _compiled = torch.compile(flex_attention, dynamic=True)
-    return _compiled
+def _flex_call(q, k, v, block_mask):
+    from torch.nn.attention.flex_attention import flex_attention
+    return flex_attention(q, k, v, block_mask=block_mask)
+
+
+def _kernel(key: tuple):
+    """The compiled kernel of one shape class, compiled through a function of its own.
+
+    Dynamo keeps compiled code and its dynamic-shape decisions per code object. Sharing one
+    across shape classes made the second class a *recompile*, and sharing ``flex_attention``
+    itself with transformers' ``torch.compile(flex_attention)`` did the same; in torch 2.13
+    on CPU such a recompile failed to build (a C++ error in the generated kernel). So each
+    shape class gets a fresh code object, and its first compile is always a first compile.
+    """
+    fn = _kernels.get(key)
+    if fn is None:
+        code = _flex_call.__code__.replace(co_name=f"_flex_call_{len(_kernels)}")
+        fresh = types.FunctionType(code, _flex_call.__globals__, code.co_name)
+        fn = _kernels[key] = torch.compile(fresh, dynamic=True)
+    return fn
 
 
 def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *,
@@ -236,25 +251,40 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
     if reason is not None:
         raise ValueError(reason)
     T, H, D = q.shape
+    if scale is not None and scale != D ** -0.5:
+        # A scale is a constant of the compiled kernel, and a new constant recompiled it
+        # (which failed to build on CPU): the kernel keeps its default 1/sqrt(D), q carries the rest.
+        q = q * (scale * D ** 0.5)
+    # Strides and autograd are compiled in too: one layout ([T, H, D] contiguous), and a
+    # class of its own for calls that build a graph for backward.
+    q, k, v = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v))
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    if not grad:   # FlexAttention refuses CPU inputs that require grad even under no_grad
+        q, k, v = (t.detach() for t in (q, k, v))
+    if grad and q.device.type == "cpu":   # flex_attention._validate_device refuses it too, as a traceback
+        raise ValueError(f"backend 'flex' has no backward pass on CPU in torch {torch.__version__}: "
+                         "run it under torch.no_grad(), or train with backend='segments'")
     total, grid = _symbolic_sizes(T, H, D, tile)
     if total > T:
         q, k, v = (torch.cat([t, t.new_zeros(total - T, H, t.shape[-1])]) for t in (q, k, v))
     block_mask = block_mask_from_cu(cu_seqlens, tile, q.device, total=total, grid=grid)
     # [T, H, D] viewed as [1, H, T, D]: token-major strides, which the kernel reads as they are.
     qv, kv, vv = (t.transpose(0, 1)[None] for t in (q, k, v))
-    key = (q.device.type, str(q.dtype).removeprefix("torch."), H, D, tile)
+    key = (q.device.type, str(q.dtype).removeprefix("torch."), H, D, tile, grad)
     if key in _records:
-        out = _kernel()(qv, kv, vv, block_mask=block_mask, scale=scale)
+        with torch.set_grad_enabled(grad):   # grad mode is compiled in too: keep it a function of the key
+            out = _kernel(key)(qv, kv, vv, block_mask)
     else:
         with _lock:   # one thread compiles a shape class; the others wait and reuse it
             fresh = key not in _records
             if fresh:
-                log.warning("flex: compiling FlexAttention for %s %s, %d heads x %d, %d-token tiles "
-                            "(first call of this shape class)", *key)
+                log.warning("flex: compiling FlexAttention for %s %s, %d heads x %d, %d-token tiles%s "
+                            "(first call of this shape class)", *key[:5], ", with autograd" if grad else "")
             start = time.perf_counter()
-            out = _kernel()(qv, kv, vv, block_mask=block_mask, scale=scale)
+            with torch.set_grad_enabled(grad):
+                out = _kernel(key)(qv, kv, vv, block_mask)
             if fresh:
-                record = CompileRecord(*key, seconds=time.perf_counter() - start)
+                record = CompileRecord(*key[:5], seconds=time.perf_counter() - start)
                 _records[key] = record
                 log.warning("flex: compiled in %.1f s; later calls of this shape class reuse it",
                             record.seconds)

@@ -25,6 +25,14 @@ def ordered(num, idx):
     return [tuple(row[:n]) for row, n in zip(idx[0, 0].tolist(), num[0, 0].tolist())]
 
 
+
+@pytest.fixture
+def no_compiler():
+    """Inductor searching only for a compiler that is not there (its own patch: undone exactly)."""
+    from torch._inductor import config
+    with config.patch({"cpp.cxx": (None, "no-such-c++-compiler")}):
+        yield
+
 CASES = [(seed, total, tile) for seed, (total, tile) in enumerate(
     [(1, 128), (5, 4), (127, 128), (128, 128), (129, 128), (700, 128), (700, 64), (1000, 32),
      (333, 16), (64, 64), (2048, 128), (97, 8)])]
@@ -102,9 +110,17 @@ def test_a_new_length_reuses_the_compiled_kernel_and_only_the_first_call_says_it
     assert record.seconds > 0
 
 
-def test_without_a_cxx_compiler_flex_is_unavailable_in_one_line_and_the_rest_works(monkeypatch):
-    from torch._inductor import config
-    monkeypatch.setattr(config.cpp, "cxx", (None, "no-such-c++-compiler"))
+
+@needs_flex
+def test_a_second_shape_class_compiles_beside_the_first():
+    # Each class is a first compile of its own (a recompile of a shared one failed to build on CPU).
+    cu = torch.tensor([0, 50, 130], dtype=torch.int32)
+    for heads, dim in ((HEADS, DIM), (3, DIM)):
+        q, k, v = (torch.randn(130, heads, dim) for _ in range(3))
+        torch.testing.assert_close(attend(q, k, v, cu, 80, "flex"), attend(q, k, v, cu, 80, "dense"),
+                                   atol=1e-5, rtol=1e-5)
+
+def test_without_a_cxx_compiler_flex_is_unavailable_in_one_line_and_the_rest_works(no_compiler):
     reason = flex_unavailable("cpu")
     assert reason is not None and "\n" not in reason
     assert "C++ compiler" in reason and "no-such-c++-compiler" in reason and "segments" in reason
@@ -114,3 +130,24 @@ def test_without_a_cxx_compiler_flex_is_unavailable_in_one_line_and_the_rest_wor
     with pytest.raises(ValueError, match="no C\\+\\+ compiler"):
         attend(q, q, q, cu, 4, "flex")
     assert attend(q, q, q, cu, 4, "segments").shape == q.shape
+
+
+@needs_flex
+def test_flex_on_cpu_refuses_a_backward_pass_in_one_line():
+    q = torch.randn(10, HEADS, DIM, requires_grad=True)
+    with pytest.raises(ValueError, match="no backward pass on CPU.*segments"):
+        attend(q, q, q, torch.tensor([0, 4, 10]), 6, "flex")
+    with torch.no_grad():
+        assert attend(q, q, q, torch.tensor([0, 4, 10]), 6, "flex").shape == q.shape
+
+
+@pytest.mark.cuda
+def test_flex_on_cuda_equals_dense_in_bfloat16():
+    if flex_unavailable("cuda"):
+        pytest.skip(flex_unavailable("cuda"))
+    rng = np.random.default_rng(7)
+    cu = torch.from_numpy(random_cu(rng, 900, 7)).to(torch.int32).cuda()
+    q, k, v = (torch.randn(900, 4, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    longest = int((cu[1:] - cu[:-1]).max())
+    torch.testing.assert_close(attend(q, k, v, cu, longest, "flex"), attend(q, k, v, cu, longest, "dense"),
+                               atol=2e-2, rtol=2e-2)

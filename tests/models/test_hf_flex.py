@@ -14,6 +14,14 @@ from packing_core.attention.flex import flex_unavailable
 pytestmark = pytest.mark.skipif(flex_unavailable("cpu") is not None, reason=str(flex_unavailable("cpu")))
 
 
+
+@pytest.fixture
+def no_compiler():
+    """Inductor searching only for a compiler that is not there (its own patch: undone exactly)."""
+    from torch._inductor import config
+    with config.patch({"cpp.cxx": (None, "no-such-c++-compiler")}):
+        yield
+
 @pytest.fixture(scope="module")
 def llama():
     torch.manual_seed(0)
@@ -36,8 +44,14 @@ def test_hf_flex_isolates_documents_without_a_cache_and_leaks_with_one(llama):
     assert first.equivalent and not any(d.equivalent for d in later), leaking.format_table()
 
 
-def test_hf_flex_without_a_compiler_is_refused_in_one_line(llama, monkeypatch):
-    from torch._inductor import config
-    monkeypatch.setattr(config.cpp, "cxx", (None, "no-such-c++-compiler"))
+def test_hf_flex_without_a_compiler_is_refused_in_one_line(llama, no_compiler):
     with pytest.raises(ValueError, match="attention 'flex_attention' compiles a C\\+\\+ kernel"):
         pc.hf_runner(llama, "flex_attention")
+
+
+def test_our_flex_backend_compiles_after_transformers_flex_attention_ran(llama):
+    # Both compile FlexAttention in one process (a server offering both): each keeps its own cache.
+    documents = pc.default_documents((12, 8, 10), vocab_size=256, seed=2)
+    theirs = pc.verify_hf(llama, documents, mask="off", attn="flex_attention", use_cache=False)
+    ours = pc.verify_hf(llama, documents, mask="on", attn="packing_lab_flex")
+    assert theirs.equivalent and ours.equivalent, ours.format_table()
