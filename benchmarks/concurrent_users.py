@@ -448,7 +448,7 @@ def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str)
     s["p95_ratio"] = round(s["class_click_p95"] / s["lone_click_p95"], 2)
     s["goals_met"] = (s["users_ok"] == users and all(r["ok"] for r in cold + lone) and s["server_tracebacks"] == 0
                       and s["p95_ratio"] <= GOAL_CLASS_P95 and s["server_rss_peak_mb"] <= GOAL_CLASS_RSS_MB
-                      and (loads is None or model != "smollm2" or loads <= 1))
+                      and (loads is None or model != PRETRAINED or loads <= 1))
     return s
 
 

@@ -135,7 +135,7 @@ def test_a_strategy_registered_in_one_place_reaches_make_plan_cli_profile_report
     assert registered.name in out.getvalue() and registered.info in out.getvalue()
     assert main(["report", "--lengths", "5,3,6,2", "--context", "8", "--strategy", registered.name,
                  "--format", "json"], out=(o := io.StringIO()), err=err) == 0
-    assert json.loads(o.getvalue())[0]["rows"] == rows
+    assert json.loads(o.getvalue())["strategies"][0]["rows"] == rows
     # 2. report --profile plans it on a labelled sample (it has no from_counts)
     path = LengthProfile.from_counts({5: 1, 3: 1, 6: 1, 2: 1}).save(tmp_path / "p.json")
     assert main(["report", "--profile", str(path), "--context", "8", "--format", "json"], out=(o := io.StringIO()),
