@@ -13,7 +13,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at run time
 
 from app_pages import _content  # noqa: E402
 from app_pages._lab import run_safely, sidebar  # noqa: E402
-from packing_core import use_lab_threads, warm_status  # noqa: E402
+from packing_core.experiments import use_lab_threads, warm_status  # noqa: E402
 
 use_lab_threads()   # one torch thread per call: why, and the measurements, in packing_core/experiments/warm.py
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core import PRETRAINED, byte_tokenizer
+from packing_core.data import byte_tokenizer
+from packing_core.models import PRETRAINED
 
 # TEACHING 1: eight samples at context 512.
 WORKED_LENGTHS = (120, 90, 300, 40, 55, 30, 210, 65)

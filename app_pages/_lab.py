@@ -20,7 +20,11 @@ import streamlit as st
 
 import packing_core as pc
 from app_pages import _content
-from packing_core import PACKING_STRATEGIES, make_plan
+from packing_core import make_plan
+from packing_core.analysis import length_histogram, length_stats
+from packing_core.data import list_sources
+from packing_core.models import PRETRAINED
+from packing_core.packing import PACKING_STRATEGIES
 
 log = logging.getLogger("packing_lab")
 
@@ -174,7 +178,7 @@ def figure(fig, key: str | None = None) -> None:
 @st.cache_resource(show_spinner=False)
 def sources() -> dict:
     """name -> SourceInfo for every built-in source (available or not)."""
-    return {s.name: s for s in pc.list_sources()}
+    return {s.name: s for s in list_sources()}
 
 
 @st.cache_data(show_spinner="Reading the dataset...", max_entries=8)
@@ -193,7 +197,7 @@ def model_status(name: str) -> tuple[bool, str]:
 
 def pretrained_status() -> tuple[bool, str]:
     """(available, message) for SmolLM2 and its tokenizer."""
-    return model_status(pc.PRETRAINED)
+    return model_status(PRETRAINED)
 
 
 def dataset_names() -> list[str]:
@@ -266,7 +270,7 @@ def strategy_table(lengths: np.ndarray, context: int, **kwargs) -> list:
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def length_summary(lengths: np.ndarray, context: int):
-    return pc.length_stats(lengths, context), pc.length_histogram(lengths, context)
+    return length_stats(lengths, context), length_histogram(lengths, context)
 
 
 def strategy_dataframe(rows, plans=None) -> None:

@@ -2,7 +2,7 @@
 
 Data files (one file, or the shards of one corpus) and length profiles go through the same
 uploader; the kind and the tokenizer are chosen beside it. ``Analyse`` turns the upload into a
-LengthProfile with ``pc.profile_from_upload`` (the path ``report FILE`` takes) and keeps it in
+LengthProfile with ``profile_from_upload`` (the path ``report FILE`` takes) and keeps it in
 session state under ``upload``, so it survives other pages until the sidebar switches back.
 """
 from __future__ import annotations
@@ -14,6 +14,9 @@ import streamlit as st
 
 import packing_core as pc
 from app_pages._lab import UPLOAD, esc, log, pretrained_status
+from packing_core.analysis import profile_headline, profile_histogram, profile_rows, profile_stats, profile_table
+from packing_core.data import RECORD_KINDS, UPLOAD_TYPES, describe_columns, looks_like_profile, profile_from_upload, read_budget
+from packing_core.models import PRETRAINED, tokenizer_choices
 
 DETECT = "detect"
 ANY_COLUMN = "(detected from the kind)"
@@ -23,26 +26,26 @@ DATA_SUFFIXES = "CSV, TSV, JSONL (also .gz), Parquet, Arrow or TXT"
 def _tokenizers() -> list[str]:
     """bytes first (instant, no vocabulary), then SmolLM2 when installed, then the configured folders."""
     smol, _ = pretrained_status()
-    return ["bytes"] + [t for t in pc.tokenizer_choices() if t != "bytes" and (t != pc.PRETRAINED or smol)]
+    return ["bytes"] + [t for t in tokenizer_choices() if t != "bytes" and (t != PRETRAINED or smol)]
 
 
 @st.cache_data(show_spinner="Reading your data...", max_entries=8)
 def _profile(digest: str, _files: tuple, tokenizer: str, kind: str | None, column: str | None):
     """The upload as a profile, keyed by the content hash and the choices (``_files`` is not hashed again)."""
-    return pc.profile_from_upload(list(_files), functools.partial(pc.load_tokenizer, tokenizer), kind=kind,
-                                  column=column, budget=pc.read_budget())
+    return profile_from_upload(list(_files), functools.partial(pc.load_tokenizer, tokenizer), kind=kind,
+                                  column=column, budget=read_budget())
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def profile_summary(digest: str, _profile, context: int):
-    return pc.profile_stats(_profile, context), pc.profile_histogram(_profile, context)
+    return profile_stats(_profile, context), profile_histogram(_profile, context)
 
 
 @st.cache_data(show_spinner="Planning from the counts...", max_entries=16)
 def profile_plans(digest: str, _profile, context: int, overlong: str):
     """(plans, strategy rows, headline, a seeded sample of the lengths) of the user's profile."""
-    plans = pc.profile_table(_profile, context, overlong=overlong)
-    return plans, pc.profile_rows(plans), pc.profile_headline(_profile, plans), _profile.sample(200_000, 0)
+    plans = profile_table(_profile, context, overlong=overlong)
+    return plans, profile_rows(plans), profile_headline(_profile, plans), _profile.sample(200_000, 0)
 
 
 @st.cache_data(show_spinner="Balancing the rows...", max_entries=16)
@@ -141,23 +144,23 @@ def upload_form() -> None:
                    "text, token counts (a length column) or token-id lists (input_ids). The files stay in this "
                    "session; nothing is stored. The command line reads the same: `python -m packing_core report FILE`.")
         try:  # one analysis may not take the server from the rest of the class
-            budget = pc.read_budget()
+            budget = read_budget()
             st.caption(f"Limits per analysis: {budget.rows:,} rows, {budget.bytes / 2**20:,.0f} MiB read or decoded, "
                        f"{budget.seconds:g} s (the server's PACKING_LAB_MAX_ROWS, _BYTES, _SECONDS).")
         except ValueError as e:
             st.error(f"The server's read budget is misconfigured: {esc(e)}")
         u1, u2, u3 = st.columns([3, 1, 1])
-        u1.file_uploader("Data files or a length profile", type=pc.UPLOAD_TYPES, accept_multiple_files=True,
+        u1.file_uploader("Data files or a length profile", type=UPLOAD_TYPES, accept_multiple_files=True,
                          key=_key(), on_change=_picked,
                          help="the shards of one corpus: select them all at once")
         ups = _selection()
-        u2.selectbox("Kind", [DETECT, *pc.RECORD_KINDS], key="w_upload_kind", on_change=_clear_error,
+        u2.selectbox("Kind", [DETECT, *RECORD_KINDS], key="w_upload_kind", on_change=_clear_error,
                      help="detect: from the columns (messages, prompt + completion, a length column, input_ids, text)")
         u3.selectbox("Tokenizer", _tokenizers(), key="w_upload_tok", on_change=_clear_error,
                      help="bytes: one token per UTF-8 byte (fast, no vocabulary); smollm2: the real tokenizer, "
                           "with the chat template that chat data needs; or a folder of $PACKING_LAB_TOKENIZERS")
         if ups:
-            if len(ups) == 1 and not pc.looks_like_profile(ups[0].getvalue()):
+            if len(ups) == 1 and not looks_like_profile(ups[0].getvalue()):
                 _column_picker(ups[0])
             st.button("Analyse this file" if len(ups) == 1 else f"Analyse these {len(ups)} files",
                           on_click=_use_upload, type="primary")
@@ -171,7 +174,7 @@ def upload_form() -> None:
 def _column_picker(up) -> None:
     """For one CSV/TSV/JSONL/Parquet/TXT file: its columns, read from the header alone (errors shown at once)."""
     try:
-        columns = pc.describe_columns(up)
+        columns = describe_columns(up)
     except ValueError as e:
         if up.name.lower().endswith((".arrow", ".gz")):
             return                                   # the scan reads these; its errors come with Analyse

@@ -4,17 +4,11 @@ import streamlit as st
 import torch
 
 from app_pages._lab import SHARED, esc, figure, guard, lesson, page_settings, sources, strategy_table
-from packing_core import (
-    BOUND_LABELS,
-    available_backends,
-    benchmark_bounds,
-    benchmark_figure,
-    busy_warning,
-    describe_breakdown,
-    kernel_footprints,
-    synthetic_lengths,
-    tile_figure,
-)
+from packing_core.analysis import BOUND_LABELS, benchmark_bounds, kernel_footprints
+from packing_core.attention import available_backends
+from packing_core.data import synthetic_lengths
+from packing_core.experiments import busy_warning, describe_breakdown
+from packing_core.viz import benchmark_figure, tile_figure
 
 S = page_settings("benchmark", docs=128, heads=8, repeats=3, flex=True)
 TILE_EXAMPLE = 16   # documents drawn in the tile figure: enough to see the pattern, few enough to read it
@@ -85,7 +79,7 @@ st.markdown(
 
 def _run() -> None:
     bar = st.progress(0.0, text="starting")
-    from packing_core import PACKED_BACKENDS, run_benchmark
+    from packing_core.experiments import PACKED_BACKENDS, run_benchmark
     usable = available_backends(device)
     chosen = [b for b in PACKED_BACKENDS if b in usable and (b != "flex" or with_flex)]
     try:
@@ -171,7 +165,7 @@ st.markdown(
 )
 if st.button("Break down the segments backend", key=S.key("breakdown_run")):
     with guard("break down the segments backend"):
-        from packing_core import segments_breakdown
+        from packing_core.experiments import segments_breakdown
         with st.spinner("timing four stages"):
             st.session_state[S.key("breakdown")] = segments_breakdown(
                 docs=docs, context=context, heads=heads, head_dim=64, repeats=repeats,

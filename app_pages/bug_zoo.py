@@ -2,7 +2,9 @@
 import streamlit as st
 
 from app_pages._lab import esc, guard, lesson, page_settings
-from packing_core import LOSS_RULES, ZOO, parse_lengths
+from packing_core import ZOO
+from packing_core.batch import LOSS_RULES
+from packing_core.data import parse_lengths
 
 S = page_settings("bug_zoo", rows="4 | 60 60")
 

@@ -29,7 +29,9 @@ from app_pages._your_data import (
     profile_summary,
     upload_form,
 )
-from packing_core import OVERLONG_POLICIES, length_histogram_figure, strategy_figure
+from packing_core.analysis import balance_verdict, headline, loss_masked, order_effects
+from packing_core.packing import OVERLONG_POLICIES
+from packing_core.viz import balance_figure, length_histogram_figure, strategy_figure
 
 KINDS = ("pretraining", "instruction")
 S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4)
@@ -75,7 +77,7 @@ with guard("compare the strategies"):
         order_basis = order_basis if order_basis.startswith("all") else "a " + order_basis
     else:
         rows = strategy_table(lengths, context, overlong=overlong)
-        plans, head, sample = None, pc.headline(rows), lengths
+        plans, head, sample = None, headline(rows), lengths
         order_basis = "the documents in the dataset's order"
     advice = pc.recommend(stats, rows, kind, lengths=sample)
 
@@ -85,7 +87,7 @@ with st.container(border=True):
         "Trained tokens per slot: the tokens in the loss that one slot of compute carries, so a step of "
         "the same size trains that many times more." if head.measure != "utilisation" else
         "Utilisation: real tokens / slots; every token of pretraining data is trained."))
-m = st.columns(7 if yours and pc.loss_masked(profile) else 6)
+m = st.columns(7 if yours and loss_masked(profile) else 6)
 m[0].metric("Documents", f"{stats.count:,}")
 m[1].metric("Mean", f"{stats.mean:.0f}")
 m[2].metric("Median (p50)", f"{stats.p50:.0f}")
@@ -106,7 +108,7 @@ if yours:
     st.caption("pad, bucket, concat-cut, ffd and bfd are planned from the counts of every document; next-fit and "
                "pad-longest on a seeded random order of a sample (their basis column says which).")
 
-st.markdown("**Order effects.** " + esc(pc.order_effects(rows, order_basis)))
+st.markdown("**Order effects.** " + esc(order_effects(rows, order_basis)))
 
 # ---------------------------------------------------------------- data-parallel balance
 st.subheader("Data-parallel balance")
@@ -121,7 +123,7 @@ with guard("balance the rows"):
     report, basis, note = balance_of(key, sample, context, int(ranks), int(micro), yours and len(sample) < stats.count)
 if note:
     st.caption(esc(note))
-figure(pc.balance_figure(report, title=f"bfd rows of {basis}, {report.rows:,} rows over {report.ranks} ranks "
+figure(balance_figure(report, title=f"bfd rows of {basis}, {report.rows:,} rows over {report.ranks} ranks "
                          f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
-verdict = pc.balance_verdict(report)
+verdict = balance_verdict(report)
 st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")

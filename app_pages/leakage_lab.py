@@ -3,22 +3,11 @@ import streamlit as st
 
 from app_pages import _content
 from app_pages._lab import esc, figure, guard, lesson, model_status, page_settings, plan, terms_help
-from packing_core import (
-    DEFAULT_LENGTHS,
-    DEFAULT_MODEL,
-    DEFAULT_TEXTS,
-    MAX_TEXTS,
-    MIN_TEXTS,
-    PRETRAINED,
-    SAME_TOPIC,
-    TOKENS_PER_TOPIC,
-    TOPICS,
-    available_backends,
-    find_model,
-    logit_diff_figure,
-    model_specs,
-    plan_strip,
-)
+from packing_core.attention import available_backends
+from packing_core.experiments import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS
+from packing_core.models import DEFAULT_MODEL, DEFAULT_TEXTS, PRETRAINED, find_model, model_specs
+from packing_core.verify import DEFAULT_LENGTHS, MAX_TEXTS, MIN_TEXTS
+from packing_core.viz import logit_diff_figure, plan_strip
 
 MODELS = {s.name: s.label for s in model_specs()}   # the registry's models, in its order
 ANSWERS = ("They change", "They stay the same")
@@ -48,7 +37,7 @@ def load_smollm2(where) -> None:
     """Load SmolLM2 once per server, saying so in ``where``; the first load ever converts it, and says how long."""
     import time
 
-    from packing_core import smollm2_converted
+    from packing_core.experiments import smollm2_converted
 
     converting = not smollm2_converted()
     text = ("Converting SmolLM2 from its GGUF file to safetensors: the first load on this server, about 30 s "
@@ -69,20 +58,20 @@ def run(model: str, mask: str, positions: str, backend: str, texts: tuple[str, .
         use_cache: bool = False):
     spec = find_model(model)
     if spec is not None and spec.tokenizer:
-        from packing_core import verify_pretrained
+        from packing_core.verify import verify_pretrained
         return verify_pretrained(mask=mask, positions=positions, backend=backend, pretrained=loaded(model), texts=texts,
                                  use_cache=use_cache, model_name=model)
     from packing_core import verify_model
     if spec is not None:
         return verify_model(loaded(model)[0], mask=mask, positions=positions, backend=backend)
-    from packing_core import verify_pretrained  # a local folder from PACKING_LAB_MODEL_DIRS
+    from packing_core.verify import verify_pretrained  # a local folder from PACKING_LAB_MODEL_DIRS
     return verify_pretrained(mask=mask, positions=positions, backend=backend, pretrained=local_model(model),
                              texts=texts, model_name=model)
 
 
 @st.cache_resource(show_spinner="Loading your model (safetensors only, no remote code)...")
 def local_model(path: str):
-    from packing_core import load_local_model
+    from packing_core.models import load_local_model
     return load_local_model(path)
 
 
@@ -93,7 +82,7 @@ DRIFT_STEPS = 20
 def drift(mask: str, texts: tuple[str, ...], model: str, positions: str = "reset", backend: str = "segments",
           use_cache: bool = False):
     """The continuations through the verdict's own path: the same backend, use_cache and positions."""
-    from packing_core import drift_pretrained
+    from packing_core.verify import drift_pretrained
     return drift_pretrained(texts, mask=mask, positions=positions, backend=backend, use_cache=use_cache,
                             steps=DRIFT_STEPS, pretrained=loaded(model))
 
@@ -101,7 +90,7 @@ def drift(mask: str, texts: tuple[str, ...], model: str, positions: str = "reset
 @st.fragment
 def lab() -> None:
     """Only this part reruns when a toggle changes."""
-    from packing_core import model_dirs
+    from packing_core.models import model_dirs
 
     missing = {n: model_status(n)[1] for n in MODELS if not model_status(n)[0]}
     local = {str(p): f"{p.name} (local folder)" for p in model_dirs()}   # $PACKING_LAB_MODEL_DIRS
@@ -144,13 +133,13 @@ def lab() -> None:
 
     texts = None
     if spec is None or spec.tokenizer:
-        from packing_core import MAX_TEXT_TOKENS, MAX_TEXTS, MIN_TEXTS
+        from packing_core.verify import MAX_TEXT_TOKENS, MAX_TEXTS, MIN_TEXTS
         raw = st.text_area(f"The documents: {MIN_TEXTS} to {MAX_TEXTS} texts, one per line, at most "
                            f"{MAX_TEXT_TOKENS} tokens each. Type your own; the model's tokenizer splits them.",
                            **S.bind("texts"), height=110)
         texts = tuple(line for line in raw.splitlines() if line.strip())
     else:
-        from packing_core import DEFAULT_LENGTHS
+        from packing_core.verify import DEFAULT_LENGTHS
         row = plan(tuple(DEFAULT_LENGTHS), sum(DEFAULT_LENGTHS), "next-fit")
         figure(plan_strip(row, title=f"The packed row: documents of {', '.join(map(str, DEFAULT_LENGTHS))} "
                                      "random tokens", row_height=40), key=S.key("row"))
@@ -189,7 +178,7 @@ def lab() -> None:
                  hide_index=True)
     st.caption(f"Tolerance: {esc(rep.tolerance_reason)}")
     if spec is not None and spec.tokenizer:
-        from packing_core import drift_path
+        from packing_core.verify import drift_path
         path = drift_path(backend, mask, positions, use_cache)
         st.markdown(f"**Drift in words.** Greedy continuations of document 1, {DRIFT_STEPS} tokens each: alone, "
                     f"and packed after document 0, with the settings of the verdict above. Path: {esc(path)}.")
@@ -273,7 +262,7 @@ NEIGHBOURS = {"related": f"{SAME_TOPIC:.0%} share a topic (sorted by source)",
 
 def train_pair(seed: int, neighbours: str, where):
     """The demo pair from packing_core's cache (memory, then disk), or trained now with a progress bar in ``where``."""
-    from packing_core import train_pair as pair
+    from packing_core.experiments import train_pair as pair
 
     bar = None
 
@@ -308,7 +297,8 @@ if c3.button("Train both", key=S.key("train"), type="primary"):
 busy = st.container()   # the progress bar sits right under the button, in view while it trains
 
 if st.session_state.get(S.key("trained")):
-    from packing_core import DELTA_COLOURS, TOPICS, loss_curves_figure
+    from packing_core.experiments import TOPICS
+    from packing_core.viz import DELTA_COLOURS, loss_curves_figure
 
     with guard(f"train the tiny model with seed {seed}"):
         on, off = train_pair(int(seed), neighbours, busy)

@@ -6,7 +6,12 @@ import torch
 import packing_core as pc
 from app_pages import _content
 from app_pages._lab import figure, guard, lesson, page_settings, terms_help
-from packing_core import PackedBatch, block_causal_mask, check_batch, layout_figure, mask_figure, targets_figure
+from packing_core import PackedBatch, check_batch
+from packing_core.analysis import alone_vs_packed_attention
+from packing_core.attention import IMPLEMENTATIONS, READERS, block_causal_mask
+from packing_core.check import check_all_implementations, kernel_mask, load_batch_bytes
+from packing_core.verify import BREAKS, broken_batch, loss_vs_answers, naive_targets
+from packing_core.viz import hf_batch_figure, layout_figure, mask_figure, targets_figure
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
 PROMPT_BREAKS = ("prompts-in-the-loss", "prompts-cut-from-attention")
@@ -39,7 +44,7 @@ def build(width: int, instruction: bool):
 def attention_check(width: int, instruction: bool, how: str):
     """Each document alone against packed, on one attention layer (the check that reads no tensor rule)."""
     _, batch, _ = build(width, instruction)
-    return pc.alone_vs_packed_attention(pc.broken_batch(batch, how))
+    return alone_vs_packed_attention(broken_batch(batch, how))
 
 
 c1, c2, c3 = st.columns([2, 2, 2], vertical_alignment="bottom")   # the toggle's label whole at 1024 px
@@ -47,22 +52,22 @@ width = c1.select_slider("Row width (tokens)", options=WIDTHS, **S.bind("width")
                          help="64 shows every token; 2,048 is downsampled to colour only.")
 instruction = c2.toggle("Instruction tuning", **S.bind("instruction"),
                         help="Each document becomes a question (prompt) and its answer.")
-breaks = [b for b in pc.BREAKS if instruction or b not in PROMPT_BREAKS]
+breaks = [b for b in BREAKS if instruction or b not in PROMPT_BREAKS]
 if S.get("break_") not in breaks:
     st.session_state[S.key("break_")] = "none"
 how = c3.selectbox("Break it: plant a classic bug", breaks, **S.bind("break_"))
-st.caption(pc.BREAKS[how])
-attn = st.selectbox("Attention implementation that reads the batch", pc.READERS, **S.bind("attn"),
+st.caption(BREAKS[how])
+attn = st.selectbox("Attention implementation that reads the batch", READERS, **S.bind("attn"),
                     help="transformers' sdpa / eager / flex_attention / flash_attention_2/3, or the lab's own "
                          "backends: each reads different tensors of the same batch.")
 
 with guard(f"build a row of {width} tokens"):
     docs, good, continuous = build(width, instruction)
-    shown = pc.broken_batch(good, how)
+    shown = broken_batch(good, how)
     checked_row = check_batch(shown, attn)
-    per_impl = [check_batch(shown, impl, compare=False) for impl in pc.IMPLEMENTATIONS]
-    kernel = pc.kernel_mask(shown, attn, 0)
-    loss_positions, answers = pc.loss_vs_answers(shown)
+    per_impl = [check_batch(shown, impl, compare=False) for impl in IMPLEMENTATIONS]
+    kernel = kernel_mask(shown, attn, 0)
+    loss_positions, answers = loss_vs_answers(shown)
     isolation = attention_check(width, instruction, how)
 doc = shown.document_ids[0].numpy()
 in_row = np.unique(doc[doc >= 0])
@@ -154,7 +159,7 @@ st.markdown(
        "switch on instruction tuning to see prompt tokens that are attended but not trained."),
     help=terms_help('EOS'),
 )
-figure(targets_figure(shown, 0, pc.naive_targets(good, 0)), key=S.key("targets"))
+figure(targets_figure(shown, 0, naive_targets(good, 0)), key=S.key("targets"))
 with st.expander("The documents in this row"):
     st.code("\n".join(docs.texts), language=None)
 
@@ -180,8 +185,8 @@ st.markdown(
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def check_upload(data: bytes, name: str, attn: str):
-    batch = pc.load_batch_bytes(data, name)
-    return pc.check_hf_batch(batch, attn), pc.check_all_implementations(batch)
+    batch = load_batch_bytes(data, name)
+    return pc.check_hf_batch(batch, attn), check_all_implementations(batch)
 
 
 up = st.file_uploader("Batch file", type=["safetensors", "npz", "json", "pt", "bin", "pkl"], key=S.key("batch_file"))
@@ -198,5 +203,5 @@ if up is not None:
     st.caption("Per attention implementation: " + " · ".join(c.verdict for c in every))
     row_ = st.number_input("Row", 0, rows_ - 1, 0, key=S.key("batch_row")) if rows_ > 1 else 0
     with guard("draw the row"):
-        figure(pc.hf_batch_figure(checked, int(row_), title="Your batch: red marks each finding"),
+        figure(hf_batch_figure(checked, int(row_), title="Your batch: red marks each finding"),
                key=S.key("batch_fig"))

@@ -1,7 +1,6 @@
 """Padded vs packed: edit the lengths, pick a strategy, watch the rows, the waste and the attention cost."""
 import streamlit as st
 
-import packing_core as pc
 from app_pages import _content
 from app_pages._lab import (
     SHARED,
@@ -17,15 +16,19 @@ from app_pages._lab import (
     strategy_table,
     terms_help,
 )
-from packing_core import (
-    OVERLONG_POLICIES,
-    STRATEGIES,
-    STRATEGY_INFO,
-    parse_lengths,
-    plan_strip,
-    row_order_figure,
-    strategy_figure,
+from packing_core import STRATEGIES
+from packing_core.analysis import (
+    MODEL_SHAPES,
+    attention_cells,
+    attention_cost,
+    end_to_end,
+    outlier_lengths,
+    row_order,
+    sample_lengths,
 )
+from packing_core.data import parse_lengths
+from packing_core.packing import OVERLONG_POLICIES, STRATEGY_INFO
+from packing_core.viz import plan_strip, row_order_figure, strategy_figure
 
 WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24
@@ -46,7 +49,7 @@ def _draw() -> None:
     """Replace the lengths by a random batch of the sidebar's dataset (a new one each click)."""
     st.session_state["draws"] = st.session_state.get("draws", 0) + 1
     _, lengths = current_lengths()
-    drawn = pc.sample_lengths(lengths, int(st.session_state[S.key("draw_n")]), seed=st.session_state["draws"])
+    drawn = sample_lengths(lengths, int(st.session_state[S.key("draw_n")]), seed=st.session_state["draws"])
     st.session_state[S.key("lengths")] = ", ".join(map(str, drawn))
 
 
@@ -89,8 +92,8 @@ with guard(f"plan these documents at context {context}"):
     p = plan(lengths, context, strategy, sort=sort, **kwargs)
     pad = plan(lengths, context, "pad", **kwargs)
 m, pm = p.metrics(), pad.metrics()
-cost, pad_cost = pc.attention_cost(m), pc.attention_cost(pm)
-dense_cost = pc.attention_cells(m, "dense-mask")
+cost, pad_cost = attention_cost(m), attention_cost(pm)
+dense_cost = attention_cells(m, "dense-mask")
 
 # ---------------------------------------------------------------- numbers
 st.subheader(f"{strategy} at context {context} (change it in the sidebar)")
@@ -158,10 +161,10 @@ if split:
                "pieces: the split is what buys that figure, and every cut loses context.")
 
 st.subheader("End to end: what a training step costs")
-shape_name = st.radio("Model shape", list(pc.MODEL_SHAPES), horizontal=True,
-                      format_func=lambda k: pc.MODEL_SHAPES[k].name, **S.bind("model_shape"))
-shape = pc.MODEL_SHAPES[shape_name]
-e2e = pc.end_to_end(rows, shape)
+shape_name = st.radio("Model shape", list(MODEL_SHAPES), horizontal=True,
+                      format_func=lambda k: MODEL_SHAPES[k].name, **S.bind("model_shape"))
+shape = MODEL_SHAPES[shape_name]
+e2e = end_to_end(rows, shape)
 st.latex(r"\text{FLOPs} = 6\,N \cdot \text{slots} + 12\,n_\text{layer}\,d_\text{model} \cdot A")
 st.caption(f"{shape.name}: N = {shape.params / 1e6:,.1f}M parameters, n_layer = {shape.n_layer}, d_model = "
            f"{shape.d_model}. The standard estimate of training FLOPs (forward and backward) per token is "
@@ -189,7 +192,7 @@ if pad_share is not None:
 
 # ---------------------------------------------------------------- one outlier
 st.subheader("The longest sample sets the width")
-short, spiked = pc.outlier_lengths()
+short, spiked = outlier_lengths()
 with guard("plan the outlier example"):
     calm = plan(tuple(short.tolist()), 512, "pad-longest").metrics()
     stretched_plan = plan(tuple(spiked.tolist()), 512, "pad-longest")
@@ -210,10 +213,10 @@ figure(plan_strip(stretched_plan, max_rows=len(short), row_height=12, show_ticks
 # ---------------------------------------------------------------- batch composition
 st.subheader("Packing policy shapes batch composition")
 with guard("plan the batch-composition example"):
-    sample = tuple(pc.sample_lengths(current_lengths()[1], 2000, seed=1).tolist())
-    in_order = pc.row_order(plan(sample, context, "bfd", overlong="split"))
-    shuffled = pc.row_order(plan(sample, context, "bfd", overlong="split", shuffle=True, seed=0))
-    bucketed = pc.row_order(plan(sample, context, "bucket", overlong="split", batch_size=int(batch_size),
+    sample = tuple(sample_lengths(current_lengths()[1], 2000, seed=1).tolist())
+    in_order = row_order(plan(sample, context, "bfd", overlong="split"))
+    shuffled = row_order(plan(sample, context, "bfd", overlong="split", shuffle=True, seed=0))
+    bucketed = row_order(plan(sample, context, "bucket", overlong="split", batch_size=int(batch_size),
                                  buckets=int(buckets), seed=0))
 s1, s2, s3 = st.columns(3)
 s1.metric("bfd rows: neighbour correlation", f"{in_order.neighbour_correlation:.2f}",

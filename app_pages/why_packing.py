@@ -14,7 +14,8 @@ from app_pages._lab import (
     strategy_table,
     terms_help,
 )
-from packing_core import DELTA_COLOURS, batch_cu_seqlens, plan_strip, row_cu_seqlens, slot_use_figure
+from packing_core.analysis import batch_cu_seqlens, row_cu_seqlens
+from packing_core.viz import DELTA_COLOURS, plan_strip, slot_use_figure
 
 S = page_settings("why_packing", skip=False)
 

@@ -11,14 +11,8 @@ import argparse
 import json
 import sys
 
-from packing_core import (
-    PACKED_BACKENDS,
-    available_backends,
-    format_benchmark,
-    format_breakdown,
-    run_benchmark,
-    segments_breakdown,
-)
+from packing_core.attention import available_backends
+from packing_core.experiments import PACKED_BACKENDS, format_benchmark, format_breakdown, run_benchmark, segments_breakdown
 
 
 def main(argv=None) -> int:

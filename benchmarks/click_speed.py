@@ -104,7 +104,8 @@ def clicks():
 
 
 def measure(repeats: int) -> dict:
-    from packing_core import use_lab_threads, warm
+    from packing_core import warm
+    from packing_core.experiments import use_lab_threads
 
     use_lab_threads()
     warm()                                   # the before-class step: quick when already done

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import psutil
 
-from packing_core import DEFAULT_MODEL, PRETRAINED, model_specs
+from packing_core.models import DEFAULT_MODEL, PRETRAINED, model_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -313,7 +313,7 @@ def expected_documents() -> dict[str, str]:
 def pick_model(model: str) -> str:
     if model != "auto":
         return model
-    from packing_core import pretrained_status
+    from packing_core.models import pretrained_status
 
     return PRETRAINED if pretrained_status()[0] else DEFAULT_MODEL
 

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 import packing_core as pc
+from packing_core.data import read_budget
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +49,7 @@ def measure(only: str | None, timeout: float) -> dict:
                             "seconds": round(r.seconds, 2), "within_limit": r.peak_mib <= fuzz.CLI_MEMORY_LIMIT_MIB,
                             "error": line[:160]})
     return {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-            "limit_mib": fuzz.CLI_MEMORY_LIMIT_MIB, "bounds": pc.LIMITS, "budget": pc.read_budget().to_dict(),
+            "limit_mib": fuzz.CLI_MEMORY_LIMIT_MIB, "bounds": pc.LIMITS, "budget": read_budget().to_dict(),
             "cases": results}
 
 

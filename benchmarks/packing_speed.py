@@ -23,13 +23,8 @@ import tracemalloc
 
 import numpy as np
 
-from packing_core import (
-    STRATEGIES,
-    LengthProfile,
-    make_plan,
-    plan_from_counts,
-    synthetic_lengths,
-)
+from packing_core import STRATEGIES, LengthProfile, make_plan, plan_from_counts
+from packing_core.data import synthetic_lengths
 
 
 def _best_time(fn, repeats: int) -> float:

@@ -33,13 +33,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import packing_core as pc
+from packing_core.data import load_documents
+from packing_core.models import PRETRAINED, ByteLevelCounter
 
 BLOCK = 1_000_000     # documents per block of shards; larger sets link the same block again
 
 
 def write_block(folder: Path, docs: int, shards: int) -> list[Path]:
     """The fortunes texts repeated to ``docs`` documents, in ``shards`` Parquet files."""
-    texts = np.array([d.text for d in pc.load_documents("fortunes")], dtype=object)
+    texts = np.array([d.text for d in load_documents("fortunes")], dtype=object)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for k, idx in enumerate(np.array_split(np.arange(docs), shards)):
@@ -138,10 +140,10 @@ def cold_counter(tokenizer: str) -> dict | None:
     """One process, a fresh word cache, each distinct fortunes text once: the counter against encode_batch_fast."""
     tok = pc.load_tokenizer(tokenizer)
     fast = getattr(tok, "fast", None)
-    counter = pc.ByteLevelCounter.build(fast) if fast is not None else None
+    counter = ByteLevelCounter.build(fast) if fast is not None else None
     if counter is None:
         return None
-    texts = [d.text for d in pc.load_documents("fortunes")]
+    texts = [d.text for d in load_documents("fortunes")]
     os.environ["TOKENIZERS_PARALLELISM"] = "false"   # one thread each, as in the scan's workers
     start = time.perf_counter()
     mine = [counter.count(t) for t in texts]
@@ -172,7 +174,7 @@ def main(argv=None) -> int:
     p.add_argument("--docs", type=int, default=1_000_000)
     p.add_argument("--shards", type=int, default=8)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--tokenizer", default=pc.PRETRAINED)
+    p.add_argument("--tokenizer", default=PRETRAINED)
     p.add_argument("--memory-docs", default="1000000,10000000", help="comma-separated sizes for the RSS runs")
     p.add_argument("--memory-tokenizer", default="bytes",
                    help="tokenizer of the RSS runs (bytes: 10M documents in minutes; the tokenizer's own memory is constant)")

@@ -22,7 +22,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-import packing_core as pc  # noqa: E402
+from packing_core.models import load_pretrained
+from packing_core.verify import drift_pretrained, verify_pretrained
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXTS = ("My grandmother grew tomatoes, beans and squash in a small garden behind her house every summer.",
@@ -47,10 +48,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    pre = pc.load_pretrained()
-    pc.verify_pretrained(mask="off", texts=TEXTS, pretrained=pre)            # warm-up
-    verify_s = best(lambda: pc.verify_pretrained(mask="off", texts=TEXTS, pretrained=pre), args.repeats)
-    drift_s = best(lambda: pc.drift_pretrained(TEXTS, mask="off", pretrained=pre), args.repeats)
+    pre = load_pretrained()
+    verify_pretrained(mask="off", texts=TEXTS, pretrained=pre)            # warm-up
+    verify_s = best(lambda: verify_pretrained(mask="off", texts=TEXTS, pretrained=pre), args.repeats)
+    drift_s = best(lambda: drift_pretrained(TEXTS, mask="off", pretrained=pre), args.repeats)
 
     def zoo_page():
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)

@@ -48,7 +48,7 @@ status=0
   "$py" - "$device" <<'PY'
 import sys
 import torch
-from packing_core import available_backends, flex_unavailable, varlen_function
+from packing_core.attention import available_backends, flex_unavailable, varlen_function
 device = sys.argv[1]
 fn = varlen_function()
 name = torch.cuda.get_device_name(0) if device == "cuda" else "CPU rehearsal"
@@ -65,11 +65,11 @@ timeout "$(left 180)" "$py" -m pytest -q -m cuda -rs tests 2>&1 | tee "$out/test
 
 for docs in $docs_list; do
   echo "== attention benchmark, $docs documents on $device, bfloat16: padded, varlen, flex, segments"
-  backends=$("$py" -c "import sys; from packing_core import available_backends as a; \
+  backends=$("$py" -c "import sys; from packing_core.attention import available_backends as a; \
 print(' '.join(b for b in ('varlen', 'flex', 'segments') if b in a(sys.argv[1])))" "$device")
   if timeout "$(left 150)" "$py" benchmarks/attention_speed.py --device "$device" --dtype bfloat16 \
       --docs "$docs" --repeats 5 --backends $backends --json > "$out/attention_$docs.json"; then
-    "$py" -c "import json, sys; from packing_core import format_benchmark; \
+    "$py" -c "import json, sys; from packing_core.experiments import format_benchmark; \
 print(format_benchmark(json.load(open(sys.argv[1]))))" "$out/attention_$docs.json"
   else
     status=1
@@ -82,7 +82,8 @@ echo "== the verifier on SmolLM2, bfloat16"
 [ "$verify" = 1 ] && { timeout "$(left 150)" "$py" - "$device" "$out/verify.json" <<'PY' || status=1; }
 import json, sys, time
 import torch
-from packing_core import pretrained_status, verify_pretrained
+from packing_core.models import pretrained_status
+from packing_core.verify import verify_pretrained
 device, path = sys.argv[1], sys.argv[2]
 rows = []
 ok, why = pretrained_status()
@@ -92,7 +93,7 @@ paths = [("flash_attention_2", "off"), ("flex_attention", "off"), ("varlen", "on
 if not ok:
     rows = [{"attn": a, "status": "skipped", "why": why} for a, _ in paths]
 else:
-    from packing_core import load_pretrained
+    from packing_core.models import load_pretrained
     pretrained = load_pretrained(dtype=torch.bfloat16)
     pretrained = (pretrained[0].to(device), pretrained[1])
     for attn, mask in paths:
@@ -113,7 +114,7 @@ PY
 # One JSON file and one README table from what the steps left.
 "$py" - "$out" "$status" "$SECONDS" <<'PY'
 import json, pathlib, sys
-from packing_core import BenchmarkResult
+from packing_core.experiments import BenchmarkResult
 out, status, seconds = pathlib.Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 tests = (out / "tests.log").read_text().strip().splitlines() if (out / "tests.log").exists() else []
 bench = {p.stem.split("_")[1]: json.loads(p.read_text()) for p in sorted(out.glob("attention_*.json"))}

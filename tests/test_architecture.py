@@ -1,5 +1,6 @@
 """The house rules of DESIGN.md, checked on the source: layers without cycles, one public API."""
 import ast
+import importlib
 import re
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import packing_core
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "packing_core"
 # DESIGN.md's data flow, left to right; a module may import only from its own layer or those before it.
-LAYERS = ["_validate", "_settings", "data", "packing", "batch", "attention", "check", "models", "verify",
+LAYERS = ["_lazy", "_validate", "_settings", "data", "packing", "batch", "attention", "check", "models", "verify",
           "integrations", "analysis", "experiments", "viz", "cli"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 RANK["experiments"] = RANK["analysis"]   # side by side: neither imports the other
@@ -22,6 +23,12 @@ RANK["cli"] = RANK["viz"] + 1
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``name`` (``packing_core.data.readers``) is a module file or a package of ours."""
+    rel = Path(*name.split("."))
+    return (ROOT / rel.with_suffix(".py")).is_file() or (ROOT / rel / "__init__.py").is_file()
 
 
 def imports_of(path: Path) -> set[str]:
@@ -36,8 +43,11 @@ def imports_of(path: Path) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            found.add(target)
-            found.update(f"{target}.{a.name}" for a in node.names)
+            subs = {f"{target}.{a.name}" for a in node.names}
+            # ``from packing_core.data import readers`` imports the module readers, not the package's names
+            if not all(_is_module(m) for m in subs):
+                found.add(target)
+            found.update(subs)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
@@ -117,33 +127,63 @@ def _imports_in(path, root):
         ROOT = saved
 
 
-def test_every_public_name_resolves_and_none_is_a_module():
-    for name in packing_core.__all__:
-        value = getattr(packing_core, name)
-        assert not isinstance(value, type(packing_core)), f"{name} is a module, not a public function or type"
+SUBPACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+
+
+def test_the_top_level_is_short():
+    assert len(packing_core.__all__) <= 40, f"{len(packing_core.__all__)} top-level names: move some to a subpackage"
+    assert set(packing_core.SUBPACKAGES) == set(SUBPACKAGES)
+
+
+@pytest.mark.parametrize("package", ["", *SUBPACKAGES])
+def test_every_package_names_its_api_once_and_every_name_resolves(package):
+    from packing_core._lazy import export_table
+
+    name = "packing_core" + (f".{package}" if package else "")
+    module = importlib.import_module(name)
+    assert module.__all__, f"{name} has no __all__"
+    # the lazy table is the TYPE_CHECKING block: what editors and pyright read is what loads
+    assert set(module.__all__) == set(export_table(name, module.__file__))
+    for public in module.__all__:
+        value = getattr(module, public)
+        assert not isinstance(value, type(packing_core)), f"{name}.{public} is a module, not a function or type"
+
+
+def test_a_lazy_package_refuses_an_unknown_name():
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        packing_core.viz.nope  # noqa: B018
 
 
 USERS = [*ROOT.glob("app.py"), *ROOT.glob("app_pages/*.py"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("scripts/*")]
 
 
-def public_imports(path: Path) -> list[str]:
-    """Names a file takes from packing_core (Python parsed with ast; shell scripts by line)."""
+def public_imports(path: Path) -> list[tuple[str, str]]:
+    """``(package, name)`` a file takes from packing_core (Python parsed with ast; shell scripts by line)."""
     if path.suffix == ".py":
-        return [a.name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                if isinstance(node, ast.ImportFrom) and node.module == "packing_core" for a in node.names]
-    names = []
-    for line in re.findall(r"from packing_core import ([^;\n]+)", path.read_text(encoding="utf-8")):
-        names += [n.split(" as ")[0].strip(" ()") for n in line.split(",")]
-    return [n for n in names if n]
+        return [(node.module, a.name) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("packing_core")
+                for a in node.names]
+    found = []
+    for module, line in re.findall(r"from (packing_core[\w.]*) import ([^;\n]+)", path.read_text(encoding="utf-8")):
+        found += [(module, n.split(" as ")[0].strip(" ()")) for n in line.split(",")]
+    return [(m, n) for m, n in found if n]
 
 
 @pytest.mark.parametrize("path", USERS, ids=lambda p: str(p.relative_to(ROOT)))
-def test_pages_benchmarks_and_scripts_use_only_the_public_api(path):
+def test_pages_benchmarks_and_scripts_import_packages_never_module_files(path):
     text = path.read_text(encoding="utf-8")
-    private = re.findall(r"from packing_core\.[\w.]+ import|import packing_core\.\w+", text)
-    assert private == [], f"{path.name} reaches inside the package: {private}"
-    not_public = [n for n in public_imports(path) if n not in packing_core.__all__]
-    not_public += [f"pc.{a}" for a in re.findall(r"\bpc\.(\w+)", text) if a not in packing_core.__all__]
+    packages = {"packing_core", *(f"packing_core.{s}" for s in SUBPACKAGES)}
+    wrong = [f"{m}.{n}" for m, n in public_imports(path) if m not in packages]
+    wrong += re.findall(r"import packing_core\.[\w.]+", text)
+    assert wrong == [], f"{path.name} reaches inside a package: {wrong}"
+    not_public = [f"{m}.{n}" for m, n in public_imports(path)
+                  if m in packages and n not in importlib.import_module(m).__all__]
+    for sub, name in re.findall(r"\bpc\.(\w+)(?:\.(\w+))?", text):
+        if sub in SUBPACKAGES:
+            if name and name not in importlib.import_module(f"packing_core.{sub}").__all__:
+                not_public.append(f"pc.{sub}.{name}")
+        elif sub not in packing_core.__all__:
+            not_public.append(f"pc.{sub}")
     assert not_public == [], f"{path.name} uses names that are not public: {not_public}"
 
 

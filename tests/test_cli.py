@@ -7,7 +7,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import skip_or_fail
+
+from tests._support import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKED = "120,90,300,40,55,30,210,65"
@@ -115,7 +116,7 @@ def test_text_column_lengths_follow_the_chosen_tokenizer(tmp_path):
     r = run("report", str(path), "--strategy", "pad", "--format", "json", "--tokenizer", "bytes")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["strategies"][0]["real_tokens"] == len(b"hello world") + len("café au lait".encode())
-    from packing_core import real_tokenizer
+    from packing_core.models import real_tokenizer
 
     tok = real_tokenizer()
     if tok is None:

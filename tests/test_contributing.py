@@ -9,7 +9,16 @@ import pytest
 
 import packing_core as pc
 from packing_core.cli import main
-from packing_core.packing import count_rows, place
+from packing_core.models import ModelSpec, register_model, tiny_model, unregister_model
+from packing_core.packing import (
+    PACKING_STRATEGIES,
+    Strategy,
+    compare_counts,
+    count_rows,
+    place,
+    register_strategy,
+    unregister_strategy,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
@@ -58,42 +67,42 @@ def rows_toy_pad(item_lengths, items, context, options):          # step 2: a fr
 
 
 def test_the_strategy_recipe_on_a_toy():
-    toy = pc.Strategy("toy-pad", "Pad every sample to the context (a toy copy).", False, place_toy_pad, rows_toy_pad)
-    pc.register_strategy(toy)                                      # step 3: one entry
+    toy = Strategy("toy-pad", "Pad every sample to the context (a toy copy).", False, place_toy_pad, rows_toy_pad)
+    register_strategy(toy)                                      # step 3: one entry
     try:
-        assert "toy-pad" in pc.STRATEGIES and "toy-pad" not in pc.PACKING_STRATEGIES
+        assert "toy-pad" in pc.STRATEGIES and "toy-pad" not in PACKING_STRATEGIES
         counts = {40: 3, 700: 1}
-        (exact,) = pc.compare_counts(pc.LengthProfile.from_counts(counts), 512, ("toy-pad",))
+        (exact,) = compare_counts(pc.LengthProfile.from_counts(counts), 512, ("toy-pad",))
         planned = pc.make_plan(np.repeat(list(counts), list(counts.values())), 512, "toy-pad").metrics()
         assert exact.basis == "counts" and exact.metrics.rows == planned.rows == 5
         assert "toy-pad" in [r.strategy for r in pc.strategy_table([40, 40, 700], 512)]
     finally:
-        pc.unregister_strategy("toy-pad")
+        unregister_strategy("toy-pad")
     assert "toy-pad" not in pc.STRATEGIES
 
 
 # ---------------------------------------------------------------- the model recipe, followed
 def load_toy(dtype=None, device=None):                             # step 1: a loader
-    return pc.tiny_model("tiny-abs", seed=7), None
+    return tiny_model("tiny-abs", seed=7), None
 
 
 def test_the_model_recipe_on_a_toy():
-    pc.register_model(pc.ModelSpec("toy-abs", "toy: tiny absolute positions, seed 7", load_toy, tokenizer=False))
+    register_model(ModelSpec("toy-abs", "toy: tiny absolute positions, seed 7", load_toy, tokenizer=False))
     try:                                                            # step 2: one entry
         assert pc.verify_model("toy-abs", positions="continuous").equivalent is False
         assert pc.verify_model("toy-abs").equivalent is True
     finally:
-        pc.unregister_model("toy-abs")
+        unregister_model("toy-abs")
 
 
 def test_the_model_recipe_reaches_the_cli_help(capsys):
-    pc.register_model(pc.ModelSpec("toy-abs", "toy", load_toy, tokenizer=False))
+    register_model(ModelSpec("toy-abs", "toy", load_toy, tokenizer=False))
     try:
         with pytest.raises(SystemExit):
             main(["verify", "--help"])
         assert "toy-abs" in capsys.readouterr().out
     finally:
-        pc.unregister_model("toy-abs")
+        unregister_model("toy-abs")
 
 
 # ---------------------------------------------------------------- the page recipe, followed

@@ -1,1 +1,46 @@
-"""Length statistics, strategy tables, recommendations and batch composition."""
+"""Length statistics, strategy tables, recommendations and batch composition.
+
+The public names of ``packing_core.analysis``: ``from packing_core.analysis import ...``. They load on first
+use; the imports below are what editors and type checkers read (see ``packing_core._lazy``).
+"""
+from typing import TYPE_CHECKING
+
+from packing_core._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .balance_report import balance_verdict, format_balance, slowest_rank_cut
+    from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
+    from .costs import (
+        BOUND_LABELS,
+        COST_FORMULA,
+        MODEL_SHAPES,
+        EndToEnd,
+        KernelFootprint,
+        ModelShape,
+        attention_cells,
+        benchmark_bounds,
+        end_to_end,
+        kernel_footprints,
+        plan_tiles,
+        tiled_cells,
+        training_flops,
+    )
+    from .isolation import AttentionCheck, alone_vs_packed_attention
+    from .profile_report import (
+        REPORT_VERSION,
+        Headline,
+        format_profile_report,
+        headline,
+        loss_masked,
+        order_effects,
+        profile_headline,
+        profile_histogram,
+        profile_rows,
+        profile_stats,
+        profile_table,
+        report_dict,
+    )
+    from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths
+    from .tables import StrategyRow, attention_cost, bimodality, recommend, strategy_table
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -1,1 +1,18 @@
-"""Masks as composable predicates, and attend() with five backends."""
+"""Masks as composable predicates, and attend() with five backends.
+
+The public names of ``packing_core.attention``: ``from packing_core.attention import ...``. They load on first
+use; the imports below are what editors and type checkers read (see ``packing_core._lazy``).
+"""
+from typing import TYPE_CHECKING
+
+from packing_core._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .backends import BACKENDS, attend, available_backends, varlen_function
+    from .documents import IntendedDocuments, intended_documents
+    from .flex import block_mask_from_cu, compile_records, flex_unavailable
+    from .masks import and_masks, block_causal_mask, causal, materialise, same_document
+    from .semantics import IMPLEMENTATIONS, READERS, BatchTensors, EffectiveAttention, effective_attention
+    from .tiles import DEFAULT_TILE, TileSpans, tile_spans
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -1,1 +1,26 @@
-"""The training demo and the attention benchmark."""
+"""The training demo and the attention benchmark.
+
+The public names of ``packing_core.experiments``: ``from packing_core.experiments import ...``. They load on first
+use; the imports below are what editors and type checkers read (see ``packing_core._lazy``).
+"""
+from typing import TYPE_CHECKING
+
+from packing_core._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .bench import (
+        PACKED_BACKENDS,
+        BackendTiming,
+        BenchmarkResult,
+        Timing,
+        busy_warning,
+        describe_breakdown,
+        format_benchmark,
+        format_breakdown,
+        run_benchmark,
+        segments_breakdown,
+    )
+    from .train import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS, TrainResult, train_demo
+    from .warm import WarmStatus, smollm2_converted, train_pair, use_lab_threads, warm_status
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -1,1 +1,24 @@
-"""Lengths -> Plan: the strategies and their metrics (numpy only)."""
+"""Lengths -> Plan: the strategies and their metrics (numpy only).
+
+The public names of ``packing_core.packing``: ``from packing_core.packing import ...``. They load on first
+use; the imports below are what editors and type checkers read (see ``packing_core._lazy``).
+"""
+from typing import TYPE_CHECKING
+
+from packing_core._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .balance import BalanceReport, RankSplit, balance_rows, row_loads
+    from .from_counts import CountPlan, compare_counts, plan_from_counts, sampled_plan
+    from .plan import Plan, PlanMetrics, cu_seqlens_from_lengths
+    from .registry import (
+        PACKING_STRATEGIES,
+        STRATEGIES,
+        STRATEGY_INFO,
+        Strategy,
+        register_strategy,
+        unregister_strategy,
+    )
+    from .strategies import OVERLONG_POLICIES, compare, make_plan
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

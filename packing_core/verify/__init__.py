@@ -1,1 +1,57 @@
-"""Alone vs packed: one VerifyReport for every model."""
+"""Alone vs packed: one VerifyReport for every model.
+
+The public names of ``packing_core.verify``: ``from packing_core.verify import ...``. They load on first
+use; the imports below are what editors and type checkers read (see ``packing_core._lazy``).
+"""
+from typing import TYPE_CHECKING
+
+from packing_core._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .batch_run import BatchVerdict, run_hf_batch
+    from .drift import Continuations, continuations
+    from .equivalence import (
+        DEFAULT_LENGTHS,
+        DocumentResult,
+        TokenChange,
+        VerifyReport,
+        default_documents,
+        default_tolerance,
+        model_runner,
+        verify_runner,
+    )
+    from .loss_lesson import LossLesson
+    from .registry import (
+        MAX_TEXT_TOKENS,
+        MAX_TEXTS,
+        MIN_TEXTS,
+        PRETRAINED_MODELS,
+        drift_path,
+        drift_pretrained,
+        is_model_path,
+        load_causal_lm,
+        read_texts_file,
+        tokenise_texts,
+        verify_hf,
+        verify_model,
+        verify_pretrained,
+    )
+    from .zoo import (
+        BREAKS,
+        PLANTED,
+        REPRODUCED,
+        ZOO,
+        ZOO_NAMES,
+        Bug,
+        NaiveTargets,
+        PromptBlindBatch,
+        ZooResult,
+        broken_batch,
+        example_checks,
+        loss_vs_answers,
+        naive_targets,
+        reproduce_bug,
+        zoo_entry,
+    )
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

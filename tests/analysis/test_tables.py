@@ -2,16 +2,18 @@
 import numpy as np
 
 import packing_core as pc
+from packing_core.analysis import length_stats
 from packing_core.analysis.tables import BUCKET_WASTES_TOO_MUCH, length_shape
+from packing_core.data import synthetic_lengths
 
 
 def _advice(lengths, context, **kw):
     lengths = np.asarray(lengths)
-    return pc.recommend(pc.length_stats(lengths, context), pc.strategy_table(lengths, context), lengths=lengths, **kw)
+    return pc.recommend(length_stats(lengths, context), pc.strategy_table(lengths, context), lengths=lengths, **kw)
 
 
 def _long_tailed():
-    return pc.synthetic_lengths("long-tailed", n=20_000)
+    return synthetic_lengths("long-tailed", n=20_000)
 
 
 def test_long_tailed_lengths_at_a_long_context_say_pack_from_the_start():
@@ -29,7 +31,7 @@ def test_the_same_lengths_at_a_short_context_still_bucket_first():
 
 
 def test_the_shape_word_comes_from_the_lengths():
-    assert length_shape(pc.length_stats([10] * 90 + [100] * 10, 512)) == "long-tailed"
-    assert length_shape(pc.length_stats([100] * 50 + [120] * 50, 512)) == "compact"
+    assert length_shape(length_stats([10] * 90 + [100] * 10, 512)) == "long-tailed"
+    assert length_shape(length_stats([100] * 50 + [120] * 50, 512)) == "compact"
     two = [20] * 50 + [400] * 50
-    assert length_shape(pc.length_stats(two, 512), two) == "bimodal"
+    assert length_shape(length_stats(two, 512), two) == "bimodal"

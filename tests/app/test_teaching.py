@@ -13,7 +13,12 @@ from streamlit.testing.v1 import AppTest
 import packing_core as pc
 from app_pages import _content
 from packing_core import ZOO
-from packing_core.check import RULES
+from packing_core.analysis import MODEL_SHAPES, batch_cu_seqlens, end_to_end
+from packing_core.check import RULES, load_batch_bytes
+from packing_core.data import list_sources
+from packing_core.experiments import TOKENS_PER_TOPIC, TOPICS
+from packing_core.verify import DEFAULT_LENGTHS, MAX_TEXTS, MIN_TEXTS, drift_pretrained
+from packing_core.viz import strategy_figure
 
 ROOT = Path(__file__).parents[2]
 TIMEOUT = 120
@@ -67,7 +72,7 @@ def why_packing_answered() -> AppTest:
 def test_W1_why_packing_gives_one_global_cu_seqlens_cut_at_the_row_edge():
     at = why_packing_answered()
     page = text(at)
-    flat = pc.batch_cu_seqlens(pc.make_plan(_content.WORKED_LENGTHS, _content.WORKED_CONTEXT, "concat-cut"))
+    flat = batch_cu_seqlens(pc.make_plan(_content.WORKED_LENGTHS, _content.WORKED_CONTEXT, "concat-cut"))
     assert flat == [0, 120, 210, 510, 512, 550, 605, 635, 845, 910]
     assert f"`{flat}`" in page and "one `cu_seqlens` for the whole batch" in page
     assert "one set of offsets per row" not in page
@@ -128,7 +133,7 @@ def test_M1_the_continuation_is_labelled_with_the_verdicts_own_path():
     source = (ROOT / "app_pages/leakage_lab.py").read_text()
     assert "with the mask on, document 1 cannot read document 0" not in source
     assert "drift_pretrained(texts, mask=mask, positions=positions, backend=backend, use_cache=use_cache" in source
-    params = inspect.signature(pc.drift_pretrained).parameters
+    params = inspect.signature(drift_pretrained).parameters
     assert {"backend", "use_cache", "positions"} <= set(params)
 
 
@@ -157,7 +162,7 @@ def test_M3_every_attention_figure_names_its_baseline_kernel():
     assert "unpadding kernel" in page and "what packing buys is the slot ratio, **4.0x**" in page
     ratio = next(m for m in at.metric if m.label == "Attention FLOP ratio")
     assert "computes the pads" in ratio.help
-    titles = [a.text for a in pc.strategy_figure(pc.strategy_table([120, 90, 300], 512)).layout.annotations]
+    titles = [a.text for a in strategy_figure(pc.strategy_table([120, 90, 300], 512)).layout.annotations]
     assert "attention FLOP ratio vs padded rows, pads computed" in titles
     bench = text(open_page("benchmark"))
     assert "SDPA with is_causal over padded rows" in bench and "Padding pays attention for a full square" not in bench
@@ -256,7 +261,7 @@ def test_I7_a_flop_ratio_is_not_a_ceiling():
 def test_I8_the_leakage_lab_counts_its_documents_from_the_library():
     page = text(open_page("leakage_lab"))
     assert "Three documents run" not in page
-    assert f"{len(pc.DEFAULT_LENGTHS)} for the tiny models, {pc.MIN_TEXTS} to {pc.MAX_TEXTS} texts" in page
+    assert f"{len(DEFAULT_LENGTHS)} for the tiny models, {MIN_TEXTS} to {MAX_TEXTS} texts" in page
 
 
 def test_I9_longrope_also_depends_on_the_row():
@@ -277,7 +282,7 @@ def test_I11_unpickling_an_untrusted_file_can_run_code():
     assert "because loading one runs code" not in page
     assert "unpickling an untrusted file can run arbitrary code" in page
     with pytest.raises(ValueError, match="unpickling an untrusted file can run arbitrary code"):
-        pc.load_batch_bytes(b"not a pickle", "batch.pt")            # the refusal says the same
+        load_batch_bytes(b"not a pickle", "batch.pt")            # the refusal says the same
 
 
 def test_I12_positions_start_at_the_models_first_position():
@@ -309,7 +314,7 @@ def test_I15_tensor_checks_catch_some_forms_and_alone_vs_packed_every_form():
 def test_S2_the_readme_counts_the_fortunes_it_reads():
     readme = (ROOT / "README.md").read_text()
     assert "about 14,000 short texts" not in readme
-    if "fortunes" in [s.name for s in pc.list_sources() if s.available]:
+    if "fortunes" in [s.name for s in list_sources() if s.available]:
         assert f"({len(pc.load_lengths('fortunes')):,} here)" in readme
 
 
@@ -319,7 +324,7 @@ def test_S3_the_padded_vs_packed_question_quotes_the_live_ratios(context):
     lengths = _content.WORKED_LENGTHS
     rows = pc.strategy_table(lengths, context, overlong="split", batch_size=32, buckets=8, seed=0)
     cut = {r.strategy: r for r in rows}["concat-cut"]
-    step = {e.strategy: e for e in pc.end_to_end(rows, pc.MODEL_SHAPES["SmolLM2-135M"])}["concat-cut"]
+    step = {e.strategy: e for e in end_to_end(rows, MODEL_SHAPES["SmolLM2-135M"])}["concat-cut"]
     page = text(at)
     assert "twelve-fold" not in page
     assert f"attention shrinks {cut.attention_ratio:.1f}-fold but the whole step only gets {step.ratio:.2f} times" in page
@@ -331,10 +336,10 @@ def test_numbers_the_pages_state_come_from_the_library():
     for literal in ("position 40", "8 topics", "9 in 10", "positions 40"):
         assert literal not in source, literal
     assert "positions 40.." not in (ROOT / "packing_core/verify/zoo.py").read_text()
-    assert f"positions {pc.DEFAULT_LENGTHS[0]}.." in zoo("continuous-absolute-positions").what
+    assert f"positions {DEFAULT_LENGTHS[0]}.." in zoo("continuous-absolute-positions").what
     page = text(open_page("leakage_lab"))
-    assert f"one of {pc.TOPICS} topics (its own {pc.TOKENS_PER_TOPIC} tokens)" in page
-    assert f"position {pc.DEFAULT_LENGTHS[0]} for the tiny models" not in page   # shown only after a prediction
+    assert f"one of {TOPICS} topics (its own {TOKENS_PER_TOPIC} tokens)" in page
+    assert f"position {DEFAULT_LENGTHS[0]} for the tiny models" not in page   # shown only after a prediction
 
 
 def test_why_packing_asks_before_it_answers():

@@ -6,12 +6,14 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from conftest import save_tiny_llama
 from safetensors.numpy import save_file
 from transformers import DataCollatorWithFlattening
 
 import packing_core as pc
+from packing_core.check import load_batch_bytes
 from packing_core.cli import main
+from packing_core.viz import hf_batch_figure
+from tests._support import save_tiny_llama
 
 DOCS = [[11, 12, 13, 14, 15], [21, 22, 23, 24], [31, 32, 33]]
 
@@ -204,7 +206,7 @@ def test_an_uploaded_batch_is_drawn_with_each_violation_named():
     batch["labels"] = batch["input_ids"].tolist()
     at = upload("batch.json", json.dumps({k: np.asarray(v).tolist() for k, v in batch.items()}).encode())
     assert any("label_crosses_boundary" in w.value for w in at.warning) and not at.error
-    fig = pc.hf_batch_figure(pc.check_hf_batch(batch))
+    fig = hf_batch_figure(pc.check_hf_batch(batch))
     assert "label_crosses_boundary" in list(fig.data[0].y)
 
 
@@ -217,5 +219,5 @@ def test_batch_bytes_and_files_read_the_same(tmp_path):
     batch = {k: np.asarray(v, dtype=np.int64) for k, v in flattened().items()}
     save_file(batch, str(tmp_path / "b.safetensors"))
     from_file = pc.load_batch_file(tmp_path / "b.safetensors")
-    from_bytes = pc.load_batch_bytes((tmp_path / "b.safetensors").read_bytes(), "b.safetensors")
+    from_bytes = load_batch_bytes((tmp_path / "b.safetensors").read_bytes(), "b.safetensors")
     assert sorted(from_file) == sorted(from_bytes) and all((from_file[k] == from_bytes[k]).all() for k in from_file)

@@ -3,6 +3,8 @@ import numpy as np
 import pytest
 
 import packing_core as pc
+from packing_core.check import kernel_mask
+from packing_core.verify import PLANTED, broken_batch
 
 
 def batch():
@@ -10,9 +12,9 @@ def batch():
     return pc.PackedBatch.from_documents(docs, 8, "next-fit", prompt_lengths=[2, 1, 2, 0])
 
 
-@pytest.mark.parametrize("how", pc.PLANTED)
+@pytest.mark.parametrize("how", PLANTED)
 def test_check_batch_holds_every_finding_of_the_trainer_check_on_to_hf(how):
-    b = pc.broken_batch(batch(), how)
+    b = broken_batch(batch(), how)
     own, hf = pc.check_batch(b, "varlen"), pc.check_hf_batch(b.to_hf(), "varlen")
     assert type(own) is type(hf)
     assert set(hf.names) <= set(own.names)
@@ -20,9 +22,9 @@ def test_check_batch_holds_every_finding_of_the_trainer_check_on_to_hf(how):
 
 def test_the_kernel_mask_is_drawn_from_what_the_implementation_reads():
     good = batch()
-    bad = pc.broken_batch(good, "row-cu-seqlens")
-    assert np.array_equal(pc.kernel_mask(good, "varlen", 0), good.dense_mask(0).numpy())
-    assert pc.kernel_mask(bad, "varlen", 0).sum() > pc.kernel_mask(good, "varlen", 0).sum()
-    assert np.array_equal(pc.kernel_mask(bad, "sdpa", 0), good.dense_mask(0).numpy())     # sdpa reads positions
-    blind = pc.broken_batch(good, "prompts-cut-from-attention")
-    assert np.array_equal(pc.kernel_mask(blind, "varlen", 0), blind.dense_mask(0).numpy())
+    bad = broken_batch(good, "row-cu-seqlens")
+    assert np.array_equal(kernel_mask(good, "varlen", 0), good.dense_mask(0).numpy())
+    assert kernel_mask(bad, "varlen", 0).sum() > kernel_mask(good, "varlen", 0).sum()
+    assert np.array_equal(kernel_mask(bad, "sdpa", 0), good.dense_mask(0).numpy())     # sdpa reads positions
+    blind = broken_batch(good, "prompts-cut-from-attention")
+    assert np.array_equal(kernel_mask(blind, "varlen", 0), blind.dense_mask(0).numpy())

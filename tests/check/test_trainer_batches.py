@@ -12,6 +12,8 @@ from trl import pack_dataset
 from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
 import packing_core as pc
+from packing_core.attention import IMPLEMENTATIONS
+from packing_core.check import SAVE_HINT, check_all_implementations, save_batch_file
 
 EOS = 2
 DOCS = [[11, 12, 13, 14, 15, EOS], [21, 22, 23, EOS], [31, 32, 33, 34, EOS], [41, 42, EOS]]
@@ -32,7 +34,7 @@ def flattening(**kw):
 def verdicts(batch, **kw) -> dict[str, tuple[str, ...]]:
     """Per implementation: the attention errors (a leak, a batch the kernel cannot read)."""
     return {c.attn_implementation: tuple(f.name for f in c.errors if f.name in ATTENTION_ERRORS)
-            for c in pc.check_all_implementations(batch, **kw)}
+            for c in check_all_implementations(batch, **kw)}
 
 
 ATTENTION_ERRORS = ("documents_share_attention", "kernel_cannot_read_batch", "kernel_skips_tokens")
@@ -42,13 +44,13 @@ LEAK = ("documents_share_attention",)
 def test_trl_wrapped_without_padding_free_leaks_everywhere():
     batch = trl_batch("wrapped", padding_free=False)
     assert "attention_mask" in batch and "position_ids" not in batch
-    assert verdicts(batch, eos_ids=(EOS,)) == {impl: LEAK for impl in pc.IMPLEMENTATIONS}
+    assert verdicts(batch, eos_ids=(EOS,)) == {impl: LEAK for impl in IMPLEMENTATIONS}
     assert "label_crosses_boundary" in pc.check_hf_batch(batch, eos_ids=(EOS,)).names   # labels = input_ids
 
 
 def test_trl_wrapped_with_padding_free_leaks_everywhere():
     batch = trl_batch("wrapped", padding_free=True)
-    assert verdicts(batch, eos_ids=(EOS,)) == {impl: LEAK for impl in pc.IMPLEMENTATIONS}
+    assert verdicts(batch, eos_ids=(EOS,)) == {impl: LEAK for impl in IMPLEMENTATIONS}
 
 
 def test_trl_wrapped_without_an_eos_id_warns_that_it_cannot_see_documents():
@@ -59,7 +61,7 @@ def test_trl_wrapped_without_an_eos_id_warns_that_it_cannot_see_documents():
 def test_flattening_without_positions_leaks_from_its_label_separators_alone():
     batch = flattening(return_position_ids=False)
     assert set(batch) == {"input_ids", "labels"}
-    assert verdicts(batch) == {impl: LEAK for impl in pc.IMPLEMENTATIONS}
+    assert verdicts(batch) == {impl: LEAK for impl in IMPLEMENTATIONS}
 
 
 def test_boundaries_only_in_cu_seq_lens_leak_under_sdpa_and_eager_not_flash():
@@ -74,7 +76,7 @@ def test_boundaries_only_in_cu_seq_lens_leak_under_sdpa_and_eager_not_flash():
 def test_trl_bfd_padding_free_with_pads_at_position_0_is_sound_with_a_warning():
     batch = trl_batch("bfd", padding_free=True, seq_length=16, pad_to_multiple_of=32)
     assert int((batch["position_ids"] == 0).sum()) > len(DOCS) + 1          # the pads sit at position 0
-    for check in pc.check_all_implementations(batch, eos_ids=(EOS,)):
+    for check in check_all_implementations(batch, eos_ids=(EOS,)):
         assert check.sound, check.format_table()
         assert "pads_given_position_zero" in [f.name for f in check.warnings]
     assert pc.check_hf_batch(batch).exit_code(strict=False) == 0
@@ -84,13 +86,13 @@ def test_trl_bfd_padding_free_with_pads_at_position_0_is_sound_with_a_warning():
 def test_trl_plain_padded_batches_with_completion_only_labels_are_sound_without_a_word():
     rows = [{"input_ids": d, "labels": [-100, -100] + d[2:]} for d in DOCS[:2]]
     batch = DataCollatorForLanguageModeling(pad_token_id=0)(rows)
-    for check in pc.check_all_implementations(batch):
+    for check in check_all_implementations(batch):
         assert check.findings == (), check.format_table()
 
 
 def test_transformers_flattening_collator_is_sound_everywhere():
     batch = flattening(return_flash_attn_kwargs=True)
-    assert verdicts(batch, eos_ids=(EOS,)) == {impl: () for impl in pc.IMPLEMENTATIONS}
+    assert verdicts(batch, eos_ids=(EOS,)) == {impl: () for impl in IMPLEMENTATIONS}
 
 
 def test_packed_rows_with_resetting_positions_are_sound_for_sdpa_and_leak_under_flash():
@@ -143,8 +145,8 @@ def test_the_save_hint_works_on_batches_as_they_come(tmp_path, kind, torchtune_p
     from safetensors import torch as safetensors_torch  # noqa: F401
 
     path = tmp_path / "batch.safetensors"
-    code = pc.SAVE_HINT.split("save the batch with: ", 1)[1].replace("'batch.safetensors'", repr(str(path)))
+    code = SAVE_HINT.split("save the batch with: ", 1)[1].replace("'batch.safetensors'", repr(str(path)))
     exec(code, {"torch": torch, "safetensors": __import__("safetensors.torch"), "batch": batch})
     loaded = pc.load_batch_file(path)
     assert pc.check_hf_batch(loaded).names == pc.check_hf_batch(batch).names
-    assert pc.save_batch_file(batch, tmp_path / "b2.safetensors") == []
+    assert save_batch_file(batch, tmp_path / "b2.safetensors") == []

@@ -11,13 +11,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _support import write_your_data
 
 from packing_core.cli import main
 from packing_core.data.formats import detect_kind
 from packing_core.data.intake import looks_like_profile, profile_from_inputs, profile_from_upload
 from packing_core.data.lengths import byte_tokenizer
 from packing_core.models.tokenizers import load_tokenizer
+from tests._support import write_your_data
 
 SMOLLM2 = functools.partial(load_tokenizer, "smollm2")
 BYTES = functools.partial(load_tokenizer, "bytes")

@@ -10,10 +10,9 @@ import json
 import re
 
 import pytest
-from _support import write_your_data
-from conftest import skip_or_fail
 
 from packing_core.cli import main
+from tests._support import skip_or_fail, write_your_data
 
 pytestmark = pytest.mark.browser
 

@@ -44,7 +44,8 @@ import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import save_tiny_llama
+
+from tests._support import save_tiny_llama
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT_MIB = 1024

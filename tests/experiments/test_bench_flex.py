@@ -3,9 +3,11 @@ import json
 
 import pytest
 
-from packing_core import BenchmarkResult, busy_warning, format_benchmark, make_plan, run_benchmark, synthetic_lengths
+from packing_core import make_plan
 from packing_core.analysis.costs import tiled_cells
 from packing_core.attention.flex import flex_unavailable
+from packing_core.data import synthetic_lengths
+from packing_core.experiments import BenchmarkResult, busy_warning, format_benchmark, run_benchmark
 
 pytestmark = pytest.mark.skipif(flex_unavailable("cpu") is not None, reason=str(flex_unavailable("cpu")))
 SMALL = dict(docs=12, context=64, heads=2, head_dim=8, repeats=2)    # 2 x 8: the tests' one flex shape class

@@ -8,8 +8,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-import packing_core as pc
 from packing_core.attention.flex import flex_unavailable
+from packing_core.models import HF_IMPLEMENTATIONS, hf_runner
+from packing_core.verify import default_documents, verify_hf
 
 pytestmark = pytest.mark.skipif(flex_unavailable("cpu") is not None, reason=str(flex_unavailable("cpu")))
 
@@ -31,27 +32,27 @@ def llama():
 
 
 def test_flex_attention_is_one_of_the_verifiers_hf_paths():
-    assert "flex_attention" in pc.HF_IMPLEMENTATIONS
+    assert "flex_attention" in HF_IMPLEMENTATIONS
 
 
 def test_hf_flex_isolates_documents_without_a_cache_and_leaks_with_one(llama):
-    documents = pc.default_documents((12, 8, 10), vocab_size=256, seed=1)
+    documents = default_documents((12, 8, 10), vocab_size=256, seed=1)
     # mask="off": the runner hands transformers no boundaries; position resets are all it has.
-    isolated = pc.verify_hf(llama, documents, mask="off", positions="reset", attn="flex_attention", use_cache=False)
+    isolated = verify_hf(llama, documents, mask="off", positions="reset", attn="flex_attention", use_cache=False)
     assert isolated.equivalent, isolated.format_table()
-    leaking = pc.verify_hf(llama, documents, mask="off", positions="reset", attn="flex_attention", use_cache=True)
+    leaking = verify_hf(llama, documents, mask="off", positions="reset", attn="flex_attention", use_cache=True)
     first, *later = leaking.documents
     assert first.equivalent and not any(d.equivalent for d in later), leaking.format_table()
 
 
 def test_hf_flex_without_a_compiler_is_refused_in_one_line(llama, no_compiler):
     with pytest.raises(ValueError, match="attention 'flex_attention' compiles a C\\+\\+ kernel"):
-        pc.hf_runner(llama, "flex_attention")
+        hf_runner(llama, "flex_attention")
 
 
 def test_our_flex_backend_compiles_after_transformers_flex_attention_ran(llama):
     # Both compile FlexAttention in one process (a server offering both): each keeps its own cache.
-    documents = pc.default_documents((12, 8, 10), vocab_size=256, seed=2)
-    theirs = pc.verify_hf(llama, documents, mask="off", attn="flex_attention", use_cache=False)
-    ours = pc.verify_hf(llama, documents, mask="on", attn="packing_lab_flex")
+    documents = default_documents((12, 8, 10), vocab_size=256, seed=2)
+    theirs = verify_hf(llama, documents, mask="off", attn="flex_attention", use_cache=False)
+    ours = verify_hf(llama, documents, mask="on", attn="packing_lab_flex")
     assert theirs.equivalent and ours.equivalent, ours.format_table()

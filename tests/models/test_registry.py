@@ -8,7 +8,8 @@ import pytest
 
 import packing_core as pc
 from packing_core.cli import main
-from packing_core.models import pretrained, tokenizers
+from packing_core.data import byte_tokenizer
+from packing_core.models import pretrained, pretrained_status, tiny_model, tokenizers
 from packing_core.models.registry import (
     PRETRAINED,
     ModelSpec,
@@ -19,12 +20,13 @@ from packing_core.models.registry import (
     unregister_model,
 )
 from packing_core.models.tokenizers import TOKENIZER_CHOICES, HFTokenizer, load_tokenizer
+from packing_core.verify import PRETRAINED_MODELS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _toy_load(dtype=None, device=None):
-    return pc.tiny_model("tiny-rope", seed=3), None
+    return tiny_model("tiny-rope", seed=3), None
 
 
 @pytest.fixture
@@ -39,7 +41,7 @@ def test_every_spec_says_what_a_picker_shows_and_how_it_runs():
         assert s.label and callable(s.load) and callable(s.available)
         assert json.dumps(s.to_dict())
         assert bool(s.default_texts) <= s.tokenizer   # default texts only for a model that can read them
-    assert pc.PRETRAINED_MODELS == model_names(tokenizer=True) == (PRETRAINED,)
+    assert PRETRAINED_MODELS == model_names(tokenizer=True) == (PRETRAINED,)
 
 
 def test_the_pretrained_name_is_written_in_one_place():
@@ -93,7 +95,7 @@ def test_auto_is_bytes_when_the_pretrained_model_is_missing(tmp_path, monkeypatc
     monkeypatch.setattr(pretrained, "GGUF_PACKAGE", "no_such_model_package")
     tokenizers.real_tokenizer.cache_clear()
     try:
-        assert load_tokenizer("auto") is pc.byte_tokenizer
+        assert load_tokenizer("auto") is byte_tokenizer
         with pytest.raises(ValueError, match="needs the pretrained model"):
             load_tokenizer(PRETRAINED)
     finally:
@@ -101,7 +103,7 @@ def test_auto_is_bytes_when_the_pretrained_model_is_missing(tmp_path, monkeypatc
 
 
 def test_one_wrapper_class_for_the_pretrained_tokenizer():
-    if not pc.pretrained_status()[0]:
+    if not pretrained_status()[0]:
         pytest.skip("SmolLM2 is not installed: bash scripts/install.sh")
     by_name, auto, real = load_tokenizer(PRETRAINED), load_tokenizer("auto"), tokenizers.real_tokenizer()
     assert all(isinstance(t, HFTokenizer) for t in (by_name, auto, real))

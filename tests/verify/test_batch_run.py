@@ -9,6 +9,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 import packing_core as pc
+from packing_core.verify import run_hf_batch
 
 EOS = 2
 
@@ -28,25 +29,25 @@ WRAPPED = {"input_ids": np.array([[5, 6, 7, EOS, 8, 9, 10, EOS]]), "attention_ma
 def test_a_wrapped_row_shows_its_leak_in_the_logits_once_eos_marks_the_documents(model):
     check = pc.check_hf_batch(WRAPPED, eos_ids=(EOS,))
     assert check.documents.per_row() == (((0, 4), (4, 4)),)
-    verdict = pc.run_hf_batch(model, check)
+    verdict = run_hf_batch(model, check)
     assert verdict.leaks and verdict.documents[0].equivalent and not verdict.documents[1].equivalent
 
 
 def test_without_an_eos_id_the_run_is_blind_exactly_where_the_static_check_is(model):
     check = pc.check_hf_batch(WRAPPED)
     assert check.sound and "no_document_boundaries" in check.names
-    assert not pc.run_hf_batch(model, check).leaks          # one intended document: compared with itself
+    assert not run_hf_batch(model, check).leaks          # one intended document: compared with itself
 
 
 def test_the_run_uses_the_implementation_the_check_was_for(model):
     packed_rows = {"input_ids": np.array([[5, 6, 7, 8, 9, 10]]), "position_ids": np.array([[0, 1, 2, 0, 1, 2]])}
-    sdpa = pc.run_hf_batch(model, pc.check_hf_batch(packed_rows, "sdpa"))
-    eager = pc.run_hf_batch(model, pc.check_hf_batch(packed_rows, "eager"))
+    sdpa = run_hf_batch(model, pc.check_hf_batch(packed_rows, "sdpa"))
+    eager = run_hf_batch(model, pc.check_hf_batch(packed_rows, "eager"))
     assert not sdpa.leaks and not eager.leaks and eager.attention == "eager"
-    cached = pc.run_hf_batch(model, pc.check_hf_batch(packed_rows, "sdpa", use_cache=True), use_cache=True)
+    cached = run_hf_batch(model, pc.check_hf_batch(packed_rows, "sdpa", use_cache=True), use_cache=True)
     assert cached.leaks
 
 
 def test_flash_attention_on_a_cpu_is_one_clear_message(model):
     with pytest.raises(ValueError, match="CUDA GPU"):
-        pc.run_hf_batch(model, pc.check_hf_batch(WRAPPED, "flash_attention_2"))
+        run_hf_batch(model, pc.check_hf_batch(WRAPPED, "flash_attention_2"))

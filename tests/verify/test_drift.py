@@ -5,6 +5,8 @@ import torch
 
 import packing_core as pc
 from app_pages import _content
+from packing_core.models import tiny_model
+from packing_core.verify import default_documents, drift_path, drift_pretrained, model_runner
 from packing_core.verify.drift import continuations
 
 TINY_SCENARIOS = [n for n, (_, cfg) in _content.SCENARIOS.items() if cfg["model"] in ("tiny-rope", "tiny-abs")]
@@ -41,18 +43,18 @@ def test_a_runner_that_reads_the_neighbour_drifts_and_one_that_does_not_stays():
 @pytest.mark.parametrize("scenario", TINY_SCENARIOS)
 def test_each_tiny_scenario_drifts_exactly_when_its_verdict_says_document_1_changed(scenario):
     cfg = _content.SCENARIOS[scenario][1]
-    net = pc.tiny_model(cfg["model"])
+    net = tiny_model(cfg["model"])
     report = pc.verify_model(net, mask=cfg["mask"], positions=cfg["positions"], backend=cfg["backend"])
-    words = continuations(pc.model_runner(net, cfg["backend"]), pc.default_documents(vocab_size=net.cfg.vocab_size),
+    words = continuations(model_runner(net, cfg["backend"]), default_documents(vocab_size=net.cfg.vocab_size),
                           str, mask=cfg["mask"], positions=cfg["positions"], steps=6)
     assert words.same == report.documents[1].equivalent
 
 
 def test_drift_path_names_the_backend_the_cache_and_the_positions():
-    assert pc.drift_path("sdpa", "on", "reset", True) == (
+    assert drift_path("sdpa", "on", "reset", True) == (
         "transformers' own sdpa attention, use_cache=True, position_ids reset, no attention_mask")
-    assert "one causal triangle over the row" in pc.drift_path("segments", "off", "reset", False)
-    assert "one causal triangle over the row" in pc.drift_path("causal_only", "on", "reset", False)
+    assert "one causal triangle over the row" in drift_path("segments", "off", "reset", False)
+    assert "one causal triangle over the row" in drift_path("causal_only", "on", "reset", False)
 
 
 @pytest.mark.slow_model
@@ -60,10 +62,10 @@ def test_the_sdpa_cache_scenario_drifts_in_words_as_its_verdict_leaks(smollm2_pa
     """The old drift always passed its own block mask, so it showed 'the same words' under a leaking path."""
     cfg = _content.SCENARIOS["sdpa with cache"][1]
     settings = dict(mask=cfg["mask"], positions=cfg["positions"], backend=cfg["backend"])
-    leak = pc.drift_pretrained(use_cache=True, steps=2, pretrained=smollm2_pair, **settings)
+    leak = drift_pretrained(use_cache=True, steps=2, pretrained=smollm2_pair, **settings)
     assert not leak.same and "use_cache=True" in leak.path
-    fixed = pc.drift_pretrained(use_cache=False, steps=2, pretrained=smollm2_pair, **settings)
+    fixed = drift_pretrained(use_cache=False, steps=2, pretrained=smollm2_pair, **settings)
     assert fixed.same
-    ours = pc.drift_pretrained(mask="off", steps=2, pretrained=smollm2_pair)      # the lab's backend, mask off
+    ours = drift_pretrained(mask="off", steps=2, pretrained=smollm2_pair)      # the lab's backend, mask off
     assert not ours.same and "4D masks with a KV cache" in ours.path
     assert np.array_equal(fixed.alone_ids, leak.alone_ids)   # alone, the cache changes nothing

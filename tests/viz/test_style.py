@@ -7,7 +7,23 @@ import pytest
 import packing_core as pc
 from app_pages import _content
 from packing_core import PackedBatch, make_plan
-from packing_core.viz import style
+from packing_core.analysis import length_histogram
+from packing_core.attention import block_causal_mask
+from packing_core.data import synthetic_lengths
+from packing_core.experiments import TrainResult
+from packing_core.verify import naive_targets
+from packing_core.viz import (
+    layout_figure,
+    length_histogram_figure,
+    logit_diff_figure,
+    loss_curves_figure,
+    mask_figure,
+    plan_strip,
+    slot_use_figure,
+    strategy_figure,
+    style,
+    targets_figure,
+)
 from packing_core.viz.style import LEAK, PALETTE, ROLES, figure_codes
 
 ALLOWED = set(ROLES.values()) | set(PALETTE)
@@ -47,7 +63,7 @@ def _row_batch(width=64, instruction=False):
 
 def _train_result(mask: str):
     losses = tuple(np.linspace(3.0, 1.2, 60))
-    return pc.TrainResult(mask=mask, seed=0, steps=60, same_topic=0.9, losses=losses, train_loss=1.2,
+    return TrainResult(mask=mask, seed=0, steps=60, same_topic=0.9, losses=losses, train_loss=1.2,
                           packed_loss=1.2, alone_loss=1.3, visible_loss=1.1, drift_share=0.5, drift_cases=10,
                           seconds=1.0)
 
@@ -58,21 +74,21 @@ def _figures():
     b = _row_batch(64)
     n = int(b.valid[0].sum())
     import torch
-    masks = {"causal": pc.block_causal_mask(torch.tensor([0, n]), total=64).numpy(), "block": b.dense_mask(0).numpy()}
-    lengths = pc.synthetic_lengths("support-tickets")[:5000]
+    masks = {"causal": block_causal_mask(torch.tensor([0, n]), total=64).numpy(), "block": b.dense_mask(0).numpy()}
+    lengths = synthetic_lengths("support-tickets")[:5000]
     rows = pc.strategy_table(lengths, 512)
     rep = pc.verify_model("tiny-rope", mask="off")
     return {
-        "plan strip, worked example": pc.plan_strip(make_plan(worked, 512, "concat-cut")),
-        "plan strip, 40 drawn documents (bfd)": pc.plan_strip(make_plan(lengths[:40], 512, "bfd")),
-        "mask": pc.mask_figure(masks, b.document_ids[0].numpy(), b.position_ids[0].numpy()),
-        "layout": pc.layout_figure(b, 0, continuous_positions=np.arange(64)),
-        "targets": pc.targets_figure(_row_batch(64, True), 0, pc.naive_targets(_row_batch(64, True), 0)),
-        "logit differences": pc.logit_diff_figure(rep.token_diffs, rep.cu_seqlens, rep.tolerance),
-        "length histogram": pc.length_histogram_figure(pc.length_histogram(lengths, 512)),
-        "strategies": pc.strategy_figure(rows),
-        "slot use": pc.slot_use_figure(rows),
-        "loss curves": pc.loss_curves_figure([_train_result("on"), _train_result("off")]),
+        "plan strip, worked example": plan_strip(make_plan(worked, 512, "concat-cut")),
+        "plan strip, 40 drawn documents (bfd)": plan_strip(make_plan(lengths[:40], 512, "bfd")),
+        "mask": mask_figure(masks, b.document_ids[0].numpy(), b.position_ids[0].numpy()),
+        "layout": layout_figure(b, 0, continuous_positions=np.arange(64)),
+        "targets": targets_figure(_row_batch(64, True), 0, naive_targets(_row_batch(64, True), 0)),
+        "logit differences": logit_diff_figure(rep.token_diffs, rep.cu_seqlens, rep.tolerance),
+        "length histogram": length_histogram_figure(length_histogram(lengths, 512)),
+        "strategies": strategy_figure(rows),
+        "slot use": slot_use_figure(rows),
+        "loss curves": loss_curves_figure([_train_result("on"), _train_result("off")]),
     }
 
 
@@ -117,7 +133,7 @@ def test_documents_of_one_row_never_share_a_colour():
     for width in (64, 128):   # the widths the Masks and labels page draws with every token shown
         b = _row_batch(width)
         doc = b.document_ids[0].numpy()
-        z = np.asarray(pc.layout_figure(b, 0).data[0].z)[0]
+        z = np.asarray(layout_figure(b, 0).data[0].z)[0]
         colour = {int(d): set(z[doc == d].tolist()) for d in np.unique(doc[doc >= 0])}
         assert all(len(c) == 1 for c in colour.values()), colour          # one colour per document
         assert len({c.pop() for c in colour.values()}) == len(colour)      # none shared
@@ -128,7 +144,7 @@ def test_a_plan_strip_gives_each_document_its_own_colour_when_ids_collide():
     plan = make_plan([5, 4, 6], 20, "next-fit")
     ids = np.array([[3, 3, 17, 17, -1]])
     assert figure_codes(ids).tolist() == [[0, 0, 1, 1, -1]]
-    assert len(np.unique(np.asarray(pc.plan_strip(plan).data[0].z))) >= 3
+    assert len(np.unique(np.asarray(plan_strip(plan).data[0].z))) >= 3
 
 
 def test_with_more_documents_than_colours_neighbours_still_differ_and_the_hover_names_each(figures):

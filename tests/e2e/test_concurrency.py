@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 USERS = 4
 
 
@@ -85,8 +85,8 @@ def test_two_sessions_sharing_one_cached_hf_model_get_the_logits_they_would_get_
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    import packing_core as pc
     from packing_core import segment_layout
+    from packing_core.models import hf_runner
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
@@ -94,7 +94,7 @@ def test_two_sessions_sharing_one_cached_hf_model_get_the_logits_they_would_get_
                                          max_position_embeddings=128)).eval()
     layout = segment_layout([12, 8, 10], positions="continuous")
     args = (torch.randint(0, 256, (30,)), torch.as_tensor(layout.position_ids), layout.cu_seqlens, 12)
-    run = pc.hf_runner(model, "segments")
+    run = hf_runner(model, "segments")
     alone = run(*args)
 
     # Interleave two calls the way two sessions can: A enters first, B enters while A runs,

@@ -136,7 +136,7 @@ def test_the_scan_benchmark_reports_both_scans_and_the_map_on_the_same_lengths()
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "scan_speed.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "scan_speed.py"
     run = subprocess.run([sys.executable, str(script), "--docs", "3000", "--shards", "2", "--memory-docs", "2000",
                           "--json"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]

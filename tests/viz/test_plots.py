@@ -5,25 +5,26 @@ import torch
 
 import packing_core as pc
 from app_pages import _content
-from packing_core import (
+from packing_core import PackedBatch, make_plan, verify_model
+from packing_core.analysis import length_histogram
+from packing_core.attention import block_causal_mask
+from packing_core.experiments import run_benchmark
+from packing_core.verify import naive_targets
+from packing_core.viz import (
+    ALERT_COLOUR,
     PAD_COLOUR,
     PALETTE,
-    PackedBatch,
     benchmark_figure,
-    block_causal_mask,
     doc_colour,
     layout_figure,
     length_histogram_figure,
     logit_diff_figure,
-    make_plan,
     mask_figure,
     plan_grid,
     plan_strip,
-    run_benchmark,
     slot_use_figure,
     strategy_figure,
     targets_figure,
-    verify_model,
 )
 from packing_core.viz.rows import Track, token_labels, tracks_figure
 from packing_core.viz.style import ALERT, EMPTY, PAD, colour_codes, downsample_codes
@@ -152,7 +153,7 @@ def test_downsampling_keeps_every_leak_visible():
 
 def test_row_shifted_targets_keep_their_red_cells_at_2048_tokens():
     b = _row_batch(2048)
-    naive = pc.naive_targets(b, 0)
+    naive = naive_targets(b, 0)
     fig = targets_figure(b, 0, naive)
     z = _heatmap(fig)[list(fig.data[0].y).index("row-shifted target (bug)")]
     assert len(z) == 1024
@@ -195,7 +196,7 @@ def test_continuous_positions_turn_red_exactly_where_they_differ_from_reset():
 
 def test_row_shifted_targets_turn_red_at_document_edges_and_batch_targets_never_do():
     b = _row_batch(64, instruction=True)
-    naive = pc.naive_targets(b, 0)
+    naive = naive_targets(b, 0)
     fig = targets_figure(b, 0, naive)
     names = list(fig.data[0].y)
     z = _heatmap(fig)
@@ -229,11 +230,11 @@ def test_logit_differences_refuse_boundaries_that_do_not_cover_the_row():
 # ---------------------------------------------------------------- datasets and strategies
 def test_histogram_figure_counts_every_document_and_marks_the_context():
     x = np.r_[np.full(90, 100), np.full(10, 600)]
-    fig = length_histogram_figure(pc.length_histogram(x, 512, bins=20))
+    fig = length_histogram_figure(length_histogram(x, 512, bins=20))
     bar = fig.data[0]
     assert sum(bar.y) == 100
     over = np.asarray(bar.x) >= 512
-    assert set(np.asarray(bar.marker.color)[over]) == {pc.ALERT_COLOUR}   # an alert, not a leak
+    assert set(np.asarray(bar.marker.color)[over]) == {ALERT_COLOUR}   # an alert, not a leak
     assert fig.layout.shapes[0].x0 == 512
 
 
@@ -271,7 +272,9 @@ def test_benchmark_figure_draws_each_backend_beside_its_own_flop_bound():
 
 
 def test_row_order_figure_draws_one_line_per_plan_with_the_longest_piece_per_row():
-    from packing_core import make_plan, row_order, row_order_figure
+    from packing_core import make_plan
+    from packing_core.analysis import row_order
+    from packing_core.viz import row_order_figure
 
     p = make_plan([300, 20, 200, 250, 30, 10], 320, "bfd")
     fig = row_order_figure({"bfd": row_order(p)})

@@ -4,8 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from packing_core import FIXED_COLOUR, LEAK_COLOUR, TOPICS, TrainResult, loss_curves_figure, train_demo
+from packing_core.experiments import TOPICS, TrainResult, train_demo
 from packing_core.experiments.train import BOS_ID, FINAL_WINDOW, sample_documents, successor_table, topic_of
+from packing_core.viz import FIXED_COLOUR, LEAK_COLOUR, loss_curves_figure
 from packing_core.viz.training import trailing_mean
 
 

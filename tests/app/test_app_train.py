@@ -1,5 +1,5 @@
 """The leakage lab's training section through AppTest: the bug trains, looks better, is worse alone."""
-from test_app import assert_clean, markdown, metric, open_page
+from tests._support import assert_clean, markdown, metric, open_page
 
 
 def _number(text: str) -> float:

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from packing_core import IGNORE_INDEX, RULES, PackedBatch, check_batch, segment_layout
+from packing_core import PackedBatch, check_batch, segment_layout
+from packing_core.batch import IGNORE_INDEX
+from packing_core.check import RULES
 
 
 def _batch(**kw):

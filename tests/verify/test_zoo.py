@@ -3,10 +3,13 @@ import io
 import json
 
 import pytest
-from conftest import skip_or_fail
 
 import packing_core as pc
+from packing_core.batch import LOSS_RULES
 from packing_core.cli import main
+from packing_core.models import pretrained_status
+from packing_core.verify import REPRODUCED, ZOO_NAMES
+from tests._support import skip_or_fail
 
 NEEDS_SMOLLM2 = {"mask-hides-packing", "cache-hides-packing", "positions-without-mask", "labels-over-row",
                  "pads-at-position-zero", "positions-not-padded"}
@@ -18,16 +21,16 @@ def run_cli(*argv):
 
 
 def test_the_zoo_has_at_least_eight_cited_entries_with_a_fix():
-    assert len(pc.ZOO) >= 8 and len(set(pc.ZOO_NAMES)) == len(pc.ZOO)
+    assert len(pc.ZOO) >= 8 and len(set(ZOO_NAMES)) == len(pc.ZOO)
     for bug in pc.ZOO:
         assert bug.planted or bug.reported, bug.name
         assert all("/" in r and "#" in r or ".py" in r for r in bug.reported), bug.name
         assert bug.what and bug.fix and bug.needs and bug.run
 
 
-@pytest.mark.parametrize("name", pc.REPRODUCED)
+@pytest.mark.parametrize("name", REPRODUCED)
 def test_each_bug_reproduces_is_caught_and_the_fix_is_clean(name):
-    if name in NEEDS_SMOLLM2 and not pc.pretrained_status()[0]:
+    if name in NEEDS_SMOLLM2 and not pretrained_status()[0]:
         skip_or_fail("SmolLM2 is not installed")
     r = pc.reproduce_bug(name)
     assert r.name == name and r.caught and r.silent_on_fix, r
@@ -36,7 +39,7 @@ def test_each_bug_reproduces_is_caught_and_the_fix_is_clean(name):
 
 
 def test_labels_over_the_row_train_one_extra_target_per_boundary():
-    if not pc.pretrained_status()[0]:
+    if not pretrained_status()[0]:
         skip_or_fail("SmolLM2 is not installed")
     r = pc.reproduce_bug("labels-over-row")
     assert r.symptom.startswith("71 targets instead of 70") and r.check_says == "label_crosses_boundary (error)"
@@ -49,7 +52,7 @@ def test_loss_per_row_overweights_the_short_document():
 
 def test_zoo_cli_lists_every_entry_and_runs_one():
     code, out, err = run_cli("zoo")
-    assert code == 0 and all(name in out for name in pc.ZOO_NAMES) and "Documents read each other" in out
+    assert code == 0 and all(name in out for name in ZOO_NAMES) and "Documents read each other" in out
     code, out, _ = run_cli("zoo", "--run", "sliding-window-crosses", "--format", "json")
     (r,) = json.loads(out)
     assert code == 0 and r["caught"] and r["silent_on_fix"] and r["check_says"] == "documents_share_attention (error)"
@@ -90,7 +93,7 @@ def test_zoo_page_weights_documents_per_rule_and_refuses_bad_rows():
 
 def test_measured_gradient_weights_match_the_formula_for_every_rule():
     lesson = pc.loss_lesson([[3, 9], [5], [2, 2, 2]])
-    for rule in pc.LOSS_RULES:
+    for rule in LOSS_RULES:
         assert lesson.measured[rule] == pytest.approx(lesson.expected[rule], abs=1e-6)
     assert lesson.measured["document"] == pytest.approx([1 / 6] * 6)
 

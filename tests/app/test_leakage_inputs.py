@@ -1,11 +1,11 @@
 """The Leakage lab with your texts, drift in words, and your model folder (AppTest)."""
 import pytest
 import torch
-from conftest import skip_or_fail
 from streamlit.testing.v1 import AppTest
 from transformers import LlamaConfig, LlamaForCausalLM
 
-import packing_core as pc
+from packing_core.models import pretrained_status, real_tokenizer
+from tests._support import skip_or_fail
 
 
 def open_lab(**state) -> AppTest:
@@ -20,7 +20,7 @@ def open_lab(**state) -> AppTest:
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory):
     """A real LlamaForCausalLM (random init, for speed) with SmolLM2's tokenizer, saved as safetensors."""
-    tokenizer = pc.real_tokenizer()
+    tokenizer = real_tokenizer()
     if tokenizer is None:
         skip_or_fail("SmolLM2's tokenizer is not installed")
     torch.manual_seed(0)
@@ -49,7 +49,7 @@ def test_one_text_is_refused_with_the_limit_named(model_folder, monkeypatch):
 
 
 def test_smollm2_drift_in_words_side_by_side():
-    if not pc.pretrained_status()[0]:
+    if not pretrained_status()[0]:
         skip_or_fail("SmolLM2 is not installed")
     at = open_lab(model="smollm2", mask="off")
     at.button(key="leakage_lab.drift_go").click().run()

@@ -5,14 +5,22 @@ import time
 
 import pytest
 import torch
-from conftest import skip_or_fail
 from transformers import LlamaConfig, LlamaForCausalLM
 
-import packing_core as pc
-from packing_core import default_documents
+from packing_core.models import (
+    ATTN_IMPLEMENTATIONS,
+    cache_dir,
+    default_tokenizer,
+    hf_runner,
+    load_pretrained,
+    pretrained_status,
+    real_tokenizer,
+)
 from packing_core.models import hf_attention as hf_attention_mod
 from packing_core.models import pretrained as hf
 from packing_core.models import pretrained as pretrained_mod
+from packing_core.verify import default_documents, verify_hf, verify_pretrained
+from tests._support import skip_or_fail
 
 LENGTHS = (12, 8, 10)
 
@@ -37,7 +45,7 @@ def test_hf_config_keeps_the_cache_on_by_default(llama):
 
 
 def test_sdpa_with_cache_leaks_across_documents_even_with_positions_reset(llama, documents):
-    report = pc.verify_hf(llama, documents, mask="off", positions="reset", attn="sdpa", use_cache=True)
+    report = verify_hf(llama, documents, mask="off", positions="reset", attn="sdpa", use_cache=True)
     first, *later = report.documents
     assert first.equivalent
     assert not any(d.equivalent for d in later), report.format_table()
@@ -46,7 +54,7 @@ def test_sdpa_with_cache_leaks_across_documents_even_with_positions_reset(llama,
 def test_sdpa_with_the_config_default_leaks_in_train_mode_too(llama, documents):
     llama.train()
     try:
-        report = pc.verify_hf(llama, documents, mask="off", attn="sdpa", use_cache=None)
+        report = verify_hf(llama, documents, mask="off", attn="sdpa", use_cache=None)
     finally:
         llama.eval()
     assert not report.equivalent, report.format_table()
@@ -55,12 +63,12 @@ def test_sdpa_with_the_config_default_leaks_in_train_mode_too(llama, documents):
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_hf_attention_without_cache_finds_documents_from_position_resets(llama, documents, attn):
     # The runner passes no boundaries to HF's own attention: position_ids alone mark them.
-    report = pc.verify_hf(llama, documents, mask="off", positions="reset", attn=attn, use_cache=False)
+    report = verify_hf(llama, documents, mask="off", positions="reset", attn=attn, use_cache=False)
     assert report.equivalent, report.format_table()
 
 
 def test_hf_attention_cannot_find_documents_when_positions_run_on(llama, documents):
-    report = pc.verify_hf(llama, documents, mask="on", positions="continuous", attn="sdpa",
+    report = verify_hf(llama, documents, mask="on", positions="continuous", attn="sdpa",
                           use_cache=False)
     assert not report.documents[1].equivalent, report.format_table()
 
@@ -68,20 +76,20 @@ def test_hf_attention_cannot_find_documents_when_positions_run_on(llama, documen
 # ---------------------------------------------------------------- our registered backends
 def test_every_backend_is_registered_with_transformers():
     from transformers import AttentionInterface
-    assert set(pc.ATTN_IMPLEMENTATIONS) <= set(AttentionInterface._global_mapping)
-    assert "packing_lab_segments" in pc.ATTN_IMPLEMENTATIONS
+    assert set(ATTN_IMPLEMENTATIONS) <= set(AttentionInterface._global_mapping)
+    assert "packing_lab_segments" in ATTN_IMPLEMENTATIONS
 
 
 @pytest.mark.parametrize("attn", ["packing_lab_segments", "packing_lab_dense", "packing_lab_padded"])
 @pytest.mark.parametrize("use_cache", [False, True])
 def test_registered_backends_keep_packed_documents_apart(llama, documents, attn, use_cache):
     # They read cu_seq_lens, so a cache (or anything else) cannot switch the mask off.
-    report = pc.verify_hf(llama, documents, mask="on", attn=attn, use_cache=use_cache)
+    report = verify_hf(llama, documents, mask="on", attn=attn, use_cache=use_cache)
     assert report.equivalent, report.format_table()
 
 
 def test_registered_causal_only_backend_leaks(llama, documents):
-    report = pc.verify_hf(llama, documents, mask="on", attn="packing_lab_causal_only")
+    report = verify_hf(llama, documents, mask="on", attn="packing_lab_causal_only")
     assert report.documents[0].equivalent
     assert not report.documents[1].equivalent, report.format_table()
 
@@ -109,7 +117,7 @@ def test_registered_backend_refuses_kv_cache_decoding(llama):
 
 
 def test_runner_puts_the_models_attention_back(llama, documents):
-    run = pc.hf_runner(llama, "packing_lab_dense")
+    run = hf_runner(llama, "packing_lab_dense")
     run(torch.tensor(documents[0]), torch.arange(LENGTHS[0]), torch.tensor([0, LENGTHS[0]]), LENGTHS[0])
     assert llama.config._attn_implementation == "sdpa"
 
@@ -130,7 +138,7 @@ def test_blank_texts_are_refused_before_any_model_loads(monkeypatch):
 
     monkeypatch.setattr(pretrained_mod, "load_pretrained", no_loading)
     with pytest.raises(ValueError, match="text 1 is empty"):
-        pc.verify_pretrained(texts=["A sentence.", "  "])
+        verify_pretrained(texts=["A sentence.", "  "])
 
 
 # ---------------------------------------------------------------- missing model
@@ -138,24 +146,24 @@ def test_blank_texts_are_refused_before_any_model_loads(monkeypatch):
 def no_model(tmp_path, monkeypatch):
     monkeypatch.setenv("PACKING_LAB_CACHE", str(tmp_path))
     monkeypatch.setattr(hf, "GGUF_PACKAGE", "no_such_model_package")
-    pc.real_tokenizer.cache_clear()
+    real_tokenizer.cache_clear()
     yield
-    pc.real_tokenizer.cache_clear()
+    real_tokenizer.cache_clear()
 
 
 def test_missing_model_status_gives_the_install_command(no_model):
-    available, message = pc.pretrained_status()
+    available, message = pretrained_status()
     assert not available
     assert pretrained_mod.INSTALL_PRETRAINED in message
 
 
 def test_loading_a_missing_model_raises_with_the_install_command(no_model):
     with pytest.raises(ValueError, match=re.escape(pretrained_mod.INSTALL_PRETRAINED)):
-        pc.load_pretrained()
+        load_pretrained()
 
 
 def test_default_tokenizer_falls_back_to_bytes_and_says_why(no_model):
-    tokenizer, reason = pc.default_tokenizer()
+    tokenizer, reason = default_tokenizer()
     assert tokenizer(["hé"]) == [[104, 195, 169]]
     assert "byte" in reason and pretrained_mod.INSTALL_PRETRAINED in reason
 
@@ -163,14 +171,14 @@ def test_default_tokenizer_falls_back_to_bytes_and_says_why(no_model):
 # ---------------------------------------------------------------- the real SmolLM2
 @pytest.fixture(scope="session")
 def smollm2():
-    available, message = pc.pretrained_status()
+    available, message = pretrained_status()
     if not available:
         skip_or_fail(message)
-    return pc.load_pretrained()
+    return load_pretrained()
 
 
 def test_real_tokenizer_adds_no_special_tokens(smollm2):
-    tokenizer = pc.real_tokenizer()
+    tokenizer = real_tokenizer()
     ids = tokenizer(["Hello world", "x"])
     assert len(ids) == 2 and len(ids[0]) == 2
     assert smollm2[1].bos_token_id not in ids[0]
@@ -179,19 +187,19 @@ def test_real_tokenizer_adds_no_special_tokens(smollm2):
 
 
 def test_smollm2_cache_holds_plain_safetensors(smollm2):
-    folder = pc.cache_dir() / pretrained_mod._MODEL_DIR
+    folder = cache_dir() / pretrained_mod._MODEL_DIR
     assert (folder / "model.safetensors").is_file()
     assert "quantization_config" not in (folder / "config.json").read_text()
 
 
 def test_smollm2_packed_with_the_mask_changes_no_prediction(smollm2):
-    result = pc.verify_pretrained(mask="on", pretrained=smollm2)
+    result = verify_pretrained(mask="on", pretrained=smollm2)
     assert result.equivalent, result.format_table()
     assert result.changes == ()
 
 
 def test_smollm2_without_the_mask_changes_the_second_texts_predictions(smollm2):
-    result = pc.verify_pretrained(mask="off", pretrained=smollm2)
+    result = verify_pretrained(mask="off", pretrained=smollm2)
     assert result.documents[0].equivalent
     assert not result.equivalent
     assert result.changes and {c.document for c in result.changes} == {1}
@@ -201,9 +209,9 @@ def test_smollm2_without_the_mask_changes_the_second_texts_predictions(smollm2):
 
 
 def test_smollm2_sdpa_with_cache_leaks_on_real_text(smollm2):
-    result = pc.verify_pretrained(mask="off", backend="sdpa", use_cache=True, pretrained=smollm2)
+    result = verify_pretrained(mask="off", backend="sdpa", use_cache=True, pretrained=smollm2)
     assert not result.equivalent
-    clean = pc.verify_pretrained(mask="off", backend="sdpa", use_cache=False, pretrained=smollm2)
+    clean = verify_pretrained(mask="off", backend="sdpa", use_cache=False, pretrained=smollm2)
     assert clean.equivalent, clean.format_table()
 
 
@@ -213,11 +221,11 @@ def test_smollm2_converts_from_gguf_and_matches_alone_when_packed(tmp_path, monk
         skip_or_fail(f"SmolLM2 is not installed: {pretrained_mod.INSTALL_PRETRAINED}")
     monkeypatch.setenv("PACKING_LAB_CACHE", str(tmp_path))   # a cold cache: convert the GGUF
     start = time.perf_counter()
-    pretrained = pc.load_pretrained()
+    pretrained = load_pretrained()
     assert time.perf_counter() - start < 90
     assert (tmp_path / pretrained_mod._MODEL_DIR / "model.safetensors").is_file()
     shutil.rmtree(tmp_path / pretrained_mod._MODEL_DIR)   # 0.5 GB: pytest keeps old tmp folders around
-    on = pc.verify_pretrained(mask="on", pretrained=pretrained)
+    on = verify_pretrained(mask="on", pretrained=pretrained)
     assert on.max_abs_diff < 1e-3, on.format_table()
-    off = pc.verify_pretrained(mask="off", pretrained=pretrained)
+    off = verify_pretrained(mask="off", pretrained=pretrained)
     assert off.documents[-1].max_abs_diff > 1, off.format_table()

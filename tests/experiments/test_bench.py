@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from packing_core import BenchmarkResult, format_benchmark, make_plan, run_benchmark, synthetic_lengths
+from packing_core import make_plan
+from packing_core.data import synthetic_lengths
+from packing_core.experiments import BenchmarkResult, format_benchmark, run_benchmark
 
 SMALL = dict(docs=12, context=64, heads=2, head_dim=8, repeats=1)
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_speed.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "attention_speed.py"
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +82,7 @@ def test_cli_turns_a_bad_dtype_into_one_line(capsys):
 
 
 def test_breakdown_names_every_stage_and_its_share_of_the_flop_ratio():
-    from packing_core import format_breakdown, segments_breakdown
+    from packing_core.experiments import format_breakdown, segments_breakdown
     r = segments_breakdown(docs=12, context=64, heads=2, head_dim=8, repeats=1)
     assert list(r["stages"]) == ["kernel_cached", "kernel_cold", "copy_out", "backend"]
     assert r["flop_ratio"] == pytest.approx(
@@ -104,7 +106,7 @@ def test_cli_breakdown_prints_json_and_refuses_cuda(capsys):
     assert capsys.readouterr().err.startswith("error: --breakdown measures the CPU")
 
 
-GPU_CHECK = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.sh"
+GPU_CHECK = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here: run the script itself")
@@ -156,7 +158,7 @@ def test_padded_layout_is_recorded_and_a_bad_one_is_refused():
     (dict(repeats=0), "repeats must be at least 1, got 0; try 3"),
 ])
 def test_sizes_no_benchmark_can_run_are_refused_with_a_hint(bad, message):
-    from packing_core import segments_breakdown
+    from packing_core.experiments import segments_breakdown
     args = {**SMALL, **bad}
     with pytest.raises(ValueError, match=message):
         run_benchmark(**args)

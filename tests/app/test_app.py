@@ -9,42 +9,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import skip_or_fail
 from streamlit.testing.v1 import AppTest
 
 from app_pages import _content
-from packing_core import RULES
-
-TIMEOUT = 90  # the first run imports torch (and, on the leakage page, transformers)
-
-
-def open_page(name: str) -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
-    at.switch_page(f"app_pages/{name}.py").run()
-    assert_clean(at)
-    return at
-
-
-def assert_clean(at: AppTest) -> None:
-    """No traceback and no error box: what a user sees after a sound interaction."""
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-
-
-def metric(at: AppTest, label: str) -> str:
-    return next(m.value for m in at.metric if m.label.startswith(label))
-
-
-def percent(text: str) -> float:
-    return float(re.search(r"([\d.]+)%", text).group(1)) / 100
-
-
-def markdown(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown)
-
-
-def errors(at: AppTest) -> str:
-    return " ".join(e.value for e in at.error).replace("\\", "")
+from packing_core.check import RULES
+from tests._support import assert_clean, errors, markdown, metric, open_page, percent, skip_or_fail
 
 
 # ---------------------------------------------------------------- why packing
@@ -350,7 +319,7 @@ def test_each_page_opens_with_a_line_to_read_out_and_a_question_for_the_class(pa
 
 def test_the_navigation_follows_the_sixty_minute_lesson():
     from pathlib import Path
-    app = (Path(__file__).parents[1] / "app.py").read_text()
+    app = (Path(__file__).parents[2] / "app.py").read_text()
     assert "for i, p in enumerate(_content.PAGES)" in app   # app.py routes to the lesson's pages, in order
     assert [t for t, _ in _content.LESSON_PLAN] == [p.title for p in _content.PAGES] == list(_content.TEACHER)
     assert sum(m for _, m in _content.LESSON_PLAN) == 60
@@ -415,7 +384,7 @@ def test_benchmark_breaks_down_the_segments_time_on_live_numbers():
 
 
 def test_leakage_lab_sdpa_with_cache_scenario_leaks_on_smollm2():
-    from packing_core import pretrained_status
+    from packing_core.models import pretrained_status
     ok, why = pretrained_status()
     if not ok:
         skip_or_fail(why)

@@ -5,12 +5,14 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import save_tiny_llama
 from transformers import BloomConfig, BloomForCausalLM
 
-import packing_core as pc
-from packing_core import VerifyReport, default_documents, default_tolerance, model_runner, tiny_model, verify_model, verify_runner
+from packing_core import VerifyReport, verify_model, verify_runner
 from packing_core.cli import main
+from packing_core.data import byte_tokenizer
+from packing_core.models import load_local_model, load_pretrained, pretrained_status, tiny_model
+from packing_core.verify import default_documents, default_tolerance, drift_pretrained, model_runner, tokenise_texts
+from tests._support import save_tiny_llama
 
 TINY = ["tiny-rope", "tiny-abs"]
 
@@ -208,7 +210,7 @@ def fake_tokenizer(texts):
 ])
 def test_text_limits_are_enforced_with_the_limit_named(texts, message):
     with pytest.raises(ValueError, match=message):
-        pc.tokenise_texts(fake_tokenizer, texts)
+        tokenise_texts(fake_tokenizer, texts)
 
 
 def test_verify_refuses_a_non_utf8_texts_file_in_one_line(tmp_path):
@@ -252,33 +254,33 @@ def test_a_model_that_takes_no_position_ids_is_refused(tmp_path):
     BloomForCausalLM(BloomConfig(vocab_size=64, hidden_size=32, n_layer=1, n_head=4)).save_pretrained(
         tmp_path, safe_serialization=True)
     with pytest.raises(ValueError, match="takes no position_ids"):
-        pc.load_local_model(tmp_path)
+        load_local_model(tmp_path)
 
 
 # ---------------------------------------------------------------- drift in words (SmolLM2)
 @pytest.fixture(scope="module")
 def smollm2():
-    from conftest import skip_or_fail
+    from tests._support import skip_or_fail
 
-    available, message = pc.pretrained_status()
+    available, message = pretrained_status()
     if not available:
         skip_or_fail(message)
-    return pc.load_pretrained()
+    return load_pretrained()
 
 
 def test_with_the_mask_the_continuations_alone_and_packed_are_identical(smollm2):
-    c = pc.drift_pretrained(mask="on", pretrained=smollm2)
+    c = drift_pretrained(mask="on", pretrained=smollm2)
     assert c.same and c.steps == 20 and len(c.alone_ids) == 20 and c.alone_text == c.packed_text
 
 
 def test_without_the_mask_the_second_text_drifts_in_words(smollm2):
-    c = pc.drift_pretrained(mask="off", pretrained=smollm2)
+    c = drift_pretrained(mask="off", pretrained=smollm2)
     assert not c.same and c.alone_text != c.packed_text
     assert "Eiffel" not in c.packed_text and c.first_difference is not None
 
 
 def test_our_tokenizer_wrapper_and_a_plain_callable_both_tokenise():
-    assert pc.tokenise_texts(pc.byte_tokenizer, ["ab", "c"]) == [[97, 98], [99]]
+    assert tokenise_texts(byte_tokenizer, ["ab", "c"]) == [[97, 98], [99]]
 
 
 def test_verify_smollm2_on_a_texts_file_finds_the_leak(smollm2, tmp_path):

@@ -13,20 +13,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from packing_core import (
+from packing_core import make_plan, segment_layout
+from packing_core.analysis import length_stats
+from packing_core.data import (
     SYNTHETIC,
     as_lengths,
     byte_tokenizer,
     describe_columns,
-    length_stats,
+    lengths,
     lengths_from_file,
-    make_plan,
+    lines,
     parse_lengths,
-    segment_layout,
+    readers,
     synthetic_lengths,
     texts_from_file,
 )
-from packing_core.data import lengths, lines, readers
 
 TEXTS = ["hello world", "héllo wörld, ça va?", "日本語のテキスト", "a", "tabs\tand, commas"]
 

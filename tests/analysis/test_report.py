@@ -5,14 +5,35 @@ import torch
 
 import packing_core as pc
 from app_pages import _content
-from packing_core import IGNORE_INDEX, PACKING_STRATEGIES, STRATEGIES, PackedBatch, check_batch, make_plan, synthetic_lengths
+from packing_core import STRATEGIES, PackedBatch, check_batch, make_plan
+from packing_core.analysis import (
+    COST_FORMULA,
+    MODEL_SHAPES,
+    alone_vs_packed_attention,
+    attention_cells,
+    attention_cost,
+    benchmark_bounds,
+    bimodality,
+    end_to_end,
+    length_histogram,
+    length_stats,
+    outlier_lengths,
+    row_cu_seqlens,
+    sample_lengths,
+    training_flops,
+)
 from packing_core.analysis import tables as tables_mod
+from packing_core.batch import IGNORE_INDEX
+from packing_core.check import RULES
+from packing_core.data import synthetic_lengths
+from packing_core.packing import PACKING_STRATEGIES
+from packing_core.verify import BREAKS, broken_batch, loss_vs_answers, naive_targets
 
 WORKED = _content.WORKED_LENGTHS
 
 
 def test_length_stats_count_the_documents_over_the_context_and_their_extra_tokens():
-    s = pc.length_stats([120, 90, 300], 256)
+    s = length_stats([120, 90, 300], 256)
     assert (s.count, s.tokens, s.max, s.p50) == (3, 510, 300, 120.0)
     assert s.mean == pytest.approx(170.0)
     assert (s.over_context, s.tokens_over) == (1, 44)
@@ -21,19 +42,19 @@ def test_length_stats_count_the_documents_over_the_context_and_their_extra_token
 
 def test_length_stats_refuse_empty_lengths():
     with pytest.raises(ValueError, match="no lengths"):
-        pc.length_stats([], 512)
+        length_stats([], 512)
 
 
 def test_histogram_counts_every_document_once_and_clips_the_tail_into_the_last_bin():
     x = np.array([10] * 50 + [20] * 49 + [5000])
-    h = pc.length_histogram(x, 32, bins=10)
+    h = length_histogram(x, 32, bins=10)
     assert h.counts.sum() == len(x)
     assert h.clipped == 1 and h.counts[-1] >= 1
     assert h.edges[-1] < 5000 and h.context == 32
 
 
 def test_histogram_of_200k_tickets_is_a_few_dozen_numbers():
-    h = pc.length_histogram(synthetic_lengths("support-tickets"), 512, bins=60)
+    h = length_histogram(synthetic_lengths("support-tickets"), 512, bins=60)
     assert len(h.counts) == 60 and h.counts.sum() == 200_000
 
 
@@ -67,49 +88,49 @@ def test_on_the_tickets_a_dense_mask_is_worth_no_more_than_the_slots_and_concat_
 
 def test_end_to_end_flops_follow_the_slot_ratio_on_a_7b_shape_and_show_the_formula():
     rows = pc.strategy_table(WORKED, 512)
-    big = {e.strategy: e for e in pc.end_to_end(rows, "7B")}
-    small = {e.strategy: e for e in pc.end_to_end(rows, "SmolLM2-135M")}
+    big = {e.strategy: e for e in end_to_end(rows, "7B")}
+    small = {e.strategy: e for e in end_to_end(rows, "SmolLM2-135M")}
     assert big["pad"].attention_share == pytest.approx(0.0195, abs=1e-4)   # 2 % of a 7B's FLOPs at 512
     assert big["bfd"].ratio == pytest.approx(4.054, abs=1e-3)              # near the slot ratio 4.0, far from 12.6
     assert big["bfd"].ratio_dense_mask == pytest.approx(4.0)
     assert small["pad"].attention_share == pytest.approx(0.1163, abs=1e-4)
     assert small["bfd"].ratio == pytest.approx(4.345, abs=1e-3)
-    shape = pc.MODEL_SHAPES["SmolLM2-135M"]
+    shape = MODEL_SHAPES["SmolLM2-135M"]
     assert (shape.n_layer, shape.d_model, shape.params) == (30, 576, 134.5e6)
-    assert pc.training_flops(512, 512**2, shape) == 6 * 134.5e6 * 512 + 12 * 30 * 576 * 512**2
-    assert "6·N·slots + 12·n_layer·d_model·A" in pc.COST_FORMULA
+    assert training_flops(512, 512**2, shape) == 6 * 134.5e6 * 512 + 12 * 30 * 576 * 512**2
+    assert "6·N·slots + 12·n_layer·d_model·A" in COST_FORMULA
     with pytest.raises(ValueError, match="unknown model shape 'GPT-9'"):
-        pc.end_to_end(rows, "GPT-9")
+        end_to_end(rows, "GPT-9")
 
 
 def test_attention_cells_name_the_kernel_and_refuse_an_unknown_one():
     m = make_plan(WORKED, 512, "bfd").metrics()
-    assert pc.attention_cells(m) == sum(n * n for n in WORKED)
-    assert pc.attention_cells(m, "dense-mask") == 2 * 512**2
+    assert attention_cells(m) == sum(n * n for n in WORKED)
+    assert attention_cells(m, "dense-mask") == 2 * 512**2
     with pytest.raises(ValueError, match="kernel must be"):
-        pc.attention_cells(m, "magic")
+        attention_cells(m, "magic")
 
 
 def test_benchmark_bounds_measure_dense_against_its_rows_and_segments_against_the_squares():
     from types import SimpleNamespace
     result = SimpleNamespace(flop_ratio=13.1, backends={"segments": None, "dense": None},
                              plans={"pad": {"rows": 128}, "bfd": {"rows": 27}})
-    bounds = pc.benchmark_bounds(result)
+    bounds = benchmark_bounds(result)
     assert bounds == {"segments": 13.1, "dense": pytest.approx(128 / 27)}
 
 
 def test_each_row_has_its_own_cu_seqlens_restarting_at_zero():
     plan = make_plan(WORKED, 512, "concat-cut")
-    assert pc.row_cu_seqlens(plan) == [[0, 120, 210, 510, 512], [0, 38, 93, 123, 333, 398]]
+    assert row_cu_seqlens(plan) == [[0, 120, 210, 510, 512], [0, 38, 93, 123, 333, 398]]
 
 
 def test_attention_cost_is_a_square_per_document_when_packed_and_per_row_when_padded():
     for s in STRATEGIES:
         m = make_plan(WORKED, 512, s).metrics()
         expected = m.attention_cost_packed if s in PACKING_STRATEGIES else m.attention_cost_padded
-        assert pc.attention_cost(m) == expected
+        assert attention_cost(m) == expected
     bfd = make_plan(WORKED, 512, "bfd").metrics()
-    assert pc.attention_cost(bfd) == sum(n * n for n in WORKED)
+    assert attention_cost(bfd) == sum(n * n for n in WORKED)
 
 
 def test_strategy_table_computes_the_pad_baseline_even_when_not_asked_for():
@@ -119,7 +140,7 @@ def test_strategy_table_computes_the_pad_baseline_even_when_not_asked_for():
 
 
 def _advice(lengths, context, kind):
-    return pc.recommend(pc.length_stats(lengths, context), pc.strategy_table(lengths, context), kind)
+    return pc.recommend(length_stats(lengths, context), pc.strategy_table(lengths, context), kind)
 
 
 def test_recommend_bucketing_first_and_packing_for_the_long_run_when_packing_saves_much_more():
@@ -131,10 +152,10 @@ def test_recommend_bucketing_first_and_packing_for_the_long_run_when_packing_sav
 def test_recommend_says_bucketing_shines_on_the_bimodal_set_and_not_on_one_bell():
     def advice(name):
         x = synthetic_lengths(name)
-        return pc.recommend(pc.length_stats(x, 512), pc.strategy_table(x, 512), "pretraining", lengths=x)
+        return pc.recommend(length_stats(x, 512), pc.strategy_table(x, 512), "pretraining", lengths=x)
     assert "two modes: bucketing does well" in advice("bimodal")
     assert "two modes" not in advice("support-tickets")
-    assert pc.bimodality(synthetic_lengths("bimodal")) > tables_mod.BIMODAL > pc.bimodality(
+    assert bimodality(synthetic_lengths("bimodal")) > tables_mod.BIMODAL > bimodality(
         synthetic_lengths("support-tickets"))
 
 
@@ -174,15 +195,15 @@ def test_recommend_refuses_an_unknown_kind_of_data():
 
 def test_sample_lengths_draws_from_the_dataset_reproducibly():
     x = np.array([3, 5, 7])
-    a = pc.sample_lengths(x, 20, seed=1)
+    a = sample_lengths(x, 20, seed=1)
     assert len(a) == 20 and set(a.tolist()) <= {3, 5, 7}
-    assert np.array_equal(a, pc.sample_lengths(x, 20, seed=1))
+    assert np.array_equal(a, sample_lengths(x, 20, seed=1))
     with pytest.raises(ValueError, match="n must be"):
-        pc.sample_lengths(x, 0)
+        sample_lengths(x, 0)
 
 
 def test_one_outlier_stretches_every_row_of_a_pad_longest_batch():
-    short, spiked = pc.outlier_lengths(batch_size=32, outlier=500)
+    short, spiked = outlier_lengths(batch_size=32, outlier=500)
     assert (short != spiked).sum() == 1 and spiked.max() == 500 and short.max() < 250
     calm = make_plan(short, 512, "pad-longest").metrics()
     stretched = make_plan(spiked, 512, "pad-longest").metrics()
@@ -201,11 +222,11 @@ def test_row_documents_fill_the_row_and_mark_the_prompt_bytes():
 
 def test_naive_targets_cross_exactly_at_the_end_of_each_document_but_the_last():
     b = PackedBatch.from_documents([[11, 12, 13], [21, 22]], 6, "next-fit")
-    n = pc.naive_targets(b, 0)
+    n = naive_targets(b, 0)
     assert n.naive.tolist() == [12, 13, 21, 22, IGNORE_INDEX, IGNORE_INDEX]
     assert n.crosses.tolist() == [False, False, True, False, False, False]
     with pytest.raises(ValueError, match="row 3"):
-        pc.naive_targets(b, 3)
+        naive_targets(b, 3)
 
 
 def _instruction_batch():
@@ -215,9 +236,9 @@ def _instruction_batch():
 
 def test_loss_positions_equal_answer_targets_in_a_sound_batch_only():
     b = _instruction_batch()
-    loss, answers = pc.loss_vs_answers(b)
+    loss, answers = loss_vs_answers(b)
     assert loss == answers > 0
-    loss, answers = pc.loss_vs_answers(pc.broken_batch(b, "prompts-in-the-loss"))
+    loss, answers = loss_vs_answers(broken_batch(b, "prompts-in-the-loss"))
     assert loss > answers
 
 
@@ -232,63 +253,65 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("how", list(pc.BREAKS))
+@pytest.mark.parametrize("how", list(BREAKS))
 def test_check_batch_names_every_planted_bug_that_shows_in_the_tensors(how):
-    found = set(check_batch(pc.broken_batch(_instruction_batch(), how)).names)
+    found = set(check_batch(broken_batch(_instruction_batch(), how)).names)
     assert EXPECTED[how] <= found and (found == set()) == (how in ("none", "prompts-cut-from-attention"))
 
 
 def test_prompts_cut_from_attention_keep_the_loss_tensors_and_only_alone_vs_packed_catches_it():
     good = _instruction_batch()
-    bad = pc.broken_batch(good, "prompts-cut-from-attention")
+    bad = broken_batch(good, "prompts-cut-from-attention")
     for name in ("input_ids", "segment_ids", "position_ids", "targets", "loss_mask", "answer_mask", "cu_seqlens"):
         assert torch.equal(getattr(bad, name), getattr(good, name)), name
-    assert check_batch(bad).findings == () and pc.loss_vs_answers(bad) == pc.loss_vs_answers(good)
+    assert check_batch(bad).findings == () and loss_vs_answers(bad) == loss_vs_answers(good)
     # the mask is what changed: an answer token no longer reads its prompt
     seg, answer = good.segment_ids[0], good.answer_mask[0]
     first_answer = int(torch.nonzero(answer & (seg == 0))[0])
     assert good.dense_mask(0)[first_answer, 0] and not bad.dense_mask(0)[first_answer, 0]
-    assert pc.alone_vs_packed_attention(good).equivalent
-    check = pc.alone_vs_packed_attention(bad)
+    assert alone_vs_packed_attention(good).equivalent
+    check = alone_vs_packed_attention(bad)
     assert not check.equivalent and min(check.max_abs_diff[i] for i in check.differing) > 0.5
 
 
 def test_alone_vs_packed_attention_sees_row_cu_seqlens_and_is_blind_to_targets_and_positions():
     good = _instruction_batch()
-    assert not pc.alone_vs_packed_attention(pc.broken_batch(good, "row-cu-seqlens")).equivalent
+    assert not alone_vs_packed_attention(broken_batch(good, "row-cu-seqlens")).equivalent
     for how in ("row-shifted-targets", "continuous-positions", "pads-in-the-loss", "prompts-in-the-loss"):
-        assert pc.alone_vs_packed_attention(pc.broken_batch(good, how)).equivalent, how
+        assert alone_vs_packed_attention(broken_batch(good, how)).equivalent, how
 
 
 def test_continuous_positions_are_a_warning_for_varlen_and_a_leak_for_sdpa():
-    bad = pc.broken_batch(_instruction_batch(), "continuous-positions")
+    bad = broken_batch(_instruction_batch(), "continuous-positions")
     varlen = check_batch(bad, "varlen")
     assert varlen.sound and {f.name for f in varlen.warnings} == {"positions_do_not_restart", "boundaries_disagree"}
-    rule = pc.RULES["positions_do_not_restart"]
+    rule = RULES["positions_do_not_restart"]
     assert rule.severity == "warning" and "absolute" in rule.fix and "RoBERTa" in rule.fix
     sdpa = check_batch(bad, "sdpa")            # sdpa finds documents from the positions: none restart
     assert "documents_share_attention" in [f.name for f in sdpa.errors]
-    hard = check_batch(pc.broken_batch(_instruction_batch(), "pads-in-the-loss"))
+    hard = check_batch(broken_batch(_instruction_batch(), "pads-in-the-loss"))
     assert {f.severity for f in hard.findings} == {"error"}
 
 
 def test_pads_in_the_loss_dilute_the_mean_over_real_targets():
     good = _instruction_batch()
-    bad = pc.broken_batch(good, "pads-in-the-loss")
-    loss, answers = pc.loss_vs_answers(bad)
+    bad = broken_batch(good, "pads-in-the-loss")
+    loss, answers = loss_vs_answers(bad)
     assert loss > answers   # the mean now divides by pads too: each real token's gradient share shrinks
-    assert answers / loss < 0.5 and "gradient" in pc.BREAKS["pads-in-the-loss"]
+    assert answers / loss < 0.5 and "gradient" in BREAKS["pads-in-the-loss"]
 
 
 def test_an_unknown_bug_is_refused():
     with pytest.raises(ValueError, match="unknown break"):
-        pc.broken_batch(_instruction_batch(), "gremlins")
+        broken_batch(_instruction_batch(), "gremlins")
 
 
 def test_fit_decreasing_rows_come_out_sorted_until_shuffled():
-    from packing_core import make_plan, row_order, synthetic_lengths
+    from packing_core import make_plan
+    from packing_core.analysis import row_order
+    from packing_core.data import synthetic_lengths
 
-    lengths = pc.sample_lengths(synthetic_lengths("support-tickets"), 2000, seed=1)
+    lengths = sample_lengths(synthetic_lengths("support-tickets"), 2000, seed=1)
     ordered = row_order(make_plan(lengths, 512, "bfd"))
     shuffled = row_order(make_plan(lengths, 512, "bfd", shuffle=True, seed=0))
     assert ordered.neighbour_correlation > 0.9

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packing_core import OVERLONG_POLICIES, PACKING_STRATEGIES, STRATEGIES, compare, make_plan
+from packing_core import STRATEGIES, compare, make_plan
+from packing_core.packing import OVERLONG_POLICIES, PACKING_STRATEGIES
 
 WORKED = [120, 90, 300, 40, 55, 30, 210, 65]
 
