@@ -373,3 +373,25 @@ def markdown(at: AppTest) -> str:
 
 def errors(at: AppTest) -> str:
     return " ".join(e.value for e in at.error).replace("\\", "")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a CLI process did: exit code, its output, its peak memory and its wall time."""
+
+    rc: int
+    stdout: str
+    stderr: str
+    peak_mib: float
+    seconds: float
+
+
+# Linux counts a process's memory before exec in its peak RSS, so a child forked from this
+# (large) pytest process would report at least our size. A tiny launcher, started with
+# -I -S, forks and execs the real child and reads its own peak with os.wait4.
+LAUNCHER = ("import os, sys\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    os.execv(sys.argv[2], sys.argv[2:])\n"
+            "_, status, usage = os.wait4(pid, 0)\n"
+            "open(sys.argv[1], 'w').write(f'{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}')\n")

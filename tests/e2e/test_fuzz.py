@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from packing_core.data import lengths_from_file
-from tests._support import AppPage
+from tests._support import LAUNCHER, AppPage, Measured
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -447,26 +447,6 @@ CLI_MEMORY_LIMIT_MIB = 1024
 CLASSES = ("numbers", "memory", "hangs", "tracebacks", "messages", "answers")
 
 
-@dataclass(frozen=True)
-class Measured:
-    rc: int
-    stdout: str
-    stderr: str
-    peak_mib: float
-    seconds: float
-
-
-# Linux counts a process's memory before exec in its peak RSS, so a child forked from this
-# (large) pytest process would report at least our size. A tiny launcher, started with
-# -I -S, forks and execs the real child and reads its peak with os.wait4.
-_LAUNCHER = ("import os, sys\n"
-             "pid = os.fork()\n"
-             "if pid == 0:\n"
-             "    os.execv(sys.argv[2], sys.argv[2:])\n"
-             "_, status, usage = os.wait4(pid, 0)\n"
-             "open(sys.argv[1], 'w').write(f'{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}')\n")
-
-
 def run_measured(argv: list[str], env: dict | None = None, timeout: float = 60, command=None) -> Measured:
     """Run the CLI (or ``command``) in a child; its own peak RSS comes from ``os.wait4``."""
     import signal
@@ -477,7 +457,7 @@ def run_measured(argv: list[str], env: dict | None = None, timeout: float = 60, 
         out, err, usage = (Path(tmp) / n for n in ("out", "err", "usage"))
         start = time.perf_counter()
         with open(out, "wb") as o, open(err, "wb") as e:
-            launcher = subprocess.Popen([sys.executable, "-I", "-S", "-c", _LAUNCHER, str(usage), *command], cwd=ROOT,
+            launcher = subprocess.Popen([sys.executable, "-I", "-S", "-c", LAUNCHER, str(usage), *command], cwd=ROOT,
                                         env={**CLI_ENV, **(env or {})}, stdout=o, stderr=e, stdin=subprocess.DEVNULL,
                                         start_new_session=True)
             try:

@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests._support import save_tiny_llama
+from tests._support import LAUNCHER, Measured, save_tiny_llama
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT_MIB = 1024
@@ -57,24 +57,6 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e]")
 
 
 # ---------------------------------------------------------------- measuring a process tree
-@dataclass(frozen=True)
-class Measured:
-    rc: int
-    stdout: str
-    stderr: str
-    peak_mib: float
-    seconds: float
-
-
-# Linux counts a process's memory before exec in its peak RSS, so a child forked from this
-# (large) pytest process would report at least our size: a tiny launcher forks and execs
-# the CLI and reads its own peak with os.wait4; a sampler adds up the whole tree (workers).
-_LAUNCHER = ("import os, sys\n"
-             "pid = os.fork()\n"
-             "if pid == 0:\n"
-             "    os.execv(sys.argv[2], sys.argv[2:])\n"
-             "_, status, usage = os.wait4(pid, 0)\n"
-             "open(sys.argv[1], 'w').write(f'{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}')\n")
 
 
 def _tree_rss(proc: psutil.Process) -> int:
@@ -98,7 +80,7 @@ def run_cli(argv: list[str], cwd: Path, timeout: float, env: dict | None = None)
         start = time.perf_counter()
         with open(out, "wb") as o, open(err, "wb") as e:
             launcher = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(usage), sys.executable, "-m", "packing_core", *argv],
+                [sys.executable, "-I", "-S", "-c", LAUNCHER, str(usage), sys.executable, "-m", "packing_core", *argv],
                 cwd=cwd, env={**ENV, **(env or {})}, stdout=o, stderr=e, stdin=subprocess.DEVNULL,
                 start_new_session=True)
             peak, done = [0], threading.Event()
