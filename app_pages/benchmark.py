@@ -16,8 +16,8 @@ TILE_EXAMPLE = 16   # documents drawn in the tile figure: enough to see the patt
 st.title("Benchmark")
 lesson(__file__)
 st.markdown(
-    "Padded rows run by a kernel that computes the pads (SDPA with `is_causal`) pay a full square per "
-    "row. Packed, one call per document (`segments`) or varlen fed `cu_seqlens` pays one small square "
+    "The padded baseline is SDPA with is_causal over padded rows: a kernel that computes the pads, so it pays "
+    "a full square per row. Packed, one call per document (`segments`) or varlen fed `cu_seqlens` pays one small square "
     "per document; FlexAttention (`flex`) skips only whole empty tiles, so it pays every tile a document "
     "touches; a materialised block-diagonal mask still computes every cell of each row. (Against an unpadding "
     "kernel, padding would pay only the small squares too, and packing would buy only the slot ratio.) Each "

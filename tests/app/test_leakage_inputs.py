@@ -9,7 +9,7 @@ from tests._support import skip_or_fail
 
 
 def open_lab(**state) -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=180)
+    at = AppTest.from_file("../../app.py", default_timeout=180)
     at.switch_page("app_pages/leakage_lab.py").run()
     at.checkbox(key="w_leakage_lab.skip").check()
     for key, value in state.items():

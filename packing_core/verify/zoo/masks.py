@@ -101,7 +101,8 @@ BUGS: tuple[Bug, ...] = (
         "SmolLM2-135M, transformers' own sdpa", LEAK, _cache_hides_packing, _cache_example),
     Bug("positions-without-mask", "Positions reset per document, but the mask comes from elsewhere",
         "Where the mask comes from elsewhere (an explicit causal mask, cu_seqlens [0, T], a 2D attention_mask or "
-        "a cache), resetting position_ids changes only the rotary phases and document 1 still reads document 0.",
+        "a cache), resetting position_ids changes only the rotary phases and document 1 still reads document 0. "
+        "(Only transformers' padding-free path, with no mask and no cache, turns the resets into a document mask.)",
         ("huggingface/trl #784: 'the second sample paying attention to the first'",
          "huggingface/trl #1230 / #1235 (not merged): packing without cross contamination",
          "allenai/open-instruct #669", "hiyouga/LlamaFactory #2289",
