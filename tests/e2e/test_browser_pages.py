@@ -62,11 +62,11 @@ def test_padded_vs_packed_refuses_junk_lengths_in_one_escaped_line_and_recovers(
 
 def test_masks_and_labels_check_catches_a_planted_bug(app_page):
     app_page.open("masks_and_labels")
-    assert any("no violation" in s for s in app_page.alerts("success"))
-    app_page.select("Break it", "row cu_seqlens")
-    assert any("caught" in w for w in app_page.alerts("warning")), app_page.alerts("warning")
+    assert any("SOUND" in s for s in app_page.alerts("success"))
+    app_page.select("Break it", "row-cu-seqlens")
+    assert any("segments_disagree_with_cu_seqlens" in w for w in app_page.alerts("warning")), app_page.alerts("warning")
     app_page.toggle("Instruction tuning")
-    app_page.select("Break it", "prompts in the loss")
+    app_page.select("Break it", "prompts-in-the-loss")
     warning = " ".join(app_page.alerts("warning"))
     shown = re.search(r"Loss positions: (\d+), answer targets: (\d+)", warning)
     assert shown and shown[1] != shown[2], warning               # prompts trained: more loss than answers
