@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory):
-    from packing_core.models.pretrained import real_tokenizer
+    from packing_core.models.tokenizers import real_tokenizer
 
     if real_tokenizer() is None:
         skip_or_fail("SmolLM2 is not installed: bash scripts/install.sh")
