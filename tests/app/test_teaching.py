@@ -393,7 +393,7 @@ def test_a_planted_row_cu_seqlens_changes_the_mask_picture():
     at.selectbox(key="w_masks_and_labels.break_").set_value("row-cu-seqlens").run()
     assert_clean(at)
     after = at.get("plotly_chart")[0].proto.spec
-    assert after != before   # the kernel's mask, drawn from what flash_attention_2 reads   # the kernel's mask, drawn from what it reads
+    assert after != before   # the kernel's mask, drawn from what flash_attention_2 reads
 
 
 def test_M4_an_uploaded_batch_of_packed_rows_is_flagged_for_flash_attention():
