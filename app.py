@@ -34,4 +34,4 @@ page = st.navigation(PAGES)
 # The error contract: an unexpected exception on any page is one line on the page, saying it was logged;
 # the traceback goes to the server log (Streamlit's own details are off too: .streamlit/config.toml).
 # The sidebar also says whether the server is ready for a class (files only: instant).
-run_safely(page.title, sidebar, lambda: st.sidebar.caption(warm_status().line), page.run)
+run_safely(page, sidebar, lambda: st.sidebar.caption(warm_status().line), page.run)

@@ -124,12 +124,18 @@ UNEXPECTED = ("Something went wrong on this page ({kind}); it was logged on the 
               "Try other settings, or another page.")
 
 
-def run_safely(title: str, *steps) -> None:
+def run_safely(page, *steps) -> None:
     """Run the sidebar and the page; an unexpected exception becomes one line, its traceback goes to the log.
 
     ``st.stop()`` and reruns are not exceptions (Streamlit raises them as ``BaseException``) and pass.
-    No message text is shown: it may hold a server path.
+    No message text is shown: it may hold a server path. ``page`` is the ``st.Page`` being run.
     """
+    # Outside a Streamlit run (a spawned scan worker re-imports the main script that AppTest left in
+    # sys.modules) a Page has no title yet: that must not stop the import.
+    try:
+        title = page.title
+    except AttributeError:
+        title = "the page"
     try:
         if os.environ.get(FAULT_ENV) == title:
             raise RuntimeError(f"planted fault for the error-contract test ({FAULT_ENV}={title})")

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .data.scan import scan
     from .data.sources import load_lengths
     from .experiments.warm import warm
-    from .integrations.guard import guard
+    from .integrations.hook import guard
     from .integrations.trainer import PackingCheckCallback
     from .models.registry import model_spec
     from .models.tokenizers import load_tokenizer

@@ -144,6 +144,10 @@ def test_every_package_names_its_api_once_and_every_name_resolves(package):
     assert module.__all__, f"{name} has no __all__"
     # the lazy table is the TYPE_CHECKING block: what editors and pyright read is what loads
     assert set(module.__all__) == set(export_table(name, module.__file__))
+    folder = Path(module.__file__).parent
+    submodules = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+    # a loaded submodule of the same name would shadow the lazy name (``from pkg import name`` gives the module)
+    assert not set(module.__all__) & submodules, f"{name} exports names of its own modules"
     for public in module.__all__:
         value = getattr(module, public)
         assert not isinstance(value, type(packing_core)), f"{name}.{public} is a module, not a function or type"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .guard import Guard, PackingCheckError
+    from .hook import Guard, PackingCheckError, guard
     from .trainer import PackingCheckCallback
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

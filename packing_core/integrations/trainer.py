@@ -1,4 +1,4 @@
-"""A ``transformers.TrainerCallback`` that installs :func:`~packing_core.integrations.guard.guard`.
+"""A ``transformers.TrainerCallback`` that installs :func:`~packing_core.integrations.hook.guard`.
 
     SFTTrainer(model, args, train_dataset=ds, callbacks=[PackingCheckCallback()])
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from transformers import TrainerCallback
 
-from packing_core.integrations.guard import guard
+from packing_core.integrations.hook import guard
 
 
 class PackingCheckCallback(TrainerCallback):

@@ -171,7 +171,11 @@ def wrap_title(title: str, width: int = TITLE_CHARS) -> str:
 
     >>> wrap_title("concat-cut: one stream, cut every 512 tokens", 30)
     'concat-cut: one stream, cut<br>every 512 tokens'
+    >>> wrap_title("segments<br>1,234 cells: 8.0x fewer", 30)
+    'segments<br>1,234 cells: 8.0x fewer'
     """
+    if "<br>" in title:   # lines the caller broke stay broken; each is wrapped on its own
+        return "<br>".join(wrap_title(part, width) for part in title.split("<br>"))
     lines, line = [], ""
     for word in title.split(" "):
         if line and len(line) + 1 + len(word) > width:

@@ -921,8 +921,9 @@ def _run_case(case: Case, folder: Path, a: Assets) -> Outcome:
 @pytest.fixture(scope="module")
 def outcomes(request, assets, tmp_path_factory):
     """The selected cases (``-k`` works), two at a time: the machine has two cores."""
-    wanted = {item.callspec.params["case"].id for item in request.session.items
-              if item.module is request.module and hasattr(item, "callspec") and "case" in item.callspec.params}
+    wanted = {item.callspec.params["case"].id for item in request.session.items   # doctest items have no module
+              if getattr(item, "module", None) is request.module and hasattr(item, "callspec")
+              and "case" in item.callspec.params}
     chosen = [c for c in CASES if c.id in wanted]
     folders = {c.id: tmp_path_factory.mktemp(c.id[:40]) for c in chosen}
     with ThreadPoolExecutor(max_workers=2) as pool:

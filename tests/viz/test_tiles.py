@@ -27,9 +27,18 @@ def figure():
     return tile_figure(kernel_footprints(LENGTHS, CONTEXT, tiles=(128, 64)), title="tiles")
 
 
+KERNELS = ["padded SDPA", "segments", "flex, 128-token tiles", "flex, 64-token tiles", "dense mask"]
+
+
+def panel(annotation) -> tuple[str, str]:
+    """``(kernel, "N cells: ...")`` of a panel title, however the figure wrapped its lines."""
+    text = annotation.text.replace("<br>", " ")
+    kernel = next(k for k in KERNELS if text.startswith(k + " "))
+    return kernel, text[len(kernel) + 1:]
+
+
 def test_one_panel_per_kernel_in_order(figure):
-    titles = [a.text.split("<br>")[0] for a in figure.layout.annotations]
-    assert titles == ["padded SDPA", "segments", "flex, 128-token tiles", "flex, 64-token tiles", "dense mask"]
+    assert [panel(a)[0] for a in figure.layout.annotations] == KERNELS
     assert sum(t.type == "heatmap" for t in figure.data) == 5
 
 
@@ -45,14 +54,14 @@ def test_titles_quote_cells_counted_from_the_mask_itself(figure):
         "dense mask": bfd.n_rows * CONTEXT**2,
     }
     for a in figure.layout.annotations:
-        kernel, numbers = a.text.split("<br>")
+        kernel, numbers = panel(a)
         cells = expected[kernel]
         fewer = "the baseline" if cells == padded else f"{padded / cells:.1f}x fewer"
         assert numbers == f"{cells:,} cells: {fewer}", kernel
 
 
 def test_computed_tiles_are_shaded_and_skipped_ones_blank(figure):
-    panels = {a.text.split("<br>")[0]: t for a, t in zip(figure.layout.annotations,
+    panels = {panel(a)[0]: t for a, t in zip(figure.layout.annotations,
                                                           [t for t in figure.data if t.type == "heatmap"])}
     flex64, flex128 = (np.asarray(panels[f"flex, {t}-token tiles"].z) for t in (64, 128))
     segments, dense = np.asarray(panels["segments"].z), np.asarray(panels["dense mask"].z)
