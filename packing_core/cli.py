@@ -157,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load_lengths(args):
-    from packing_core.data import lengths as L
+    import packing_core.data.lengths as L
 
     if args.lengths is not None:
         return L.parse_lengths(args.lengths)

@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+import packing_core.packing.registry as registry
 from packing_core._validate import as_lengths
 from packing_core.analysis.costs import attention_cells
 from packing_core.analysis.stats import LengthStats
-from packing_core.packing import registry
 from packing_core.packing.plan import PlanMetrics
 from packing_core.packing.registry import STRATEGIES, STRATEGY_INFO
 from packing_core.packing.strategies import compare

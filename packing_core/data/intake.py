@@ -31,8 +31,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import packing_core.data.readers as readers
 from packing_core._settings import ReadBudget, read_budget
-from packing_core.data import readers
 from packing_core.data.formats import RECORD_KINDS, detect_kind, kind_columns
 from packing_core.data.lengths import column_lengths, count_tokens
 from packing_core.data.profile import LengthProfile, SourceCount

@@ -24,9 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import packing_core.data.readers as readers
 from packing_core._settings import ReadBudget
 from packing_core._validate import INTEGER_TEXT, MAX_DOCUMENTS, MAX_LENGTH, MAX_TEXT_BYTES, as_lengths, whole_number
-from packing_core.data import readers
 
 Tokenizer = Callable[[list[str]], list[list[int]]]
 LENGTH_COLUMNS = ("length", "lengths", "n_tokens", "num_tokens")

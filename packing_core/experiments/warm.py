@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
+import packing_core.experiments.train as _train
 from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir
-from packing_core.experiments import train as _train
 from packing_core.experiments.train import TOPICS, TrainResult, train_demo
 
 THREADS_ENV = "PACKING_LAB_TORCH_THREADS"
@@ -74,7 +74,7 @@ def use_lab_threads() -> int:
 # ---------------------------------------------------------------- the demo pair, cached on disk
 def _fingerprint() -> str:
     """A short hash of what the demo's numbers depend on: the training code, the model, torch."""
-    from packing_core.models import tiny
+    import packing_core.models.tiny as tiny
 
     h = hashlib.sha256(torch.__version__.encode())
     for module in (_train, tiny):

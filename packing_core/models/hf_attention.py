@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from transformers import AttentionInterface
 
-from packing_core.attention import backends as attention
+import packing_core.attention.backends as attention
 
 ATTN_PREFIX = "packing_lab_"
 ATTN_IMPLEMENTATIONS = tuple(ATTN_PREFIX + b for b in attention.BACKENDS)

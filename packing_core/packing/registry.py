@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from packing_core.packing import count_rows as C
-from packing_core.packing import place as P
+import packing_core.packing.count_rows as C
+import packing_core.packing.place as P
 
 __all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO", "Strategy",
            "get_strategy", "register_strategy", "strategies", "unregister_strategy"]
