@@ -24,7 +24,7 @@ from packing_core import make_plan
 from packing_core.analysis import length_histogram, length_stats
 from packing_core.data import list_sources
 from packing_core.models import PRETRAINED
-from packing_core.packing import PACKING_STRATEGIES
+from packing_core.packing import PACKING_STRATEGIES, STRATEGIES
 
 log = logging.getLogger("packing_lab")
 
@@ -269,8 +269,15 @@ def plan(lengths: tuple, context: int, strategy: str, **kwargs):
     return make_plan(np.asarray(lengths, dtype=np.int64), context, strategy, **kwargs)
 
 
-@st.cache_data(show_spinner="Comparing every strategy...", max_entries=32)
 def strategy_table(lengths: np.ndarray, context: int, **kwargs) -> list:
+    """Every registered strategy on ``lengths`` (cached). The names are part of the cache key, so a
+    strategy registered after a first call is never missing from a cached table."""
+    kwargs.setdefault("strategies", tuple(STRATEGIES))
+    return _strategy_table(lengths, context, **kwargs)
+
+
+@st.cache_data(show_spinner="Comparing every strategy...", max_entries=32)
+def _strategy_table(lengths: np.ndarray, context: int, **kwargs) -> list:
     return pc.strategy_table(lengths, context, **kwargs)
 
 

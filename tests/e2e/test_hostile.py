@@ -624,7 +624,7 @@ CASES: list[Case] = [
          r"would make 9,765,625 pieces .* at most 4,000,000 extra pieces"),
     Case("one-length-of-2e9-is-planned", "memory",
          lambda d, a: ["report", "--lengths", "2000000000", "--strategy", "bfd", "--format", "json"],
-         check=lambda r, d: report_json(r)[0]["real_tokens"] == 2_000_000_000),
+         check=lambda r, d: report_json(r)["strategies"][0]["real_tokens"] == 2_000_000_000),
     Case("scan-parquet-one-100MB-text-in-a-worker", "memory",
          lambda d, a: ["scan", "--tokenizer", "bytes", "--workers", "1",
                        parquet(d, "t.parquet", pa.table({"text": ["a" * 100_000_000]})), "--out", str(d / "p.json")],
