@@ -138,7 +138,9 @@ def _clear_error() -> None:
 def upload_form() -> None:
     """The one uploader, with the kind and the tokenizer beside it, and the column picker once a file is chosen."""
     loaded = "upload" in st.session_state
-    with st.expander(f"Use your own data: {DATA_SUFFIXES}, or a length profile (JSON)", expanded=not loaded):
+    pending = bool(st.session_state.get(_key()))   # files picked and not yet analysed: keep their button in view
+    with st.expander(f"Use your own data: {DATA_SUFFIXES}, or a length profile (JSON)",
+                     expanded=not loaded or pending):
         st.caption("One data file, the shards of one corpus (select them all), or a profile written by "
                    "`python -m packing_core scan`. Records may be chat messages, prompt + completion pairs, "
                    "text, token counts (a length column) or token-id lists (input_ids). The files stay in this "
