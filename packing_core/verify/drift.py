@@ -104,18 +104,9 @@ def continuations(runner, documents: Sequence[Sequence[int]], decode: Callable[[
     ``model_runner(tiny, backend)``): the same one the verdict ran. Only the documents
     before the continued one share its row (the ones after it cannot reach it).
     """
-    choice("mask", mask, MASKS)
-    choice("positions", positions, POSITIONS)
-    steps = whole_number(steps, "steps", maximum=MAX_STEPS, hint="about 20 tokens read as a phrase")
-    if not 1 <= document < len(documents):
-        raise ValueError(f"document must be 1 to {len(documents) - 1} (it needs one before it to read), "
-                         f"got {document}")
-    doc = list(documents[document])
-    alone = _greedy(runner, [], doc, steps, mask, positions, device)
-    packed = _greedy(runner, documents[:document], doc, steps, mask, positions, device)
-    return Continuations(document=document, mask=mask, steps=steps, alone_ids=tuple(alone),
-                         packed_ids=tuple(packed), alone_text=decode(alone), packed_text=decode(packed),
-                         positions=positions, path=path)
+    return _alone_and_packed(lambda before, doc, steps: _greedy(runner, before, doc, steps, mask, positions, device),
+                             documents, decode, document=document, mask=mask, positions=positions, steps=steps,
+                             path=path)
 
 
 def _additive(allowed: torch.Tensor, dtype) -> torch.Tensor:
@@ -165,6 +156,14 @@ def cached_continuations(model, documents: Sequence[Sequence[int]], decode: Call
                          document: int = 1, mask: Mask = "off", positions: Positions = "reset", steps: int = 20,
                          explicit_mask: bool = True, path: str = "") -> Continuations:
     """:func:`continuations` on a transformers causal LM with its KV cache (see the module docstring)."""
+    return _alone_and_packed(
+        lambda before, doc, steps: _greedy_cached(model, before, doc, steps, mask, positions, explicit_mask),
+        documents, decode, document=document, mask=mask, positions=positions, steps=steps, path=path)
+
+
+def _alone_and_packed(greedy: Callable, documents, decode, *, document: int, mask: str, positions: str,
+                      steps: int, path: str) -> Continuations:
+    """The settings checked once, then ``greedy(before, doc, steps)`` alone (nothing before) and packed."""
     choice("mask", mask, MASKS)
     choice("positions", positions, POSITIONS)
     steps = whole_number(steps, "steps", maximum=MAX_STEPS, hint="about 20 tokens read as a phrase")
@@ -172,8 +171,8 @@ def cached_continuations(model, documents: Sequence[Sequence[int]], decode: Call
         raise ValueError(f"document must be 1 to {len(documents) - 1} (it needs one before it to read), "
                          f"got {document}")
     doc = list(documents[document])
-    alone = _greedy_cached(model, [], doc, steps, mask, positions, explicit_mask)
-    packed = _greedy_cached(model, documents[:document], doc, steps, mask, positions, explicit_mask)
+    alone = greedy([], doc, steps)
+    packed = greedy(documents[:document], doc, steps)
     return Continuations(document=document, mask=mask, steps=steps, alone_ids=tuple(alone),
                          packed_ids=tuple(packed), alone_text=decode(alone), packed_text=decode(packed),
                          positions=positions, path=path)
