@@ -346,8 +346,11 @@ class AppPage:
 TIMEOUT = 90  # the first run imports torch (and, on the leakage page, transformers)
 
 
-def open_page(name: str) -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+def open_page(name: str, timeout: float = TIMEOUT, **state) -> AppTest:
+    """The page ``name`` through ``app.py`` (router and sidebar), with ``state`` set in the session first."""
+    at = AppTest.from_file("../app.py", default_timeout=timeout)
+    for key, value in state.items():
+        at.session_state[key] = value
     at.switch_page(f"app_pages/{name}.py").run()
     assert_clean(at)
     return at

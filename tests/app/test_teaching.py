@@ -19,23 +19,15 @@ from packing_core.data import list_sources
 from packing_core.experiments import TOKENS_PER_TOPIC, TOPICS
 from packing_core.verify import DEFAULT_LENGTHS, MAX_TEXTS, MIN_TEXTS, drift_pretrained
 from packing_core.viz import strategy_figure
+from tests._support import assert_clean
+from tests._support import open_page as _open_page
 
 ROOT = Path(__file__).parents[2]
 TIMEOUT = 120
 
 
 def open_page(name: str, **state) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.switch_page(f"app_pages/{name}.py").run()
-    assert_clean(at)
-    return at
-
-
-def assert_clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    return _open_page(name, timeout=TIMEOUT, **state)
 
 
 def text(at: AppTest) -> str:
