@@ -481,6 +481,13 @@ def main(argv=None, out=None, err=None) -> int:
     except ValueError as e:
         err.write(f"error: {_escaped(e)}\n")
         return EXIT_BAD_INPUT
+    except BrokenPipeError:   # the reader went away (``check ... | head``): not an error of the input
+        if out is sys.stdout:   # the real stdout: no second error when the interpreter flushes it at exit
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass
+        return 141   # 128 + SIGPIPE, what a shell tool killed by the closed pipe returns
     except RecursionError:   # a structure nested past Python's limit, wherever it was parsed
         err.write("error: the input is nested too deeply to read; flatten it\n")
         return EXIT_BAD_INPUT

@@ -1,4 +1,5 @@
 """The command line, run as a user runs it: a subprocess, exit codes, stdout and stderr."""
+import io
 import json
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from packing_core.cli import main
 from tests._support import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,3 +125,13 @@ def test_text_column_lengths_follow_the_chosen_tokenizer(tmp_path):
         skip_or_fail("SmolLM2 is not installed: bash scripts/install.sh")
     r = run("report", str(path), "--strategy", "pad", "--format", "json", "--tokenizer", "smollm2")
     assert json.loads(r.stdout)["strategies"][0]["real_tokens"] == sum(map(len, tok(["hello world", "café au lait"])))
+
+
+def test_a_reader_that_goes_away_is_not_reported_as_an_error():
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    err = io.StringIO()
+    assert main(["report", "--lengths", "120,90,300"], out=ClosedPipe(), err=err) == 141   # 128 + SIGPIPE
+    assert "error" not in err.getvalue()
