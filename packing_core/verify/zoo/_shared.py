@@ -62,12 +62,12 @@ def compare_batches(model, broken: dict, fixed: dict, caught_by, *, use_cache_br
         broken_max_abs_diff=vb.max_abs_diff, fixed_max_abs_diff=vf.max_abs_diff,
         changed_predictions=vb.changed_top1, caught=caught(cb, caught_by), silent_on_fix=not caught(cf, caught_by),
         check_says=says(cb), document_ids=cb.row_document_ids[0],
-        tokens=token_texts(tokenizer, ids) if tokenizer is not None else tuple(map(str, ids)),
+        input_ids=ids, tokens=token_texts(tokenizer, ids) if tokenizer is not None else tuple(map(str, ids)),
         tolerance=vb.tolerance, broken_token_diffs=vb.token_diffs[0], fixed_token_diffs=vf.token_diffs[0],
         broken_mask=cb.effective.allowed(0), fixed_mask=cf.effective.allowed(0))
 
 
-def report_arrays(broken, fixed, *, tokens=(), masks: bool = True) -> dict:
+def report_arrays(broken, fixed, *, ids=None, tokens=(), masks: bool = True) -> dict:
     """A figure's arrays from two alone-vs-packed reports (``VerifyReport``) of the same documents.
 
     The row's documents come from ``fixed.cu_seqlens``. With ``masks``, the broken run's packed
@@ -79,6 +79,7 @@ def report_arrays(broken, fixed, *, tokens=(), masks: bool = True) -> dict:
     cu = np.asarray(fixed.cu_seqlens, dtype=np.int64)
     T = int(cu[-1])
     out = dict(document_ids=np.repeat(np.arange(len(cu) - 1), np.diff(cu)), tokens=tuple(tokens),
+               input_ids=None if ids is None else np.asarray(ids, dtype=np.int64),
                tolerance=fixed.tolerance, broken_token_diffs=np.asarray(broken.token_diffs, dtype=np.float64),
                fixed_token_diffs=np.asarray(fixed.token_diffs, dtype=np.float64))
     if masks:

@@ -117,6 +117,7 @@ class ZooResult:
     check_says: str                       # what the check reported on the broken setup
     # what the figure draws (one row)
     document_ids: np.ndarray | None = _array()        # int [T]: each token's intended document, -1 a pad
+    input_ids: np.ndarray | None = _array()           # int [T]: the row's tokens
     tokens: tuple[str, ...] = ()                       # each token as text, for cells and hover
     tolerance: float | None = None                     # the alone-vs-packed tolerance of the diffs
     broken_token_diffs: np.ndarray | None = _array()  # float [T]: max |logit packed - logit alone| per token

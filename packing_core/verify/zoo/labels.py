@@ -30,7 +30,8 @@ def _labels_over_row() -> ZooResult:
                          f"(fixed {lf:.4f})", fixed=f"{n_f} targets, loss {lf:.4f}",
         broken_max_abs_diff=None, fixed_max_abs_diff=None, changed_predictions=None,
         caught=caught(cb, CROSS), silent_on_fix=not caught(cf, CROSS), check_says=says(cb),
-        document_ids=cf.row_document_ids[0], tokens=token_texts(tok, fixed["input_ids"][0]),
+        document_ids=cf.row_document_ids[0], input_ids=fixed["input_ids"][0],
+        tokens=token_texts(tok, fixed["input_ids"][0]),
         broken_targets=hf_targets(broken["labels"][0]), fixed_targets=hf_targets(fixed["labels"][0]))
 
 

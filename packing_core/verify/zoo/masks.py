@@ -61,7 +61,8 @@ def _positions_without_mask() -> ZooResult:
         fixed_max_abs_diff=fixed.max_abs_diff, changed_predictions=len(broken.changes),
         caught=not broken.equivalent, silent_on_fix=fixed.equivalent,
         check_says="verify --mask off: NOT EQUIVALENT; check: documents_share_attention under varlen (cu_seqlens [0, T])",
-        **report_arrays(broken, fixed, tokens=token_texts(pre[1], [t for d in docs for t in d])))
+        **report_arrays(broken, fixed, ids=[t for d in docs for t in d],
+                        tokens=token_texts(pre[1], [t for d in docs for t in d])))
 
 
 def _positions_example():
@@ -109,7 +110,7 @@ BUGS: tuple[Bug, ...] = (
         "train mode, and transformers' sdpa/eager/flex skip packed-sequence detection: documents read each other. "
         "flash_attention_2's detection does not look at the cache.",
         ("huggingface/transformers #46634 (the same gate, attention_mask is None and cache is None)",
-         "huggingface/trl sft_trainer.py compute_loss: inputs['use_cache'] = False"),
+         "huggingface/trl trl/trainer/sft_trainer.py compute_loss: inputs['use_cache'] = False"),
         "use_cache=False (Trainer sets config.use_cache from TrainingArguments.use_cache, default False; "
         "TRL forces it); a hand-written loop must pass it.",
         "SmolLM2-135M, transformers' own sdpa", LEAK, _cache_hides_packing, _cache_example),

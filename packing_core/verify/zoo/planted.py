@@ -225,7 +225,7 @@ def plant_bug(name: str) -> ZooResult:
         caught=bool(bug.caught_by) and set(bug.caught_by) <= found,
         silent_on_fix=not set(bug.caught_by) & set(cg.names),
         check_says=", ".join(f"{f.name} ({f.severity})" for f in cb.errors + cb.warnings) or "nothing",
-        document_ids=doc, tokens=_chars(good.input_ids[0].numpy()),
+        document_ids=doc, input_ids=good.input_ids[0].numpy(), tokens=_chars(good.input_ids[0].numpy()),
         broken_mask=mask_b if differs["mask"] else None, fixed_mask=mask_g if differs["mask"] else None,
         broken_targets=tgt_b if differs["targets"] else None, fixed_targets=tgt_g if differs["targets"] else None,
         broken_position_ids=pos_b if differs["positions"] else None,

@@ -62,7 +62,8 @@ def _pads_at_zero() -> ZooResult:
                          f"2 documents + {pad} pads", fixed=f"{segments(good)} sequences (the pads are one dummy)",
         broken_max_abs_diff=None, fixed_max_abs_diff=None, changed_predictions=None,
         caught=caught(cb, PADS), silent_on_fix=not caught(cf, PADS), check_says=says(cb),
-        document_ids=_documents_then_pads(fixed, pad), tokens=token_texts(tok, broken["input_ids"][0]),
+        document_ids=_documents_then_pads(fixed, pad), input_ids=broken["input_ids"][0],
+        tokens=token_texts(tok, broken["input_ids"][0]),
         broken_position_ids=broken["position_ids"][0], fixed_position_ids=good["position_ids"][0],
         broken_segments=found(broken), fixed_segments=found(good))
 
@@ -95,7 +96,8 @@ def _positions_not_padded() -> ZooResult:
         name="", symptom=f"{T + pad} input_ids, {T} position_ids: transformers' sdpa path raises {raised}",
         fixed=f"{T + pad} of each: runs", broken_max_abs_diff=None, fixed_max_abs_diff=None,
         changed_predictions=None, caught=refused, silent_on_fix=check_hf_batch(good).sound, check_says=text,
-        document_ids=_documents_then_pads(fixed, pad), tokens=token_texts(tok, broken["input_ids"][0]),
+        document_ids=_documents_then_pads(fixed, pad), input_ids=broken["input_ids"][0],
+        tokens=token_texts(tok, broken["input_ids"][0]),
         broken_position_ids=broken["position_ids"][0], fixed_position_ids=good["position_ids"][0])
 
 
