@@ -117,7 +117,7 @@ def _differs_overlay(fig: go.Figure, x, track: str) -> None:
     x = np.asarray(x)
     fig.add_trace(go.Scatter(
         x=x, y=[track] * len(x), mode="markers", name=DIFFERS, showlegend=True,
-        marker=dict(symbol="circle-open", size=18, color=ALERT_COLOUR, line=dict(width=3)),
+        marker=dict(symbol="circle-open", size=16, color=ALERT_COLOUR, line=dict(width=2)),
         hovertemplate="token %{x}: differs from the fix<extra></extra>"))
 
 
