@@ -121,6 +121,40 @@ def _differs_overlay(fig: go.Figure, x, track: str) -> None:
         hovertemplate="token %{x}: differs from the fix<extra></extra>"))
 
 
+ZOOM_TOKENS = 24   # a wider row opens zoomed on its first difference (drag to pan), so each cell's text reads
+
+
+def _window(differs: np.ndarray, n: int) -> tuple[int, int] | None:
+    """The ``ZOOM_TOKENS`` tokens a row of more opens on: around its first difference (None: the whole row)."""
+    at = np.flatnonzero(differs)
+    if n <= ZOOM_TOKENS or not len(at):
+        return None
+    hi = min(n, max(int(at[0]) - ZOOM_TOKENS // 3, 0) + ZOOM_TOKENS)
+    return hi - ZOOM_TOKENS, hi
+
+
+def _zoomed_title(title: str, window, n: int) -> str:
+    return title if window is None else f"{title}<br>tokens {window[0]} to {window[1] - 1} of {n} (drag to pan)"
+
+
+def _zoom(fig: go.Figure, window) -> None:
+    if window is not None:
+        fig.update_xaxes(range=[window[0] - 0.5, window[1] - 0.5])
+        fig.data[0].textfont.size = 10
+
+
+def _show_pad_values(fig: go.Figure, tracks: list[Track]) -> None:
+    """Values on pad cells too, for tracks where a pad's value is the point (its position, its sequence)."""
+    heat = fig.data[0]
+    if heat.text is None:
+        return
+    text = [list(row) for row in heat.text]
+    for i, t in enumerate(tracks):
+        if t.name.startswith(("position_ids", "sequence found")):
+            text[i] = list(np.asarray(t.labels, dtype=str))
+    heat.text = text
+
+
 def _token_track(result, n: int) -> Track:
     doc = np.asarray(result.document_ids, dtype=np.int64)
     return Track("input token", colour_codes(doc), np.where(doc >= 0, _labels(result, n), "pad"))
@@ -143,9 +177,11 @@ def targets_figure(result) -> go.Figure:
         codes = np.where(crosses, LEAK, np.where(has, colour_codes(doc), EMPTY))
         return Track(name, codes, text)
 
+    window = _window(broken != fixed, n)
     fig = tracks_figure([_token_track(result, n), track("target (broken)", broken), track("target (fixed)", fixed)],
-                        title=f"Targets: {int((broken != fixed).sum())} differ from the fix")
+                        title=_zoomed_title(f"Targets: {int((broken != fixed).sum())} differ from the fix", window, n))
     _differs_overlay(fig, np.flatnonzero(broken != fixed), "target (broken)")
+    _zoom(fig, window)
     return fig
 
 
@@ -171,12 +207,15 @@ def positions_figure(result) -> go.Figure:
     if result.broken_segments is not None:
         title += (f"; {int(np.max(result.broken_segments)) + 1} sequences found "
                   f"(fixed {int(np.max(result.fixed_segments)) + 1})")
-    fig = tracks_figure(tracks, title=title)
+    window = _window(differs, n)
+    fig = tracks_figure(tracks, title=_zoomed_title(title, window, n))
+    _show_pad_values(fig, tracks)
     _differs_overlay(fig, np.flatnonzero(differs), "position_ids (broken)")
     if result.broken_segments is not None:
         seg_differs = np.asarray(result.broken_segments) != np.asarray(result.fixed_segments)
         _differs_overlay(fig, np.flatnonzero(seg_differs), "sequence found (broken)")
         fig.data[-1].showlegend = False
+    _zoom(fig, window)
     return fig
 
 
