@@ -45,7 +45,9 @@ for bug in ZOO:
         if bug.reported:
             st.markdown("**Where it was reported.**\n" + "\n".join(f"- {reference(r)}" for r in bug.links))
         st.markdown(f"**The fix.** {esc(bug.fix)}")
-        caught = "; ".join(bug.caught_by_titles) or "no static finding: only a model run shows it"
+        caught = "; ".join(bug.caught_by_titles) or (
+            "no static finding: only alone vs packed (Masks and labels page) shows it" if bug.planted
+            else "no static finding: only a model run shows it")
         if bug.planted:
             st.caption(f"Planted in a small batch (no model), as on the Masks and labels page. Caught by: {esc(caught)}.")
         else:

@@ -1,5 +1,5 @@
 """The bug zoo's figures draw the reproduction's own numbers, in the roles' colours."""
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -16,7 +16,7 @@ TINY = ("sliding-window-crosses", "continuous-absolute-positions", "loss-per-row
 PLANTED = tuple(b.name for b in planted.BUGS)
 
 
-@lru_cache(maxsize=None)
+@cache
 def result(name):
     return plant_bug(name) if name in PLANTED else reproduce_bug(name)
 

@@ -224,7 +224,8 @@ def plant_bug(name: str) -> ZooResult:
         broken_max_abs_diff=None, fixed_max_abs_diff=None, changed_predictions=None,
         caught=bool(bug.caught_by) and set(bug.caught_by) <= found,
         silent_on_fix=not set(bug.caught_by) & set(cg.names),
-        check_says=", ".join(f"{f.name} ({f.severity})" for f in cb.errors + cb.warnings) or "nothing",
+        check_says=", ".join(f"{f.name} ({f.severity})" for f in cb.errors + cb.warnings)
+        or "nothing: every tensor it reads is as built (alone vs packed, on the Masks and labels page, shows it)",
         document_ids=doc, input_ids=good.input_ids[0].numpy(), tokens=_chars(good.input_ids[0].numpy()),
         broken_mask=mask_b if differs["mask"] else None, fixed_mask=mask_g if differs["mask"] else None,
         broken_targets=tgt_b if differs["targets"] else None, fixed_targets=tgt_g if differs["targets"] else None,
