@@ -1,10 +1,11 @@
 """Bug zoo: packing bugs that reached users of real projects, each reproduced live; and how losses weight documents."""
 import streamlit as st
 
-from app_pages._lab import esc, guard, lesson, page_settings
+from app_pages._lab import esc, figure, guard, lesson, page_settings
 from packing_core import ZOO
 from packing_core.batch import LOSS_RULES
 from packing_core.data import parse_lengths
+from packing_core.viz import zoo_figures
 
 S = page_settings("bug_zoo", rows="4 | 60 60")
 
@@ -14,7 +15,9 @@ st.markdown(
     "Packing bugs that reached users of real projects. All but one run without an error, and the loss still "
     "falls. Position ids left unpadded make transformers raise an IndexError, or misalign silently elsewhere. "
     "Each entry says what goes wrong, where it was reported, and how it was fixed; **Reproduce** runs it on the "
-    "lab's models, broken and fixed, and shows what the lab's checks say of each."
+    "lab's models, broken and fixed, draws what went wrong beside the fix (the logits against each document "
+    "alone, the mask, the targets or the positions), and shows what the lab's checks say of each. A planted "
+    "fault needs no model: **Plant it** draws it in a small batch."
 )
 
 
@@ -25,24 +28,40 @@ def reproduce(name: str):
     return reproduce_bug(name)
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def plant(name: str):
+    from packing_core.verify import plant_bug
+    return plant_bug(name)
+
+
+def reference(parts) -> str:
+    """One tracker reference, its issue numbers as links."""
+    return "".join(f"[{esc(text)}]({url})" if url else esc(text) for text, url in parts)
+
+
 for bug in ZOO:
     with st.expander(f"**{esc(bug.title)}** · `{bug.name}`"):
         st.markdown(f"**What goes wrong.** {esc(bug.what)}")
-        st.markdown("**Where it was reported.**\n" + "\n".join(f"- {esc(r)}" for r in bug.reported))
+        if bug.reported:
+            st.markdown("**Where it was reported.**\n" + "\n".join(f"- {reference(r)}" for r in bug.links))
         st.markdown(f"**The fix.** {esc(bug.fix)}")
-        caught = "; ".join(bug.caught_by_titles) or "no static finding: only a model run shows it"
+        caught = "; ".join(bug.caught_by_titles) or (
+            "no static finding: only alone vs packed (Masks and labels page) shows it" if bug.planted
+            else "no static finding: only a model run shows it")
         if bug.planted:
-            st.caption(f"Planted in a batch on the Masks and labels page (no model). Caught by: {esc(caught)}.")
-            continue
-        st.caption(f"Reproduced on: {esc(bug.needs)}. Caught by: {esc(caught)}.")
-        if st.button("Reproduce", key=S.key(f"run_{bug.name}")):
+            st.caption(f"Planted in a small batch (no model), as on the Masks and labels page. Caught by: {esc(caught)}.")
+        else:
+            st.caption(f"Reproduced on: {esc(bug.needs)}. Caught by: {esc(caught)}.")
+        if st.button("Plant it" if bug.planted else "Reproduce", key=S.key(f"run_{bug.name}")):
             st.session_state[S.key(f"shown_{bug.name}")] = True
         if st.session_state.get(S.key(f"shown_{bug.name}")):
             with guard(f"reproduce {bug.name}"):
-                r = reproduce(bug.name)
+                r = plant(bug.name) if bug.planted else reproduce(bug.name)
             c1, c2 = st.columns(2)
             c1.markdown(f"**Broken:** {esc(r.symptom)}")
             c2.markdown(f"**Fixed:** {esc(r.fixed)}")
+            for part, fig in zoo_figures(r).items():
+                figure(fig, key=S.key(f"figure_{bug.name}_{part}"))
             (st.success if r.caught else st.warning)(
                 f"The lab's check {'catches it' if r.caught else 'misses it'}: {esc(r.check_says)}")
             (st.success if r.silent_on_fix else st.warning)(

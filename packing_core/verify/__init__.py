@@ -50,7 +50,10 @@ if TYPE_CHECKING:
         example_checks,
         loss_vs_answers,
         naive_targets,
+        plant_bug,
+        reference_links,
         reproduce_bug,
+        shown_batch,
         zoo_entry,
     )
 

@@ -11,7 +11,7 @@ separated only by EOS tokens shows its leak in the logits too.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -40,6 +40,7 @@ class BatchVerdict:
     attention: str
     tolerance: float
     documents: tuple[BatchDocument, ...]
+    token_diffs: np.ndarray | None = field(default=None, compare=False, repr=False)  # float [B, T], 0 off documents
 
     @property
     def leaks(self) -> bool:
@@ -122,16 +123,20 @@ def run_hf_batch(model, check: BatchCheck, *, model_name: str = "", tolerance: f
         kwargs["use_cache"] = use_cache
     logits = model(**kwargs).logits.float()
     alone_runs, scale = [], 1.0
+    token_diffs = np.zeros(logits.shape[:2])
     for r, row in enumerate(check.documents.per_row()):   # documents of one batch: a handful to hundreds
         for start, length in row:
             doc = torch.as_tensor(ids[r, start:start + length], dtype=torch.long, device=param.device)[None]
             alone = model(input_ids=doc, use_cache=False).logits.float()[0]
             inside = logits[r, start:start + length]
-            diff = float((alone - inside).abs().max())
+            per_token = (alone - inside).abs().amax(-1)
+            token_diffs[r, start:start + length] = per_token.cpu().numpy()
+            diff = float(per_token.max())
             changed = int((alone.argmax(-1) != inside.argmax(-1)).sum())
             alone_runs.append((r, start, length, diff, changed))
             scale = max(scale, float(alone.abs().max()))
     if tolerance is None:
         tolerance, _ = default_tolerance(param.dtype, impl, scale)
     docs = tuple(BatchDocument(r, s, n, d, d <= tolerance, c) for r, s, n, d, c in alone_runs)
-    return BatchVerdict(model=model_name, attention=impl, tolerance=float(tolerance), documents=docs)
+    return BatchVerdict(model=model_name, attention=impl, tolerance=float(tolerance), documents=docs,
+                        token_diffs=token_diffs)

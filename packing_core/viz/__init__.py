@@ -35,5 +35,6 @@ if TYPE_CHECKING:
     )
     from .tiles import tile_figure
     from .training import loss_curves_figure
+    from .zoo import zoo_figures
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

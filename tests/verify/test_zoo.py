@@ -2,6 +2,7 @@
 import io
 import json
 
+import numpy as np
 import pytest
 
 import packing_core as pc
@@ -36,6 +37,52 @@ def test_each_bug_reproduces_is_caught_and_the_fix_is_clean(name):
     assert r.name == name and r.caught and r.silent_on_fix, r
     if r.broken_max_abs_diff is not None:          # a leak: whole logits apart, the fix within rounding
         assert r.broken_max_abs_diff > 0.1 and r.fixed_max_abs_diff < 1e-3
+    assert_arrays_agree_with_the_sentences(r)
+    json.dumps(r.to_dict())                        # the CLI's --format json carries the arrays too
+
+
+def assert_arrays_agree_with_the_sentences(r):
+    """The figure's arrays and the result's numbers and words come from the same run."""
+    assert r.drawn, f"{r.name} carries nothing to draw"
+    if r.broken_token_diffs is not None:
+        assert r.broken_token_diffs.max() == pytest.approx(r.broken_max_abs_diff)
+        assert r.fixed_token_diffs.max() == pytest.approx(r.fixed_max_abs_diff, abs=1e-12)
+        assert f"{r.broken_max_abs_diff:.2f}" in r.symptom and f"{r.fixed_max_abs_diff:.1e}" in r.fixed
+        assert r.broken_token_diffs.max() > r.tolerance >= r.fixed_token_diffs.max()   # caught, and the fix clean
+        assert len(r.broken_token_diffs) == len(r.document_ids) == len(r.fixed_token_diffs)
+    if r.broken_mask is not None:
+        doc = r.document_ids
+        across = r.broken_mask & (doc[:, None] != doc[None, :]) & (doc[:, None] >= 0) & (doc[None, :] >= 0)
+        assert across.any(), "a mask bug called caught reads across documents"
+        assert not (r.fixed_mask & (doc[:, None] != doc[None, :])).any()
+    if r.broken_targets is not None:
+        counted = int((r.broken_targets != -100).sum()), int((r.fixed_targets != -100).sum())
+        assert r.symptom.startswith(f"{counted[0]} targets instead of {counted[1]}")
+    if r.broken_segments is not None:
+        assert f"sees {int(r.broken_segments.max()) + 1} sequences" in r.symptom
+        assert r.fixed.startswith(f"{int(r.fixed_segments.max()) + 1} sequences")
+    if r.broken_position_ids is not None and r.broken_segments is None and r.broken_token_diffs is None:
+        assert f"{len(r.fixed_position_ids)} input_ids, {len(r.broken_position_ids)} position_ids" in r.symptom
+    if r.broken_weights is not None:
+        assert f"weighs {r.broken_weights[0]:.3f}" in r.symptom and r.broken_weights.sum() == pytest.approx(1)
+        assert r.fixed_weights.tolist() == pytest.approx([float(w) for w in r.fixed.split("[")[1].split("]")[0].split(",")],
+                                                         abs=1e-3)
+
+
+@pytest.mark.parametrize("name", [b.name for b in pc.ZOO if b.planted])
+def test_a_planted_fault_draws_only_what_it_changes_and_its_verdict_follows_caught_by(name):
+    from packing_core.verify import plant_bug, zoo_entry
+
+    r = plant_bug(name)
+    bug = zoo_entry(name)
+    assert r.drawn and r.caught == bool(bug.caught_by) and r.silent_on_fix
+    for part, (b, f) in {"mask": (r.broken_mask, r.fixed_mask), "targets": (r.broken_targets, r.fixed_targets),
+                         "positions": (r.broken_position_ids, r.fixed_position_ids)}.items():
+        assert (part in r.drawn) == (b is not None) and (b is None or not np.array_equal(b, f)), part
+    if r.broken_targets is not None:
+        assert f"{int((r.broken_targets != r.fixed_targets).sum())} of {len(r.fixed_targets)} targets differ" in r.symptom
+    if r.broken_mask is not None:
+        assert f"queries read {int(r.broken_mask.sum())} keys in all ({int(r.fixed_mask.sum())} as built)" in r.symptom
 
 
 def test_labels_over_the_row_train_one_extra_target_per_boundary():
@@ -101,3 +148,24 @@ def test_measured_gradient_weights_match_the_formula_for_every_rule():
 def test_the_lesson_refuses_a_zero_length_document():
     with pytest.raises(ValueError, match="counted tokens must be at least 1"):
         pc.loss_lesson([[3, 0]])
+
+
+# ---------------------------------------------------------------- tracker links
+def test_every_tracker_reference_parses_into_github_links_that_join_back_into_it():
+    from packing_core.verify import reference_links
+
+    for bug in pc.ZOO:
+        for ref, parts in zip(bug.reported, bug.links):
+            assert "".join(text for text, _ in parts) == ref
+            urls = [u for _, u in parts if u]
+            assert urls and all(u.startswith("https://github.com/" + ref.split(" ")[0] + "/") for u in urls), ref
+            assert all(u.split("/issues/")[-1].isdigit() or u.endswith(".py") for u in urls), ref
+    assert reference_links("a/b #1 -> #2 (merged)")[2] == ("#2", "https://github.com/a/b/issues/2")
+
+
+@pytest.mark.parametrize("bad", ["transformers #123", "huggingface/trl: no number", "#12 huggingface/trl"])
+def test_a_malformed_tracker_reference_is_refused_naming_the_form(bad):
+    from packing_core.verify import reference_links
+
+    with pytest.raises(ValueError, match="owner/repo #N"):
+        reference_links(bad)

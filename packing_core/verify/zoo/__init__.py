@@ -15,14 +15,14 @@ The families live one per file and are registered here, in ``ZOO``:
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import replace
 
 import torch
 
 from packing_core._validate import choice
 from packing_core.check.batch import BatchCheck, check_hf_batch
 from packing_core.verify.zoo import labels, masks, planted, positions
-from packing_core.verify.zoo._types import Bug, ZooResult
+from packing_core.verify.zoo._types import Bug, ZooResult, reference_links
 from packing_core.verify.zoo.planted import (
     BREAKS,
     PLANTED,
@@ -31,6 +31,8 @@ from packing_core.verify.zoo.planted import (
     broken_batch,
     loss_vs_answers,
     naive_targets,
+    plant_bug,
+    shown_batch,
 )
 
 ZOO: tuple[Bug, ...] = masks.BUGS + labels.BUGS + positions.BUGS + planted.BUGS
@@ -38,8 +40,8 @@ ZOO_NAMES = tuple(b.name for b in ZOO)
 REPRODUCED = tuple(b.name for b in ZOO if not b.planted)
 
 __all__ = ["BREAKS", "PLANTED", "REPRODUCED", "ZOO", "ZOO_NAMES", "Bug", "NaiveTargets", "PromptBlindBatch",
-           "ZooResult", "broken_batch", "example_checks", "loss_vs_answers", "naive_targets", "reproduce_bug",
-           "zoo_entry"]
+           "ZooResult", "broken_batch", "example_checks", "loss_vs_answers", "naive_targets", "plant_bug",
+           "reference_links", "reproduce_bug", "shown_batch", "zoo_entry"]
 
 
 def zoo_entry(name: str) -> Bug:
@@ -63,4 +65,4 @@ def reproduce_bug(name: str) -> ZooResult:
     choice("bug", name, REPRODUCED)
     with torch.inference_mode(False):
         result = zoo_entry(name).run()
-    return ZooResult(**{**asdict(result), "name": name})
+    return replace(result, name=name)

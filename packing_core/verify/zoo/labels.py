@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from packing_core.check.batch import check_hf_batch
-from packing_core.verify.zoo._shared import caught, flatten, says, smollm2, texts_documents
+from packing_core.verify.zoo._shared import caught, flatten, says, smollm2, texts_documents, token_texts
 from packing_core.verify.zoo._types import Bug, ZooResult
 
 _DOCS = ([11, 12, 13, 14, 15], [21, 22, 23, 24], [31, 32, 33])
@@ -29,7 +29,19 @@ def _labels_over_row() -> ZooResult:
         name="", symptom=f"{n_b} targets instead of {n_f}: trains {pair} across the boundary; loss {lb:.4f} "
                          f"(fixed {lf:.4f})", fixed=f"{n_f} targets, loss {lf:.4f}",
         broken_max_abs_diff=None, fixed_max_abs_diff=None, changed_predictions=None,
-        caught=caught(cb, CROSS), silent_on_fix=not caught(cf, CROSS), check_says=says(cb))
+        caught=caught(cb, CROSS), silent_on_fix=not caught(cf, CROSS), check_says=says(cb),
+        document_ids=cf.row_document_ids[0], input_ids=fixed["input_ids"][0],
+        tokens=token_texts(tok, fixed["input_ids"][0]),
+        broken_targets=hf_targets(broken["labels"][0]), fixed_targets=hf_targets(fixed["labels"][0]))
+
+
+def hf_targets(labels) -> np.ndarray:
+    """transformers' shift: position i is trained to predict ``labels[i + 1]`` (-100 after the last).
+
+    >>> hf_targets([5, 6, -100, 8]).tolist()
+    [6, -100, 8, -100]
+    """
+    return np.r_[np.asarray(labels, dtype=np.int64)[1:], -100]
 
 
 def _labels_example():
@@ -40,7 +52,8 @@ def _labels_example():
 def _loss_per_row() -> ZooResult:
     from packing_core.verify.loss_lesson import loss_lesson
 
-    lesson = loss_lesson([[4], [60, 60]])   # a short document alone in its row, two long ones sharing one
+    rows = [[4], [60, 60]]   # a short document alone in its row, two long ones sharing one
+    lesson = loss_lesson(rows)
     token, row = np.array(lesson.expected["token"]), np.array(lesson.measured["row"])
     return ZooResult(
         name="", symptom=f"per-row mean: the 4-token document weighs {row[0]:.3f} of the gradient, "
@@ -48,7 +61,9 @@ def _loss_per_row() -> ZooResult:
         fixed=f"per-token mean (Trainer/TRL): weights {np.round(lesson.measured['token'], 3).tolist()} = token shares",
         broken_max_abs_diff=None, fixed_max_abs_diff=None, changed_predictions=None,
         caught=not np.allclose(row, token), silent_on_fix=bool(np.allclose(lesson.measured["token"], token)),
-        check_says="gradient weights per document (autograd, tiny model) differ from the per-token shares")
+        check_says="gradient weights per document (autograd, tiny model) differ from the per-token shares",
+        weight_labels=tuple(f"row {r}, doc {i} ({n} tokens)" for r, row_ in enumerate(rows) for i, n in enumerate(row_)),
+        broken_weights=row, fixed_weights=np.array(lesson.measured["token"]))
 
 
 BUGS: tuple[Bug, ...] = (

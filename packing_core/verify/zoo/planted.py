@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from packing_core.batch.packed import IGNORE_INDEX, PackedBatch
-from packing_core.verify.zoo._types import Bug
+from packing_core.check.batch import check_batch, kernel_mask
+from packing_core.verify.zoo._types import Bug, ZooResult
 
 
 @dataclass(frozen=True)
@@ -157,3 +158,76 @@ def broken_batch(batch: PackedBatch, how: str) -> PackedBatch:
     if how not in PLANTED:
         raise ValueError(f"unknown break {how!r}; choose one of {', '.join(PLANTED)}")
     return batch if how == "none" else _BY_NAME[how].run(batch)
+
+
+# The row a planted fault is drawn on: two questions with their answers, in byte tokens, and
+# pads at the end, so every cell shows its character and each kind of fault has somewhere to land.
+SHOWN_DOCUMENTS = ("2+2? 4.", "Hi? Hey!")
+SHOWN_PROMPTS = (5, 4)
+SHOWN_WIDTH = 20
+
+
+def shown_batch() -> PackedBatch:
+    """The sound batch a planted fault is drawn on: one row, two instruction documents, pads."""
+    docs = [list(t.encode()) for t in SHOWN_DOCUMENTS]
+    return PackedBatch.from_documents(docs, SHOWN_WIDTH, "next-fit", prompt_lengths=list(SHOWN_PROMPTS))
+
+
+def _chars(ids) -> tuple[str, ...]:
+    return tuple("␣" if i == 32 else chr(i) if 33 <= i < 127 else "·" for i in np.asarray(ids).tolist())
+
+
+def plant_bug(name: str) -> ZooResult:
+    """A planted fault in :func:`shown_batch` against the batch as built: what differs, and what the check says.
+
+    Only what the fault changes is drawn: the keys each query reads (as a varlen kernel reads
+    the batch, ``check.batch.kernel_mask``), the targets, or the position ids.
+
+    >>> r = plant_bug("row-shifted-targets")
+    >>> r.drawn, r.caught, r.silent_on_fix
+    (('targets',), True, True)
+    >>> int((r.broken_targets != r.fixed_targets).sum())   # the one target across the edge
+    1
+    """
+    bug = next((b for b in BUGS if b.name == name), None)
+    if bug is None:
+        raise ValueError(f"unknown planted bug {name!r}; choose one of {', '.join(b.name for b in BUGS)}")
+    good = shown_batch()
+    bad = bug.run(good)
+    cb, cg = check_batch(bad), check_batch(good)
+    mask_b, mask_g = kernel_mask(bad, "varlen", 0), kernel_mask(good, "varlen", 0)
+    tgt_b, tgt_g = bad.targets[0].numpy(), good.targets[0].numpy()
+    pos_b, pos_g = bad.position_ids[0].numpy(), good.position_ids[0].numpy()
+    doc = good.document_ids[0].numpy()
+    differs = {"mask": not np.array_equal(mask_b, mask_g), "targets": not np.array_equal(tgt_b, tgt_g),
+               "positions": not np.array_equal(pos_b, pos_g)}
+    across = int((mask_b & (doc[:, None] != doc[None, :])).sum())
+    symptom = []
+    if differs["mask"]:
+        symptom.append(f"queries read {int(mask_b.sum())} keys in all ({int(mask_g.sum())} as built): "
+                       f"{across} across a document edge, {int((mask_g & ~mask_b).sum())} of their own cut")
+    if differs["targets"]:
+        symptom.append(f"{int((tgt_b != tgt_g).sum())} of {len(tgt_g)} targets differ from the batch as built")
+    if differs["positions"]:
+        symptom.append(f"{int((pos_b != pos_g).sum())} of {len(pos_g)} position ids differ from the batch as built")
+    if differs["positions"] and not differs["mask"]:
+        symptom.append("a varlen kernel reads the same mask (cu_seqlens unchanged)")
+    if differs["targets"] and not differs["mask"]:
+        symptom.append("attention unchanged")
+    loss, answers = loss_vs_answers(bad)
+    symptom.append(f"loss positions {loss}, answer targets {answers}")
+    loss_g, answers_g = loss_vs_answers(good)
+    found = set(cb.names)
+    return ZooResult(
+        name=name, symptom="; ".join(symptom),
+        fixed=f"the batch as built: loss positions {loss_g} = answer targets {answers_g}",
+        broken_max_abs_diff=None, fixed_max_abs_diff=None, changed_predictions=None,
+        caught=bool(bug.caught_by) and set(bug.caught_by) <= found,
+        silent_on_fix=not set(bug.caught_by) & set(cg.names),
+        check_says=", ".join(f"{f.name} ({f.severity})" for f in cb.errors + cb.warnings)
+        or "nothing: every tensor it reads is as built (alone vs packed, on the Masks and labels page, shows it)",
+        document_ids=doc, input_ids=good.input_ids[0].numpy(), tokens=_chars(good.input_ids[0].numpy()),
+        broken_mask=mask_b if differs["mask"] else None, fixed_mask=mask_g if differs["mask"] else None,
+        broken_targets=tgt_b if differs["targets"] else None, fixed_targets=tgt_g if differs["targets"] else None,
+        broken_position_ids=pos_b if differs["positions"] else None,
+        fixed_position_ids=pos_g if differs["positions"] else None)

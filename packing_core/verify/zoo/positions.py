@@ -4,9 +4,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from packing_core.batch.packed import segment_layout
 from packing_core.check.batch import check_hf_batch
 from packing_core.verify.equivalence import DEFAULT_LENGTHS, default_documents
-from packing_core.verify.zoo._shared import caught, flatten, says, smollm2, texts_documents
+from packing_core.verify.zoo._shared import (
+    caught,
+    flatten,
+    report_arrays,
+    says,
+    smollm2,
+    texts_documents,
+    token_texts,
+)
 from packing_core.verify.zoo._types import Bug, ZooResult
 
 _DOCS = ([11, 12, 13, 14, 15], [21, 22, 23, 24], [31, 32, 33])
@@ -19,6 +28,11 @@ def _pad_row(fixed: dict, pad: int, position_ids: np.ndarray) -> dict:
     return {"input_ids": np.pad(fixed["input_ids"], ((0, 0), (0, pad))),
             "labels": np.pad(fixed["labels"], ((0, 0), (0, pad)), constant_values=-100),
             "position_ids": position_ids}
+
+
+def _documents_then_pads(fixed: dict, pad: int) -> np.ndarray:
+    """Each token's document in ``fixed``'s row, then -1 for the ``pad`` pads after it (for a figure)."""
+    return np.r_[check_hf_batch(fixed).row_document_ids[0], np.full(pad, -1)]
 
 
 def _padded(fixed: dict, pad: int, zeros: bool) -> dict:
@@ -35,16 +49,23 @@ def _pads_at_zero() -> ZooResult:
     pad = -T % 16 or 16                                   # pad_to_multiple_of=16, as a collator would
     broken, good = _padded(fixed, pad, True), _padded(fixed, pad, False)
 
+    def found(batch) -> np.ndarray:   # the sequence transformers assigns each token (None: one sequence)
+        seq = find_packed_sequence_indices(torch.as_tensor(batch["position_ids"]))
+        return np.zeros(batch["position_ids"].shape[1], dtype=np.int64) if seq is None else seq[0].numpy()
+
     def segments(batch):
-        found = find_packed_sequence_indices(torch.as_tensor(batch["position_ids"]))
-        return 1 if found is None else int(found.max()) + 1
+        return int(found(batch).max()) + 1
 
     cb, cf = check_hf_batch(broken), check_hf_batch(good)
     return ZooResult(
         name="", symptom=f"transformers' find_packed_sequence_indices sees {segments(broken)} sequences in a row of "
                          f"2 documents + {pad} pads", fixed=f"{segments(good)} sequences (the pads are one dummy)",
         broken_max_abs_diff=None, fixed_max_abs_diff=None, changed_predictions=None,
-        caught=caught(cb, PADS), silent_on_fix=not caught(cf, PADS), check_says=says(cb))
+        caught=caught(cb, PADS), silent_on_fix=not caught(cf, PADS), check_says=says(cb),
+        document_ids=_documents_then_pads(fixed, pad), input_ids=broken["input_ids"][0],
+        tokens=token_texts(tok, broken["input_ids"][0]),
+        broken_position_ids=broken["position_ids"][0], fixed_position_ids=good["position_ids"][0],
+        broken_segments=found(broken), fixed_segments=found(good))
 
 
 def _pads_example():
@@ -74,7 +95,10 @@ def _positions_not_padded() -> ZooResult:
     return ZooResult(
         name="", symptom=f"{T + pad} input_ids, {T} position_ids: transformers' sdpa path raises {raised}",
         fixed=f"{T + pad} of each: runs", broken_max_abs_diff=None, fixed_max_abs_diff=None,
-        changed_predictions=None, caught=refused, silent_on_fix=check_hf_batch(good).sound, check_says=text)
+        changed_predictions=None, caught=refused, silent_on_fix=check_hf_batch(good).sound, check_says=text,
+        document_ids=_documents_then_pads(fixed, pad), input_ids=broken["input_ids"][0],
+        tokens=token_texts(tok, broken["input_ids"][0]),
+        broken_position_ids=broken["position_ids"][0], fixed_position_ids=good["position_ids"][0])
 
 
 def _continuous_absolute() -> ZooResult:
@@ -83,6 +107,7 @@ def _continuous_absolute() -> ZooResult:
     broken = verify_model("tiny-abs", positions="continuous")
     fixed = verify_model("tiny-abs", positions="reset")
     rope = verify_model("tiny-rope", positions="continuous")
+    lengths = np.diff(fixed.cu_seqlens)
     b, f, kw = _continuous_example(default_documents((40, 24, 56)))
     cb, cf = check_hf_batch(b, **kw), check_hf_batch(f, **kw)
     return ZooResult(
@@ -91,7 +116,9 @@ def _continuous_absolute() -> ZooResult:
         broken_max_abs_diff=broken.max_abs_diff, fixed_max_abs_diff=fixed.max_abs_diff, changed_predictions=None,
         caught=caught(cb, RESTART) and not broken.equivalent,
         silent_on_fix=not caught(cf, RESTART) and fixed.equivalent,
-        check_says=f"{says(cb)}; verify --model tiny-abs --positions continuous: NOT EQUIVALENT")
+        check_says=f"{says(cb)}; verify --model tiny-abs --positions continuous: NOT EQUIVALENT",
+        **report_arrays(broken, fixed, masks=False), broken_position_ids=segment_layout(lengths, "continuous").position_ids,
+        fixed_position_ids=segment_layout(lengths, "reset").position_ids)
 
 
 def _continuous_example(docs=_DOCS):
