@@ -161,6 +161,24 @@ def lesson(page: str, **values) -> None:
                     f"**Ask the class:** {ask}")
 
 
+def steps(page: str) -> list:
+    """The page's steps as tabs, numbered, in the order its ``PageSpec.steps`` names them:
+    ``mask, positions = steps(__file__)``. One idea per tab, each about two projector screens
+    (tests/e2e/test_projector.py measures them). Plain tabs: every tab runs on each rerun, so the
+    tests see every step, and a click on a tab costs no rerun; expensive work stays cached or behind
+    a button.
+    """
+    spec = _content.page(page)
+    if not spec.steps:
+        raise KeyError(f"{spec.title} has no steps: name them in its PageSpec in _content.PAGES")
+    return st.tabs([step_label(i, name) for i, name in enumerate(spec.steps, 1)])
+
+
+def step_label(number: int, name: str) -> str:
+    """A tab's label: ``step_label(2, "Positions") == "2 · Positions"`` (what the teacher says: "step 2")."""
+    return f"{number} · {name}"
+
+
 def terms_help(*words: str) -> str:
     """The plain-language meaning of ``words`` (``_content.GLOSSARY``), for the ``help=`` tooltip of the
     paragraph that first uses them: ``st.markdown(text, help=terms_help("bfd"))``.
