@@ -130,8 +130,7 @@ PAGES = (
         # "{name}" fields are filled by the page from its live numbers (lesson(__file__, name=value))
         "If attention shrinks {attention_ratio:.1f}-fold but the whole step only gets {step_ratio:.2f} times "
         "cheaper, where did the rest go?",
-        ("Rows and pads", "Three bills", "Every strategy", "A training step", "The longest sample",
-         "Batch order")),
+        ("Rows and pads", "Three bills", "Every strategy", "One outlier", "Batch order")),
     PageSpec("app_pages/masks_and_labels.py", "Masks and labels", ":material/grid_on:", 9,
         "A packed row is correct only if every document computes as if it were alone, and trains only on its own "
         "next tokens.",

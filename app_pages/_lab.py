@@ -147,8 +147,8 @@ def run_safely(page, *steps) -> None:
 
 
 def lesson(page: str, **values) -> None:
-    """The teacher's lines at the top of a page: its place in the 60-minute lesson, one sentence
-    to read out, and one question to ask the class (from its ``_content.PageSpec``).
+    """The teacher's lines at the top of a page: its place in the 60-minute lesson (and how many
+    steps it has), one sentence to read out, and one question to ask the class (from its ``_content.PageSpec``).
 
     ``page`` is the page's ``__file__`` (or its title): ``lesson(__file__)``. ``values`` fill the
     ``{name}`` fields of those texts with the page's live numbers.
@@ -156,8 +156,10 @@ def lesson(page: str, **values) -> None:
     spec = _content.page(page)
     order = _content.PAGES.index(spec)
     say, ask = (text.format(**values) if values else text for text in (spec.say, spec.ask))
+    parts = f", in {len(spec.steps)} steps" if spec.steps else ""
     with st.container(border=True):
-        st.markdown(f"**Lesson, step {order + 1} of {len(_content.PAGES)} (about {spec.minutes} minutes).** {say}\n\n"
+        st.markdown(f"**Lesson, page {order + 1} of {len(_content.PAGES)} (about {spec.minutes} minutes{parts}).** "
+                    f"{say}\n\n"
                     f"**Ask the class:** {ask}")
 
 

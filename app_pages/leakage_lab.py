@@ -221,9 +221,10 @@ def lab() -> None:
 
 
 def why_settings_matter() -> None:
-    """The explanation, shown only once the learner has predicted (or chosen to skip predictions)."""
-    st.subheader("Why the settings matter")
-    st.markdown(WHY, help=terms_help(*WHY_TERMS))
+    """The explanation, shown only once the learner has predicted (or chosen to skip predictions); folded,
+    so that the reveal and its figure fit the step's two screens, and opened when the teacher explains."""
+    with st.expander("Why the settings matter: the mask, the positions, the cache"):
+        st.markdown(WHY, help=terms_help(*WHY_TERMS))
 
 
 WHY_TERMS = ('sdpa', 'KV cache')   # defined beside the text

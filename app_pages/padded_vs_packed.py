@@ -39,7 +39,7 @@ S = page_settings("padded_vs_packed", lengths=WORKED, draw_n=32, strategy="conca
 st.title("Padded vs packed")
 top = st.container()   # the lesson box, filled once the page knows its numbers (its question quotes them)
 # one tab per idea, named as the teacher says them (_content.PAGES); every tab runs (all cached)
-rows_step, bills_step, every_step, step_step, outlier_step, order_step = steps(__file__)
+rows_step, bills_step, every_step, outlier_step, order_step = steps(__file__)
 
 
 def _draw() -> None:
@@ -168,7 +168,8 @@ with every_step:
         st.caption(f"concat-cut tops the attention ratio because it cuts {split:,} document(s) into shorter "
                    "pieces: the split is what buys that figure, and every cut loses context.")
 
-with step_step:
+# the whole training step: drawn under the three bills, it needs every strategy's table
+with bills_step:
     st.subheader("End to end: what a training step costs")
     shape_name = st.radio("Model shape", list(MODEL_SHAPES), horizontal=True,
                           format_func=lambda k: MODEL_SHAPES[k].name, **S.bind("model_shape"))
