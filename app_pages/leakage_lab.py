@@ -20,11 +20,9 @@ lesson(__file__)
 # one tab per idea, named as the teacher says them (_content.PAGES); training stays behind its button
 predict_step, train_step, debate_step = steps(__file__)
 predict_step.markdown(
-    f"A few documents run through a model twice: each one alone, and all of them packed in one row "
-    f"({len(DEFAULT_LENGTHS)} for the tiny models, {MIN_TEXTS} to {MAX_TEXTS} texts of your own for a pretrained "
-    "one). If packing is done right, every document gets the same logits both ways, up to rounding. "
-    "Flip the settings below, predict what happens to the second document (document 1), "
-    "then look."
+    f"Each document runs through a model twice: alone, and packed in one row with the others "
+    f"({len(DEFAULT_LENGTHS)} for the tiny models, {MIN_TEXTS} to {MAX_TEXTS} texts for a pretrained one). Done "
+    "right, both give the same logits, up to rounding. Predict what happens to document 1, then look."
 )
 
 
@@ -160,25 +158,28 @@ def lab() -> None:
         result = run(model, mask, positions, backend, texts, use_cache)
     rep = result
     changed = not rep.documents[1].equivalent
+    # the answer to the guess beside the verdict: one row, so the reveal fits the step's two screens
+    answer, verdict = st.columns(2) if guess is not None else (None, st.container())
     if guess is not None:
         right = (guess == ANSWERS[0]) == changed
-        (st.success if right else st.info)(
+        (answer.success if right else answer.info)(
             f"{'Right' if right else 'Not this time'}: document 1's logits "
             f"{'changed' if changed else 'stayed the same'} (max |Δlogit| {rep.documents[1].max_abs_diff:.1e}, "
             f"tolerance {rep.tolerance:.1e}).")
     if rep.equivalent:
-        st.success(f"Verdict: EQUIVALENT. Every document matches its alone run within {rep.tolerance:.1e}.")
+        verdict.success(f"Verdict: EQUIVALENT. Every document matches its alone run within {rep.tolerance:.1e}.")
     else:
         bad = ", ".join(str(d.index) for d in rep.documents if not d.equivalent)
-        st.warning(f"Verdict: NOT EQUIVALENT. Document(s) {bad} differ by up to {rep.max_abs_diff:.2e}, "
-                   f"more than the tolerance {rep.tolerance:.1e}. Nothing raised an error.")
+        verdict.warning(f"Verdict: NOT EQUIVALENT. Document(s) {bad} differ by up to {rep.max_abs_diff:.2e}, "
+                        f"more than the tolerance {rep.tolerance:.1e}. Nothing raised an error.")
     figure(logit_diff_figure(rep.token_diffs, rep.cu_seqlens, rep.tolerance,
                              title="max |logit alone - logit packed| per token"), key=S.key("diffs"))
-    st.dataframe({"document": [d.index for d in rep.documents], "tokens": [d.length for d in rep.documents],
-                  "max |Δlogit|": [f"{d.max_abs_diff:.2e}" for d in rep.documents],
-                  "verdict": ["same" if d.equivalent else "DIFFERENT" for d in rep.documents]},
-                 hide_index=True)
-    st.caption(f"Tolerance: {esc(rep.tolerance_reason)}")
+    table, why_tolerance = st.columns([3, 2])   # side by side: the reveal fits the step's two screens
+    table.dataframe({"document": [d.index for d in rep.documents], "tokens": [d.length for d in rep.documents],
+                     "max |Δlogit|": [f"{d.max_abs_diff:.2e}" for d in rep.documents],
+                     "verdict": ["same" if d.equivalent else "DIFFERENT" for d in rep.documents]},
+                    hide_index=True)
+    why_tolerance.caption(f"Tolerance: {esc(rep.tolerance_reason)}")
     if spec is not None and spec.tokenizer:
         from packing_core.verify import drift_path
         path = drift_path(backend, mask, positions, use_cache)

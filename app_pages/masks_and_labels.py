@@ -18,15 +18,6 @@ S = page_settings("masks_and_labels", width=64, instruction=False, break_="none"
 
 st.title("Masks and labels")
 lesson(__file__)
-st.markdown(
-    "Below is one packed row of short documents, placed by next-fit; each character is one token. Packing is "
-    "correct only if every document gets the computation it would get alone. The attention mask "
-    "decides that, helped by position ids that restart at each document when the model needs them. "
-    "Two more tensors decide what is trained, not what is computed: the targets and the loss mask. "
-    "(A document split across two rows never gets its alone computation: its second piece cannot "
-    "see its start.)",
-    help=terms_help('next-fit'),
-)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -77,6 +68,15 @@ mask_step, positions_step, targets_step, check_step = steps(__file__)
 
 # ---------------------------------------------------------------- attention
 with mask_step:
+    st.markdown(
+        "Below is one packed row of short documents, placed by next-fit; each character is one token. Packing is "
+        "correct only if every document gets the computation it would get alone. The attention mask "
+        "decides that, helped by position ids that restart at each document when the model needs them. "
+        "Two more tensors decide what is trained, not what is computed: the targets and the loss mask. "
+        "(A document split across two rows never gets its alone computation: its second piece cannot "
+        "see its start.)",
+        help=terms_help('next-fit'),
+    )
     st.subheader("Attention: a causal mask is not a boundary mask")
     st.markdown(
         f"Row 0 holds {n_docs} documents. **Left**, the ordinary causal triangle (j ≤ i): every red "
