@@ -176,3 +176,19 @@ def test_the_training_demo_reads_at_1024_by_768(app_page):
     app_page.assert_healthy()
     assert found == [], "\n".join(found)
     assert trained["page"] <= STEP_PX, f"the trained step is {trained['page']} px, over {STEP_PX}"
+
+
+@pytest.mark.slow_model
+def test_the_smollm2_reveal_fits_about_two_screens_at_1024_by_768(app_page):
+    """The heaviest step: a pretrained model's reveal (its texts, changed predictions and words fold away)."""
+    app_page.open("leakage_lab")
+    app_page.select("Scenario", "transformers' own sdpa attention, use_cache left on (SmolLM2)")
+    app_page.radio("Your prediction", "They change")
+    assert any("Verdict: NOT EQUIVALENT" in w for w in app_page.alerts("warning")), app_page.text()[:2000]
+    found = problems(app_page)
+    revealed = app_page.page.evaluate(HEIGHT_JS)
+    app_page.screenshot("projector-leakage-lab-smollm2")
+    print(f"the SmolLM2 reveal: {revealed}")
+    app_page.assert_healthy()
+    assert found == [], "\n".join(found)
+    assert revealed["page"] <= STEP_PX, f"the SmolLM2 reveal is {revealed['page']} px, over {STEP_PX}"
