@@ -354,7 +354,8 @@ def test_the_trade_off_names_bucketings_price_and_shows_its_row_order():
 
 
 def test_a_glossary_is_in_the_sidebar_of_every_page():
-    for page in ("why_packing", "padded_vs_packed", "masks_and_labels", "bug_zoo", "dataset_explorer", "benchmark"):
+    for page in ("why_packing", "padded_vs_packed", "masks_and_labels", "bug_zoo", "check_your_setup", "dataset_explorer",
+                 "benchmark"):
         at = open_page(page)
         assert any(e.label.startswith("Glossary") for e in at.sidebar.expander), page
 
