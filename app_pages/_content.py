@@ -96,10 +96,11 @@ FREE = "advanced"   # the scenario name that leaves every switch to the learner
 @dataclass(frozen=True)
 class PageSpec:
     """One page of the lab: its file, its title and icon in the navigation, and its place in the
-    60-minute lesson (minutes, one sentence to read out, one question to ask the class).
+    60-minute lesson (minutes, one sentence to read out, one question to ask the class, and the
+    steps the teacher walks through, one idea each).
 
-    ``app.py`` routes to every entry, ``_lab.lesson`` draws its lines, the page tests and
-    ``benchmarks/page_speed.py`` walk the same list: a page is added here and nowhere else.
+    ``app.py`` routes to every entry, ``_lab.lesson`` draws its lines, ``_lab.steps`` its tabs, the page
+    tests and ``benchmarks/page_speed.py`` walk the same list: a page is added here and nowhere else.
     """
 
     path: str       # relative to the repository root, e.g. "app_pages/why_packing.py"
@@ -108,6 +109,7 @@ class PageSpec:
     minutes: int
     say: str
     ask: str
+    steps: tuple[str, ...] = ()   # the page's tabs in order, named as the teacher says them; () for one screen
 
     @property
     def name(self) -> str:
@@ -115,31 +117,41 @@ class PageSpec:
         return self.path.rsplit("/", 1)[-1].removesuffix(".py")
 
 
-# The order of a 60-minute lesson: waste, costs, correctness, leaks, policy, speed.
+# The order of a 60-minute lesson: waste, costs, correctness, leaks, bugs, your own setup, policy, speed.
 PAGES = (
     PageSpec("app_pages/why_packing.py", "Why packing", ":material/lightbulb:", 8,
         "A batch is a rectangle, so every short sample drags a tail of padding through the whole model.",
         f"{len(WORKED_LENGTHS)} samples hold {sum(WORKED_LENGTHS)} tokens: how many slots does padding them to "
-        f"{WORKED_CONTEXT} cost, and how many could we get away with?"),
+        f"{WORKED_CONTEXT} cost, and how many could we get away with?",
+        ("Pad or pack?", "Where documents start", "A real dataset", "The trade-off")),
     PageSpec("app_pages/padded_vs_packed.py", "Padded vs packed", ":material/view_week:", 10,
         "Packing saves three different bills: the linear layers pay per slot, attention per square, and a dense mask "
         "pays for every cell it hides.",
         # "{name}" fields are filled by the page from its live numbers (lesson(__file__, name=value))
         "If attention shrinks {attention_ratio:.1f}-fold but the whole step only gets {step_ratio:.2f} times "
-        "cheaper, where did the rest go?"),
-    PageSpec("app_pages/masks_and_labels.py", "Masks and labels", ":material/grid_on:", 12,
+        "cheaper, where did the rest go?",
+        ("Rows and pads", "Three bills", "Every strategy", "One outlier", "Batch order")),
+    PageSpec("app_pages/masks_and_labels.py", "Masks and labels", ":material/grid_on:", 9,
         "A packed row is correct only if every document computes as if it were alone, and trains only on its own "
         "next tokens.",
-        "Which of these bugs would a count of loss positions catch, and which would it miss?"),
+        "Which of these bugs would a count of loss positions catch, and which would it miss?",
+        ("The mask", "Positions", "Targets and loss", "Break it, check it")),
     PageSpec("app_pages/leakage_lab.py", "Leakage lab", ":material/science:", 12,
         "A wrong mask never raises an error. Tensor checks catch some forms of it; the one check that catches "
         "every form is running a document alone and packed and comparing.",
-        "Before you click: will document 1's logits change in this scenario?"),
+        "Before you click: will document 1's logits change in this scenario?",
+        ("Predict, then look", "Train with the mask off", "Always a bug?")),
     PageSpec("app_pages/bug_zoo.py", "Bug zoo", ":material/bug_report:", 8,
         "Every bug here was reported in a real project. Most train without an error (one crashes). Each is caught "
         "by a tensor check, by comparing a document alone with the same document packed, or by both.",
         "Which of these bugs would your own training setup catch today, and with which check?"),
-    PageSpec("app_pages/dataset_explorer.py", "Dataset explorer", ":material/bar_chart:", 6,
+    PageSpec("app_pages/check_your_setup.py", "Check your setup", ":material/fact_check:", 4,
+        "Your trainer makes every one of these choices somewhere, often without a word: find where transformers "
+        "and TRL make them, then check one real batch for the attention implementation that will read it.",
+        "Which attention implementation does your trainer use, and does it keep the documents of your batch "
+        "apart or read each row as one long document?",
+        ("In your framework", "Check a batch")),
+    PageSpec("app_pages/dataset_explorer.py", "Dataset explorer", ":material/bar_chart:", 5,
         "The right policy depends on the lengths: look at the histogram before choosing between bucketing and packing.",
         "For this dataset, would you bucket or pack on a first run, and what would make you change your mind?"),
     PageSpec("app_pages/benchmark.py", "Benchmark", ":material/speed:", 4,
@@ -168,7 +180,8 @@ TEACHER = {p.title: (p.say, p.ask) for p in PAGES}
 
 
 # ---------------------------------------------------------------- in your framework
-# (lesson, what you meet in transformers or TRL), each checked in the library's source or docs.
+# (lesson, what you meet in transformers or TRL), each checked in the library's source or docs;
+# the Check your setup page lists them.
 FRAMEWORK = (
     ("Packing without pads, boundaries as offsets",
      "transformers' `DataCollatorWithFlattening` joins a batch into one row of shape [1, total tokens], with "

@@ -147,8 +147,8 @@ def run_safely(page, *steps) -> None:
 
 
 def lesson(page: str, **values) -> None:
-    """The teacher's lines at the top of a page: its place in the 60-minute lesson, one sentence
-    to read out, and one question to ask the class (from its ``_content.PageSpec``).
+    """The teacher's lines at the top of a page: its place in the 60-minute lesson (and how many
+    steps it has), one sentence to read out, and one question to ask the class (from its ``_content.PageSpec``).
 
     ``page`` is the page's ``__file__`` (or its title): ``lesson(__file__)``. ``values`` fill the
     ``{name}`` fields of those texts with the page's live numbers.
@@ -156,9 +156,29 @@ def lesson(page: str, **values) -> None:
     spec = _content.page(page)
     order = _content.PAGES.index(spec)
     say, ask = (text.format(**values) if values else text for text in (spec.say, spec.ask))
+    parts = f", in {len(spec.steps)} steps" if spec.steps else ""
     with st.container(border=True):
-        st.markdown(f"**Lesson, step {order + 1} of {len(_content.PAGES)} (about {spec.minutes} minutes).** {say}\n\n"
+        st.markdown(f"**Lesson, page {order + 1} of {len(_content.PAGES)} (about {spec.minutes} minutes{parts}).** "
+                    f"{say}\n\n"
                     f"**Ask the class:** {ask}")
+
+
+def steps(page: str) -> list:
+    """The page's steps as tabs, numbered, in the order its ``PageSpec.steps`` names them:
+    ``mask, positions = steps(__file__)``. One idea per tab, each about two projector screens
+    (tests/e2e/test_projector.py measures them). Plain tabs: every tab runs on each rerun, so the
+    tests see every step, and a click on a tab costs no rerun; expensive work stays cached or behind
+    a button.
+    """
+    spec = _content.page(page)
+    if not spec.steps:
+        raise KeyError(f"{spec.title} has no steps: name them in its PageSpec in _content.PAGES")
+    return st.tabs([step_label(i, name) for i, name in enumerate(spec.steps, 1)])
+
+
+def step_label(number: int, name: str) -> str:
+    """A tab's label: ``step_label(2, "Positions") == "2 · Positions"`` (what the teacher says: "step 2")."""
+    return f"{number} · {name}"
 
 
 def terms_help(*words: str) -> str:

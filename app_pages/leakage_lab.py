@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import esc, figure, guard, lesson, model_status, page_settings, plan, terms_help
+from app_pages._lab import esc, figure, guard, lesson, model_status, page_settings, plan, steps, terms_help
 from packing_core.attention import available_backends
 from packing_core.experiments import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS
 from packing_core.models import DEFAULT_MODEL, DEFAULT_TEXTS, PRETRAINED, find_model, model_specs
@@ -17,12 +17,12 @@ S = page_settings("leakage_lab", mask="on", positions="reset", model=DEFAULT_MOD
 
 st.title("Leakage lab")
 lesson(__file__)
-st.markdown(
-    f"A few documents run through a model twice: each one alone, and all of them packed in one row "
-    f"({len(DEFAULT_LENGTHS)} for the tiny models, {MIN_TEXTS} to {MAX_TEXTS} texts of your own for a pretrained "
-    "one). If packing is done right, every document gets the same logits both ways, up to rounding. "
-    "Flip the settings below, predict what happens to the second document (document 1), "
-    "then look."
+# one tab per idea, named as the teacher says them (_content.PAGES); training stays behind its button
+predict_step, train_step, debate_step = steps(__file__)
+predict_step.markdown(
+    f"Each document runs through a model twice: alone, and packed in one row with the others "
+    f"({len(DEFAULT_LENGTHS)} for the tiny models, {MIN_TEXTS} to {MAX_TEXTS} texts for a pretrained one). Done "
+    "right, both give the same logits, up to rounding. Predict what happens to document 1, then look."
 )
 
 
@@ -158,70 +158,78 @@ def lab() -> None:
         result = run(model, mask, positions, backend, texts, use_cache)
     rep = result
     changed = not rep.documents[1].equivalent
+    # the answer to the guess beside the verdict: one row, so the reveal fits the step's two screens
+    answer, verdict = st.columns(2) if guess is not None else (None, st.container())
     if guess is not None:
         right = (guess == ANSWERS[0]) == changed
-        (st.success if right else st.info)(
+        (answer.success if right else answer.info)(
             f"{'Right' if right else 'Not this time'}: document 1's logits "
             f"{'changed' if changed else 'stayed the same'} (max |Δlogit| {rep.documents[1].max_abs_diff:.1e}, "
             f"tolerance {rep.tolerance:.1e}).")
     if rep.equivalent:
-        st.success(f"Verdict: EQUIVALENT. Every document matches its alone run within {rep.tolerance:.1e}.")
+        verdict.success(f"Verdict: EQUIVALENT. Every document matches its alone run within {rep.tolerance:.1e}.")
     else:
         bad = ", ".join(str(d.index) for d in rep.documents if not d.equivalent)
-        st.warning(f"Verdict: NOT EQUIVALENT. Document(s) {bad} differ by up to {rep.max_abs_diff:.2e}, "
-                   f"more than the tolerance {rep.tolerance:.1e}. Nothing raised an error.")
+        verdict.warning(f"Verdict: NOT EQUIVALENT. Document(s) {bad} differ by up to {rep.max_abs_diff:.2e}, "
+                        f"more than the tolerance {rep.tolerance:.1e}. Nothing raised an error.")
     figure(logit_diff_figure(rep.token_diffs, rep.cu_seqlens, rep.tolerance,
                              title="max |logit alone - logit packed| per token"), key=S.key("diffs"))
-    st.dataframe({"document": [d.index for d in rep.documents], "tokens": [d.length for d in rep.documents],
-                  "max |Δlogit|": [f"{d.max_abs_diff:.2e}" for d in rep.documents],
-                  "verdict": ["same" if d.equivalent else "DIFFERENT" for d in rep.documents]},
-                 hide_index=True)
-    st.caption(f"Tolerance: {esc(rep.tolerance_reason)}")
-    if spec is not None and spec.tokenizer:
-        from packing_core.verify import drift_path
-        path = drift_path(backend, mask, positions, use_cache)
-        st.markdown(f"**Drift in words.** Greedy continuations of document 1, {DRIFT_STEPS} tokens each: alone, "
-                    f"and packed after document 0, with the settings of the verdict above. Path: {esc(path)}.")
-        if st.button("Continue document 1 in words", key=S.key("drift_go")):
-            st.session_state[S.key("drift")] = True
-        if S.get("drift"):
-            with guard("continue document 1"):
-                words = drift(mask, texts, model, positions, backend, use_cache)
-            d1, d2 = st.columns(2)
-            d1.markdown("**Alone**")
-            d1.text(words.alone_text)
-            d2.markdown("**Packed after document 0**")
-            d2.text(words.packed_text)
-            st.caption(f"Both continuations followed this path: {esc(words.path)}.")
-            if not words.same:
-                st.warning(f"The words part at generated token {words.first_difference}: on this path, packing "
-                           "changed how document 1 goes on.")
-            elif rep.documents[1].equivalent:
-                st.success("The same words: on this path document 1 computes as it would alone.")
-            else:
-                st.info(f"The same {DRIFT_STEPS} words this time, although the verdict above found document 1's "
-                        "logits changed: greedy decoding keeps only the top token, so a drift can hide in the "
-                        "words. The logits are the evidence.")
+    table, why_tolerance = st.columns([3, 2])   # side by side: the reveal fits the step's two screens
+    table.dataframe({"document": [d.index for d in rep.documents], "tokens": [d.length for d in rep.documents],
+                     "max |Δlogit|": [f"{d.max_abs_diff:.2e}" for d in rep.documents],
+                     "verdict": ["same" if d.equivalent else "DIFFERENT" for d in rep.documents]},
+                    hide_index=True)
+    why_tolerance.caption(f"Tolerance: {esc(rep.tolerance_reason)}")
     if texts is not None:
-        st.markdown("**The texts** (document 0, then document 1):")
-        st.text("\n".join(result.texts))
-        if result.changes:
-            st.markdown(f"**Next-token predictions that packing changed: {len(result.changes)}**")
-            st.dataframe({"document": [c.document for c in result.changes],
-                          "after token": [c.token_text for c in result.changes],
-                          "alone predicts": [c.alone_top1 for c in result.changes],
-                          "packed predicts": [c.packed_top1 for c in result.changes],
-                          "max |Δlogit|": [round(c.delta, 2) for c in result.changes]},
-                         hide_index=True, width="stretch")
-        elif result.changes is not None:
-            st.markdown("**Next-token predictions:** packing changed none of them.")
+        # folded: the words back the verdict for a pretrained model, but the reveal above is the step's idea,
+        # and the step stays within two projector screens (tests/e2e/test_projector.py)
+        changed_n = f" ({len(result.changes)})" if result.changes else ""
+        with st.expander(f"In words: the texts, the predictions packing changed{changed_n}, a continuation"):
+            st.markdown("**The texts** (document 0, then document 1):")
+            st.text("\n".join(result.texts))
+            if result.changes:
+                st.markdown(f"**Next-token predictions that packing changed: {len(result.changes)}**")
+                st.dataframe({"document": [c.document for c in result.changes],
+                              "after token": [c.token_text for c in result.changes],
+                              "alone predicts": [c.alone_top1 for c in result.changes],
+                              "packed predicts": [c.packed_top1 for c in result.changes],
+                              "max |Δlogit|": [round(c.delta, 2) for c in result.changes]},
+                             hide_index=True, width="stretch")
+            elif result.changes is not None:
+                st.markdown("**Next-token predictions:** packing changed none of them.")
+            if spec is not None and spec.tokenizer:
+                from packing_core.verify import drift_path
+                path = drift_path(backend, mask, positions, use_cache)
+                st.markdown(f"**Drift in words.** Greedy continuations of document 1, {DRIFT_STEPS} tokens each: alone, "
+                            f"and packed after document 0, with the settings of the verdict above. Path: {esc(path)}.")
+                if st.button("Continue document 1 in words", key=S.key("drift_go")):
+                    st.session_state[S.key("drift")] = True
+                if S.get("drift"):
+                    with guard("continue document 1"):
+                        words = drift(mask, texts, model, positions, backend, use_cache)
+                    d1, d2 = st.columns(2)
+                    d1.markdown("**Alone**")
+                    d1.text(words.alone_text)
+                    d2.markdown("**Packed after document 0**")
+                    d2.text(words.packed_text)
+                    st.caption(f"Both continuations followed this path: {esc(words.path)}.")
+                    if not words.same:
+                        st.warning(f"The words part at generated token {words.first_difference}: on this path, packing "
+                                   "changed how document 1 goes on.")
+                    elif rep.documents[1].equivalent:
+                        st.success("The same words: on this path document 1 computes as it would alone.")
+                    else:
+                        st.info(f"The same {DRIFT_STEPS} words this time, although the verdict above found document 1's "
+                                "logits changed: greedy decoding keeps only the top token, so a drift can hide in the "
+                                "words. The logits are the evidence.")
     why_settings_matter()
 
 
 def why_settings_matter() -> None:
-    """The explanation, shown only once the learner has predicted (or chosen to skip predictions)."""
-    st.subheader("Why the settings matter")
-    st.markdown(WHY, help=terms_help(*WHY_TERMS))
+    """The explanation, shown only once the learner has predicted (or chosen to skip predictions); folded,
+    so that the reveal and its figure fit the step's two screens, and opened when the teacher explains."""
+    with st.expander("Why the settings matter: the mask, the positions, the cache"):
+        st.markdown(WHY, help=terms_help(*WHY_TERMS))
 
 
 WHY_TERMS = ('sdpa', 'KV cache')   # defined beside the text
@@ -252,7 +260,8 @@ WHY = (
     "correct."
 )
 
-lab()
+with predict_step:
+    lab()
 
 
 # ---------------------------------------------------------------- a wrong mask never errors
@@ -277,77 +286,79 @@ def train_pair(seed: int, neighbours: str, where):
     return result
 
 
-st.subheader("A wrong mask never errors")
-st.markdown(
-    "Two training runs of the tiny model: same starting weights, same batches, same steps. "
-    "The only difference is the mask. The documents are synthetic: each is on one of "
-    f"{TOPICS} topics (its own {TOKENS_PER_TOPIC} tokens) and starts with a BOS token. "
-    "You choose how often a document sits next to one "
-    "on the same topic. The model starts from random weights and is small, so both runs finish in "
-    "under a minute on a CPU. Then both models are judged the same way: each document alone, as at "
-    "inference, and each document with the previous one visible."
-)
-c1, c2, c3 = st.columns([1, 2, 2], vertical_alignment="bottom")
-seed = c1.number_input("Seed", min_value=0, max_value=999, step=1, **S.bind("train_seed"),
-                       help="Another seed draws other data and other starting weights.")
-neighbours = c2.radio("Neighbouring documents", list(NEIGHBOURS), format_func=NEIGHBOURS.get, horizontal=True,
-                      **S.bind("neighbours"), help="how often a document follows one on its own topic")
-if c3.button("Train both", key=S.key("train"), type="primary"):
-    st.session_state[S.key("trained")] = True   # keep showing the runs on later reruns (cached)
-busy = st.container()   # the progress bar sits right under the button, in view while it trains
-
-if st.session_state.get(S.key("trained")):
-    from packing_core.experiments import TOPICS
-    from packing_core.viz import DELTA_COLOURS, loss_curves_figure
-
-    with guard(f"train the tiny model with seed {seed}"):
-        on, off = train_pair(int(seed), neighbours, busy)
-    figure(loss_curves_figure([on, off], title="Training loss per step, and the loss with each document alone"),
-           key=S.key("train_curves"))
-    m1, m2, m3 = st.columns(3)
-    m1.metric("Train loss, mask on", f"{on.train_loss:.3f}")
-    # deltas coloured by meaning (viz.style.DELTA_COLOURS): the broken run's lower train loss is no good news
-    m1.metric("Train loss, mask off", f"{off.train_loss:.3f}", delta=f"{off.train_loss - on.train_loss:+.3f}",
-              delta_color=DELTA_COLOURS["neutral"], help="mean of the last 20 steps, as the training log shows it")
-    m2.metric("Loss alone, mask on", f"{on.alone_loss:.3f}")
-    m2.metric("Loss alone, mask off", f"{off.alone_loss:.3f}", delta=f"{off.alone_loss - on.alone_loss:+.3f}",
-              delta_color=DELTA_COLOURS["leak" if off.alone_loss > on.alone_loss else "neutral"],
-              help="held-out documents, each run on its own, as at inference: the real harm")
-    m3.metric("Drift with the previous document visible, mask on", f"{100 * on.drift_share:.0f}%")
-    m3.metric("Drift with the previous document visible, mask off", f"{100 * off.drift_share:.0f}%",
-              delta=f"{100 * (off.drift_share - on.drift_share):+.0f} points", delta_color=DELTA_COLOURS["neutral"],
-              help=f"both models read the previous document here; over {off.drift_cases} documents that "
-                   "follow one on another topic, how often the first guess comes from the old topic")
-    gap = off.train_loss - on.train_loss
-    looks = (f"looks better in training: {off.train_loss:.3f} against {on.train_loss:.3f}, because each "
-             "document reads the one before it and borrows its topic" if gap < -0.02 else
-             f"looks no better in training: {off.train_loss:.3f} against {on.train_loss:.3f}, because a "
-             "neighbour on an unrelated topic has nothing to lend")
-    worse = "worse" if off.alone_loss > on.alone_loss else "no worse"
-    chance = 1 / TOPICS
-    if off.drift_share > on.drift_share:   # it reads its neighbour: the lean that inference never feeds
-        harm = "That is the harm that counts: it learned to lean on a neighbour that inference never gives it. "
-    else:
-        harm = (f"It trained with a neighbour always in view, yet it learned to ignore that neighbour (drift "
-                f"{100 * off.drift_share:.0f}%, about a blind guess's {100 * chance:.1f}%); alone it is "
-                f"{worse} all the same. ")
+with train_step:
+    st.subheader("A wrong mask never errors")
     st.markdown(
-        f"**What the numbers say.** The broken run {looks}. Run every held-out document alone, as at "
-        f"inference, and it is {worse}: {off.alone_loss:.3f} against {on.alone_loss:.3f}. {harm}"
-        "With the previous document visible, after a change of topic the first guess comes from the old "
-        f"topic {100 * on.drift_share:.0f}% of the time for the mask-on model and {100 * off.drift_share:.0f}% for "
-        f"the mask-off one (a blind guess: 1 in {TOPICS}). The mask-on model never learned to ignore a "
-        "neighbour: it never had one. So the drift figure alone does not convict the bug; the alone loss does. "
-        + ("Switch the neighbours to *independent*: the better-looking training loss goes away, because it "
-           "exists only when neighbours are informative." if neighbours == "related" else
-           "With independent neighbours the broken run gains nothing in training: a neighbour on an "
-           "unrelated topic has nothing to lend.")
+        "Two training runs of the tiny model: same starting weights, same batches, same steps. "
+        "The only difference is the mask. The documents are synthetic: each is on one of "
+        f"{TOPICS} topics (its own {TOKENS_PER_TOPIC} tokens) and starts with a BOS token. "
+        "You choose how often a document sits next to one "
+        "on the same topic. The model starts from random weights and is small, so both runs finish in "
+        "under a minute on a CPU. Then both models are judged the same way: each document alone, as at "
+        "inference, and each document with the previous one visible."
     )
-    st.caption(f"Held-out loss packed as in training: mask on {on.packed_loss:.3f}, mask off {off.packed_loss:.3f}; "
-               f"with the previous document visible: mask on {on.visible_loss:.3f}, mask off {off.visible_loss:.3f}. "
-               f"{on.steps} steps each, {on.seconds + off.seconds:.1f} s for both runs.")
+    c1, c2, c3 = st.columns([1, 2, 2], vertical_alignment="bottom")
+    seed = c1.number_input("Seed", min_value=0, max_value=999, step=1, **S.bind("train_seed"),
+                           help="Another seed draws other data and other starting weights.")
+    neighbours = c2.radio("Neighbouring documents", list(NEIGHBOURS), format_func=NEIGHBOURS.get, horizontal=True,
+                          **S.bind("neighbours"), help="how often a document follows one on its own topic")
+    if c3.button("Train both", key=S.key("train"), type="primary"):
+        st.session_state[S.key("trained")] = True   # keep showing the runs on later reruns (cached)
+    busy = st.container()   # the progress bar sits right under the button, in view while it trains
 
-with st.expander("Is reading across documents always a bug?"):
+    if st.session_state.get(S.key("trained")):
+        from packing_core.experiments import TOPICS
+        from packing_core.viz import DELTA_COLOURS, loss_curves_figure
+
+        with guard(f"train the tiny model with seed {seed}"):
+            on, off = train_pair(int(seed), neighbours, busy)
+        figure(loss_curves_figure([on, off], title="Training loss per step, and the loss with each document alone"),
+               key=S.key("train_curves"))
+        m1, m2, m3 = st.columns(3)
+        m1.metric("Train loss, mask on", f"{on.train_loss:.3f}")
+        # deltas coloured by meaning (viz.style.DELTA_COLOURS): the broken run's lower train loss is no good news
+        m1.metric("Train loss, mask off", f"{off.train_loss:.3f}", delta=f"{off.train_loss - on.train_loss:+.3f}",
+                  delta_color=DELTA_COLOURS["neutral"], help="mean of the last 20 steps, as the training log shows it")
+        m2.metric("Loss alone, mask on", f"{on.alone_loss:.3f}")
+        m2.metric("Loss alone, mask off", f"{off.alone_loss:.3f}", delta=f"{off.alone_loss - on.alone_loss:+.3f}",
+                  delta_color=DELTA_COLOURS["leak" if off.alone_loss > on.alone_loss else "neutral"],
+                  help="held-out documents, each run on its own, as at inference: the real harm")
+        m3.metric("Drift with the previous document visible, mask on", f"{100 * on.drift_share:.0f}%")
+        m3.metric("Drift with the previous document visible, mask off", f"{100 * off.drift_share:.0f}%",
+                  delta=f"{100 * (off.drift_share - on.drift_share):+.0f} points", delta_color=DELTA_COLOURS["neutral"],
+                  help=f"both models read the previous document here; over {off.drift_cases} documents that "
+                       "follow one on another topic, how often the first guess comes from the old topic")
+        gap = off.train_loss - on.train_loss
+        looks = (f"looks better in training: {off.train_loss:.3f} against {on.train_loss:.3f}, because each "
+                 "document reads the one before it and borrows its topic" if gap < -0.02 else
+                 f"looks no better in training: {off.train_loss:.3f} against {on.train_loss:.3f}, because a "
+                 "neighbour on an unrelated topic has nothing to lend")
+        worse = "worse" if off.alone_loss > on.alone_loss else "no worse"
+        chance = 1 / TOPICS
+        if off.drift_share > on.drift_share:   # it reads its neighbour: the lean that inference never feeds
+            harm = "That is the harm that counts: it learned to lean on a neighbour that inference never gives it. "
+        else:
+            harm = (f"It trained with a neighbour always in view, yet it learned to ignore that neighbour (drift "
+                    f"{100 * off.drift_share:.0f}%, about a blind guess's {100 * chance:.1f}%); alone it is "
+                    f"{worse} all the same. ")
+        st.markdown(
+            f"**What the numbers say.** The broken run {looks}. Run every held-out document alone, as at "
+            f"inference, and it is {worse}: {off.alone_loss:.3f} against {on.alone_loss:.3f}. {harm}"
+            "With the previous document visible, after a change of topic the first guess comes from the old "
+            f"topic {100 * on.drift_share:.0f}% of the time for the mask-on model and {100 * off.drift_share:.0f}% for "
+            f"the mask-off one (a blind guess: 1 in {TOPICS}). The mask-on model never learned to ignore a "
+            "neighbour: it never had one. So the drift figure alone does not convict the bug; the alone loss does. "
+            + ("Switch the neighbours to *independent*: the better-looking training loss goes away, because it "
+               "exists only when neighbours are informative." if neighbours == "related" else
+               "With independent neighbours the broken run gains nothing in training: a neighbour on an "
+               "unrelated topic has nothing to lend.")
+        )
+        st.caption(f"Held-out loss packed as in training: mask on {on.packed_loss:.3f}, mask off {off.packed_loss:.3f}; "
+                   f"with the previous document visible: mask on {on.visible_loss:.3f}, mask off {off.visible_loss:.3f}. "
+                   f"{on.steps} steps each, {on.seconds + off.seconds:.1f} s for both runs.")
+
+with debate_step:
+    st.subheader("Is reading across documents always a bug?")
     st.markdown(
         "Not always. Much pretraining concatenates documents with an end-of-text token between them and "
         "uses the plain causal mask on purpose: GPT-3 did so and relied on the separator token to tell "

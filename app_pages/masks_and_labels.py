@@ -1,17 +1,16 @@
-"""Masks and labels: one packed row, its attention mask, positions, targets and loss mask; break it."""
+"""Masks and labels: one packed row, its attention mask, positions, targets and loss mask; break it, check it."""
 import numpy as np
 import streamlit as st
 import torch
 
-import packing_core as pc
 from app_pages import _content
-from app_pages._lab import figure, guard, lesson, page_settings, terms_help
+from app_pages._lab import figure, guard, lesson, page_settings, steps, terms_help
 from packing_core import PackedBatch, check_batch
 from packing_core.analysis import alone_vs_packed_attention
 from packing_core.attention import IMPLEMENTATIONS, READERS, block_causal_mask
-from packing_core.check import check_all_implementations, kernel_mask, load_batch_bytes
+from packing_core.check import kernel_mask
 from packing_core.verify import BREAKS, broken_batch, loss_vs_answers, naive_targets
-from packing_core.viz import hf_batch_figure, layout_figure, mask_figure, targets_figure
+from packing_core.viz import layout_figure, mask_figure, targets_figure
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
 PROMPT_BREAKS = ("prompts-in-the-loss", "prompts-cut-from-attention")
@@ -19,15 +18,6 @@ S = page_settings("masks_and_labels", width=64, instruction=False, break_="none"
 
 st.title("Masks and labels")
 lesson(__file__)
-st.markdown(
-    "Below is one packed row of short documents, placed by next-fit; each character is one token. Packing is "
-    "correct only if every document gets the computation it would get alone. The attention mask "
-    "decides that, helped by position ids that restart at each document when the model needs them. "
-    "Two more tensors decide what is trained, not what is computed: the targets and the loss mask. "
-    "(A document split across two rows never gets its alone computation: its second piece cannot "
-    "see its start.)",
-    help=terms_help('next-fit'),
-)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -73,135 +63,112 @@ doc = shown.document_ids[0].numpy()
 in_row = np.unique(doc[doc >= 0])
 n_docs = len(in_row)
 
-# ---------------------------------------------------------------- the checks
-st.markdown("The row is a `PackedBatch`: `check_batch` reads its tensors, and each "
-            "problem it finds is a finding, a rule in words with a name.", help=terms_help('PackedBatch', 'finding'))
-findings = checked_row.findings
-if checked_row.sound and not checked_row.warnings:
-    st.success(f"check_batch, {checked_row.verdict}. In this batch, loss positions = answer targets: "
-               f"{loss_positions} = {answers}.")
-elif not checked_row.sound:
-    st.warning(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, answer targets: {answers}.")
-else:
-    st.info(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, answer targets: {answers}.")
-if findings:
-    st.dataframe({"what is wrong": [f.title for f in findings], "finding": [f.name for f in findings],
-                  "severity": [f.severity for f in findings], "where": [f.detail for f in findings],
-                  "fix": [f.fix for f in findings]}, hide_index=True, width="stretch",
-                 column_config={"finding": st.column_config.TextColumn(
-                     help="the finding's name: the identifier check_batch and the CLI report")})
-st.caption("Per attention implementation: " + " · ".join(c.verdict for c in per_impl))
-if isolation.equivalent:
-    st.caption(f"Alone vs packed, one attention layer with random weights: every document's output matches "
-               f"its alone run (max |Δ| {max(isolation.max_abs_diff, default=0):.1e}). This layer has no "
-               "positions, so it judges the mask only.")
-else:
-    st.warning(f"Alone vs packed, one attention layer with random weights: document piece(s) "
-               f"{', '.join(map(str, isolation.differing))} differ from their alone run by up to "
-               f"{max(isolation.max_abs_diff):.1f}. "
-               + ("check_batch and the loss count see nothing here: the loss tensors are intact, only "
-                  "who may read whom changed. Only this comparison catches it."
-                  if checked_row.sound else "The tensors show it too."))
+# one tab per idea, named as the teacher says them (_content.PAGES); the controls above serve them all
+mask_step, positions_step, targets_step, check_step = steps(__file__)
 
 # ---------------------------------------------------------------- attention
-st.subheader("Attention: a causal mask is not a boundary mask")
-st.markdown(
-    f"Row 0 holds {n_docs} documents. **Left**, the ordinary causal triangle (j ≤ i): every red "
-    "cell is a token reading another document. **Right**, the block-diagonal causal mask: "
-    "j ≤ i *and* segment[i] == segment[j], one triangle per document. Hover a cell to see which "
-    "query reads which key."
-)
-n_valid = int(good.valid[0].sum())  # the row's real tokens, whatever a planted bug did to their segments
-causal = block_causal_mask(torch.tensor([0, n_valid]), total=width).numpy()
-figure(mask_figure({"causal only (j ≤ i)": causal,
-                    f"what {attn} reads in this batch": kernel},
-                   doc, shown.position_ids[0].numpy()), key=S.key("masks"))
-offsets = good.doc_cu_seqlens[0].tolist()
-listed = ", ".join(map(str, offsets[:12])) + (", ..." if len(offsets) > 12 else "")
-st.markdown(
-    f"A varlen kernel never builds this {width} x {width} matrix. It reads the document offsets, "
-    f"`cu_seqlens` = `[{listed}]` for this row (the cumulative sum of the "
-    "lengths), and computes only the blocks. A batch of several rows still gets one array: the rows laid end "
-    "to end, with a cut at each row edge (see *Why packing*).",
-    help=terms_help('varlen'),
-)
+with mask_step:
+    st.markdown(
+        "Below is one packed row of short documents, placed by next-fit; each character is one token. Packing is "
+        "correct only if every document gets the computation it would get alone. The attention mask "
+        "decides that, helped by position ids that restart at each document when the model needs them. "
+        "Two more tensors decide what is trained, not what is computed: the targets and the loss mask. "
+        "(A document split across two rows never gets its alone computation: its second piece cannot "
+        "see its start.)",
+        help=terms_help('next-fit'),
+    )
+    st.subheader("Attention: a causal mask is not a boundary mask")
+    st.markdown(
+        f"Row 0 holds {n_docs} documents. **Left**, the ordinary causal triangle (j ≤ i): every red "
+        "cell is a token reading another document. **Right**, the block-diagonal causal mask: "
+        "j ≤ i *and* segment[i] == segment[j], one triangle per document. Hover a cell to see which "
+        "query reads which key."
+    )
+    n_valid = int(good.valid[0].sum())  # the row's real tokens, whatever a planted bug did to their segments
+    causal = block_causal_mask(torch.tensor([0, n_valid]), total=width).numpy()
+    figure(mask_figure({"causal only (j ≤ i)": causal,
+                        f"what {attn} reads in this batch": kernel},
+                       doc, shown.position_ids[0].numpy()), key=S.key("masks"))
+    offsets = good.doc_cu_seqlens[0].tolist()
+    listed = ", ".join(map(str, offsets[:12])) + (", ..." if len(offsets) > 12 else "")
+    st.markdown(
+        f"A varlen kernel never builds this {width} x {width} matrix. It reads the document offsets, "
+        f"`cu_seqlens` = `[{listed}]` for this row (the cumulative sum of the "
+        "lengths), and computes only the blocks. A batch of several rows still gets one array: the rows laid end "
+        "to end, with a cut at each row edge (see *Why packing*).",
+        help=terms_help('varlen'),
+    )
 
 # ---------------------------------------------------------------- positions
-st.subheader("Positions restart at every document")
-st.markdown(
-    "With continuous positions the second document thinks it starts at position "
-    f"{int(continuous[doc == in_row[min(1, n_docs - 1)]][0])}, which never happens when "
-    "it is used alone. Red cells differ from the reset positions. Whether that changes the output "
-    "depends on the model (see the *Leakage lab*): learned absolute positions change, plain RoPE under "
-    "a correct mask does not. Reset them all the same when you train with transformers' padding-free "
-    "path: it starts a document at every step that is not +1 (sdpa/eager) or every return to the minimum "
-    "position (FlashAttention, one flattened row only), so continuous positions there also erase the "
-    "document boundaries."
-)
-figure(layout_figure(shown, 0, continuous_positions=continuous), key=S.key("layout"))
+with positions_step:
+    st.subheader("Positions restart at every document")
+    st.markdown(
+        "With continuous positions the second document thinks it starts at position "
+        f"{int(continuous[doc == in_row[min(1, n_docs - 1)]][0])}, which never happens when "
+        "it is used alone. Red cells differ from the reset positions. Whether that changes the output "
+        "depends on the model (see the *Leakage lab*): learned absolute positions change, plain RoPE under "
+        "a correct mask does not. Reset them all the same when you train with transformers' padding-free "
+        "path: it starts a document at every step that is not +1 (sdpa/eager) or every return to the minimum "
+        "position (FlashAttention, one flattened row only), so continuous positions there also erase the "
+        "document boundaries."
+    )
+    figure(layout_figure(shown, 0, continuous_positions=continuous), key=S.key("layout"))
 
 # ---------------------------------------------------------------- targets and loss
-st.subheader("Targets stop at the document edge; the loss mask is its own tensor")
-st.markdown(
-    "Shifting the whole row by one makes the last token of a document predict the first token "
-    "of the next one (red): an artificial transition. The fix is a target of -100 at each edge "
-    "(–), as this batch has. "
-    "With an EOS ending each document instead, row-shifted targets train EOS → the first token of "
-    "the next document. That is a document-start target, the intended design of EOS-delimited pretraining, "
-    "not an artificial transition. Mask it (-100) too if each document must train exactly as it would alone. "
-    "Targets are separate from attention both ways. A batch can isolate its documents perfectly and "
-    "still train on a wrong boundary target (try *row-shifted targets* above). And masking the target "
-    "at an edge does not stop the next document from reading the previous one: without the attention "
-    "mask, that path stays open. "
-    "The loss mask is separate from the attention mask: "
-    + ("prompt tokens (P) stay in attention, because the answer must read the question, but "
-       "leave the loss." if instruction else
-       "switch on instruction tuning to see prompt tokens that are attended but not trained."),
-    help=terms_help('EOS'),
-)
-figure(targets_figure(shown, 0, naive_targets(good, 0)), key=S.key("targets"))
-with st.expander("The documents in this row"):
-    st.code("\n".join(docs.texts), language=None)
+with targets_step:
+    st.subheader("Targets stop at the document edge; the loss mask is its own tensor")
+    st.markdown(
+        "Shifting the whole row by one makes the last token of a document predict the first token "
+        "of the next one (red): an artificial transition. The fix is a target of -100 at each edge "
+        "(–), as this batch has. "
+        "With an EOS ending each document instead, row-shifted targets train EOS → the first token of "
+        "the next document. That is a document-start target, the intended design of EOS-delimited pretraining, "
+        "not an artificial transition. Mask it (-100) too if each document must train exactly as it would alone. "
+        "Targets are separate from attention both ways. A batch can isolate its documents perfectly and "
+        "still train on a wrong boundary target (try *row-shifted targets* above). And masking the target "
+        "at an edge does not stop the next document from reading the previous one: without the attention "
+        "mask, that path stays open. "
+        "The loss mask is separate from the attention mask: "
+        + ("prompt tokens (P) stay in attention, because the answer must read the question, but "
+           "leave the loss." if instruction else
+           "switch on instruction tuning to see prompt tokens that are attended but not trained."),
+        help=terms_help('EOS'),
+    )
+    figure(targets_figure(shown, 0, naive_targets(good, 0)), key=S.key("targets"))
+    with st.expander("The documents in this row"):
+        st.code("\n".join(docs.texts), language=None)
 
-# ---------------------------------------------------------------- in your framework
-st.subheader("In your framework")
-st.markdown("Where each lesson of this lab shows up in transformers and TRL (checked in their source and docs):")
-for lesson_name, where in _content.FRAMEWORK:
-    st.markdown(f"- **{lesson_name}.** {where}")
-
-
-# ---------------------------------------------------------------- a batch from your trainer
-st.subheader("Check a batch from your trainer")
-st.markdown(
-    "Save one batch as your trainer hands it to `model(**batch)`, and upload it: transformers' padding-free "
-    "format (`input_ids`, `labels`, `position_ids`, optionally `cu_seq_lens_q/k`), a padded batch with an "
-    "`attention_mask`, or packed rows with `position_ids` only (sound for sdpa/eager; FlashAttention finds "
-    "documents from `position_ids` only in one flattened row, so packed rows `[B>1, L]` leak under it). "
-    "Safetensors, `.npz` or JSON; pickles (`.pt`, `.bin`, `.pkl`) are refused, because unpickling an "
-    "untrusted file can run arbitrary code. "
-    "`python -m packing_core check FILE --model smollm2` does the same and also runs the model on it."
-)
-
-
-@st.cache_data(show_spinner=False, max_entries=8)
-def check_upload(data: bytes, name: str, attn: str):
-    batch = load_batch_bytes(data, name)
-    return pc.check_hf_batch(batch, attn), check_all_implementations(batch)
-
-
-up = st.file_uploader("Batch file", type=["safetensors", "npz", "json", "pt", "bin", "pkl"], key=S.key("batch_file"))
-if up is not None:
-    with guard(f"check {up.name}"):
-        checked, every = check_upload(up.getvalue(), up.name, attn)
-    rows_, width_ = checked.shape
-    st.markdown(f"**{checked.format}** batch: {rows_} row(s) of {width_} tokens, "
-                f"{checked.n_documents} intended document(s). {checked.documents.labels_reason}.")
-    (st.success if checked.sound else st.warning)(f"{checked.verdict}. Read as: {checked.effective.path}.")
-    for f in checked.findings:
-        (st.warning if f.severity == "error" else st.info)(f"**{f.title}** (`{f.name}`, {f.severity}): {f.detail}. "
-                                                           f"Fix: {f.fix}")
-    st.caption("Per attention implementation: " + " · ".join(c.verdict for c in every))
-    row_ = st.number_input("Row", 0, rows_ - 1, 0, key=S.key("batch_row")) if rows_ > 1 else 0
-    with guard("draw the row"):
-        figure(hf_batch_figure(checked, int(row_), title="Your batch: red marks each finding"),
-               key=S.key("batch_fig"))
+# ---------------------------------------------------------------- the checks
+with check_step:
+    st.subheader("Break it, check it")
+    st.markdown("The row is a `PackedBatch`: `check_batch` reads its tensors, and each problem it finds is a "
+                "finding, a rule in words with a name. Plant a bug above (*Break it*) and watch what each check "
+                "sees. Your own trainer's batches are checked on *Check your setup*.",
+                help=terms_help('PackedBatch', 'finding'))
+    findings = checked_row.findings
+    if checked_row.sound and not checked_row.warnings:
+        st.success(f"check_batch, {checked_row.verdict}. In this batch, loss positions = answer targets: "
+                   f"{loss_positions} = {answers}.")
+    elif not checked_row.sound:
+        st.warning(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, answer targets: "
+                   f"{answers}.")
+    else:
+        st.info(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, answer targets: {answers}.")
+    if findings:
+        st.dataframe({"what is wrong": [f.title for f in findings], "finding": [f.name for f in findings],
+                      "severity": [f.severity for f in findings], "where": [f.detail for f in findings],
+                      "fix": [f.fix for f in findings]}, hide_index=True, width="stretch",
+                     column_config={"finding": st.column_config.TextColumn(
+                         help="the finding's name: the identifier check_batch and the CLI report")})
+    st.caption("Per attention implementation: " + " · ".join(c.verdict for c in per_impl))
+    if isolation.equivalent:
+        st.caption(f"Alone vs packed, one attention layer with random weights: every document's output matches "
+                   f"its alone run (max |Δ| {max(isolation.max_abs_diff, default=0):.1e}). This layer has no "
+                   "positions, so it judges the mask only.")
+    else:
+        st.warning(f"Alone vs packed, one attention layer with random weights: document piece(s) "
+                   f"{', '.join(map(str, isolation.differing))} differ from their alone run by up to "
+                   f"{max(isolation.max_abs_diff):.1f}. "
+                   + ("check_batch and the loss count see nothing here: the loss tensors are intact, only "
+                      "who may read whom changed. Only this comparison catches it."
+                      if checked_row.sound else "The tensors show it too."))

@@ -12,6 +12,7 @@ from app_pages._lab import (
     lesson,
     page_settings,
     plan,
+    steps,
     strategy_dataframe,
     strategy_table,
     terms_help,
@@ -37,12 +38,8 @@ S = page_settings("padded_vs_packed", lengths=WORKED, draw_n=32, strategy="conca
 
 st.title("Padded vs packed")
 top = st.container()   # the lesson box, filled once the page knows its numbers (its question quotes them)
-st.markdown(
-    f"The page opens on the {len(_content.WORKED_LENGTHS)} samples of the first page, laid out by one strategy. Padding "
-    "strategies give each sample its own row; packing strategies fill rows with several "
-    "samples. Edit the lengths, draw a random batch from the dataset, or change the strategy, "
-    "and watch the rows, the pads and the attention cost move."
-)
+# one tab per idea, named as the teacher says them (_content.PAGES); every tab runs (all cached)
+rows_step, bills_step, every_step, outlier_step, order_step = steps(__file__)
 
 
 def _draw() -> None:
@@ -54,189 +51,205 @@ def _draw() -> None:
 
 
 # ---------------------------------------------------------------- controls
-left, right = st.columns([3, 2], gap="large")
-with left:
-    st.text_area("Document lengths (tokens), separated by commas or spaces", height=90,
-                 **S.bind("lengths"))
-with right:
-    strategy = st.selectbox("Strategy", STRATEGIES, **S.bind("strategy"))
-    st.caption(STRATEGY_INFO[strategy])
-    overlong = st.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
-                        **S.bind("overlong"))
-# the draw row spans the page: at a projector's 1024 pixels its button label fits whole
-c1, c2, c3 = st.columns([1, 3, 1], vertical_alignment="bottom")
-c1.number_input("How many", min_value=1, max_value=4096, step=8, **S.bind("draw_n"))
-c2.button(f"Draw at random from {esc(dataset_label(SHARED.get('dataset')))}",
-          on_click=_draw, width="stretch")
-c3.button("Reset", on_click=lambda: st.session_state.update({S.key("lengths"): WORKED}),
-          width="stretch")
+with rows_step:
+    st.markdown(
+        f"The page opens on the {len(_content.WORKED_LENGTHS)} samples of the first page, laid out by one strategy. "
+        "Padding strategies give each sample its own row; packing strategies fill rows with several "
+        "samples. Edit the lengths, draw a random batch from the dataset, or change the strategy, "
+        "and watch the rows, the pads and the attention cost move."
+    )
+    left, right = st.columns([3, 2], gap="large")
+    with left:
+        st.text_area("Document lengths (tokens), separated by commas or spaces", height=90,
+                     **S.bind("lengths"))
+    with right:
+        strategy = st.selectbox("Strategy", STRATEGIES, **S.bind("strategy"))
+        st.caption(STRATEGY_INFO[strategy])
+        overlong = st.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
+                            **S.bind("overlong"))
+    # the draw row spans the page: at a projector's 1024 pixels its button label fits whole
+    c1, c2, c3 = st.columns([1, 3, 1], vertical_alignment="bottom")
+    c1.number_input("How many", min_value=1, max_value=4096, step=8, **S.bind("draw_n"))
+    c2.button(f"Draw at random from {esc(dataset_label(SHARED.get('dataset')))}",
+              on_click=_draw, width="stretch")
+    c3.button("Reset", on_click=lambda: st.session_state.update({S.key("lengths"): WORKED}),
+              width="stretch")
 
-batched = strategy in ("pad-longest", "bucket")
-with st.expander("Batching options (pad-longest, bucket) and shuffling", expanded=batched):
-    b1, b2, b3, b4 = st.columns(4)
-    batch_size = b1.number_input("Batch size (rows)", min_value=1, max_value=4096, disabled=not batched,
-                                 **S.bind("batch"))
-    buckets = b2.number_input("Buckets", min_value=1, max_value=64, disabled=strategy != "bucket",
-                              **S.bind("buckets"))
-    sort = b3.checkbox("Sort by length first", disabled=strategy != "pad-longest", **S.bind("sort"))
-    shuffle = b4.checkbox("Shuffle packed rows", **S.bind("shuffle"))
-    st.caption("ffd and bfd place the longest documents first, so their rows come out "
-               "sorted by what they hold; shuffling the rows restores a random order. Bucketing shuffles "
-               "inside each bucket and then the batches.", help=terms_help('ffd', 'bfd'))
+    batched = strategy in ("pad-longest", "bucket")
+    with st.expander("Batching options (pad-longest, bucket) and shuffling", expanded=batched):
+        b1, b2, b3, b4 = st.columns(4)
+        batch_size = b1.number_input("Batch size (rows)", min_value=1, max_value=4096, disabled=not batched,
+                                     **S.bind("batch"))
+        buckets = b2.number_input("Buckets", min_value=1, max_value=64, disabled=strategy != "bucket",
+                                  **S.bind("buckets"))
+        sort = b3.checkbox("Sort by length first", disabled=strategy != "pad-longest", **S.bind("sort"))
+        shuffle = b4.checkbox("Shuffle packed rows", **S.bind("shuffle"))
+        st.caption("ffd and bfd place the longest documents first, so their rows come out "
+                   "sorted by what they hold; shuffling the rows restores a random order. Bucketing shuffles "
+                   "inside each bucket and then the batches.", help=terms_help('ffd', 'bfd'))
 
-context = SHARED.get("context")
-with guard("read the lengths"):
-    lengths = tuple(parse_lengths(st.session_state[S.key("lengths")]).tolist())
-kwargs = dict(overlong=overlong, batch_size=int(batch_size), buckets=int(buckets), shuffle=shuffle, seed=0)
-with guard(f"plan these documents at context {context}"):
-    p = plan(lengths, context, strategy, sort=sort, **kwargs)
-    pad = plan(lengths, context, "pad", **kwargs)
+    context = SHARED.get("context")
+    with guard("read the lengths"):
+        lengths = tuple(parse_lengths(st.session_state[S.key("lengths")]).tolist())
+    kwargs = dict(overlong=overlong, batch_size=int(batch_size), buckets=int(buckets), shuffle=shuffle, seed=0)
+    with guard(f"plan these documents at context {context}"):
+        p = plan(lengths, context, strategy, sort=sort, **kwargs)
+        pad = plan(lengths, context, "pad", **kwargs)
 m, pm = p.metrics(), pad.metrics()
 cost, pad_cost = attention_cost(m), attention_cost(pm)
 dense_cost = attention_cells(m, "dense-mask")
 
 # ---------------------------------------------------------------- numbers
-st.subheader(f"{strategy} at context {context} (change it in the sidebar)")
-n1, n2, n3 = st.columns(3)   # two rows of three: every label whole at a projector's 1024 pixels
-n4, n5, n6 = st.columns(3)
-n1.metric("Rows", f"{m.rows:,}", help=f"the lower bound is {m.lower_bound_rows:,} full rows")
-n2.metric("Slots", f"{m.slots:,}", help="rows x their width: the positions the GPU computes")
-n3.metric("Utilisation", f"{m.utilisation:.1%}", help="real tokens / slots")
-n4.metric("Pads", f"{m.pad_tokens:,}")
-n5.metric("Tokens lost", f"{m.tokens_lost:,}", help="truncated or dropped by the over-long policy")
-n6.metric("Attention FLOP ratio", f"{pad_cost / cost:.1f}x",
-          help="attention FLOPs of padding every sample to the context, run by a kernel that computes the pads "
-               "(SDPA with is_causal or a dense mask) / this plan's, with a kernel that skips masked blocks. "
-               "A count of arithmetic, not a measured speed-up.")
+with rows_step:
+    st.subheader(f"{strategy} at context {context} (change it in the sidebar)")
+    n1, n2, n3 = st.columns(3)   # two rows of three: every label whole at a projector's 1024 pixels
+    n4, n5, n6 = st.columns(3)
+    n1.metric("Rows", f"{m.rows:,}", help=f"the lower bound is {m.lower_bound_rows:,} full rows")
+    n2.metric("Slots", f"{m.slots:,}", help="rows x their width: the positions the GPU computes")
+    n3.metric("Utilisation", f"{m.utilisation:.1%}", help="real tokens / slots")
+    n4.metric("Pads", f"{m.pad_tokens:,}")
+    n5.metric("Tokens lost", f"{m.tokens_lost:,}", help="truncated or dropped by the over-long policy")
+    n6.metric("Attention FLOP ratio", f"{pad_cost / cost:.1f}x",
+              help="attention FLOPs of padding every sample to the context, run by a kernel that computes the pads "
+                   "(SDPA with is_causal or a dense mask) / this plan's, with a kernel that skips masked blocks. "
+                   "A count of arithmetic, not a measured speed-up.")
 
-first = 0
-if m.rows > MAX_ROWS:
-    if st.session_state.get(S.key("first_row"), 0) >= m.rows:
-        st.session_state[S.key("first_row")] = 0
-    first = st.slider("First row shown", 0, m.rows - 1, step=1, key=S.key("first_row"))
-figure(plan_strip(p, first_row=first, max_rows=MAX_ROWS,
-                  title=f"rows {first} to {min(m.rows, first + MAX_ROWS) - 1} of {m.rows}"), key=S.key("strip"))
-st.caption("Each colour is one document, grey is padding, white is outside a row. A black tick ends "
-           "a document; a violet tick marks a document split at a row edge.")
+    first = 0
+    if m.rows > MAX_ROWS:
+        if st.session_state.get(S.key("first_row"), 0) >= m.rows:
+            st.session_state[S.key("first_row")] = 0
+        first = st.slider("First row shown", 0, m.rows - 1, step=1, key=S.key("first_row"))
+    figure(plan_strip(p, first_row=first, max_rows=MAX_ROWS,
+                      title=f"rows {first} to {min(m.rows, first + MAX_ROWS) - 1} of {m.rows}"), key=S.key("strip"))
+    st.caption("Each colour is one document, grey is padding, white is outside a row. A black tick ends "
+               "a document; a violet tick marks a document split at a row edge.")
 
-unpadded = pm.attention_cost_packed   # the padded batch under an unpadding kernel: one square per document
-st.markdown(
-    f"**Three bills, three ratios.** The linear layers (most of a model's FLOPs) pay per "
-    f"slot: {pm.slots:,} padded against {m.slots:,} here, **{pm.slots / m.slots:.1f}x** fewer. "
-    f"Attention grows with the square of the row. Padded to the context and run by a kernel that computes "
-    f"the pads (SDPA with is_causal, or a dense mask), it computes rows x context² = "
-    f"{pm.rows:,} x {context}² = {pad_cost:,} cells.",
-    help=terms_help('slot', 'sdpa'),
-)
-if p.packed:
+with bills_step:
+    unpadded = pm.attention_cost_packed   # the padded batch under an unpadding kernel: one square per document
+    st.subheader(f"Three bills: {strategy} against padding to {context}")
     st.markdown(
-        f"Packed, varlen fed `cu_seqlens` and one call per document compute one square per document, "
-        f"Σ len² = {cost:,}: **{pad_cost / cost:.1f}x** fewer. FlexAttention, which skips only whole "
-        f"masked tiles, computes somewhat more. A materialised block-diagonal mask skips nothing: it "
-        f"computes every cell of each row, Σ width² = {dense_cost:,}, only **{pad_cost / dense_cost:.1f}x** "
-        "fewer.",
-        help=terms_help('varlen', 'FlexAttention', 'block-diagonal mask'),
+        f"**Three bills, three ratios.** The linear layers (most of a model's FLOPs) pay per "
+        f"slot: {pm.slots:,} padded against {m.slots:,} here, **{pm.slots / m.slots:.1f}x** fewer. "
+        f"Attention grows with the square of the row. Padded to the context and run by a kernel that computes "
+        f"the pads (SDPA with is_causal, or a dense mask), it computes rows x context² = "
+        f"{pm.rows:,} x {context}² = {pad_cost:,} cells.",
+        help=terms_help('slot', 'sdpa'),
     )
-    st.markdown(
-        f"Against a padded batch run by an unpadding kernel (FlashAttention given an `attention_mask`, "
-        f"or Flex with a padding mask), padding also pays only Σ len² = {unpadded:,}. There attention saves "
-        f"{unpadded / cost:.1f}x, and what packing buys is the slot ratio, **{pm.slots / m.slots:.1f}x**.",
-        help=terms_help('FlashAttention'),
-    )
-elif strategy == "pad":
-    st.markdown(f"This plan pads every row to the context: it is the baseline (**{pad_cost / cost:.1f}x**).")
-else:
-    st.markdown(f"This plan pads each row to its batch's longest sample: Σ width² = {cost:,}, "
-                f"**{pad_cost / cost:.1f}x** fewer, with no mask to change.")
+    if p.packed:
+        st.markdown(
+            f"Packed, varlen fed `cu_seqlens` and one call per document compute one square per document, "
+            f"Σ len² = {cost:,}: **{pad_cost / cost:.1f}x** fewer. FlexAttention, which skips only whole "
+            f"masked tiles, computes somewhat more. A materialised block-diagonal mask skips nothing: it "
+            f"computes every cell of each row, Σ width² = {dense_cost:,}, only **{pad_cost / dense_cost:.1f}x** "
+            "fewer.",
+            help=terms_help('varlen', 'FlexAttention', 'block-diagonal mask'),
+        )
+        st.markdown(
+            f"Against a padded batch run by an unpadding kernel (FlashAttention given an `attention_mask`, "
+            f"or Flex with a padding mask), padding also pays only Σ len² = {unpadded:,}. There attention saves "
+            f"{unpadded / cost:.1f}x, and what packing buys is the slot ratio, **{pm.slots / m.slots:.1f}x**.",
+            help=terms_help('FlashAttention'),
+        )
+    elif strategy == "pad":
+        st.markdown(f"This plan pads every row to the context: it is the baseline (**{pad_cost / cost:.1f}x**).")
+    else:
+        st.markdown(f"This plan pads each row to its batch's longest sample: Σ width² = {cost:,}, "
+                    f"**{pad_cost / cost:.1f}x** fewer, with no mask to change.")
 
 # ---------------------------------------------------------------- all strategies
-st.subheader("Every strategy on these lengths")
-with guard("compare the strategies"):
-    rows = strategy_table(lengths, context, **kwargs)
-figure(strategy_figure(rows), key=S.key("strategies"))
-strategy_dataframe(rows)
-split = {r.strategy: r.docs_split for r in rows}.get("concat-cut", 0)
-if split:
-    st.caption(f"concat-cut tops the attention ratio because it cuts {split:,} document(s) into shorter "
-               "pieces: the split is what buys that figure, and every cut loses context.")
+with every_step:
+    st.subheader("Every strategy on these lengths")
+    with guard("compare the strategies"):
+        rows = strategy_table(lengths, context, **kwargs)
+    figure(strategy_figure(rows), key=S.key("strategies"))
+    strategy_dataframe(rows)
+    split = {r.strategy: r.docs_split for r in rows}.get("concat-cut", 0)
+    if split:
+        st.caption(f"concat-cut tops the attention ratio because it cuts {split:,} document(s) into shorter "
+                   "pieces: the split is what buys that figure, and every cut loses context.")
 
-st.subheader("End to end: what a training step costs")
-shape_name = st.radio("Model shape", list(MODEL_SHAPES), horizontal=True,
-                      format_func=lambda k: MODEL_SHAPES[k].name, **S.bind("model_shape"))
-shape = MODEL_SHAPES[shape_name]
-e2e = end_to_end(rows, shape)
-st.latex(r"\text{FLOPs} = 6\,N \cdot \text{slots} + 12\,n_\text{layer}\,d_\text{model} \cdot A")
-st.caption(f"{shape.name}: N = {shape.params / 1e6:,.1f}M parameters, n_layer = {shape.n_layer}, d_model = "
-           f"{shape.d_model}. The standard estimate of training FLOPs (forward and backward) per token is "
-           "6N + 12·n_layer·d_model·T, T the length of the row (or document) it sits in. Summed over the plan, "
-           "A counts full squares: Σ len² with a kernel that skips masked blocks, Σ width² with a dense mask, "
-           "against padded rows whose pads are computed. A causal kernel pays about half of each square on both "
-           "sides; a materialised mask pays all of it.")
-st.dataframe({
-    "strategy": [e.strategy for e in e2e],
-    "training FLOPs": [f"{e.flops:.3g}" for e in e2e],
-    "attention share": [f"{e.attention_share:.1%}" for e in e2e],
-    "end-to-end ratio": [f"{e.ratio:.2f}x" for e in e2e],
-    "with a dense mask": [f"{e.ratio_dense_mask:.2f}x" for e in e2e],
-}, hide_index=True, width="stretch")
+# the whole training step: drawn under the three bills, it needs every strategy's table
+with bills_step:
+    st.subheader("End to end: what a training step costs")
+    shape_name = st.radio("Model shape", list(MODEL_SHAPES), horizontal=True,
+                          format_func=lambda k: MODEL_SHAPES[k].name, **S.bind("model_shape"))
+    shape = MODEL_SHAPES[shape_name]
+    e2e = end_to_end(rows, shape)
+    st.latex(r"\text{FLOPs} = 6\,N \cdot \text{slots} + 12\,n_\text{layer}\,d_\text{model} \cdot A")
+    st.caption(f"{shape.name}: N = {shape.params / 1e6:,.1f}M parameters, n_layer = {shape.n_layer}, d_model = "
+               f"{shape.d_model}. The standard estimate of training FLOPs (forward and backward) per token is "
+               "6N + 12·n_layer·d_model·T, T the length of the row (or document) it sits in. Summed over the plan, "
+               "A counts full squares: Σ len² with a kernel that skips masked blocks, Σ width² with a dense mask, "
+               "against padded rows whose pads are computed. A causal kernel pays about half of each square on both "
+               "sides; a materialised mask pays all of it.")
+    st.dataframe({
+        "strategy": [e.strategy for e in e2e],
+        "training FLOPs": [f"{e.flops:.3g}" for e in e2e],
+        "attention share": [f"{e.attention_share:.1%}" for e in e2e],
+        "end-to-end ratio": [f"{e.ratio:.2f}x" for e in e2e],
+        "with a dense mask": [f"{e.ratio_dense_mask:.2f}x" for e in e2e],
+    }, hide_index=True, width="stretch")
+    pad_share = {e.strategy: e.attention_share for e in e2e}.get("pad")
+    if pad_share is not None:
+        st.markdown(
+            f"Padded to {context}, attention is **{pad_share:.1%}** of {esc(shape.name)}'s FLOPs. The linear "
+            "layers dominate, so end to end packing saves about its slot ratio, not its attention ratio. "
+            "Attention weighs more in small models and long rows.")
+
 ref = strategy if p.packed else "bfd"   # the question is about packing: a padded plan asks it of bfd
 with top:
     lesson(__file__, attention_ratio={r.strategy: r.attention_ratio for r in rows}[ref],
            step_ratio={e.strategy: e.ratio for e in e2e}[ref])
-pad_share = {e.strategy: e.attention_share for e in e2e}.get("pad")
-if pad_share is not None:
-    st.markdown(
-        f"Padded to {context}, attention is **{pad_share:.1%}** of {esc(shape.name)}'s FLOPs. The linear "
-        "layers dominate, so end to end packing saves about its slot ratio, not its attention ratio. "
-        "Attention weighs more in small models and long rows.")
 
 # ---------------------------------------------------------------- one outlier
-st.subheader("The longest sample sets the width")
-short, spiked = outlier_lengths()
-with guard("plan the outlier example"):
-    calm = plan(tuple(short.tolist()), 512, "pad-longest").metrics()
-    stretched_plan = plan(tuple(spiked.tolist()), 512, "pad-longest")
-stretched = stretched_plan.metrics()
-st.markdown(
-    f"Padding to the batch's longest sample beats padding to the context, until one sample is long. "
-    f"A batch of {len(short)} samples of about {int(short.mean())} tokens is padded to "
-    f"{calm.slots // calm.rows} and uses **{calm.utilisation:.1%}** of its slots. Replace one of them by "
-    f"a {int(spiked.max())}-token outlier and all {len(short)} rows stretch to {int(spiked.max())}: "
-    f"**{stretched.utilisation:.1%}**. The other {len(short) - 1} rows gain "
-    f"{(len(short) - 1) * (int(spiked.max()) - int(short.max())):,} pads; the batch as a whole gains "
-    f"{stretched.pad_tokens - calm.pad_tokens:,}, a little less, because the outlier's own row has none."
-)
-figure(plan_strip(stretched_plan, max_rows=len(short), row_height=12, show_ticks=False,
-                  title=f"pad-longest, one batch of {len(short)} with a {int(spiked.max())}-token outlier"),
-       key=S.key("outlier"))
+with outlier_step:
+    st.subheader("The longest sample sets the width")
+    short, spiked = outlier_lengths()
+    with guard("plan the outlier example"):
+        calm = plan(tuple(short.tolist()), 512, "pad-longest").metrics()
+        stretched_plan = plan(tuple(spiked.tolist()), 512, "pad-longest")
+    stretched = stretched_plan.metrics()
+    st.markdown(
+        f"Padding to the batch's longest sample beats padding to the context, until one sample is long. "
+        f"A batch of {len(short)} samples of about {int(short.mean())} tokens is padded to "
+        f"{calm.slots // calm.rows} and uses **{calm.utilisation:.1%}** of its slots. Replace one of them by "
+        f"a {int(spiked.max())}-token outlier and all {len(short)} rows stretch to {int(spiked.max())}: "
+        f"**{stretched.utilisation:.1%}**. The other {len(short) - 1} rows gain "
+        f"{(len(short) - 1) * (int(spiked.max()) - int(short.max())):,} pads; the batch as a whole gains "
+        f"{stretched.pad_tokens - calm.pad_tokens:,}, a little less, because the outlier's own row has none."
+    )
+    figure(plan_strip(stretched_plan, max_rows=len(short), row_height=12, show_ticks=False,
+                      title=f"pad-longest, one batch of {len(short)} with a {int(spiked.max())}-token outlier"),
+           key=S.key("outlier"))
 
 # ---------------------------------------------------------------- batch composition
-st.subheader("Packing policy shapes batch composition")
-with guard("plan the batch-composition example"):
-    sample = tuple(sample_lengths(current_lengths()[1], 2000, seed=1).tolist())
-    in_order = row_order(plan(sample, context, "bfd", overlong="split"))
-    shuffled = row_order(plan(sample, context, "bfd", overlong="split", shuffle=True, seed=0))
-    bucketed = row_order(plan(sample, context, "bucket", overlong="split", batch_size=int(batch_size),
-                                 buckets=int(buckets), seed=0))
-s1, s2, s3 = st.columns(3)
-s1.metric("bfd rows: neighbour correlation", f"{in_order.neighbour_correlation:.2f}",
-          help="correlation between the longest documents of consecutive rows")
-s2.metric("bfd, rows shuffled", f"{shuffled.neighbour_correlation:.2f}")
-s3.metric("bucket rows", f"{bucketed.neighbour_correlation:.2f}",
-          help=f"{int(buckets)} buckets, batches of {int(batch_size)} rows, shuffled inside each bucket")
-st.markdown(
-    f"Best-fit decreasing places the longest documents first, so on 2,000 documents from "
-    f"{esc(dataset_label(SHARED.get('dataset')))} its first batch of 32 rows holds pieces of "
-    f"**{in_order.first_batch_mean:.0f}** tokens on average and its last batch **{in_order.last_batch_mean:.0f}**. "
-    "Read in that order, every batch is a run of similar samples, and gradients inside it are correlated. "
-    f"A shuffle stage after packing restores a random order (correlation {shuffled.neighbour_correlation:.2f}) "
-    "without changing a single row."
-)
-st.markdown(
-    f"Bucketing pays this price by design. Every batch comes from one bucket, so rows next to each other "
-    f"look alike (correlation {bucketed.neighbour_correlation:.2f}) even though it shuffles inside each bucket "
-    "and then the batches. Shuffling mixes batches across the epoch, never the rows inside one: the gradient "
-    "inside a batch stays correlated. Keep the buckets wide, so each batch is a fair draw from its bucket."
-)
-figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled, "bucket": bucketed},
-                        title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))
+with order_step:
+    st.subheader("Packing policy shapes batch composition")
+    with guard("plan the batch-composition example"):
+        sample = tuple(sample_lengths(current_lengths()[1], 2000, seed=1).tolist())
+        in_order = row_order(plan(sample, context, "bfd", overlong="split"))
+        shuffled = row_order(plan(sample, context, "bfd", overlong="split", shuffle=True, seed=0))
+        bucketed = row_order(plan(sample, context, "bucket", overlong="split", batch_size=int(batch_size),
+                                     buckets=int(buckets), seed=0))
+    s1, s2, s3 = st.columns(3)
+    s1.metric("bfd rows: neighbour correlation", f"{in_order.neighbour_correlation:.2f}",
+              help="correlation between the longest documents of consecutive rows")
+    s2.metric("bfd, rows shuffled", f"{shuffled.neighbour_correlation:.2f}")
+    s3.metric("bucket rows", f"{bucketed.neighbour_correlation:.2f}",
+              help=f"{int(buckets)} buckets, batches of {int(batch_size)} rows, shuffled inside each bucket")
+    st.markdown(
+        f"Best-fit decreasing places the longest documents first, so on 2,000 documents from "
+        f"{esc(dataset_label(SHARED.get('dataset')))} its first batch of 32 rows holds pieces of "
+        f"**{in_order.first_batch_mean:.0f}** tokens on average and its last batch **{in_order.last_batch_mean:.0f}**. "
+        "Read in that order, every batch is a run of similar samples, and gradients inside it are correlated. "
+        f"A shuffle stage after packing restores a random order (correlation {shuffled.neighbour_correlation:.2f}) "
+        "without changing a single row."
+    )
+    st.markdown(
+        f"Bucketing pays this price by design. Every batch comes from one bucket, so rows next to each other "
+        f"look alike (correlation {bucketed.neighbour_correlation:.2f}) even though it shuffles inside each bucket "
+        "and then the batches. Shuffling mixes batches across the epoch, never the rows inside one: the gradient "
+        "inside a batch stays correlated. Keep the buckets wide, so each batch is a fair draw from its bucket."
+    )
+    figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled, "bucket": bucketed},
+                            title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))

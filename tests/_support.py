@@ -299,6 +299,14 @@ class AppPage:
         """The widget with ARIA ``role`` whose label starts with ``label``."""
         return self.page.get_by_role(role, name=re.compile("^" + re.escape(label))).first
 
+    def step(self, name: str) -> None:
+        """Open the page's step ``name`` (a tab labelled "2 · name"). Plain tabs cost no rerun: the click
+        only mounts that step's panel, so wait until the tab is selected and its figures are laid out."""
+        tab = self.page.get_by_role("tab", name=re.compile(r"^\d+ · " + re.escape(name) + "$"))
+        tab.click()
+        self.page.locator("[role='tab'][aria-selected='true']", has_text=name).wait_for(state="attached")
+        self.page.wait_for_timeout(300)
+
     def click(self, label: str) -> None:
         with self.rerun():
             self.page.get_by_role("button", name=label, exact=True).click()

@@ -112,16 +112,19 @@ def test_the_page_recipe_on_a_toy(tmp_path, monkeypatch):
     from app_pages import _content
 
     page = tmp_path / "toy_page.py"                                 # step 1: a thin page file
-    page.write_text("import streamlit as st\nfrom app_pages._lab import lesson, page_settings\n"
+    page.write_text("import streamlit as st\nfrom app_pages._lab import lesson, page_settings, steps\n"
                     "S = page_settings('toy_page', n=3)\nst.title('Toy page')\nlesson(__file__)\n"
-                    "st.slider('n', 1, 9, **S.bind('n'))\n", encoding="utf-8")
-    toy = _content.PageSpec(str(page), "Toy page", ":material/star:", 5, "A toy line to read out.", "A toy question?")
+                    "one, two = steps(__file__)\none.slider('n', 1, 9, **S.bind('n'))\ntwo.markdown('Step two.')\n",
+                    encoding="utf-8")
+    toy = _content.PageSpec(str(page), "Toy page", ":material/star:", 5, "A toy line to read out.", "A toy question?",
+                            ("One", "Two"))
     monkeypatch.setattr(_content, "PAGES", (*_content.PAGES, toy))   # step 2: one PageSpec
     at = AppTest.from_file("../app.py", default_timeout=60)
     at.switch_page(str(page)).run()
     assert not at.exception, [e.value for e in at.exception]
     text = "\n".join(m.value for m in at.markdown)
     n = len(_content.PAGES)
-    assert f"step {n} of {n} (about 5 minutes).** A toy line to read out." in text
+    assert f"page {n} of {n} (about 5 minutes, in 2 steps).** A toy line to read out." in text
+    assert [t.label for t in at.tabs] == ["1 · One", "2 · Two"] and at.tabs[1].markdown[0].value == "Step two."
     assert "**Ask the class:** A toy question?" in text
     assert at.session_state["toy_page.n"] == 3 and at.session_state["context"] == pc.DEFAULT_CONTEXT

@@ -284,11 +284,11 @@ def _verdict(at) -> str:
 def test_leakage_lab_asks_for_a_prediction_before_it_reveals():
     at = open_page("leakage_lab")
     assert not _verdict(at) and "prediction" in at.info[0].value
-    assert not any(h.value == "Why the settings matter" for h in at.subheader)   # no answer before the guess
+    assert not any(e.label.startswith("Why the settings matter") for e in at.expander)   # no answer before the guess
     at.radio(key="leakage_lab.guess_tiny-rope_on_reset_segments_False").set_value("They change").run()
     assert_clean(at)
     assert "EQUIVALENT" in _verdict(at) and at.info[0].value.startswith("Not this time")
-    assert any(h.value == "Why the settings matter" for h in at.subheader)
+    assert any(e.label.startswith("Why the settings matter") for e in at.expander)
     text = markdown(at)
     assert "Dynamic NTK and LongRoPE do not" in text and "Reset them anyway" not in text
     assert "every step that is not +1 (sdpa/eager)" in text
@@ -310,7 +310,7 @@ def test_leakage_lab_named_scenarios_set_every_switch(scenario, equivalent):
 
 
 @pytest.mark.parametrize("page,title", [("why_packing", "Why packing"), ("masks_and_labels", "Masks and labels"),
-                                        ("benchmark", "Benchmark")])
+                                        ("check_your_setup", "Check your setup"), ("benchmark", "Benchmark")])
 def test_each_page_opens_with_a_line_to_read_out_and_a_question_for_the_class(page, title):
     text = markdown(open_page(page))
     say, ask = _content.TEACHER[title]
@@ -325,10 +325,34 @@ def test_the_navigation_follows_the_sixty_minute_lesson():
     assert sum(m for _, m in _content.LESSON_PLAN) == 60
 
 
-def test_masks_page_maps_the_lessons_to_transformers_and_trl():
-    text = markdown(open_page("masks_and_labels"))
+def test_check_your_setup_maps_the_lessons_to_transformers_and_trl():
+    at = open_page("check_your_setup")
+    text = markdown(at)
     for name in ("DataCollatorWithFlattening", "padding_free", "use_cache", "num_items_in_batch", "position_ids"):
         assert name in text, name
+    assert [t.label for t in at.tabs] == ["1 · In your framework", "2 · Check a batch"]
+    assert at.file_uploader(key="check_your_setup.batch_file") is not None
+
+
+def test_check_your_setup_follows_the_bug_zoo_in_the_lesson():
+    names = [p.name for p in _content.PAGES]
+    assert names.index("check_your_setup") == names.index("bug_zoo") + 1
+
+
+def test_masks_and_labels_no_longer_holds_the_framework_map_or_the_batch_upload():
+    at = open_page("masks_and_labels")
+    said = markdown(at)
+    assert "DataCollatorWithFlattening" not in said and "Save one batch as your trainer hands it" not in said
+    assert [h.value for h in at.subheader if h.value in ("In your framework", "Check a batch from your trainer")] == []
+    assert not at.get("file_uploader")
+    assert "Check your setup" in said          # the check step points to where the upload went
+
+
+@pytest.mark.parametrize("spec", [p for p in _content.PAGES if p.steps], ids=lambda p: p.name)
+def test_each_page_with_steps_draws_them_as_numbered_tabs_in_lesson_order(spec):
+    at = open_page(spec.name, **({"why_packing.skip": True} if spec.name == "why_packing" else {}))
+    assert [t.label for t in at.tabs] == [f"{i} · {name}" for i, name in enumerate(spec.steps, 1)]
+    assert all(len(t.children) for t in at.tabs), "a step is empty"
 
 
 @pytest.mark.parametrize("settings,equivalent", [

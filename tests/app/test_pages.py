@@ -1,6 +1,7 @@
 """The page list: app.py, lesson(), the page tests and benchmarks/page_speed.py all read _content.PAGES."""
 import ast
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,33 @@ def test_each_page_reads_its_lesson_from_its_spec_and_keys_its_settings_by_its_n
     assert titles[:1] == [spec.title]
     owners = {c.args[0].value for c in _calls(path, "page_settings")}
     assert owners <= {spec.name}
+
+
+def test_the_readme_lesson_plan_is_the_page_list_and_its_minutes_add_up_to_its_total():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    stated = int(re.search(r"\*\*The lesson plan: (\d+) minutes\.\*\*", text).group(1))
+    table = re.search(r"\| page \| minutes \| steps \|\n\| --- \| --- \| --- \|\n(.*?)\n\| total \| (\d+) \| \|", text, re.S)
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.group(1).splitlines()]
+    assert [(title, int(minutes)) for title, minutes, _ in rows] == [(p.title, p.minutes) for p in PAGES]
+    assert [steps for *_, steps in rows] == [" · ".join(f"{i} {s}" for i, s in enumerate(p.steps, 1)) or "no steps"
+                                             for p in PAGES]
+    assert stated == int(table.group(2)) == sum(p.minutes for p in PAGES) == 60
+
+
+def test_steps_are_named_once_each_and_short_enough_for_a_projectors_tab_bar():
+    for p in PAGES:
+        assert len(set(p.steps)) == len(p.steps) and all(s.strip() == s and s for s in p.steps), p.title
+        assert p.steps == () or 2 <= len(p.steps) <= 5, p.title     # five tabs fill 1024 px beside the sidebar
+        # "1 · name" per tab: longer than this overflows the tab bar at 1024 px beside the sidebar
+        # (tests/e2e/test_projector.py measures the bar itself; this catches a long name without a browser)
+        assert sum(len(s) + 4 for s in p.steps) <= 90, p.title
+
+
+def test_a_page_with_steps_draws_them_through_steps_and_a_page_without_does_not():
+    for p in PAGES:
+        calls = _calls(ROOT / p.path, "steps")
+        assert len(calls) == (1 if p.steps else 0), p.title
+        assert [ast.unparse(c.args[0]) for c in calls] == (["__file__"] if p.steps else []), p.title
 
 
 def test_a_page_not_in_the_list_is_named_with_the_fix():

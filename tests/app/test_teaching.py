@@ -167,7 +167,7 @@ def test_M4_flash_attention_finds_packed_documents_only_in_one_flattened_row():
     rows = __import__("torch").tensor([[0, 1, 2, 0, 1], [0, 1, 0, 1, 2]])
     assert not _is_packed_sequence(rows, batch_size=2)          # the library's own rule
     assert _is_packed_sequence(rows[:1], batch_size=1)
-    page = text(open_page("masks_and_labels"))
+    page = text(open_page("check_your_setup"))
     assert "only in one flattened row" in framework() and "`[B>1, L]`" in framework()
     assert "packed rows `[B>1, L]` leak under it" in page
 
@@ -271,7 +271,7 @@ def test_I10_nanogpt_and_run_clm_are_not_said_to_build_the_same_stream():
 
 
 def test_I11_unpickling_an_untrusted_file_can_run_code():
-    page = text(open_page("masks_and_labels"))
+    page = text(open_page("check_your_setup"))
     assert "because loading one runs code" not in page
     assert "unpickling an untrusted file can run arbitrary code" in page
     with pytest.raises(ValueError, match="unpickling an untrusted file can run arbitrary code"):
@@ -354,7 +354,8 @@ def test_the_trade_off_names_bucketings_price_and_shows_its_row_order():
 
 
 def test_a_glossary_is_in_the_sidebar_of_every_page():
-    for page in ("why_packing", "padded_vs_packed", "masks_and_labels", "bug_zoo", "dataset_explorer", "benchmark"):
+    for page in ("why_packing", "padded_vs_packed", "masks_and_labels", "bug_zoo", "check_your_setup", "dataset_explorer",
+                 "benchmark"):
         at = open_page(page)
         assert any(e.label.startswith("Glossary") for e in at.sidebar.expander), page
 
@@ -390,9 +391,9 @@ def test_a_planted_row_cu_seqlens_changes_the_mask_picture():
 
 def test_M4_an_uploaded_batch_of_packed_rows_is_flagged_for_flash_attention():
     import json
-    at = open_page("masks_and_labels")
+    at = open_page("check_your_setup")
     batch = {"input_ids": [[5, 6, 7, 8], [9, 10, 11, 12]], "position_ids": [[0, 1, 0, 1], [0, 1, 2, 0]]}
-    at.file_uploader(key="masks_and_labels.batch_file").set_value(
+    at.file_uploader(key="check_your_setup.batch_file").set_value(
         ("rows.json", json.dumps(batch).encode(), "application/json")).run()
     assert_clean(at)
     assert pc.check_hf_batch(batch).format == "packed rows"

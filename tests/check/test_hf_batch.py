@@ -190,13 +190,13 @@ def test_check_with_a_model_finds_the_leak_of_an_all_ones_mask(tmp_path, llama_d
     assert code == 1 and run["leaks"] and run["documents"][0]["equivalent"] and not run["documents"][1]["equivalent"]
 
 
-# ---------------------------------------------------------------- the Masks and labels page
+# ---------------------------------------------------------------- the Check your setup page
 def upload(name, data):
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file("../../app.py", default_timeout=120)
-    at.switch_page("app_pages/masks_and_labels.py").run()
-    at.file_uploader(key="masks_and_labels.batch_file").set_value((name, data, "application/octet-stream")).run()
+    at.switch_page("app_pages/check_your_setup.py").run()
+    at.file_uploader(key="check_your_setup.batch_file").set_value((name, data, "application/octet-stream")).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

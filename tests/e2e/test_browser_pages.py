@@ -62,6 +62,7 @@ def test_padded_vs_packed_refuses_junk_lengths_in_one_escaped_line_and_recovers(
 
 def test_masks_and_labels_check_catches_a_planted_bug(app_page):
     app_page.open("masks_and_labels")
+    app_page.step("Break it, check it")    # the checks' step; the controls above serve every step
     assert any("SOUND" in s for s in app_page.alerts("success"))
     app_page.select("Break it", "row-cu-seqlens")
     assert any("segments_disagree_with_cu_seqlens" in w for w in app_page.alerts("warning")), app_page.alerts("warning")

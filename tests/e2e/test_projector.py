@@ -1,14 +1,23 @@
-"""A projector's 1024 x 768: nothing a class must read is cut, on every page.
+"""A projector's 1024 x 768: nothing a class must read is cut, and each step fits about two screens.
 
-Checked in a real Chromium at that size, page by page: no metric value or label, toggle,
-radio or button label, tab or expander title is clipped (an element that hides overflow and
-whose ``scrollWidth`` exceeds its ``clientWidth``); every plotly title, subplot title, axis
-title and legend entry lies inside its figure, and no two subplot titles overlap. A
-screenshot of each page lands in ``artifacts/screenshots/projector-*.png``.
+Checked in a real Chromium at that size, page by page and step by step (every tab of a page
+with steps, clicked): no metric value or label, toggle, radio or button label, tab, tab list or
+expander title is clipped (an element that hides overflow and whose ``scrollWidth`` exceeds its
+``clientWidth``); every plotly title, subplot title, axis title and legend entry lies inside its
+figure, and no two subplot titles overlap. Each step of a page with steps is at most two screens
+tall plus the page's header (its title and lesson box). A screenshot of each page and step lands in
+``artifacts/screenshots/projector-*.png``; the measured heights in ``artifacts/projector-heights.json``.
 """
+import json
+from dataclasses import dataclass, field
+
 import pytest
 
+from app_pages._content import PAGES as SPECS
+from tests._support import AppPage
+
 pytestmark = [pytest.mark.browser, pytest.mark.viewport(width=1024, height=768)]
+SIZE = {"width": 1024, "height": 768}
 
 # Elements a class reads, and what to call them in a failure.
 CLIPPED_JS = """() => {
@@ -20,7 +29,8 @@ CLIPPED_JS = """() => {
     "radio option": "[data-testid='stRadio'] label *",
     "checkbox or toggle": "[data-testid='stCheckbox'] label *, [data-testid='stToggle'] label *",
     "button": "[data-testid='stBaseButton-primary'] *, [data-testid='stBaseButton-secondary'] *",
-    "tab": "[data-baseweb='tab'] *",
+    "tab": "[data-testid='stTab'] *",
+    "tab list": "[role='tablist']",
     "expander title": "[data-testid='stExpander'] summary *",
     "selected option": "[data-baseweb='select'] [title], [data-baseweb='select'] div[value]",
   };
@@ -71,8 +81,28 @@ FIGURE_JS = """() => {
   return out;
 }"""
 
-PAGES = ("why_packing", "padded_vs_packed", "masks_and_labels", "leakage_lab", "bug_zoo", "dataset_explorer",
-         "benchmark")
+# Streamlit scrolls inside its main container, not the document (document.scrollingElement stays
+# 768 px tall), so a step's height is the main container's scrollHeight with that tab open.
+HEIGHT_JS = """() => {
+  const main = document.querySelector("[data-testid='stMain']");
+  main.scrollTo(0, 0);
+  const tabs = main.querySelector("[role='tablist']");
+  return {page: main.scrollHeight, header: tabs ? Math.round(tabs.getBoundingClientRect().bottom) : 0};
+}"""
+SCREEN_PX = SIZE["height"]
+# The header every step repeats: the title, the lesson box and the tab bar, 350-450 px at 1024 (the
+# lesson box's two sentences wrap to 4-6 lines beside the open sidebar).
+HEADER_PX = 450
+STEP_PX = 2 * SCREEN_PX + HEADER_PX
+
+
+@dataclass
+class Visit:
+    """One page's tour: what was cut, and how tall each step is (page name -> step -> px)."""
+
+    problems: list = field(default_factory=list)
+    heights: dict = field(default_factory=dict)
+    unhealthy: str = ""
 
 
 def problems(app_page) -> list[str]:
@@ -80,22 +110,85 @@ def problems(app_page) -> list[str]:
     return app_page.page.evaluate(CLIPPED_JS) + app_page.page.evaluate(FIGURE_JS)
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_nothing_a_class_reads_is_cut_at_1024_by_768(app_page, page):
-    app_page.open("" if page == "why_packing" else page)   # the first page lives at the root
-    if page == "leakage_lab":    # the results appear once the class has predicted
+def prepare(app_page, spec) -> None:
+    """Show what the class sees once it has answered: the answers wait for a prediction."""
+    if spec.name == "why_packing":
+        app_page.toggle("Skip predictions")
+    if spec.name == "leakage_lab":
         app_page.radio("Your prediction", "They change")
-    found = problems(app_page)
-    app_page.screenshot(f"projector-{page.replace('_', '-')}")
-    app_page.assert_healthy()
-    assert found == [], "\n".join(found)
+
+
+@pytest.fixture(scope="module")
+def tour(browser, streamlit_server, artifacts_dir) -> dict:
+    """Every page at 1024 x 768, every step of it clicked: one browser visit shared by the tests below."""
+    context = browser.new_context(viewport=SIZE)
+    context.set_default_timeout(60_000)
+    app_page = AppPage(context.new_page(), streamlit_server, artifacts_dir / "screenshots")
+    app_page.page.on("pageerror", lambda exc: app_page.js_errors.append(str(exc)))
+    visits = {}
+    try:
+        for i, spec in enumerate(SPECS):
+            visit = visits[spec.name] = Visit()
+            app_page.log_start = streamlit_server.log_path.stat().st_size
+            app_page.open("" if i == 0 else spec.name)   # the first page lives at the root
+            prepare(app_page, spec)
+            for n, step in enumerate(spec.steps or ("",), 1):
+                if step:
+                    app_page.step(step)
+                visit.problems += [f"{step or spec.title}: {p}" for p in problems(app_page)]
+                visit.heights[step or spec.title] = app_page.page.evaluate(HEIGHT_JS)
+                app_page.screenshot(f"projector-{spec.name.replace('_', '-')}" + (f"-{n}" if step else ""))
+            try:
+                app_page.assert_healthy()
+            except AssertionError as e:
+                visit.unhealthy = str(e)
+    finally:
+        context.close()
+    (artifacts_dir / "projector-heights.json").write_text(
+        json.dumps({name: v.heights for name, v in visits.items()}, indent=1))
+    return visits
+
+
+@pytest.mark.parametrize("page", [p.name for p in SPECS])
+def test_nothing_a_class_reads_is_cut_at_1024_by_768(tour, page):
+    assert tour[page].unhealthy == ""
+    assert tour[page].problems == [], "\n".join(tour[page].problems)
+
+
+@pytest.mark.parametrize("page", [p.name for p in SPECS if p.steps])
+def test_each_step_fits_about_two_screens_at_1024_by_768(tour, page):
+    heights = tour[page].heights
+    assert list(heights) == list(next(p for p in SPECS if p.name == page).steps)   # every step was opened
+    tall = {step: h["page"] for step, h in heights.items() if h["page"] > STEP_PX}
+    assert tall == {}, f"steps taller than two screens plus the header ({STEP_PX} px): {tall}"
+    assert all(h["header"] < SCREEN_PX for h in heights.values()), heights    # each step starts on screen one
 
 
 def test_the_training_demo_reads_at_1024_by_768(app_page):
     app_page.open("leakage_lab")
+    app_page.step("Train with the mask off")
     app_page.click("Train both")
-    assert app_page.metric("Train loss, mask off")
+    assert app_page.metric("Train loss, mask off")       # the step stays open through the rerun
     found = problems(app_page)
+    trained = app_page.page.evaluate(HEIGHT_JS)
     app_page.screenshot("projector-leakage-lab-trained")
+    print(f"the training step, trained: {trained}")   # the README's figures; -s shows it
     app_page.assert_healthy()
     assert found == [], "\n".join(found)
+    assert trained["page"] <= STEP_PX, f"the trained step is {trained['page']} px, over {STEP_PX}"
+
+
+@pytest.mark.slow_model
+def test_the_smollm2_reveal_fits_about_two_screens_at_1024_by_768(app_page):
+    """The heaviest step: a pretrained model's reveal (its texts, changed predictions and words fold away)."""
+    app_page.open("leakage_lab")
+    app_page.select("Scenario", "transformers' own sdpa attention, use_cache left on (SmolLM2)")
+    app_page.radio("Your prediction", "They change")
+    assert any("Verdict: NOT EQUIVALENT" in w for w in app_page.alerts("warning")), app_page.text()[:2000]
+    found = problems(app_page)
+    revealed = app_page.page.evaluate(HEIGHT_JS)
+    app_page.screenshot("projector-leakage-lab-smollm2")
+    print(f"the SmolLM2 reveal: {revealed}")
+    app_page.assert_healthy()
+    assert found == [], "\n".join(found)
+    assert revealed["page"] <= STEP_PX, f"the SmolLM2 reveal is {revealed['page']} px, over {STEP_PX}"
