@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .data.intake import profile_from_inputs
     from .data.profile import LengthProfile
     from .data.scan import scan
-    from .data.sources import load_lengths
+    from .data.builtin import load_lengths
     from .experiments.warm import warm
     from .integrations.hook import guard
     from .integrations.trainer import PackingCheckCallback

@@ -26,6 +26,6 @@ if TYPE_CHECKING:
     from .profile import LengthProfile
     from .scan import ENGINES, ScanProgress
     from .shards import find_shards
-    from .sources import Document, SourceInfo, list_sources, load_documents, load_lengths
+    from .builtin import Document, SourceInfo, list_sources, load_documents, load_lengths
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)
