@@ -212,7 +212,8 @@ def _batches(src: sources.Source, column: str, text_only: bool, budget: ReadBudg
         if pa.types.is_null(t):  # all missing: a length column fails on it, a text column skips it
             batch_kind = kind or ("lengths" if column.lower() in LENGTH_COLUMNS else "text")
         elif pa.types.is_string(t) or pa.types.is_large_string(t):
-            sniff = src.fmt in ("csv", "tsv") and not text_only
+            # a delimited file's cells are all strings: a column of digits there is a length column
+            sniff = getattr(sources.READERS.get(src.fmt), "text_cells", False) and not text_only
             batch_kind = "lengths" if kind == "lengths" or (
                 kind is None and _looks_like_lengths(values, column, sniff)) else "text"
         elif pa.types.is_integer(t) or pa.types.is_floating(t):
@@ -248,7 +249,7 @@ def _file_lengths(values: pa.Array, where, src, column) -> np.ndarray:
     """A batch of a length column as int64, naming the first row that is not a length >= 1.
 
     The rule is ``_validate``'s, in every format: integers (text spelling one, such as
-    ``"+7"``), never floats: ``12.0`` is refused in a CSV, JSON Lines, Parquet and ``--lengths``.
+    ``"+7"``), never floats: ``12.0`` is refused in every file format and in ``--lengths``.
     """
     def fail(i: int, problem: str):
         raise ValueError(f"{src.name}: column {sources.display(column)!r} at {where(i)} {problem}; lengths must be "
@@ -289,7 +290,7 @@ def _check_limit(limit) -> None:
 def lengths_from_file(source, column: str | None = None, tokenizer: Tokenizer | None = None,
                       fmt: str | None = None, *, limit: int | None = None,
                       budget: ReadBudget | None = None) -> np.ndarray:
-    """Document lengths from a CSV/TSV, JSONL, Parquet or text file, read in batches.
+    """Document lengths from a file of any registered format (``sources.INPUT_SUFFIXES``), read in batches.
 
     ``source`` is a path, bytes, or a binary file-like object with a ``.name`` (an upload);
     the format comes from the suffix or ``fmt=``. ``column`` is a length column (integers)

@@ -230,6 +230,13 @@ def test_an_uploaded_parquet_text_column_is_tokenised():
     assert metric(at, "Documents") == "2" and metric(at, "Longest") == "11"
 
 
+def test_the_uploader_accepts_exactly_the_registrys_input_suffixes():
+    from packing_core.data import INPUT_SUFFIXES
+
+    at = open_page("dataset_explorer")
+    assert set(at.file_uploader(key="w_upload").proto.type) == set(INPUT_SUFFIXES)
+
+
 def test_the_uploaders_tokenizer_is_auto_and_says_what_it_resolved_to():
     smol, _ = pc.model_spec("smollm2").available()
     at = open_page("dataset_explorer")

@@ -23,6 +23,8 @@ MAX_HEADER_BYTES = 16 << 20  # a header line longer than this is refused
 class Delimited:
     """A delimited text file: ``,`` (CSV) or a tab (TSV)."""
 
+    text_cells = True   # every cell arrives as a string: the caller tells lengths from text
+
     def __init__(self, delimiter: str, title: str):
         self.delimiter, self.title = delimiter, title
 
