@@ -148,8 +148,8 @@ def test_the_input_format_recipe_on_a_toy(tmp_path):
     import os
 
     from packing_core.data import profile_from_inputs
-    from packing_core.data.scan import scan
     from packing_core.data.lengths import byte_tokenizer
+    from packing_core.data.scan import scan
     from packing_core.data.sources import input_suffixes, open_source, register, unregister
 
     path = tmp_path / "corpus.lens"
