@@ -58,9 +58,9 @@ class Parquet:
             per_row = size / max(1, group.num_rows)
             if per_row > MAX_TEXT_BYTES:   # some value is longer than a document may be
                 raise base.SourceError(
-                    f"{src.name}: {', '.join(map(repr, map(base.display, columns)))} holds {size:,} bytes in "
-                    f"{group.num_rows:,} rows of row group {g} (from its metadata), more than one document may "
-                    f"hold ({MAX_TEXT_BYTES:,} bytes); split the long values or drop them")
+                    f"{src.name}: row group {g} holds {size:,} bytes of {', '.join(map(base.display, columns))} in "
+                    f"{group.num_rows:,} rows (from its metadata), more than one document may hold "
+                    f"({MAX_TEXT_BYTES:,} bytes); split the long values or drop them")
             decoded += size
             widest = max(widest, per_row)
         base.check_budget(src.name, budget, rows, decoded, 0.0, "(from its metadata)")
