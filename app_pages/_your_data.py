@@ -15,18 +15,31 @@ import streamlit as st
 import packing_core as pc
 from app_pages._lab import UPLOAD, esc, log, pretrained_status
 from packing_core.analysis import profile_headline, profile_histogram, profile_rows, profile_stats, profile_table
-from packing_core.data import RECORD_KINDS, UPLOAD_TYPES, describe_columns, looks_like_profile, profile_from_upload, read_budget
+from packing_core.data import (
+    INPUT_SUFFIXES,
+    RECORD_KINDS,
+    describe_columns,
+    looks_like_profile,
+    profile_from_upload,
+    read_budget,
+)
 from packing_core.models import PRETRAINED, tokenizer_choices
 
 DETECT = "detect"
 ANY_COLUMN = "(detected from the kind)"
-DATA_SUFFIXES = "CSV, TSV, JSONL (also .gz), Parquet, Arrow or TXT"
+AUTO = "auto"    # load_tokenizer("auto"): SmolLM2's tokenizer when installed, else UTF-8 bytes
 
 
 def _tokenizers() -> list[str]:
-    """bytes first (instant, no vocabulary), then SmolLM2 when installed, then the configured folders."""
+    """auto first (chat data works as it comes), then bytes, SmolLM2 when installed, and the configured folders."""
     smol, _ = pretrained_status()
-    return ["bytes"] + [t for t in tokenizer_choices() if t != "bytes" and (t != PRETRAINED or smol)]
+    return [AUTO, "bytes"] + [t for t in tokenizer_choices() if t != "bytes" and (t != PRETRAINED or smol)]
+
+
+def _auto_resolves_to() -> str:
+    """What ``auto`` loads here: the SmolLM2 tokenizer when its model is installed, else bytes."""
+    smol, _ = pretrained_status()
+    return PRETRAINED if smol else "bytes"
 
 
 @st.cache_data(show_spinner="Reading your data...", max_entries=8)
@@ -100,7 +113,7 @@ def _use_upload() -> None:
         st.session_state["upload_error"] = "choose a file first"
         return
     files = tuple((u.name, u.getvalue()) for u in ups)
-    tokenizer = st.session_state.get("w_upload_tok", "bytes")
+    tokenizer = st.session_state.get("w_upload_tok", AUTO)
     kind = st.session_state.get("w_upload_kind", DETECT)
     column = st.session_state.get("w_upload_column", ANY_COLUMN)
     kind, column = (None if kind == DETECT else kind), (None if column in (None, ANY_COLUMN) else column)
@@ -139,7 +152,7 @@ def upload_form() -> None:
     """The one uploader, with the kind and the tokenizer beside it, and the column picker once a file is chosen."""
     loaded = "upload" in st.session_state
     pending = bool(st.session_state.get(_key()))   # files picked and not yet analysed: keep their button in view
-    with st.expander(f"Use your own data: {DATA_SUFFIXES}, or a length profile (JSON)",
+    with st.expander(f"Use your own data ({' '.join(INPUT_SUFFIXES)}), or a length profile (JSON)",
                      expanded=not loaded or pending):
         st.caption("One data file, the shards of one corpus (select them all), or a profile written by "
                    "`python -m packing_core scan`. Records may be chat messages, prompt + completion pairs, "
@@ -152,15 +165,17 @@ def upload_form() -> None:
         except ValueError as e:
             st.error(f"The server's read budget is misconfigured: {esc(e)}")
         u1, u2, u3 = st.columns([3, 1, 1])
-        u1.file_uploader("Data files or a length profile", type=UPLOAD_TYPES, accept_multiple_files=True,
+        u1.file_uploader("Data files or a length profile", type=list(INPUT_SUFFIXES), accept_multiple_files=True,
                          key=_key(), on_change=_picked,
                          help="the shards of one corpus: select them all at once")
         ups = _selection()
         u2.selectbox("Kind", [DETECT, *RECORD_KINDS], key="w_upload_kind", on_change=_clear_error,
                      help="detect: from the columns (messages, prompt + completion, a length column, input_ids, text)")
-        u3.selectbox("Tokenizer", _tokenizers(), key="w_upload_tok", on_change=_clear_error,
-                     help="bytes: one token per UTF-8 byte (fast, no vocabulary); smollm2: the real tokenizer, "
-                          "with the chat template that chat data needs; or a folder of $PACKING_LAB_TOKENIZERS")
+        u3.selectbox(f"Tokenizer (auto: {_auto_resolves_to()})", _tokenizers(), key="w_upload_tok",
+                     on_change=_clear_error,
+                     help="auto: the SmolLM2 tokenizer when it is installed (with the chat template that chat data "
+                          "needs), else bytes; bytes: one token per UTF-8 byte (fast, no vocabulary); smollm2: the "
+                          "real tokenizer; or a folder of $PACKING_LAB_TOKENIZERS")
         if ups:
             if len(ups) == 1 and not looks_like_profile(ups[0].getvalue()):
                 _column_picker(ups[0])
@@ -174,12 +189,10 @@ def upload_form() -> None:
 
 
 def _column_picker(up) -> None:
-    """For one CSV/TSV/JSONL/Parquet/TXT file: its columns, read from the header alone (errors shown at once)."""
+    """For one data file (any registered format): its columns, read from the header alone (errors shown at once)."""
     try:
         columns = describe_columns(up)
     except ValueError as e:
-        if up.name.lower().endswith((".arrow", ".gz")):
-            return                                   # the scan reads these; its errors come with Analyse
         st.session_state["upload_error"] = str(e)
         return
     # a picker of 400,000 columns would freeze the tab: the first 1,000 are enough to choose from

@@ -26,10 +26,10 @@ if TYPE_CHECKING:
     from .batch.packed import PackedBatch, segment_layout
     from .check.batch import check_batch, check_hf_batch
     from .check.files import load_batch_file
+    from .data.builtin import load_lengths
     from .data.intake import profile_from_inputs
     from .data.profile import LengthProfile
     from .data.scan import scan
-    from .data.sources import load_lengths
     from .experiments.warm import warm
     from .integrations.hook import guard
     from .integrations.trainer import PackingCheckCallback

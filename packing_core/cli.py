@@ -27,7 +27,8 @@ import re
 import sys
 
 from packing_core._validate import DEFAULT_CONTEXT, as_batch_size, as_context, as_seed, as_workers
-from packing_core.data.formats import RECORD_KINDS
+from packing_core.data.kinds import RECORD_KINDS
+from packing_core.data.sources import INPUT_SUFFIXES
 from packing_core.models.registry import DEFAULT_MODEL, PRETRAINED, find_model, model_names
 from packing_core.models.tokenizers import TOKENIZER_CHOICES
 from packing_core.packing.strategies import OVERLONG_POLICIES, STRATEGIES, STRATEGY_INFO, make_plan
@@ -77,8 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     src = r.add_mutually_exclusive_group()
     src.add_argument("file", nargs="*", default=[], metavar="FILE",
                      help="data files, folders (also save_to_disk) or quoted globs, as for scan: messages or "
-                          "prompt/completion records, text, lengths or token-id lists (CSV/TSV, JSONL(.gz), "
-                          "Parquet, Arrow, TXT); or a profile JSON written by scan")
+                          f"prompt/completion records, text, lengths or token-id lists ({' '.join(INPUT_SUFFIXES)}); "
+                          "or a profile JSON written by scan")
     src.add_argument("--lengths", help="comma-separated token lengths, e.g. 120,90,300")
     src.add_argument("--synthetic", metavar="NAME", help="a built-in synthetic dataset, e.g. support-tickets")
     src.add_argument("--profile", metavar="JSON", help="a length profile written by `scan` (planned from its counts)")
@@ -100,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--micro-batches", type=int, default=1, help="with --ranks: micro-batches per rank (default 1)")
 
     s = sub.add_parser("scan", help="scan files, folders or globs of shards into a length profile (JSON)")
-    s.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders (also save_to_disk) or quoted globs")
+    s.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help=f"files, folders (also save_to_disk) or quoted globs of {' '.join(INPUT_SUFFIXES)} files")
     s.add_argument("--out", required=True, help="the profile to write (atomically: complete or not at all)")
     s.add_argument("--tokenizer", default=PRETRAINED,
                    help=f"{', '.join(TOKENIZER_CHOICES)}, or a local Hugging Face tokenizer folder (default {PRETRAINED})")
@@ -321,11 +323,11 @@ def _scan(args, out, err) -> int:
 
     from packing_core.data.readers import check_output
     from packing_core.data.scan import scan
-    from packing_core.data.shards import find_shards
+    from packing_core.data.sources import find_shards
     from packing_core.models.tokenizers import check_tokenizer, load_tokenizer
 
     # before an hour of scanning: never an input (every file a glob or a folder names), a device or a folder
-    inputs = [*args.inputs, *sorted({shard.path for shard in find_shards(args.inputs)})]
+    inputs = [*args.inputs, *sorted({str(shard.path) for shard in find_shards(args.inputs)})]
     check_output(args.out, inputs)
     check_tokenizer(args.tokenizer)
     last = [0.0]

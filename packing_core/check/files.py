@@ -53,17 +53,19 @@ def save_batch_file(batch, path) -> list[str]:
 def load_batch_file(path) -> dict:
     """The batch in ``path`` as a dict of numpy arrays (JSON: lists), ready for ``check_hf_batch``.
 
-    Regular files only (a FIFO or ``/dev/zero`` is refused before it is opened), at most
+    Read through ``data.sources.open_source`` as a file read whole: regular files only (a FIFO
+    or ``/dev/zero`` is refused before it is opened), the name escaped, at most
     ``MAX_BATCH_FILE_BYTES`` read.
     """
-    from packing_core.data.readers import display, read_bytes
+    from packing_core.data.sources import WHOLE, display, open_source
 
     path = Path(path)
     if path.suffix.lower() in PICKLE_SUFFIXES:
         _refuse_pickle(display(path.name), f"a {display(path.suffix)} file (torch.save / pickle)")
     if not path.exists() and not path.is_symlink():
         raise ValueError(f"no batch file at {display(str(path))}: give a .safetensors, .npz or .json file")
-    return load_batch_bytes(read_bytes(path, "the batch file", MAX_BATCH_FILE_BYTES), path.name)
+    data = open_source(path, WHOLE).read_all(MAX_BATCH_FILE_BYTES, "the batch file")
+    return load_batch_bytes(data, path.name)
 
 
 def load_batch_bytes(data: bytes, name: str = "batch") -> dict:
@@ -74,7 +76,7 @@ def load_batch_bytes(data: bytes, name: str = "batch") -> dict:
     64-bit values past the int64 range are refused (a uint64 label of 2**64 - 100 would
     otherwise wrap to -100, the ignore index, and hide a boundary).
     """
-    from packing_core.data.readers import display
+    from packing_core.data.sources import display
 
     name = display(name)
     if len(data) > MAX_BATCH_FILE_BYTES:
@@ -84,7 +86,7 @@ def load_batch_bytes(data: bytes, name: str = "batch") -> dict:
 
 
 def _load(data: bytes, name: str) -> dict:
-    from packing_core.data.readers import load_json
+    from packing_core.data.sources import load_json
 
     if Path(name).suffix.lower() in PICKLE_SUFFIXES:
         _refuse_pickle(name, f"a {Path(name).suffix} file (torch.save / pickle)")

@@ -10,8 +10,9 @@ from packing_core._lazy import lazy_exports
 if TYPE_CHECKING:
     from packing_core._settings import ReadBudget, read_budget
 
-    from .formats import RECORD_KINDS, detect_kind
-    from .intake import UPLOAD_TYPES, looks_like_profile, profile_from_inputs, profile_from_upload
+    from .builtin import Document, SourceInfo, list_sources, load_documents, load_lengths
+    from .intake import looks_like_profile, profile_from_inputs, profile_from_upload
+    from .kinds import RECORD_KINDS, detect_kind
     from .lengths import (
         SYNTHETIC,
         Tokenizer,
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     )
     from .profile import LengthProfile
     from .scan import ENGINES, ScanProgress
-    from .shards import find_shards
-    from .sources import Document, SourceInfo, list_sources, load_documents, load_lengths
+    from .sources import INPUT_SUFFIXES, find_shards, open_source
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -1,16 +1,6 @@
-"""Record kinds: text, prompt + completion, chat messages, lengths and token-id lists, each to (length, loss tokens).
+"""Records of each kind to (length, loss tokens): chat rendering, prompt + completion, counted lengths.
 
-The kind comes from the columns: first the formats TRL's ``SFTTrainer`` takes, then data
-that is already counted::
-
-    messages [{role, content}, ...]   -> "messages"           rendered with the chat template;
-                                                              the assistant turns trained
-    prompt, completion                -> "prompt-completion"  the completion's tokens trained
-    length | lengths | n_tokens | num_tokens -> "lengths"     token counts, read as they are
-    input_ids [[ids], ...]            -> "token-ids"          pre-tokenised: each list's length
-    text                              -> "text"               every token trained
-
-The first that matches wins; a one-column file is read as text.
+The kind itself is detected in :mod:`packing_core.data.kinds`.
 
 A chat sample's length is the templated token count, the same number
 ``tokenizer.apply_chat_template(messages, tokenize=True)`` gives. Its loss tokens are
@@ -19,10 +9,6 @@ it) - len(up to it, with the generation prompt)`` tokens, the answer and its
 end-of-turn marker. A prompt/completion pair is tokenised as ``prompt + completion``
 and the completion's tokens are those past ``len(prompt)``, as TRL does.
 
-    >>> detect_kind(["id", "prompt", "completion"])
-    'prompt-completion'
-    >>> detect_kind(["n_tokens", "url"]), kind_columns("lengths", ["n_tokens", "url"])
-    ('lengths', ['n_tokens'])
     >>> from packing_core.data.lengths import byte_tokenizer
     >>> record_lengths({"text": ["hi", " ", "hello"]}, "text", byte_tokenizer, str)
     (array([2, 0, 5]), None)
@@ -42,60 +28,10 @@ from contextlib import contextmanager
 import numpy as np
 
 from packing_core._validate import MAX_LENGTH, MAX_TEMPLATE_SECONDS, MAX_TEXT_BYTES, MAX_TURNS
-from packing_core.data.lengths import LENGTH_COLUMNS, count_tokens
+from packing_core.data.kinds import COUNTED_KINDS
+from packing_core.data.lengths import count_tokens
 
-KIND_COLUMNS = {"messages": ("messages",), "prompt-completion": ("prompt", "completion"), "token-ids": ("input_ids",),
-                "text": ("text",)}
-# in the order a kind is detected: a stored length wins over the text beside it (pass kind="text" to tokenise)
-RECORD_KINDS = ("messages", "prompt-completion", "lengths", "token-ids", "text")
-COUNTED_KINDS = ("token-ids", "lengths")       # already counted: no tokenizer needed, nothing in the loss masked
-
-
-def _length_column(columns) -> str | None:
-    lower = {str(c).lower(): c for c in columns}
-    return next((lower[c] for c in LENGTH_COLUMNS if c in lower), None)
-
-
-def _shown(columns) -> str:
-    columns = list(columns)
-    more = f" ... and {len(columns) - 20:,} more" if len(columns) > 20 else ""
-    return "[" + ", ".join(map(repr, columns[:20])) + more + "]"
 ROLES = ("system", "user", "assistant", "tool")
-
-
-def detect_kind(columns, kind: str | None = None, name: str = "the data") -> str:
-    """The record kind of a table with these columns, or ``kind`` checked against them."""
-    columns = list(columns)
-    if kind is not None:
-        if kind not in RECORD_KINDS:
-            raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(RECORD_KINDS)}")
-        if kind == "lengths":
-            if _length_column(columns) is None and len(columns) != 1:
-                raise ValueError(f"{name} has no length column ({', '.join(LENGTH_COLUMNS)}) for kind 'lengths' "
-                                 f"(columns: {_shown(columns)}); pass column= (--column) naming it")
-            return kind
-        missing = [c for c in KIND_COLUMNS[kind] if c not in columns]
-        if missing and not (kind in ("text", "token-ids") and len(columns) == 1):
-            raise ValueError(f"{name} has no column {missing[0]!r} for kind {kind!r} (columns: {_shown(columns)}); "
-                             "pick the kind that matches the columns")
-        return kind
-    for k in RECORD_KINDS:
-        if (_length_column(columns) is not None) if k == "lengths" else all(c in columns for c in KIND_COLUMNS[k]):
-            return k
-    if len(columns) == 1:
-        return "text"
-    raise ValueError(f"{name} has columns {_shown(columns)}; pass column= (--column) naming a text or length "
-                     f"column, or --kind: none is messages, prompt + completion, a length column "
-                     f"({', '.join(LENGTH_COLUMNS)}), input_ids or text")
-
-
-def kind_columns(kind: str, columns) -> list[str]:
-    """The columns a kind reads (a one-column file read as text reads its only column)."""
-    if kind == "lengths":
-        found = _length_column(columns)
-        return [found] if found is not None else list(columns)[:1]
-    needed = list(KIND_COLUMNS[kind])
-    return needed if all(c in columns for c in needed) else list(columns)[:1]
 
 
 def _text(value, what: str, where: str) -> str:

@@ -8,13 +8,14 @@ Whatever comes in, a profile comes out, and every strategy is then planned from 
     lengths.csv, texts.txt        ──┘
     profile.json (from ``scan``)  ────> LengthProfile.load
 
-The kind comes from the columns (``formats.detect_kind``): messages, prompt + completion,
-text, token-id lists (``input_ids``) or a length column. Chat and prompt/completion
-records are counted by the scan's own engine (``scan(..., workers=0)``), so their length
-and their tokens in the loss both come from the same templated text. A single CSV/TSV,
-JSON Lines, Parquet or text file holding one column of text or lengths is read by
-``readers`` with its defences (regular files only, escaped names, bytes per value, the
-``ReadBudget``); the counting is ``count_tokens`` in both readers.
+The kind comes from the columns (``kinds.detect_kind``): messages, prompt + completion,
+text, token-id lists (``input_ids``) or a length column. Every file, of every registered
+format, is read by :mod:`packing_core.data.sources` with its defences (regular files only,
+escaped names, bytes per value, the ``ReadBudget``). Chat and prompt/completion records
+are counted by the scan's own engine (``scan(..., workers=0)``), so their length and their
+tokens in the loss both come from the same templated text; one column of text or lengths
+is counted by ``lengths.column_lengths``. An upload is never written to disk: its bytes
+are a Source in memory.
 
     >>> from packing_core.data.lengths import byte_tokenizer
     >>> p = profile_from_upload([("lengths.csv", b"length\\n5\\n3\\n5\\n")], lambda: byte_tokenizer)
@@ -23,24 +24,19 @@ JSON Lines, Parquet or text file holding one column of text or lengths is read b
 """
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import packing_core.data.readers as readers
+import packing_core.data.sources as sources
 from packing_core._settings import ReadBudget, read_budget
-from packing_core.data.formats import RECORD_KINDS, detect_kind, kind_columns
+from packing_core.data.kinds import RECORD_KINDS, detect_kind, kind_columns
 from packing_core.data.lengths import column_lengths, count_tokens
 from packing_core.data.profile import LengthProfile, SourceCount
 from packing_core.data.scan import scan, tokenizer_identity
-from packing_core.data.shards import SUFFIXES
 
-# what an uploader takes: every data suffix the scan reads (".jsonl.gz" ends in "gz"), and profiles (.json)
-UPLOAD_TYPES = sorted({s.rsplit(".", 1)[-1] for s in SUFFIXES})
 MAX_PROFILE_BYTES = 64 << 20     # a profile is counts per length: megabytes at most
 
 
@@ -78,14 +74,14 @@ class _Lazy:
         return count_tokens(self._get(), texts)
 
 
-def _column_profile(src: readers.Source, column: str, load, budget: ReadBudget | None, shown: str) -> LengthProfile:
-    """One column of a single file through ``readers`` (its defences): counted lengths or tokenised text."""
+def _column_profile(src: sources.Source, column: str, load, budget: ReadBudget | None) -> LengthProfile:
+    """One column of a single file: counted lengths or tokenised text."""
     lazy = _Lazy(load)
     lengths, seen = column_lengths(src, column, lazy, budget=budget)
-    sources = (SourceCount(shown, len(lengths)),)
+    counts = (SourceCount(src.label, len(lengths)),)
     if seen == "lengths":
-        return LengthProfile.from_lengths(lengths, kind="lengths", sources=sources)
-    return LengthProfile.from_lengths(lengths, kind="text", **tokenizer_identity(lazy._get()), sources=sources)
+        return LengthProfile.from_lengths(lengths, kind="lengths", sources=counts)
+    return LengthProfile.from_lengths(lengths, kind="text", **tokenizer_identity(lazy._get()), sources=counts)
 
 
 def _single_file(inputs) -> Path | None:
@@ -101,17 +97,11 @@ def _single_file(inputs) -> Path | None:
     return path
 
 
-def _scan_only(path: Path) -> bool:
-    """A suffix that only the scan reads (Arrow, JSON Lines .gz)."""
-    name = path.name.lower()
-    return Path(name).suffix not in readers.FORMATS and any(name.endswith(s) for s in SUFFIXES)
-
-
-def _from_source(src: readers.Source, load, kind, column, budget, scan_input, shown: str) -> LengthProfile:
-    """A single readable file: a text or length column through ``readers``; records through the scan."""
+def _from_source(src: sources.Source, load, kind, column, budget, scan_input) -> LengthProfile:
+    """A single file: a text or length column counted directly; records (chats, pairs, token ids) by the scan."""
     _check_kind(kind)
     if column is None:
-        cols = readers.columns(src)
+        cols = sources.columns(src)
         if not cols:
             raise ValueError(f"no documents found in {src.name}")
         detected = detect_kind(cols, kind, name=src.name)
@@ -120,7 +110,7 @@ def _from_source(src: readers.Source, load, kind, column, budget, scan_input, sh
         column = kind_columns(detected, cols)[0]
     elif kind in ("messages", "prompt-completion"):
         raise ValueError(f"--column reads one column; kind {kind!r} reads its own columns: drop --column")
-    return _column_profile(src, column, load, budget, shown)
+    return _column_profile(src, column, load, budget)
 
 
 def _check_kind(kind) -> None:
@@ -137,74 +127,55 @@ def profile_from_inputs(inputs, load_tokenizer: Callable, *, kind: str | None = 
     counted. A profile written by ``scan`` (``.json`` with ``schema_version``) is loaded as it is.
     """
     def scan_input(k, c):
-        return scan(inputs, load_tokenizer, kind=k, column=c, workers=0)
+        return scan(inputs, load_tokenizer, kind=k, column=c, workers=0, budget=budget)
 
     path = _single_file(inputs)
-    if path is not None and _scan_only(path):
-        readers.as_source(path, fmt="txt")   # the regular-file check alone (the scan reads the format)
+    if path is None:
+        _check_kind(kind)
         return scan_input(kind, column)
-    if path is not None:
-        src = readers.as_source(path)     # regular files only, the name escaped
-        if path.suffix.lower() == ".json" and path.stat().st_size <= MAX_PROFILE_BYTES:
-            data = path.read_bytes()
-            if looks_like_profile(data):
-                return LengthProfile.load(data)
-        return _from_source(src, load_tokenizer, kind, column, budget, scan_input, src.name)
-    _check_kind(kind)
-    return scan_input(kind, column)
+    src = sources.open_source(path)     # regular files only, the name escaped, a registered format
+    if src.fmt == "jsonl" and path.suffix.lower() == ".json" and src.size <= MAX_PROFILE_BYTES:
+        data = src.read_all(MAX_PROFILE_BYTES, "the profile")
+        if looks_like_profile(data):
+            return LengthProfile.load(data)
+    return _from_source(src, load_tokenizer, kind, column, budget, scan_input)
 
 
 def profile_from_upload(files: list[tuple[str, bytes]], load_tokenizer: Callable, *, kind: str | None = None,
                         column: str | None = None, budget: ReadBudget | None = None) -> LengthProfile:
     """Uploaded files (name, bytes): one data file, the shards of one corpus, or one profile.
 
-    A single CSV/TSV/JSONL/Parquet/TXT file of text or lengths is read in memory; anything
-    else is written to a private temporary folder and scanned. Messages name the uploaded
-    file, never a server folder.
+    Each file is a Source in memory, read by the same readers as a path, with the same
+    defences; messages name the uploaded file as the user named it (escaped).
     """
     files = [(str(n), bytes(d)) for n, d in files]
     if not files:
         raise ValueError("no file uploaded; choose a data file or a length profile")
     if len(files) == 1 and looks_like_profile(files[0][1]):
         return LengthProfile.load(files[0][1])
-    with tempfile.TemporaryDirectory(prefix="packing-lab-upload-") as folder:
-        def scan_input(k, c):
-            # the scan has no read budget of its own yet: its bytes are checked here, before any is written
-            limit = (budget or read_budget()).bytes
-            size = sum(len(d) for _, d in files)
-            if size > limit:
-                raise ValueError(f"{readers.display(files[0][0])} is larger than one analysis may read: {size:,} bytes "
-                                 f"(limit {limit:,}, PACKING_LAB_MAX_BYTES); analyse a sample or a shard of it")
-            return _in_folder(folder, files, lambda: scan([folder], load_tokenizer, kind=k, column=c, workers=0))
+    budget = budget or read_budget()
+    size = sum(len(d) for _, d in files)   # the upload as a whole, before any of it is parsed
+    sources.check_budget(sources.display(files[0][0]), budget, 0, size, 0.0, "")
+    names = [Path(n).name or "upload" for n, _ in files]
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:   # messages name a shard by its name: two of one name could not be told apart
+        raise ValueError(f"two uploads are named {sources.display(twice)!r}; give every shard its own plain name")
+    shard = "" if len(files) == 1 else "shard "
+    opened = [sources.open_source(io.BytesIO(d), name=shard + sources.display(n), fmt=sources.fmt_of(n) or _unknown(n))
+              for n, (_, d) in zip(names, files)]
 
-        name = files[0][0]
-        if len(files) == 1 and Path(name).suffix.lower() in readers.FORMATS:
-            buf = io.BytesIO(files[0][1])
-            buf.name = name
-            src = readers.as_source(buf)
-            return _from_source(src, load_tokenizer, kind, column, budget, scan_input, src.name)
-        _check_kind(kind)
-        return scan_input(kind, column)
+    def scan_input(k, c):
+        return scan(opened, load_tokenizer, kind=k, column=c, workers=0, budget=budget)
 
-
-def _in_folder(folder: str, files, run) -> LengthProfile:
-    """Write the uploads into ``folder`` under their own names, run the scan, and strip the folder from messages."""
-    seen = set()
-    for name, data in files:
-        base = Path(name).name or "upload"
-        if base in seen or base.startswith("."):
-            raise ValueError(f"two uploads are named {readers.display(base)!r} (or the name starts with a dot); "
-                             "give every shard its own plain name")
-        seen.add(base)
-        (Path(folder) / base).write_bytes(data)
-    prefix = str(Path(folder)) + os.sep
-    try:
-        profile = run()
-    except ValueError as e:
-        raise ValueError(str(e).replace(prefix, "").replace(str(Path(folder)), "the upload")) from None
-    sources = tuple(SourceCount(s.name.replace(prefix, ""), s.rows) for s in profile.sources)
-    return dataclasses.replace(profile, sources=sources, over_cap_examples=tuple(
-        dataclasses.replace(e, source=e.source.replace(prefix, "")) for e in profile.over_cap_examples))
+    if len(opened) == 1:
+        return _from_source(opened[0], load_tokenizer, kind, column, budget, scan_input)
+    _check_kind(kind)
+    return scan_input(kind, column)
 
 
-__all__ = ["UPLOAD_TYPES", "looks_like_profile", "profile_from_inputs", "profile_from_upload"]
+def _unknown(name: str) -> str:
+    raise ValueError(f"cannot tell the format of {sources.display(name)} from its name; use one of "
+                     f"{', '.join(sources.INPUT_SUFFIXES)}")
+
+
+__all__ = ["looks_like_profile", "profile_from_inputs", "profile_from_upload"]

@@ -10,7 +10,7 @@ Every source ends as a 1-D ``np.int64`` array, one entry per document, each >= 1
     >>> len(x), round(float(x.mean()))
     (200000, 114)
 
-Files are read in batches (see ``readers``) and only the lengths are kept, so a file
+Files are read in batches (see ``sources``) and only the lengths are kept, so a file
 larger than memory works. A text column is turned into lengths by a ``Tokenizer``:
 any callable ``list[str] -> list[list[int]]``; ``byte_tokenizer`` (UTF-8 bytes) is the
 dependency-free default.
@@ -24,12 +24,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import packing_core.data.readers as readers
+import packing_core.data.sources as sources
 from packing_core._settings import ReadBudget
-from packing_core._validate import INTEGER_TEXT, MAX_DOCUMENTS, MAX_LENGTH, MAX_TEXT_BYTES, as_lengths, whole_number
+from packing_core._validate import INTEGER_TEXT, MAX_DOCUMENTS, MAX_LENGTH, as_lengths, whole_number
+from packing_core.data.kinds import LENGTH_COLUMNS
 
 Tokenizer = Callable[[list[str]], list[list[int]]]
-LENGTH_COLUMNS = ("length", "lengths", "n_tokens", "num_tokens")
 TOKENIZER_BATCH = 1024  # texts per tokenizer call: bounds the memory of the id lists
 
 SYNTHETIC: dict[str, str] = {
@@ -167,16 +167,16 @@ def _token_lengths(texts: pa.Array, tokenizer: Tokenizer, where) -> np.ndarray:
 def describe_columns(source, fmt: str | None = None) -> list[str]:
     """Column names of a file, for a column picker; a ``.txt`` file has one: ``text``.
 
-    For JSON Lines these are the keys seen in the first batch (about ``readers.BATCH_BYTES``).
+    For JSON Lines these are the keys seen in the first batch (about ``sources.BATCH_BYTES``).
     """
-    return readers.columns(readers.as_source(source, fmt))
+    return sources.columns(sources.open_source(source, fmt))
 
 
-def _pick_column(src: readers.Source, column: str | None, want: str) -> str:
+def _pick_column(src: sources.Source, column: str | None, want: str) -> str:
     """The column to read: the one asked for, else a length column, else ``text``, else the only one."""
     if src.fmt == "txt":
         return "text"  # one document per line; there is no other column
-    names = readers.columns(src)
+    names = sources.columns(src)
     if not names:
         raise ValueError(f"no documents found in {src.name}")
     if column is not None:
@@ -196,13 +196,14 @@ def _pick_column(src: readers.Source, column: str | None, want: str) -> str:
     raise ValueError(f"{src.name} has columns [{shown}]; pass column= naming {wanted}")
 
 
-def _batches(src: readers.Source, column: str, text_only: bool, budget: ReadBudget | None = None):
+def _batches(src: sources.Source, column: str, text_only: bool, budget: ReadBudget | None = None):
     """Yield ``(kind, values, where)``: kind 'lengths' (int64 numpy) or 'text' (non-blank strings).
 
     A column of token-id lists (pre-tokenised data) is a length column: each list's length.
     """
     kind = None
-    for values, where in readers.iter_column(src, column, budget):
+    for batch, where in sources.read_batches(src, [column], budget):
+        values = batch.column(0)
         if pa.types.is_dictionary(values.type):
             values = values.dictionary_decode()
         t = values.type
@@ -211,13 +212,14 @@ def _batches(src: readers.Source, column: str, text_only: bool, budget: ReadBudg
         if pa.types.is_null(t):  # all missing: a length column fails on it, a text column skips it
             batch_kind = kind or ("lengths" if column.lower() in LENGTH_COLUMNS else "text")
         elif pa.types.is_string(t) or pa.types.is_large_string(t):
-            sniff = src.fmt in ("csv", "tsv") and not text_only
+            # a delimited file's cells are all strings: a column of digits there is a length column
+            sniff = getattr(sources.READERS.get(src.fmt), "text_cells", False) and not text_only
             batch_kind = "lengths" if kind == "lengths" or (
                 kind is None and _looks_like_lengths(values, column, sniff)) else "text"
         elif pa.types.is_integer(t) or pa.types.is_floating(t):
             batch_kind = "lengths"
         else:
-            raise ValueError(f"{src.name}: column {readers.display(column)!r} has type {t}, neither integer "
+            raise ValueError(f"{src.name}: column {sources.display(column)!r} has type {t}, neither integer "
                              "lengths, token-id lists nor text; pick another column")
         if kind is not None and batch_kind != kind:
             raise ValueError(f"{src.name}: column {column!r} changes from {kind} to {batch_kind} at "
@@ -226,12 +228,7 @@ def _batches(src: readers.Source, column: str, text_only: bool, budget: ReadBudg
         if kind == "lengths":
             yield kind, _file_lengths(values, where, src, column), where
         else:
-            values = values.cast(pa.string())
-            sizes = pc.binary_length(values).to_numpy(zero_copy_only=False)
-            if len(sizes) and np.nanmax(sizes) > MAX_TEXT_BYTES:
-                i = int(np.nanargmax(sizes))
-                raise ValueError(f"{src.name}: the text at {where(i)} is {int(sizes[i]):,} bytes, more than one "
-                                 f"document may hold ({MAX_TEXT_BYTES:,}); split it or drop it")
+            values = values.cast(pa.string())   # each value already held to MAX_TEXT_BYTES by the reader
             blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(values), ""), True)
             keep = np.flatnonzero(~blank.to_numpy(zero_copy_only=False))
             # blank texts (empty, whitespace, missing) are no documents and are skipped
@@ -252,10 +249,10 @@ def _file_lengths(values: pa.Array, where, src, column) -> np.ndarray:
     """A batch of a length column as int64, naming the first row that is not a length >= 1.
 
     The rule is ``_validate``'s, in every format: integers (text spelling one, such as
-    ``"+7"``), never floats: ``12.0`` is refused in a CSV, JSON Lines, Parquet and ``--lengths``.
+    ``"+7"``), never floats: ``12.0`` is refused in every file format and in ``--lengths``.
     """
     def fail(i: int, problem: str):
-        raise ValueError(f"{src.name}: column {readers.display(column)!r} at {where(i)} {problem}; lengths must be "
+        raise ValueError(f"{src.name}: column {sources.display(column)!r} at {where(i)} {problem}; lengths must be "
                          "whole numbers >= 1: fix or drop that row, or pick a text column")
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         ok = pc.fill_null(pc.match_substring_regex(values, INTEGER_TEXT), False).to_numpy(zero_copy_only=False)
@@ -293,7 +290,7 @@ def _check_limit(limit) -> None:
 def lengths_from_file(source, column: str | None = None, tokenizer: Tokenizer | None = None,
                       fmt: str | None = None, *, limit: int | None = None,
                       budget: ReadBudget | None = None) -> np.ndarray:
-    """Document lengths from a CSV/TSV, JSONL, Parquet or text file, read in batches.
+    """Document lengths from a file of any registered format (``sources.INPUT_SUFFIXES``), read in batches.
 
     ``source`` is a path, bytes, or a binary file-like object with a ``.name`` (an upload);
     the format comes from the suffix or ``fmt=``. ``column`` is a length column (integers)
@@ -323,7 +320,7 @@ def column_lengths(source, column: str | None = None, tokenizer: Tokenizer | Non
     if not callable(tokenizer):
         raise ValueError(f"tokenizer must be a callable list[str] -> list[list[int]], got {tokenizer!r}")
     _check_limit(limit)
-    src = source if isinstance(source, readers.Source) else readers.as_source(source, fmt)
+    src = source if isinstance(source, sources.Source) else sources.open_source(source, fmt)
     column = _pick_column(src, column, "lengths")
     parts, total, seen = [], 0, "lengths"
     try:
@@ -338,7 +335,7 @@ def column_lengths(source, column: str | None = None, tokenizer: Tokenizer | Non
     finally:  # a server reads one upload after another: hand Arrow's freed buffers back to the system
         pa.default_memory_pool().release_unused()
     if total == 0:
-        raise ValueError(f"no documents found in {src.name} (column {readers.display(column)!r})")
+        raise ValueError(f"no documents found in {src.name} (column {sources.display(column)!r})")
     return as_lengths(np.concatenate(parts)), seen  # the dataset's bounds: documents, total tokens
 
 
@@ -349,13 +346,13 @@ def texts_from_file(source, column: str | None = None, fmt: str | None = None,
     Reading stops after ``limit`` texts, so a preview of a huge file stays cheap.
     """
     _check_limit(limit)
-    src = readers.as_source(source, fmt)
+    src = sources.open_source(source, fmt)
     column = _pick_column(src, column, "text")
     texts: list[str] = []
     for kind, values, _ in _batches(src, column, text_only=True):
         if kind != "text":
             raise ValueError(f"{src.name}: column {column!r} holds lengths, not text; pass a text "
-                             f"column as column= (columns: {readers.columns(src)})")
+                             f"column as column= (columns: {sources.columns(src)})")
         texts.extend((values if limit is None else values[: limit - len(texts)]).to_pylist())
         if limit is not None and len(texts) >= limit:
             break

@@ -33,14 +33,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
+import packing_core.data.sources as sources
+from packing_core._settings import ReadBudget, read_budget
 from packing_core._validate import as_workers, whole_number
-from packing_core.data.formats import COUNTED_KINDS, detect_kind, kind_columns, record_lengths
+from packing_core.data.formats import record_lengths
+from packing_core.data.kinds import COUNTED_KINDS, detect_kind, kind_columns
 from packing_core.data.lengths import byte_tokenizer
 from packing_core.data.profile import MAX_OVER_CAP_EXAMPLES, LengthProfile, OverCap, SourceCount
-from packing_core.data.shards import Shard, find_shards, shard_batches, shard_columns, split_parquet
 
 ENGINES = ("local", "ray")
+BATCH_ROWS = 4096           # records per call of the counter: bounds the memory of one batch's Python values
 TASKS_PER_WORKER = 4        # tasks per worker when files are few: keeps every worker busy to the end
 _worker_tokenizer = None     # one per worker process, set by _init_worker
 
@@ -82,39 +86,54 @@ def tokenizer_identity(tokenizer) -> dict:
             "chat_template_hash": getattr(tokenizer, "chat_template_hash", None)}
 
 
-def plan_scan(inputs, kind: str | None = None, column: str | None = None) -> tuple[list[Shard], str, list[str]]:
+def plan_scan(inputs, kind: str | None = None, column: str | None = None) -> tuple[list[sources.Source], str, list[str]]:
     """The shards, the record kind and the columns to read; refuses shards of mixed schemas.
 
     ``column`` reads that one column (as text, lengths or token-id lists, by its name or ``kind``).
     """
-    shards = find_shards(inputs)
+    shards = sources.find_shards(inputs)
     first, first_kind = None, None
     for shard in shards:
-        cols = shard_columns(shard)
+        cols = sources.columns(shard)
         if column is not None:
             if column not in cols:
-                raise ValueError(f"shard {shard.path} has no column {column!r}; available columns: {cols[:20]}. "
-                                 "Pass one of them as --column")
+                raise ValueError(f"{shard.name} has no column {sources.display(column)!r}; available columns: "
+                                 f"{cols[:20]}. Pass one of them as --column")
             cols = [column]
-        k = detect_kind(cols, kind, name=f"shard {shard.path}")
+        k = detect_kind(cols, kind, name=shard.name)
         if first is None:
             first, first_kind, columns = (shard, cols), k, kind_columns(k, cols)
         elif k != first_kind or not all(c in cols for c in columns):
-            raise ValueError(f"mixed schemas: shard {shard.path} has columns {cols} ({k}) but shard "
-                             f"{first[0].path} has {first[1]} ({first_kind}); every shard must hold the same kind of records")
+            raise ValueError(f"mixed schemas: {shard.name} has columns {cols} ({k}) but "
+                             f"{first[0].name} has {first[1]} ({first_kind}); every shard must hold the same kind of records")
     return shards, first_kind, columns
 
 
-def scan_shard(shard: Shard, kind: str, columns: list[str], tokenizer, cap: int | None = None) -> LengthProfile:
-    """Count one shard: its lengths (and loss tokens) as a profile with one source."""
+def _values(col) -> list:
+    """A column as Python values; a dictionary column is decoded in Arrow first (ten times faster than per value)."""
+    return (col.dictionary_decode() if pa.types.is_dictionary(col.type) else col).to_pylist()
+
+
+def _records(shard: sources.Source, columns: list[str], budget: ReadBudget):
+    """``({column: values}, where)`` in slices of ``BATCH_ROWS``, read through the one reader with its defences."""
+    for batch, where in sources.read_batches(shard, columns, budget):
+        for start in range(0, batch.num_rows, BATCH_ROWS):
+            part = batch.slice(start, BATCH_ROWS)
+            data = {c: _values(part.column(c)) for c in columns}
+            yield data, (lambda i, o=start, w=where: f"{shard.name} {w(o + i)}")
+
+
+def scan_shard(shard: sources.Source, kind: str, columns: list[str], tokenizer, cap: int | None = None,
+               budget: ReadBudget | None = None) -> LengthProfile:
+    """Count one shard within ``budget`` (default: the environment's): its lengths (and loss tokens) as a profile."""
     start = time.perf_counter()
     parts, losses, examples = [], [], []
-    for batch, where in shard_batches(shard, columns):
+    for batch, where in _records(shard, columns, budget or read_budget()):
         lengths, loss = record_lengths(batch, kind, tokenizer, where)
         keep = lengths > 0
         if cap is not None and len(examples) < MAX_OVER_CAP_EXAMPLES:
             for i in np.flatnonzero(keep & (lengths > cap))[: MAX_OVER_CAP_EXAMPLES - len(examples)].tolist():
-                examples.append(OverCap(shard.path, where(i), int(lengths[i])))
+                examples.append(OverCap(shard.label, where(i), int(lengths[i])))
         parts.append(lengths[keep])
         if loss is not None:
             losses.append(loss[keep])
@@ -124,7 +143,7 @@ def scan_shard(shard: Shard, kind: str, columns: list[str], tokenizer, cap: int 
     identity = {"tokenizer": "none", "vocab_hash": None, "chat_template_hash": None} if counted \
         else tokenizer_identity(tokenizer)
     profile = LengthProfile.from_lengths(lengths, loss, kind="lengths" if counted else kind, **identity,
-                                         sources=(SourceCount(shard.path, int(len(lengths))),), cap=cap,
+                                         sources=(SourceCount(shard.label, int(len(lengths))),), cap=cap,
                                          over_cap_examples=tuple(examples))
     return dataclasses.replace(profile, scan_seconds=time.perf_counter() - start)
 
@@ -145,10 +164,11 @@ def _init_worker(load_tokenizer: Callable) -> None:
                                        f"could not load the tokenizer ({type(e).__name__}: {first})")
 
 
-def _scan_task(shard: Shard, kind: str, columns: list[str], cap: int | None) -> LengthProfile:
+def _scan_task(shard: sources.Source, kind: str, columns: list[str], cap: int | None,
+               budget: ReadBudget) -> LengthProfile:
     if isinstance(_worker_tokenizer, ValueError):
         raise _worker_tokenizer
-    return scan_shard(shard, kind, columns, _worker_tokenizer, cap)
+    return scan_shard(shard, kind, columns, _worker_tokenizer, cap, budget)
 
 
 def _no_tokenizer():
@@ -157,13 +177,14 @@ def _no_tokenizer():
 
 def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, column: str | None = None,
          engine: str = "local", workers: int = 2, cap: int | None = None, ray_address: str | None = None,
-         progress: Callable[[ScanProgress], None] | None = None) -> LengthProfile:
+         progress: Callable[[ScanProgress], None] | None = None, budget: ReadBudget | None = None) -> LengthProfile:
     """Scan files, folders or globs into one profile, shard by shard on ``workers`` processes.
 
     ``load_tokenizer`` is a picklable zero-argument callable returning the tokenizer.
     ``kind`` overrides the detected record kind, ``column`` picks one column to read.
     ``progress`` is called after each shard. A failed shard raises a ``ValueError`` that
-    names it, and nothing is returned: a partial profile never looks complete.
+    names it, and nothing is returned: a partial profile never looks complete. Each shard
+    is read within ``budget`` (default: the ``PACKING_LAB_MAX_*`` settings), on every engine.
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
@@ -171,12 +192,13 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, column: s
     if cap is not None:
         whole_number(cap, "cap", hint="e.g. the context, 2048")
     start = time.perf_counter()
+    budget = budget or read_budget()   # resolved here, so that every worker and actor reads within the same one
     files, kind, columns = plan_scan(inputs, kind, column)
     if kind in COUNTED_KINDS:
         load_tokenizer = _no_tokenizer
     # fewer files than tasks to go round: big Parquet files become ranges of row groups
     pieces = -(-TASKS_PER_WORKER * workers // len(files)) if workers and len(files) < TASKS_PER_WORKER * workers else 1
-    split = [split_parquet(f, pieces) for f in files]
+    split = [sources.split_parquet(f, pieces) for f in files]
     shards = [piece for parts in split for piece in parts]
     done: dict[int, LengthProfile] = {}     # task index -> its counts (a file given twice counts twice)
     total_bytes = sum(s.size for s in shards)
@@ -194,28 +216,28 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, column: s
     if engine == "ray":
         from packing_core.data.scan_ray import scan_ray
 
-        scan_ray(shards, kind, columns, load_tokenizer, scan_shard, cap, max(1, workers), ray_address, finished)
+        scan_ray(shards, kind, columns, load_tokenizer, scan_shard, cap, max(1, workers), ray_address, finished, budget)
     elif workers == 0:
         tokenizer = load_tokenizer()
         for i, shard in enumerate(shards):
-            finished(i, scan_shard(shard, kind, columns, tokenizer, cap))
+            finished(i, scan_shard(shard, kind, columns, tokenizer, cap, budget))
     else:
-        _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished)
+        _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished, budget)
     ordered, i = [], 0          # file order, whatever order the tasks finished in
     for f, parts in zip(files, split):
         profile = done[i].merge(*(done[j] for j in range(i + 1, i + len(parts))))
-        ordered.append(dataclasses.replace(profile, sources=(SourceCount(f.path, profile.documents),)))
+        ordered.append(dataclasses.replace(profile, sources=(SourceCount(f.label, profile.documents),)))
         i += len(parts)
     merged = ordered[0].merge(*ordered[1:])
     return dataclasses.replace(merged, scan_seconds=time.perf_counter() - start)
 
 
-def _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished) -> None:
+def _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished, budget) -> None:
     context = multiprocessing.get_context("spawn")   # fork would copy a tokenizer's threads mid-flight
     pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(shards)), mp_context=context,
                                   initializer=_init_worker, initargs=(load_tokenizer,))
     try:
-        futures = {pool.submit(_scan_task, s, kind, columns, cap): i for i, s in enumerate(shards)}
+        futures = {pool.submit(_scan_task, s, kind, columns, cap, budget): i for i, s in enumerate(shards)}
         for future in cf.as_completed(futures):
             index = futures[future]
             shard = shards[index]
@@ -224,10 +246,10 @@ def _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished) -
             except ValueError:
                 raise
             except cf.process.BrokenProcessPool as e:
-                raise ValueError(f"a scan worker died while reading shard {shard.path} ({e}); the shard may be "
+                raise ValueError(f"a scan worker died while reading {shard.name} ({e}); the shard may be "
                                  "damaged, or the machine ran out of memory: try fewer workers") from None
             except Exception as e:  # noqa: BLE001  (anything a worker raised: one line that names the shard)
-                raise ValueError(f"shard {shard.path} failed ({type(e).__name__}: {e})") from None
+                raise ValueError(f"{shard.name} failed ({type(e).__name__}: {sources.display(str(e)[:300])})") from None
             finished(index, profile)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

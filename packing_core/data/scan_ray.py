@@ -10,14 +10,15 @@ a scan asks for ``engine="ray"``. To join a running cluster pass ``ray_address``
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 
 import numpy as np
 
+import packing_core.data.sources as sources
 from packing_core.data.profile import LengthProfile
-from packing_core.data.shards import Shard
 
 INSTALL_RAY = "pip install -r requirements-ray.txt"
 
@@ -25,7 +26,7 @@ INSTALL_RAY = "pip install -r requirements-ray.txt"
 class ShardScanner:
     """A Ray Data actor: holds one tokenizer, turns a batch of shard rows into their profiles."""
 
-    def __init__(self, load_tokenizer, scan_shard, kind: str, columns: list[str], cap: int | None):
+    def __init__(self, load_tokenizer, scan_shard, kind: str, columns: list[str], cap: int | None, budget):
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
         self.tokenizer, self.error = None, ""
         try:   # a tokenizer that cannot load is one line for the driver, not a dead actor's traceback
@@ -34,16 +35,18 @@ class ShardScanner:
             first = (str(e).strip().splitlines() or [""])[0][:300]
             self.error = first if isinstance(e, ValueError) else f"could not load the tokenizer ({type(e).__name__}: {first})"
         self.scan_shard = scan_shard    # data.scan.scan_shard, passed in: the engines share it
-        self.kind, self.columns, self.cap = kind, list(columns), cap
+        self.kind, self.columns, self.cap, self.budget = kind, list(columns), cap, budget
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         profiles, errors = [], []
-        for path, fmt, size, first, stop in zip(batch["path"], batch["fmt"], batch["size"], batch["first"], batch["stop"]):
-            shard = Shard(str(path), str(fmt), int(size), None if first < 0 else (int(first), int(stop)))
+        for path, fmt, name, first, stop in zip(batch["path"], batch["fmt"], batch["name"], batch["first"], batch["stop"]):
             try:
                 if self.error:
                     raise ValueError(self.error)
-                profile = self.scan_shard(shard, self.kind, self.columns, self.tokenizer, self.cap)
+                # opened again here, on the worker: the regular-file check holds on every node
+                shard = dataclasses.replace(sources.open_source(str(path), str(fmt), name=str(name)),
+                                            row_groups=None if first < 0 else (int(first), int(stop)), _handles=[])
+                profile = self.scan_shard(shard, self.kind, self.columns, self.tokenizer, self.cap, self.budget)
                 profiles.append(json.dumps(profile.to_dict()))
                 errors.append("")
             except ValueError as e:   # handed back as data: the driver raises it with the shard's name
@@ -53,8 +56,8 @@ class ShardScanner:
                 "error": np.array(errors, dtype=object)}
 
 
-def scan_ray(shards: list[Shard], kind: str, columns: list[str], load_tokenizer, scan_shard, cap, workers: int,
-             address: str | None, finished) -> None:
+def scan_ray(shards: list[sources.Source], kind: str, columns: list[str], load_tokenizer, scan_shard, cap,
+             workers: int, address: str | None, finished, budget) -> None:
     """Scan ``shards`` on Ray; call ``finished(index, profile)`` as each shard's counts arrive."""
     try:
         import ray
@@ -72,11 +75,15 @@ def scan_ray(shards: list[Shard], kind: str, columns: list[str], load_tokenizer,
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False   # the caller shows progress
         logging.getLogger("ray.data").setLevel(logging.WARNING)
-        ds = ray.data.from_items([{"index": i, "path": s.path, "fmt": s.fmt, "size": s.size,
+        if any(s.path is None for s in shards):
+            raise ValueError("--engine ray reads files by their paths; an upload in memory is scanned with "
+                             "--engine local")
+        ds = ray.data.from_items([{"index": i, "path": str(s.path), "fmt": s.fmt, "name": s.name,
                                    "first": (s.row_groups or (-1, -1))[0], "stop": (s.row_groups or (-1, -1))[1]}
                                   for i, s in enumerate(shards)],
                                  override_num_blocks=len(shards))
-        out = ds.map_batches(ShardScanner, fn_constructor_args=(load_tokenizer, scan_shard, kind, columns, cap), batch_size=1,
+        out = ds.map_batches(ShardScanner, fn_constructor_args=(load_tokenizer, scan_shard, kind, columns, cap, budget),
+                             batch_size=1,
                              batch_format="numpy", num_cpus=1,
                              compute=ray.data.ActorPoolStrategy(size=min(workers, len(shards))))
         for row in out.iter_rows():

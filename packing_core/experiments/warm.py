@@ -237,7 +237,7 @@ def warm(progress: Callable[[str], None] | None = None) -> tuple[WarmStep, ...]:
                         f"trained, train loss mask on {on.train_loss:.3f} / off {off.train_loss:.3f}")
             timed(f"Training demo, seed {seed}, {neighbours} neighbours", "training the tiny model twice...", pair)
 
-    from packing_core.data.sources import list_sources, load_lengths
+    from packing_core.data.builtin import list_sources, load_lengths
     from packing_core.models.pretrained import default_tokenizer
 
     tokenizer = default_tokenizer()[0]

@@ -1,6 +1,7 @@
 """Model folders vetted before any library reads them: no torch, no transformers imported here.
 
-The CLI calls :func:`vet_model_folder` before it imports torch, so a hostile folder (a
+Every file is checked through ``data.sources`` (regular files only, names escaped, bounded
+reads). The CLI calls :func:`vet_model_folder` before it imports torch, so a hostile folder (a
 pickle behind an index, a config of 100,000 layers, a FIFO for weights) is refused in
 well under a second; ``pretrained.load_local_model`` calls it again before loading.
 """
@@ -46,7 +47,7 @@ def vet_model_folder(folder: Path) -> dict:
       back to ``torch.load`` (a pickle) otherwise. Such an index is refused here.
     """
     from packing_core._validate import MAX_CONTEXT, MAX_LAYERS, MAX_MODEL_PARAMETERS, MAX_MODEL_WIDTH, MAX_VOCAB
-    from packing_core.data.readers import check_regular, display, load_json, read_bytes
+    from packing_core.data.sources import WHOLE, check_regular, display, load_json, open_source
 
     shown = display(str(folder))
     if not folder.is_dir():
@@ -54,7 +55,7 @@ def vet_model_folder(folder: Path) -> dict:
     if not (folder / "config.json").exists():
         raise ValueError(f"{shown} has no config.json: it is not a Hugging Face model folder "
                          "(save one with model.save_pretrained(folder))")
-    config = load_json(read_bytes(folder / "config.json", "the model config", MAX_CONFIG_BYTES),
+    config = load_json(open_source(folder / "config.json", WHOLE).read_all(MAX_CONFIG_BYTES, "the model config"),
                        f"{folder}/config.json")
     if not isinstance(config, dict):
         raise ValueError(f"{shown}/config.json holds a JSON {type(config).__name__}, not an object; "
@@ -81,7 +82,7 @@ def vet_model_folder(folder: Path) -> dict:
     for w in weights:
         _check_safetensors_header(w)
     for index in sorted(folder.glob("*.index.json")):
-        mapping = load_json(read_bytes(index, "the weight index", MAX_CONFIG_BYTES), str(index))
+        mapping = load_json(open_source(index, WHOLE).read_all(MAX_CONFIG_BYTES, "the weight index"), str(index))
         files = mapping.get("weight_map") if isinstance(mapping, dict) else None
         if not isinstance(files, dict):
             raise ValueError(f"{display(str(index))} has no weight_map object; save the model again with "
@@ -104,9 +105,9 @@ def _check_safetensors_header(path: Path) -> None:
     A pickle renamed ``model.safetensors`` is refused here, in one line, before the library
     reads it (its header length would be absurd).
     """
-    from packing_core.data.readers import check_regular, display, load_json
+    from packing_core.data.sources import check_regular, display, load_json
 
-    check_regular(path)
+    check_regular(path)   # the file itself is opened by safetensors' own reader: checked here first
     size = path.stat().st_size
     with open(path, "rb") as f:
         n = int.from_bytes(f.read(8), "little")

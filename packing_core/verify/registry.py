@@ -87,11 +87,12 @@ MAX_TEXTS_FILE_BYTES = 1 << 20   # 4 texts of 512 tokens fit many times over
 def read_texts_file(path) -> list[str]:
     """One text per non-blank line of a UTF-8 file (a regular file of at most ``MAX_TEXTS_FILE_BYTES``).
 
-    A FIFO or ``/dev/zero`` is refused before it is opened; see ``readers.read_bytes``.
+    Read through ``data.sources.open_source`` as a file read whole: a FIFO or ``/dev/zero`` is
+    refused before it is opened, the name is escaped, at most the limit is read.
     """
-    from packing_core.data.readers import display, read_bytes
+    from packing_core.data.sources import WHOLE, display, open_source
 
-    raw = read_bytes(path, "the texts file", MAX_TEXTS_FILE_BYTES)
+    raw = open_source(path, WHOLE).read_all(MAX_TEXTS_FILE_BYTES, "the texts file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

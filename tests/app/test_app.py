@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import packing_core as pc
 from app_pages import _content
 from packing_core.check import RULES
 from tests._support import assert_clean, errors, markdown, metric, open_page, percent, skip_or_fail
@@ -223,9 +224,30 @@ def test_an_uploaded_parquet_text_column_is_tokenised():
     pq.write_table(pa.table({"id": [1, 2], "body": ["hello", "packing lab"]}), buf)
     at = _upload(open_page("dataset_explorer"), "texts.parquet", buf.getvalue(), "application/octet-stream")
     at.selectbox(key="w_upload_column").set_value("body")
+    at.selectbox(key="w_upload_tok").set_value("bytes")
     at.button[0].click().run()
     assert_clean(at)
     assert metric(at, "Documents") == "2" and metric(at, "Longest") == "11"
+
+
+def test_the_uploader_accepts_exactly_the_registrys_input_suffixes():
+    from packing_core.data import INPUT_SUFFIXES
+
+    at = open_page("dataset_explorer")
+    assert set(at.file_uploader(key="w_upload").proto.type) == set(INPUT_SUFFIXES)
+
+
+def test_the_uploaders_tokenizer_is_auto_and_says_what_it_resolved_to():
+    smol, _ = pc.model_spec("smollm2").available()
+    at = open_page("dataset_explorer")
+    box = at.selectbox(key="w_upload_tok")
+    assert box.value == "auto" and box.label == f"Tokenizer (auto: {'smollm2' if smol else 'bytes'})"
+    chats = b'{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}\n'
+    at = _upload(at, "chats.jsonl", chats, "application/json")
+    at.button[0].click().run()
+    assert_clean(at)
+    if smol:   # chat data needs a chat template: auto works without changing a setting
+        assert metric(at, "Documents") == "1" and at.session_state["upload"]["profile"].kind == "messages"
 
 
 @pytest.mark.parametrize("name,data,fragment", [

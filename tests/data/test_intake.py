@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from packing_core.cli import main
-from packing_core.data.formats import detect_kind
 from packing_core.data.intake import looks_like_profile, profile_from_inputs, profile_from_upload
+from packing_core.data.kinds import detect_kind
 from packing_core.data.lengths import byte_tokenizer
 from packing_core.models.tokenizers import load_tokenizer
 from tests._support import write_your_data
@@ -106,7 +106,7 @@ def test_a_bad_length_in_a_scanned_shard_names_the_row(tmp_path):
     with pa.OSFile(str(tmp_path / "bad.arrow"), "wb") as sink:
         with pa.ipc.new_stream(sink, pa.schema([("length", pa.int64())])) as w:
             w.write_table(pa.table({"length": [5, 0]}))
-    with pytest.raises(ValueError, match=r"bad.arrow row 2: the length 0 is outside"):
+    with pytest.raises(ValueError, match=r"bad.arrow: column .length. at row 2 holds 0"):
         profile_from_inputs([tmp_path / "bad.arrow"], BYTES)
 
 

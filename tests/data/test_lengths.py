@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import packing_core.data.sources._base as sources_base
 from packing_core import make_plan, segment_layout
 from packing_core.analysis import length_stats
 from packing_core.data import (
@@ -22,9 +23,8 @@ from packing_core.data import (
     describe_columns,
     lengths,
     lengths_from_file,
-    lines,
     parse_lengths,
-    readers,
+    sources,
     synthetic_lengths,
     texts_from_file,
 )
@@ -38,9 +38,8 @@ def whitespace_tokenizer(texts: list[str]) -> list[list[int]]:
 
 
 def small_blocks(monkeypatch, n: int) -> None:
-    """Read every format in blocks of about ``n`` bytes (CSV and Parquet in readers, lines in lines)."""
-    monkeypatch.setattr(readers, "BATCH_BYTES", n)
-    monkeypatch.setattr(lines, "BATCH_BYTES", n)
+    """Read every format in blocks of about ``n`` bytes (the one setting every reader uses)."""
+    monkeypatch.setattr(sources_base, "BATCH_BYTES", n)
 
 
 def write(tmp_path, name: str, content: str | bytes):
@@ -261,7 +260,7 @@ def test_parquet_in_many_row_groups_read_in_small_batches_keeps_every_row(tmp_pa
     pq.write_table(pa.table({"length": lengths}), path, row_group_size=64)
     assert pq.ParquetFile(path).metadata.num_row_groups == 16
     small_blocks(monkeypatch, 300)
-    batches = list(readers.iter_column(readers.as_source(path), "length"))
+    batches = list(sources.read_batches(sources.open_source(path), ["length"]))
     assert max(len(values) for values, _ in batches) < 64 and len(batches) > 16
     assert np.array_equal(lengths_from_file(path), lengths)
 
@@ -312,7 +311,7 @@ def test_jsonl_and_txt_stream_in_small_blocks(tmp_path, monkeypatch, name):
     body = "".join((json.dumps({"text": t}) if name == "d.jsonl" else t) + "\n" for t in texts)
     path = write(tmp_path, name, body)
     small_blocks(monkeypatch, 500)
-    assert len(list(readers.iter_column(readers.as_source(path), "text"))) > 5
+    assert len(list(sources.read_batches(sources.open_source(path), ["text"]))) > 5
     assert texts_from_file(path) == texts
 
 
@@ -321,7 +320,7 @@ def test_csv_streams_in_small_blocks(tmp_path, monkeypatch):
     lengths = np.arange(1, 3001)
     pa_csv.write_csv(pa.table({"length": lengths}), path)
     small_blocks(monkeypatch, 512)
-    batches = list(readers.iter_column(readers.as_source(path), "length"))
+    batches = list(sources.read_batches(sources.open_source(path), ["length"]))
     assert len(batches) > 5
     assert np.array_equal(lengths_from_file(path), lengths)
 

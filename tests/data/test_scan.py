@@ -11,11 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from packing_core.cli import main
-from packing_core.data.formats import detect_kind, record_lengths
+from packing_core.data.formats import record_lengths
+from packing_core.data.kinds import detect_kind
 from packing_core.data.lengths import byte_tokenizer
 from packing_core.data.profile import LengthProfile
 from packing_core.data.scan import plan_scan, scan
-from packing_core.data.shards import find_shards
+from packing_core.data.sources import find_shards
 from packing_core.models.tokenizers import load_tokenizer
 
 BYTES = functools.partial(load_tokenizer, "bytes")
@@ -211,7 +212,7 @@ def test_worker_processes_give_the_same_profile_as_one_process(tmp_path):
 
 
 def test_one_big_parquet_file_spreads_over_the_workers_as_row_group_ranges(tmp_path):
-    from packing_core.data.shards import split_parquet
+    from packing_core.data.sources import split_parquet
 
     rng = np.random.default_rng(1)
     prompts = ["q" * int(n) for n in rng.integers(1, 50, 1000)]

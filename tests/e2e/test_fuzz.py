@@ -554,7 +554,7 @@ CLI_CASES = [
             r"20,000,000 rows \(limit 10,000,000, PACKING_LAB_MAX_ROWS\) \(from its metadata\)"),
     CliCase("parquet-one-64MB-string", "memory",
             lambda d: [_pq(d, "bigstring.parquet", pa.table({"text": ["a" * 64_000_000]})), "--tokenizer", "bytes"],
-            r"holds 64,000,0\d\d bytes in 1 rows \(from its metadata\), more than one document"),
+            r"holds 64,000,0\d\d bytes of text in 1 rows \(from its metadata\), more than one document"),
     CliCase("parquet-dictionary-bomb", "memory", _dict_bomb, r"2,000,008,000 bytes \(limit .*PACKING_LAB_MAX_BYTES\)"),
     CliCase("csv-400k-columns", "memory",
             lambda d: [_write(d, "wide.csv", ",".join(f"c{i}" for i in range(400_000)) + "\n" + "1," * 399_999 + "1\n")],

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 import packing_core.models.tokenizers as toks
+from packing_core.data.builtin import load_documents
 from packing_core.data.formats import count_tokens
-from packing_core.data.sources import load_documents
 from packing_core.models.tokenizers import ByteLevelCounter, load_tokenizer
 
 

@@ -4,8 +4,8 @@ import pytest
 
 import packing_core as pc
 from packing_core.data import SYNTHETIC, byte_tokenizer, list_sources, load_documents, synthetic_lengths
-from packing_core.data import sources as datasets
-from packing_core.data import sources as sources_mod
+from packing_core.data import builtin as datasets
+from packing_core.data import builtin as sources_mod
 from packing_core.models import pretrained as pretrained_mod
 from packing_core.models import real_tokenizer
 from tests._support import skip_or_fail
