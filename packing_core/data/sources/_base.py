@@ -296,7 +296,7 @@ def check_budget(src_name: str, budget: ReadBudget, rows: int, nbytes: int, seco
     over = [o for o in over if o]
     if over:
         raise SourceError(f"{src_name} is larger than one analysis may read: {' and '.join(over)}{' ' + at if at else ''}; "
-                          "analyse a sample or a shard of it")
+                          "analyse a sample or a shard of it, or raise the setting named")
 
 
 def too_long(src: Source, at: str, nbytes: int, column: str | None = None) -> SourceError:
