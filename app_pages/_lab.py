@@ -328,7 +328,18 @@ def strategy_dataframe(rows, plans=None) -> None:
         "dense-mask FLOP ratio": [r.dense_mask_ratio for r in rows],
         "what it does": [r.description for r in rows],
     })
-    st.dataframe(df, hide_index=True, width="stretch", column_config={
+    # A projector shows about 560 px of table beside the sidebar: the columns a class compares come
+    # first, in a table that fits; every column waits in the expander below it.
+    key = ["strategy", "utilisation %", "rows", "tokens lost", "docs split"] + (
+        ["trained tokens per slot"] if plans is not None else ["pads"])
+    config = _strategy_columns()
+    st.dataframe(df[key], hide_index=True, width="stretch", column_config=config)
+    with st.expander("Every column: slots, pads, costs and FLOP ratios"):
+        st.dataframe(df, hide_index=True, width="stretch", column_config=config)
+
+
+def _strategy_columns() -> dict:
+    return {
         "utilisation %": st.column_config.NumberColumn(format="%.1f %%"),
         "linear: slot ratio": st.column_config.NumberColumn(
             format="%.1fx", help="slots of padding to the context / these slots: what the linear layers save"),
@@ -355,4 +366,4 @@ def strategy_dataframe(rows, plans=None) -> None:
         "slots": st.column_config.NumberColumn(format="localized"),
         "pads": st.column_config.NumberColumn(format="localized"),
         "tokens lost": st.column_config.NumberColumn(format="localized"),
-    })
+    }

@@ -129,8 +129,8 @@ def strategy_figure(rows, title: str | None = None) -> go.Figure:
     Two bars per strategy on the right, both against padded rows run by a kernel that computes
     the pads: with a kernel that skips masked blocks (varlen fed cu_seqlens, one call per
     document; FlexAttention a little more) and with a materialised dense mask, which computes
-    every cell of each row. A strategy that splits documents is labelled with how many: the cut is what
-    buys its ratio.
+    every cell of each row. A strategy that splits documents is marked ✂ (its hover says how many):
+    the cut is what buys its ratio.
     """
     names = [r.strategy for r in rows]
     colours = [PACKED_COLOUR if n in PACKING_STRATEGIES else PADDED_COLOUR for n in names]
@@ -143,13 +143,15 @@ def strategy_figure(rows, title: str | None = None) -> go.Figure:
     fig.add_trace(go.Bar(y=names, x=util, orientation="h", marker_color=colours, showlegend=False,
                          text=[f"{u:.1%}" for u in util], textposition="outside", textangle=0,
                          cliponaxis=False, hovertemplate="%{y}: %{x:.1%}<extra></extra>"), 1, 1)
-    split_note = [f" ({r.docs_split:,} docs split)" if r.docs_split and r.strategy == "concat-cut" else ""
-                  for r in rows]
+    # The mark stays short so the label fits beside its bar at a projector's width; the hover and
+    # the page's caption say how many documents the cut splits.
+    split_note = [" ✂" if r.docs_split and r.strategy == "concat-cut" else "" for r in rows]
+    split_hover = [f" ({r.docs_split:,} docs split)" if n else "" for r, n in zip(rows, split_note)]
     fig.add_trace(go.Bar(y=names, x=skip, orientation="h", marker_color=colours, name="kernel skips masked blocks",
                          showlegend=False, text=[f"{s:.1f}x{n}" for s, n in zip(skip, split_note)],
-                         textposition="outside", textangle=0, cliponaxis=False,
+                         textposition="outside", textangle=0, cliponaxis=False, customdata=split_hover,
                          hovertemplate="%{y}: %{x:.2f}x fewer attention FLOPs (kernel skips masked blocks)"
-                                       "<extra></extra>"), 1, 2)
+                                       "%{customdata}<extra></extra>"), 1, 2)
     fig.add_trace(go.Bar(y=names, x=dense, orientation="h", marker_color=PAD_COLOUR, name="dense mask",
                          showlegend=False, text=[f"{d:.1f}x" for d in dense], textposition="outside",
                          textangle=0, cliponaxis=False,

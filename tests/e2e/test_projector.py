@@ -3,7 +3,7 @@
 Checked in a real Chromium at that size, page by page and step by step (every tab of a page
 with steps, clicked): no metric value or label, toggle, radio or button label, tab, tab list or
 expander title is clipped (an element that hides overflow and whose ``scrollWidth`` exceeds its
-``clientWidth``); every plotly title, subplot title, axis title and legend entry lies inside its
+``clientWidth``); no table's columns scroll sideways; every plotly title, subplot title, axis title and legend entry lies inside its
 figure, and no two subplot titles overlap. Each step of a page with steps is at most two screens
 tall plus the page's header (its title and lesson box). A screenshot of each page and step lands in
 ``artifacts/screenshots/projector-*.png``; the measured heights in ``artifacts/projector-heights.json``.
@@ -54,7 +54,7 @@ FIGURE_JS = """() => {
   document.querySelectorAll("[data-testid='stMain'] .js-plotly-plot").forEach((plot, i) => {
     const box = plot.getBoundingClientRect();
     const name = (plot.querySelector(".gtitle") || {}).textContent || `figure ${i + 1}`;
-    const texts = [...plot.querySelectorAll(".gtitle, .g-xtitle text, .g-ytitle text, .annotation-text, .legendtext")];
+    const texts = [...plot.querySelectorAll(".gtitle, .g-xtitle text, .g-ytitle text, .annotation-text, .legendtext, .bartext")];
     for (const t of texts) {
       const r = t.getBoundingClientRect();
       if (r.width && !inside(r, box)) out.push(`${name}: "${t.textContent.slice(0, 60)}" runs outside the figure`);
@@ -77,6 +77,22 @@ FIGURE_JS = """() => {
       if (ra.width && rb.width && meet)
         out.push(`${name}: titles "${ta.slice(0, 40)}" and "${tb.slice(0, 40)}" overlap`);
     }
+  });
+  return out;
+}"""
+
+# A dataframe is drawn on a canvas (glide-data-grid), so its cells cannot be measured as text; its
+# scroller can. A scroller wider than its box means the class must scroll sideways to reach a column.
+TABLE_JS = """() => {
+  const out = [];
+  document.querySelectorAll("[data-testid='stMain'] [data-testid='stDataFrame']").forEach((table, i) => {
+    if (!table.offsetParent || table.closest("details:not([open])")) return;   // in a closed tab or expander
+    const scroller = table.querySelector(".dvn-scroller");
+    if (!scroller) { out.push(`table ${i + 1}: no scroller found (has the data grid changed?)`); return; }
+    const heads = [...table.querySelectorAll("th")].map(th => th.textContent.trim()).filter(Boolean);
+    if (scroller.scrollWidth > scroller.clientWidth + 1)
+      out.push(`table ${i + 1} (${heads.slice(0, 4).join(", ")}): columns scroll sideways ` +
+               `(${scroller.scrollWidth}px in ${scroller.clientWidth}px)`);
   });
   return out;
 }"""
@@ -107,7 +123,8 @@ class Visit:
 
 def problems(app_page) -> list[str]:
     app_page.page.wait_for_timeout(500)   # let plotly lay the figures out at this width
-    return app_page.page.evaluate(CLIPPED_JS) + app_page.page.evaluate(FIGURE_JS)
+    return (app_page.page.evaluate(CLIPPED_JS) + app_page.page.evaluate(FIGURE_JS)
+            + app_page.page.evaluate(TABLE_JS))
 
 
 def prepare(app_page, spec) -> None:
