@@ -3,9 +3,10 @@
 Checked in a real Chromium at that size, page by page and step by step (every tab of a page
 with steps, clicked): no metric value or label, toggle, radio or button label, tab, tab list or
 expander title is clipped (an element that hides overflow and whose ``scrollWidth`` exceeds its
-``clientWidth``); no table's columns scroll sideways; every plotly title, subplot title, axis title and legend entry lies inside its
-figure, and no two subplot titles overlap. Each step of a page with steps is at most two screens
-tall plus the page's header (its title and lesson box). A screenshot of each page and step lands in
+``clientWidth``); no table's columns scroll sideways; every plotly title, subplot title, axis
+title, legend entry and bar label lies inside its figure, and no two subplot titles overlap. Each
+step of a page with steps is at most two screens tall plus the page's header (its title and lesson
+box). A screenshot of each page and step lands in
 ``artifacts/screenshots/projector-*.png``; the measured heights in ``artifacts/projector-heights.json``.
 """
 import json
