@@ -6,6 +6,7 @@
         --url http://127.0.0.1:8501 --pid 1234 --log server.log   # a server that is already up
     python benchmarks/concurrent_users.py --bomb              # plus one user with decompression bombs
     python benchmarks/concurrent_users.py --class --users 30 --train   # a lesson: p95 click latency vs a lone user
+    python benchmarks/concurrent_users.py --class --users 30 --train --browsers 5 --think 1,5 --seed 0 --json
 
 Every user is a fresh browser context (its own Streamlit session) in one headless Chromium.
 All start together. Each one opens the Leakage lab, picks a mask and positions, reads the
@@ -24,6 +25,20 @@ once (``st.cache_resource``), however many people ask for it at the same moment.
 the Dataset explorer while the others work (a Parquet of 20M rows in 84 KB, and one whose
 dictionary decodes to 2 GB). Goal: the others finish within 1.5x of the warm round without
 it (p50 and max), and the bomber gets one clear error per file.
+``--class`` is a lesson (``class_run``): a cold visitor, a lone student once per client, then
+the whole class. ``--browsers`` of the class (5 by default) are Chromium sessions, the rest
+protocol clients (benchmarks/_st_client.py: the same websocket messages, the same script
+runs, no renderer). Why both: the browsers prove the real frontend works under the load; the
+protocol clients put each student's real per-click work on the server without thirty
+renderers on the server's two cores, which a classroom never has (each browser runs on its
+student's laptop; here Chromium runs at nice 10, ``--browser-nice``). Each student thinks
+before every click, uniformly 1-5 s (``--think``, seeded per student by ``--seed``), so the
+class follows the teacher at its own pace; ``--think 0,0`` is a stampede. A click is timed
+from the click to the end of the run it caused, without the think time. Goals: every
+session completes with the right answers; for each client the class's p95 click latency is
+at most 3x a lone student's with the same client, clicks and think times; the server's peak
+memory <= 2 GiB; one model load; no traceback.
+
 Exit code 0 when every goal is met, 1 otherwise.
 """
 from __future__ import annotations
