@@ -310,7 +310,7 @@ async def protocol_user(url: str, i: int, model: str, t0: float, pace: Pace | No
 
     try:
         await s.connect()
-        await click("open leakage_lab", s.open, "leakage_lab")
+        await click("open leakage_lab", s.open, "leakage_lab", True)   # a fresh tab: the frontend's files too
         await click("tick 'Skip predictions'", s.checkbox, "Skip predictions", True)
         await click("Scenario = Advanced: set every switch yourself", s.select, "Scenario",
                     "Advanced: set every switch yourself")
@@ -342,7 +342,7 @@ async def protocol_user(url: str, i: int, model: str, t0: float, pace: Pace | No
     result["seconds"] = round(time.perf_counter() - t0, 2)
     result["problems"] = problems
     result["clicks"] = [(name, round(sec, 3)) for name, sec in clicks]
-    result["messages"] = s.messages
+    result["messages"], result["asset_bytes"] = s.messages, s.asset_bytes
     return result
 
 
@@ -510,7 +510,6 @@ async def students(url: str, who: list[tuple[int, str]], model: str, think: tupl
     if any(client == "browser" for _, client in who):
         pw = await async_playwright().start()
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        lower_priority(BROWSER_NICE)
     try:
         t0 = time.perf_counter()
 
@@ -531,21 +530,31 @@ async def students(url: str, who: list[tuple[int, str]], model: str, think: tupl
     return list(results), wall
 
 
-def lower_priority(nice: int) -> None:
-    """Run this process's Chromium (browser, zygote: every renderer forked later inherits it) at ``nice``.
+def _browsers_apart(url: str, who: list[tuple[int, str]], model: str, think: tuple[float, float], seed: int,
+                    one_by_one: bool, settings: tuple[bool, int, int]) -> tuple[list[dict], float]:
+    """``students`` in a process of their own, at a lower priority (its Playwright driver and Chromium inherit it).
 
-    In a classroom each browser runs on its student's laptop; here they share the server's
-    cores. At a lower priority they take the CPU the server leaves, so they still prove the
-    real frontend works under the load without their rendering counting as the server's latency.
+    Playwright hands every websocket frame of every browser to this Python process; in the
+    protocol clients' own event loop that work would delay their reading of the server's
+    answers. In a classroom each browser runs on its student's laptop; here they share the
+    server's cores, and at nice ``BROWSER_NICE`` they take the CPU the server leaves.
     """
-    if nice <= 0:
-        return
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "chrom" in child.name().lower():
-                child.nice(nice)
-        except psutil.Error:   # a helper that just exited
-            pass
+    global TRAIN, STEP_MS, BROWSER_NICE
+    TRAIN, STEP_MS, BROWSER_NICE = settings
+    if BROWSER_NICE > 0:
+        os.nice(BROWSER_NICE)
+    return asyncio.run(students(url, who, model, think, seed, one_by_one))
+
+
+def browsers_apart(url: str, who, model: str, think=(0, 0), seed: int = 0, one_by_one: bool = False):
+    """Start ``_browsers_apart`` in a forked process; returns its future (a ([results], wall) pair)."""
+    import concurrent.futures
+    import multiprocessing
+
+    pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+    future = pool.submit(_browsers_apart, url, who, model, think, seed, one_by_one, (TRAIN, STEP_MS, BROWSER_NICE))
+    pool.shutdown(wait=False)   # the worker ends once its one task is done
+    return future
 
 
 def step_name(step: str) -> str:
@@ -579,8 +588,10 @@ def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str,
               think: tuple[float, float] = (1.0, 5.0), seed: int = 0, lone: int = 4) -> dict:
     """A lesson for a class of ``users``: a cold visitor, a lone student, then the whole class.
 
-    The class is ``browsers`` real Chromium sessions and the rest protocol clients
-    (benchmarks/_st_client.py). The browsers prove the real frontend works under the load; the
+    The class is ``browsers`` real Chromium sessions (in a process of their own:
+    ``browsers_apart``) and the rest protocol clients (benchmarks/_st_client.py; each
+    downloads the frontend's files once, as a browser with an empty cache does). The
+    browsers prove the real frontend works under the load; the
     protocol clients put the server's own per-click work on it (the same BackMsg reruns, the
     same script runs, the same ForwardMsg deltas) without thirty renderers on the server's two
     cores: in a classroom each student's browser runs on the student's own laptop.
@@ -609,12 +620,19 @@ def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str,
     clients = ["protocol"] + (["browser"] if browsers else [])
     try:
         cold, cold_wall = asyncio.run(students(url, [(i, "protocol") for i in range(4)], model, one_by_one=True))
-        lone_runs = {c: asyncio.run(students(url, [(i, c) for i in range(lone)], model, think, seed, one_by_one=True))[0]
-                     for c in clients}
+        lone_runs = {"protocol": asyncio.run(students(url, [(i, "protocol") for i in range(lone)], model, think, seed,
+                                                      one_by_one=True))[0]}
+        if browsers:   # the browsers always in their own process, alone as in the class
+            lone_runs["browser"] = browsers_apart(url, [(i, "browser") for i in range(lone)], model, think, seed,
+                                                  one_by_one=True).result()[0]
         load.append(os.getloadavg()[0])
         cpu_before = tree_cpu_seconds(pid)
-        who = [(i, "browser" if i < browsers else "protocol") for i in range(users)]
-        crowd, wall = asyncio.run(students(url, who, model, think, seed))
+        in_chromium = browsers_apart(url, [(i, "browser") for i in range(browsers)], model, think, seed) \
+            if browsers else None
+        crowd, wall = asyncio.run(students(url, [(i, "protocol") for i in range(browsers, users)], model, think, seed))
+        if in_chromium is not None:
+            seen, browser_wall = in_chromium.result()
+            crowd, wall = seen + crowd, max(wall, browser_wall)
         server_cpu = tree_cpu_seconds(pid) - cpu_before
         load.append(os.getloadavg()[0])
     finally:
