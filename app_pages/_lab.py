@@ -200,6 +200,24 @@ def figure(fig, key: str | None = None) -> None:
     st.plotly_chart(fig, width="stretch", key=key, config={"displaylogo": False})
 
 
+def cached_figure(builder, *args, **kwargs):
+    """``builder(*args, **kwargs)`` from ``packing_core.viz``, built once per distinct arguments for the server.
+
+    A rerun otherwise rebuilds every figure of the page, and plotly's figure objects are slow
+    to build (a logit-diff figure about 15 ms, most of a warm click's own work once Streamlit's
+    post-run garbage collection is off). Arguments are hashed by content (arrays, dataclasses),
+    so equal settings share one figure; the figure is shared, never changed after it is built
+    (``st.plotly_chart`` reads it through ``to_dict``), so no copy is made.
+    ``figure(cached_figure(logit_diff_figure, diffs, cu, tol, title="..."), key=...)``.
+    """
+    return _built_figure(f"{builder.__module__}.{builder.__qualname__}", builder, args, kwargs)
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _built_figure(name: str, _builder, args: tuple, kwargs: dict):
+    return _builder(*args, **kwargs)
+
+
 # ---------------------------------------------------------------- datasets
 @st.cache_resource(show_spinner=False)
 def sources() -> dict:
@@ -299,6 +317,12 @@ def strategy_table(lengths: np.ndarray, context: int, **kwargs) -> list:
 @st.cache_data(show_spinner="Comparing every strategy...", max_entries=32)
 def _strategy_table(lengths: np.ndarray, context: int, **kwargs) -> list:
     return pc.strategy_table(lengths, context, **kwargs)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def recommendation(stats, rows: list, kind: str, lengths) -> str:
+    """``pc.recommend`` (about 20 ms on 200,000 lengths), once per dataset, context and kind."""
+    return pc.recommend(stats, rows, kind, lengths=lengths)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

@@ -6,10 +6,10 @@ sidebar switches back to a built-in dataset.
 """
 import streamlit as st
 
-import packing_core as pc
 from app_pages._lab import (
     SHARED,
     UPLOAD,
+    cached_figure,
     current_lengths,
     dataset_kind,
     dataset_label,
@@ -19,6 +19,7 @@ from app_pages._lab import (
     length_summary,
     lesson,
     page_settings,
+    recommendation,
     sources,
     strategy_dataframe,
     strategy_table,
@@ -79,7 +80,7 @@ with guard("compare the strategies"):
         rows = strategy_table(lengths, context, overlong=overlong)
         plans, head, sample = None, headline(rows), lengths
         order_basis = "the documents in the dataset's order"
-    advice = pc.recommend(stats, rows, kind, lengths=sample)
+    advice = recommendation(stats, rows, kind, sample)
 
 with st.container(border=True):
     st.markdown(f"### {esc(head.sentence[0].upper() + head.sentence[1:])}")
@@ -97,12 +98,13 @@ m[5].metric("Over the context", f"{stats.share_over:.1%}", help=f"{stats.over_co
 if len(m) == 7:
     m[6].metric("Tokens in the loss", f"{profile.loss_share:.1%}",
                 help="chat: the assistant turns; prompt/completion: the completion; plain text: every token")
-figure(length_histogram_figure(hist, title="Tokens per document (violet: longer than the context)"), key=S.key("hist"))
+figure(cached_figure(length_histogram_figure, hist, title="Tokens per document (violet: longer than the context)"),
+       key=S.key("hist"))
 
 # ---------------------------------------------------------------- strategies
 st.subheader("Every strategy on this dataset")
 st.info(f"**Recommendation.** {advice}")
-figure(strategy_figure(rows), key=S.key("strategies"))
+figure(cached_figure(strategy_figure, rows), key=S.key("strategies"))
 strategy_dataframe(rows, plans)
 if yours:
     st.caption("pad, bucket, concat-cut, ffd and bfd are planned from the counts of every document; next-fit and "
@@ -123,7 +125,7 @@ with guard("balance the rows"):
     report, basis, note = balance_of(key, sample, context, int(ranks), int(micro), yours and len(sample) < stats.count)
 if note:
     st.caption(esc(note))
-figure(balance_figure(report, title=f"bfd rows of {basis}, {report.rows:,} rows over {report.ranks} ranks "
+figure(cached_figure(balance_figure, report, title=f"bfd rows of {basis}, {report.rows:,} rows over {report.ranks} ranks "
                          f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
 verdict = balance_verdict(report)
 st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")

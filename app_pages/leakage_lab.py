@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import esc, figure, guard, lesson, model_status, page_settings, plan, steps, terms_help
+from app_pages._lab import cached_figure, esc, figure, guard, lesson, model_status, page_settings, plan, steps, terms_help
 from packing_core.attention import available_backends
 from packing_core.experiments import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS
 from packing_core.models import DEFAULT_MODEL, DEFAULT_TEXTS, PRETRAINED, find_model, model_specs
@@ -141,7 +141,7 @@ def lab() -> None:
     else:
         from packing_core.verify import DEFAULT_LENGTHS
         row = plan(tuple(DEFAULT_LENGTHS), sum(DEFAULT_LENGTHS), "next-fit")
-        figure(plan_strip(row, title=f"The packed row: documents of {', '.join(map(str, DEFAULT_LENGTHS))} "
+        figure(cached_figure(plan_strip, row, title=f"The packed row: documents of {', '.join(map(str, DEFAULT_LENGTHS))} "
                                      "random tokens", row_height=40), key=S.key("row"))
     st.markdown("**Predict:** packed after document 0, will the logits of document 1 change?")
     key = f"leakage_lab.guess_{model}_{mask}_{positions}_{backend}_{use_cache}"   # a new question for every setting
@@ -172,7 +172,7 @@ def lab() -> None:
         bad = ", ".join(str(d.index) for d in rep.documents if not d.equivalent)
         verdict.warning(f"Verdict: NOT EQUIVALENT. Document(s) {bad} differ by up to {rep.max_abs_diff:.2e}, "
                         f"more than the tolerance {rep.tolerance:.1e}. Nothing raised an error.")
-    figure(logit_diff_figure(rep.token_diffs, rep.cu_seqlens, rep.tolerance,
+    figure(cached_figure(logit_diff_figure, rep.token_diffs, rep.cu_seqlens, rep.tolerance,
                              title="max |logit alone - logit packed| per token"), key=S.key("diffs"))
     table, why_tolerance = st.columns([3, 2])   # side by side: the reveal fits the step's two screens
     table.dataframe({"document": [d.index for d in rep.documents], "tokens": [d.length for d in rep.documents],
@@ -312,7 +312,8 @@ with train_step:
 
         with guard(f"train the tiny model with seed {seed}"):
             on, off = train_pair(int(seed), neighbours, busy)
-        figure(loss_curves_figure([on, off], title="Training loss per step, and the loss with each document alone"),
+        figure(cached_figure(loss_curves_figure, [on, off],
+                             title="Training loss per step, and the loss with each document alone"),
                key=S.key("train_curves"))
         m1, m2, m3 = st.columns(3)
         m1.metric("Train loss, mask on", f"{on.train_loss:.3f}")

@@ -6,6 +6,7 @@
         --url http://127.0.0.1:8501 --pid 1234 --log server.log   # a server that is already up
     python benchmarks/concurrent_users.py --bomb              # plus one user with decompression bombs
     python benchmarks/concurrent_users.py --class --users 30 --train   # a lesson: p95 click latency vs a lone user
+    python benchmarks/concurrent_users.py --class --users 30 --train --browsers 5 --think 1,5 --seed 0 --json
 
 Every user is a fresh browser context (its own Streamlit session) in one headless Chromium.
 All start together. Each one opens the Leakage lab, picks a mask and positions, reads the
@@ -24,6 +25,20 @@ once (``st.cache_resource``), however many people ask for it at the same moment.
 the Dataset explorer while the others work (a Parquet of 20M rows in 84 KB, and one whose
 dictionary decodes to 2 GB). Goal: the others finish within 1.5x of the warm round without
 it (p50 and max), and the bomber gets one clear error per file.
+``--class`` is a lesson (``class_run``): a cold visitor, a lone student once per client, then
+the whole class. ``--browsers`` of the class (5 by default) are Chromium sessions, the rest
+protocol clients (benchmarks/_st_client.py: the same websocket messages, the same script
+runs, no renderer). Why both: the browsers prove the real frontend works under the load; the
+protocol clients put each student's real per-click work on the server without thirty
+renderers on the server's two cores, which a classroom never has (each browser runs on its
+student's laptop; here Chromium runs at nice 10, ``--browser-nice``). Each student thinks
+before every click, uniformly 1-5 s (``--think``, seeded per student by ``--seed``), so the
+class follows the teacher at its own pace; ``--think 0,0`` is a stampede. A click is timed
+from the click to the end of the run it caused, without the think time. Goals: every
+session completes with the right answers; for each client the class's p95 click latency is
+at most 3x a lone student's with the same client, clicks and think times; the server's peak
+memory <= 2 GiB; one model load; no traceback.
+
 Exit code 0 when every goal is met, 1 otherwise.
 """
 from __future__ import annotations
@@ -33,6 +48,7 @@ import asyncio
 import json
 import os
 import platform
+import random
 import re
 import shutil
 import socket
@@ -45,6 +61,7 @@ import urllib.request
 from pathlib import Path
 
 import psutil
+from _st_client import ProtocolError, ProtocolSession  # benchmarks/_st_client.py, beside this script
 
 from packing_core.models import DEFAULT_MODEL, PRETRAINED, model_specs
 
@@ -57,6 +74,7 @@ GOAL_GROWTH_MB = 1536
 GOAL_CLASS_RSS_MB = 2048     # --class: the whole server, peak
 GOAL_CLASS_P95 = 3.0         # --class: p95 click latency of the class over a lone user's
 TRAIN = False                # --class: each user also presses "Train both"
+BROWSER_NICE = 0             # --class: the Chromium sessions' priority (--browser-nice)
 STEP_MS = 60_000  # one step may wait for a model load behind other users on two cores
 MODEL_LABELS = {s.name: s.label for s in model_specs()}   # what the Leakage lab's picker shows
 DATASETS = ("support-tickets", "bimodal")
@@ -146,11 +164,27 @@ def expected_verdict(model: str, mask: str, positions: str) -> str:
     return "NOT EQUIVALENT" if broken else "EQUIVALENT"
 
 
+class Pace:
+    """A student's think time before each click: uniform in ``[low, high]`` seconds, seeded per student.
+
+    ``Pace(0, 0)`` clicks at once (the stampede of the plain runs). The same seed and student
+    number give the same pauses, so a lone run and a class run wait alike.
+    """
+
+    def __init__(self, low: float = 0.0, high: float = 0.0, seed: int = 0, student: int = 0):
+        self.low, self.high, self.rng = low, high, random.Random(f"{seed}-{student}")
+
+    async def think(self) -> None:
+        if self.high > 0:
+            await asyncio.sleep(self.rng.uniform(self.low, self.high))
+
+
 class Session:
     """The few async steps a user takes, each waiting for the script run it causes."""
 
-    def __init__(self, page, url: str):
+    def __init__(self, page, url: str, pace: Pace | None = None):
         self.page, self.url, self.problems, self.step, self.ws = page, url, [], "start", None
+        self.pace = pace or Pace()
         self.clicks = []   # (step, seconds from the click to the end of the run it caused)
         page.on("websocket", lambda ws: setattr(self, "ws", ws))
         page.on("dialog", lambda d: (self.problems.append(f"dialog: {d.message}"), asyncio.ensure_future(d.dismiss())))
@@ -165,13 +199,16 @@ class Session:
 
     async def open(self, path: str):
         self.step = f"open {path}"
+        await self.pace.think()
         start = time.perf_counter()
         await self.page.goto(f"{self.url}/{path}", wait_until="domcontentloaded", timeout=STEP_MS)
         await self.settle()  # a new page's script state goes initial -> running -> notRunning
         self.clicks.append((self.step, time.perf_counter() - start))
 
-    async def act(self, action):
-        """Do ``action`` and wait for the end of the script run it causes."""
+    async def act(self, action, think: bool = True):
+        """Think, do ``action`` and wait for the end of the script run it causes."""
+        if think:
+            await self.pace.think()
         start = time.perf_counter()
         async with self.ws.expect_event("framereceived", predicate=run_finished, timeout=STEP_MS):
             await action()
@@ -187,8 +224,11 @@ class Session:
 
     async def select(self, label: str, option: str):
         self.step = f"{label} = {option}"
+        await self.pace.think()
+        start = time.perf_counter()   # the click that opens the list is part of the choice
         await self.named("combobox", label).click()
-        await self.act(lambda: self.page.get_by_role("option", name=option, exact=True).click())
+        await self.act(lambda: self.page.get_by_role("option", name=option, exact=True).click(), think=False)
+        self.clicks[-1] = (self.step, time.perf_counter() - start)
 
     async def check_clean(self, where: str):
         if await self.page.get_by_test_id("stException").count():
@@ -196,15 +236,20 @@ class Session:
             self.problems.append(f"exception on {where}: {text[:300]}")
 
 
-async def one_user(browser, url: str, i: int, model: str, t0: float) -> dict:
+def settings(i: int, model: str) -> dict:
+    """Student ``i``'s settings: every mask x positions pair and both datasets, in turn."""
     mask = "off" if i % 2 else "on"
     positions = "continuous" if i % 4 >= 2 else "reset"
-    dataset = DATASETS[i % len(DATASETS)]
+    return {"user": i, "model": model, "mask": mask, "positions": positions, "dataset": DATASETS[i % len(DATASETS)],
+            "expected_verdict": expected_verdict(model, mask, positions)}
+
+
+async def one_user(browser, url: str, i: int, model: str, t0: float, pace: Pace | None = None) -> dict:
+    result = {**settings(i, model), "client": "browser"}
+    mask, positions, dataset = result["mask"], result["positions"], result["dataset"]
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(STEP_MS)   # a click waits as long as a step: 2 cores, 11 browsers
-    s = Session(await context.new_page(), url)
-    result = {"user": i, "model": model, "mask": mask, "positions": positions, "dataset": dataset,
-              "expected_verdict": expected_verdict(model, mask, positions)}
+    s = Session(await context.new_page(), url, pace)
     try:
         await s.open("leakage_lab")
         s.step = "tick 'Skip predictions'"
@@ -244,6 +289,62 @@ async def one_user(browser, url: str, i: int, model: str, t0: float) -> dict:
     result["problems"] = s.problems
     result["clicks"] = [(step, round(sec, 3)) for step, sec in s.clicks]
     await context.close()
+    return result
+
+
+async def protocol_user(url: str, i: int, model: str, t0: float, pace: Pace | None = None) -> dict:
+    """Student ``i`` through the same clicks as ``one_user``, over the websocket protocol (no browser).
+
+    It reads what a browser user reads, from the elements the server sends: the verdict box,
+    the training metrics, the document count; an exception or error box is a problem.
+    """
+    result = {**settings(i, model), "client": "protocol"}
+    mask, positions, dataset = result["mask"], result["positions"], result["dataset"]
+    pace, clicks, problems, step = pace or Pace(), [], [], "connect"
+    s = ProtocolSession(url, timeout_s=STEP_MS / 1000)
+
+    async def click(name: str, action, *args):
+        nonlocal step
+        step = name
+        await pace.think()
+        clicks.append((name, await action(*args)))
+        problems.extend(f"on {name}: {e[:300]}" for e in s.exceptions() + s.alerts("error"))
+
+    try:
+        await s.connect()
+        await click("open leakage_lab", s.open, "leakage_lab", True)   # a fresh tab: the frontend's files too
+        await click("tick 'Skip predictions'", s.checkbox, "Skip predictions", True)
+        await click("Scenario = Advanced: set every switch yourself", s.select, "Scenario",
+                    "Advanced: set every switch yourself")
+        if model != "tiny-rope":
+            await click(f"Model = {MODEL_LABELS[model]}", s.select, "Model", MODEL_LABELS[model])
+        if mask != "on":
+            await click(f"Attention mask = {mask}", s.radio, "Attention mask", mask)
+        if positions != "reset":
+            await click(f"Position ids = {positions}", s.radio, "Position ids", positions)
+        step = "read the verdict"
+        verdicts = [m[1] for a in s.alerts() if (m := re.match(r"Verdict: ([A-Z ]+)\.", a))]
+        if not verdicts:
+            raise ProtocolError(f"no verdict on the page; its alerts: {s.alerts()}")
+        result["verdict"] = verdicts[0]
+        result["verdict_seconds"] = round(time.perf_counter() - t0, 2)
+        if TRAIN:
+            await click("Train both", s.click, "Train both")
+            step = "read the training metrics"
+            s.metric("Train loss, mask off")
+        await click("open dataset_explorer", s.goto, "dataset_explorer")
+        if dataset != "support-tickets":
+            await click(f"Dataset = {dataset}", s.select, "Dataset", dataset)
+        step = "read the document count"
+        result["documents"] = s.metric("Documents")
+    except Exception as e:  # noqa: BLE001  (a user that gets stuck is a result, not a crash)
+        problems.append(f"at step {step!r}: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+    finally:
+        await s.close()
+    result["seconds"] = round(time.perf_counter() - t0, 2)
+    result["problems"] = problems
+    result["clicks"] = [(name, round(sec, 3)) for name, sec in clicks]
+    result["messages"], result["asset_bytes"] = s.messages, s.asset_bytes
     return result
 
 
@@ -402,24 +503,139 @@ def p95(values) -> float:
     return v[min(len(v) - 1, int(round(0.95 * (len(v) - 1))))]
 
 
-def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str) -> dict:
-    """A lesson for a class of ``users``: one cold visitor, then a lone user, then the whole class at once.
+async def students(url: str, who: list[tuple[int, str]], model: str, think: tuple[float, float] = (0, 0),
+                   seed: int = 0, one_by_one: bool = False) -> tuple[list[dict], float]:
+    """Run each ``(student, client)`` of ``who`` ("browser" or "protocol"), together or ``one_by_one``."""
+    from playwright.async_api import async_playwright
 
-    Every click (a page opened, a scenario chosen, a switch flipped, "Train both") is timed
-    from the click to the end of the script run it causes. Goals: every session completes
-    with the right answers; the class's p95 click latency <= 3x the lone user's; the server's
-    memory (its process tree, peak) <= 2 GiB; SmolLM2 loaded at most once; no traceback.
+    pw = browser = None
+    if any(client == "browser" for _, client in who):
+        pw = await async_playwright().start()
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+    try:
+        t0 = time.perf_counter()
+
+        def user(i: int, client: str):
+            pace = Pace(*think, seed=seed, student=i)
+            return (one_user(browser, url, i, model, t0, pace) if client == "browser" else
+                    protocol_user(url, i, model, t0, pace))
+
+        if one_by_one:
+            results = [await user(i, client) for i, client in who]
+        else:
+            results = await asyncio.gather(*(user(i, client) for i, client in who))
+        wall = time.perf_counter() - t0
+    finally:
+        if browser is not None:
+            await browser.close()
+            await pw.stop()
+    return list(results), wall
+
+
+def _browsers_apart(url: str, who: list[tuple[int, str]], model: str, think: tuple[float, float], seed: int,
+                    one_by_one: bool, settings: tuple[bool, int, int]) -> tuple[list[dict], float]:
+    """``students`` in a process of their own, at a lower priority (its Playwright driver and Chromium inherit it).
+
+    Playwright hands every websocket frame of every browser to this Python process; in the
+    protocol clients' own event loop that work would delay their reading of the server's
+    answers. In a classroom each browser runs on its student's laptop; here they share the
+    server's cores, and at nice ``BROWSER_NICE`` they take the CPU the server leaves.
+    """
+    global TRAIN, STEP_MS, BROWSER_NICE
+    TRAIN, STEP_MS, BROWSER_NICE = settings
+    if BROWSER_NICE > 0:
+        os.nice(BROWSER_NICE)
+    return asyncio.run(students(url, who, model, think, seed, one_by_one))
+
+
+def browsers_apart(url: str, who, model: str, think=(0, 0), seed: int = 0, one_by_one: bool = False):
+    """Start ``_browsers_apart`` in a forked process; returns its future (a ([results], wall) pair)."""
+    import concurrent.futures
+    import multiprocessing
+
+    pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+    future = pool.submit(_browsers_apart, url, who, model, think, seed, one_by_one, (TRAIN, STEP_MS, BROWSER_NICE))
+    pool.shutdown(wait=False)   # the worker ends once its one task is done
+    return future
+
+
+def step_name(step: str) -> str:
+    """A click's kind, without the value chosen: 'Attention mask = off' -> 'Attention mask'."""
+    return step.split(" = ")[0]
+
+
+def click_figures(lone: list[dict], crowd: list[dict]) -> dict:
+    """p50/p95 click latency of the lone runs and of the class, their ratio, and the same per kind of click."""
+    lone_s = [sec for r in lone for _, sec in r["clicks"]]
+    class_s = [sec for r in crowd for _, sec in r["clicks"]]
+    if not lone_s or not class_s:
+        return {"clicks": len(class_s), "lone_clicks": len(lone_s)}
+    out = {"lone_click_p50": round(statistics.median(lone_s), 3), "lone_click_p95": round(p95(lone_s), 3),
+           "class_click_p50": round(statistics.median(class_s), 3), "class_click_p95": round(p95(class_s), 3),
+           "lone_clicks": len(lone_s), "clicks": len(class_s), "users_ok": sum(r["ok"] for r in crowd),
+           "users": len(crowd)}
+    out["p95_ratio"] = round(out["class_click_p95"] / out["lone_click_p95"], 2)
+    by_step: dict[str, dict[str, list[float]]] = {}
+    for where, runs in (("lone", lone), ("class", crowd)):
+        for r in runs:
+            for step, sec in r["clicks"]:
+                by_step.setdefault(step_name(step), {"lone": [], "class": []})[where].append(sec)
+    out["steps"] = {name: {f"{where}_{q}": round(f(v), 3) for where, v in d.items() if v
+                           for q, f in (("p50", statistics.median), ("p95", p95))}
+                    for name, d in by_step.items()}
+    return out
+
+
+def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str, browsers: int = 5,
+              think: tuple[float, float] = (1.0, 5.0), seed: int = 0, lone: int = 4) -> dict:
+    """A lesson for a class of ``users``: a cold visitor, a lone student, then the whole class.
+
+    The class is ``browsers`` real Chromium sessions (in a process of their own:
+    ``browsers_apart``) and the rest protocol clients (benchmarks/_st_client.py; each
+    downloads the frontend's files once, as a browser with an empty cache does). The
+    browsers prove the real frontend works under the load; the
+    protocol clients put the server's own per-click work on it (the same BackMsg reruns, the
+    same script runs, the same ForwardMsg deltas) without thirty renderers on the server's two
+    cores: in a classroom each student's browser runs on the student's own laptop.
+
+    Students follow the teacher at their own pace: before each click a student thinks for a
+    time drawn uniformly from ``think`` seconds (seeded per student: ``Pace``). Each click is
+    timed from the click to the ``script_finished`` of the run it caused (a browser user also
+    waits until the page says it is no longer running); the think time is not in it.
+
+    1. a cold visitor: students 0..3 one after the other, no think time, protocol client
+       (imports, the model load, every cache the lesson reads);
+    2. a lone student, once per client: students 0..``lone``-1 one after the other, with the
+       think time (the four mask x positions settings and both datasets: the class's clicks);
+    3. the class: students 0..``users``-1 at once, the first ``browsers`` of them in Chromium.
+
+    Goals: every session completes with the right answers; for each client, the class's p95
+    click latency <= 3x the lone student's with that client; the server's memory (its process
+    tree, peak) <= 2 GiB; SmolLM2 loaded at most once; no traceback.
     """
     documents = expected_documents()
+    browsers = max(0, min(browsers, users))
     log_start = log_path.stat().st_size if log_path else 0
     sampler = PeakRss(pid)
     sampler.start()
     load = [os.getloadavg()[0]]
+    clients = ["protocol"] + (["browser"] if browsers else [])
     try:
-        cold, cold_wall = asyncio.run(all_users(url, 1, model))      # imports, the model load, empty caches
-        lone, lone_wall = asyncio.run(all_users(url, 1, model))
+        cold, cold_wall = asyncio.run(students(url, [(i, "protocol") for i in range(4)], model, one_by_one=True))
+        lone_runs = {"protocol": asyncio.run(students(url, [(i, "protocol") for i in range(lone)], model, think, seed,
+                                                      one_by_one=True))[0]}
+        if browsers:   # the browsers always in their own process, alone as in the class
+            lone_runs["browser"] = browsers_apart(url, [(i, "browser") for i in range(lone)], model, think, seed,
+                                                  one_by_one=True).result()[0]
         load.append(os.getloadavg()[0])
-        crowd, wall = asyncio.run(all_users(url, users, model))
+        cpu_before = tree_cpu_seconds(pid)
+        in_chromium = browsers_apart(url, [(i, "browser") for i in range(browsers)], model, think, seed) \
+            if browsers else None
+        crowd, wall = asyncio.run(students(url, [(i, "protocol") for i in range(browsers, users)], model, think, seed))
+        if in_chromium is not None:
+            seen, browser_wall = in_chromium.result()
+            crowd, wall = seen + crowd, max(wall, browser_wall)
+        server_cpu = tree_cpu_seconds(pid) - cpu_before
         load.append(os.getloadavg()[0])
     finally:
         peak = sampler.stop()
@@ -428,43 +644,62 @@ def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str)
         with open(log_path, "rb") as f:
             f.seek(log_start)
             new_log = f.read().decode(errors="replace")
-    for r in cold + lone + crowd:
+    everyone = cold + [r for runs in lone_runs.values() for r in runs] + crowd
+    for r in everyone:
         r["ok"] = (not r["problems"] and r.get("verdict") == r["expected_verdict"]
                    and r.get("documents") == documents[r["dataset"]])
-    lone_clicks = [sec for r in lone for _, sec in r["clicks"]]
-    class_clicks = [sec for r in crowd for _, sec in r["clicks"]]
+    per_client = {c: click_figures(lone_runs[c], [r for r in crowd if r["client"] == c]) for c in clients}
+    all_clicks = [sec for r in crowd for _, sec in r["clicks"]]
     loads = len(LOAD_BAR.findall(new_log)) if log_path else None
+    goal = per_client["protocol"]
     s = {
-        "users": users, "model": model, "train_both": TRAIN, "wall_seconds": round(wall, 2),
-        "cold_user_seconds": round(cold_wall, 2), "lone_user_seconds": round(lone_wall, 2),
-        "lone_click_p50": round(statistics.median(lone_clicks), 3), "lone_click_p95": round(p95(lone_clicks), 3),
-        "class_click_p50": round(statistics.median(class_clicks), 3), "class_click_p95": round(p95(class_clicks), 3),
-        "class_clicks": len(class_clicks), "users_ok": sum(r["ok"] for r in crowd),
+        "users": users, "browsers": browsers, "protocol_clients": users - browsers, "model": model,
+        "train_both": TRAIN, "think_seconds": list(think), "seed": seed, "lone_students": lone,
+        "browser_nice": BROWSER_NICE,
+        "wall_seconds": round(wall, 2), "cold_visitor_seconds": round(cold_wall, 2),
+        # the figures of the goal: the protocol clients against a lone protocol student
+        "lone_click_p50": goal.get("lone_click_p50"), "lone_click_p95": goal.get("lone_click_p95"),
+        "class_click_p50": goal.get("class_click_p50"), "class_click_p95": goal.get("class_click_p95"),
+        "p95_ratio": goal.get("p95_ratio"), "clients": per_client,
+        "class_clicks": len(all_clicks), "users_ok": sum(r["ok"] for r in crowd),
+        "server_cpu_seconds": round(server_cpu, 1),
+        "server_cpu_per_click": round(server_cpu / max(1, len(all_clicks)), 3),
         "server_rss_peak_mb": round(peak / 2**20), "model_loads": loads,
         "server_tracebacks": new_log.count("Traceback"), "load_average": load,
         "goal_p95_ratio": GOAL_CLASS_P95, "goal_rss_mb": GOAL_CLASS_RSS_MB,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)},
-        "problems": [p for r in crowd for p in r["problems"]], "per_user": crowd,
+        "problems": [f"user {r['user']} ({r['client']}): {p}" for r in everyone for p in r["problems"]],
+        "per_user": crowd,
     }
-    s["p95_ratio"] = round(s["class_click_p95"] / s["lone_click_p95"], 2)
-    s["goals_met"] = (s["users_ok"] == users and all(r["ok"] for r in cold + lone) and s["server_tracebacks"] == 0
-                      and s["p95_ratio"] <= GOAL_CLASS_P95 and s["server_rss_peak_mb"] <= GOAL_CLASS_RSS_MB
+    ratios_met = all(f.get("p95_ratio") is not None and f["p95_ratio"] <= GOAL_CLASS_P95 for f in per_client.values())
+    s["goals_met"] = (s["users_ok"] == users and all(r["ok"] for r in everyone) and s["server_tracebacks"] == 0
+                      and ratios_met and s["server_rss_peak_mb"] <= GOAL_CLASS_RSS_MB
                       and (loads is None or model != PRETRAINED or loads <= 1))
     return s
 
 
 def _class_table(s: dict) -> str:
-    return "\n".join([
-        f"a class of {s['users']} on model {s['model']}: {s['users_ok']}/{s['users']} sessions complete, "
-        f"wall {s['wall_seconds']} s (load average {' -> '.join(f'{x:.1f}' for x in s['load_average'])})",
-        f"click latency      lone user p50 {s['lone_click_p50']} s  p95 {s['lone_click_p95']} s",
-        f"                   the class p50 {s['class_click_p50']} s  p95 {s['class_click_p95']} s  "
-        f"({s['class_clicks']} clicks): {s['p95_ratio']}x (goal <= {s['goal_p95_ratio']}x)",
-        f"server memory      peak {s['server_rss_peak_mb']} MB (goal <= {s['goal_rss_mb']})",
-        f"model loads        {s['model_loads']} (goal <= 1)   server tracebacks {s['server_tracebacks']}",
-        *(f"problem: {p}" for p in s["problems"][:10]),
-        f"\ngoals met: {'yes' if s['goals_met'] else 'NO'}"])
+    lines = [f"a class of {s['users']} on model {s['model']} ({s['browsers']} in Chromium, {s['protocol_clients']} "
+             f"protocol clients; think time {s['think_seconds'][0]}-{s['think_seconds'][1]} s, seed {s['seed']}): "
+             f"{s['users_ok']}/{s['users']} sessions complete, wall {s['wall_seconds']} s",
+             f"load average       {' -> '.join(f'{x:.1f}' for x in s['load_average'])} (start, after the lone runs, "
+             "after the class)"]
+    for client, f in s["clients"].items():
+        if "p95_ratio" not in f:
+            continue
+        lines += [f"{client:<9} clicks   lone p50 {f['lone_click_p50']} s  p95 {f['lone_click_p95']} s "
+                  f"({f['lone_clicks']} clicks)",
+                  f"                   class p50 {f['class_click_p50']} s  p95 {f['class_click_p95']} s "
+                  f"({f['clicks']} clicks): {f['p95_ratio']}x (goal <= {s['goal_p95_ratio']}x)"]
+        lines += [f"                     {name:<32} lone p50 {v.get('lone_p50', '-')}  class p50 "
+                  f"{v.get('class_p50', '-')}  p95 {v.get('class_p95', '-')}" for name, v in f["steps"].items()]
+    lines += [f"server CPU         {s['server_cpu_seconds']} s over the class, {s['server_cpu_per_click']} s per click",
+              f"server memory      peak {s['server_rss_peak_mb']} MB (goal <= {s['goal_rss_mb']})",
+              f"model loads        {s['model_loads']} (goal <= 1)   server tracebacks {s['server_tracebacks']}",
+              *(f"problem: {p}" for p in s["problems"][:10]),
+              f"\ngoals met: {'yes' if s['goals_met'] else 'NO'}"]
+    return "\n".join(lines)
 
 
 def _table(s: dict) -> str:
@@ -506,14 +741,30 @@ def main(argv=None) -> int:
     p.add_argument("--class", dest="class_", action="store_true",
                    help="a lesson for a class of --users: a lone user first, then all at once; p95 click latency")
     p.add_argument("--train", action="store_true", help="with --class: every user also presses 'Train both'")
+    p.add_argument("--browsers", type=int, default=5,
+                   help="with --class: how many of the class are real Chromium sessions; the rest speak the "
+                        "websocket protocol (benchmarks/_st_client.py)")
+    p.add_argument("--think", default="1,5", metavar="LOW,HIGH",
+                   help="with --class: a student's think time before each click, uniform in seconds (0,0: at once)")
+    p.add_argument("--seed", type=int, default=0, help="with --class: the seed of the think times")
+    p.add_argument("--browser-nice", type=int, default=10,
+                   help="with --class: run Chromium at this nice value (0: the server's own priority)")
+    p.add_argument("--lone", type=int, default=4, help="with --class: how many lone sessions, one after the other")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    global STEP_MS, TRAIN
+    global STEP_MS, TRAIN, BROWSER_NICE
     if args.class_:
-        STEP_MS, TRAIN = 300_000, args.train   # thirty sessions and their browser on two cores: a step may wait long
+        # thirty sessions and their browsers on two cores: a step may wait long
+        STEP_MS, TRAIN, BROWSER_NICE = 300_000, args.train, args.browser_nice
+    try:
+        think = tuple(float(x) for x in args.think.split(","))
+        if len(think) != 2 or not 0 <= think[0] <= think[1]:
+            raise ValueError
+    except ValueError:
+        p.error(f"--think {args.think!r}: give two numbers of seconds, LOW,HIGH with 0 <= LOW <= HIGH, e.g. 1,5")
     if args.url and not args.pid:
         p.error("--url needs --pid (the server process, to measure its memory)")
-    if not Path(CHROMIUM).is_file():
+    if not Path(CHROMIUM).is_file() and not (args.class_ and args.browsers == 0):
         print(f"error: {CHROMIUM} not found; apt-get install -y chromium", file=sys.stderr)
         return 2
     model = pick_model(args.model)
@@ -526,7 +777,8 @@ def main(argv=None) -> int:
         proc, url = start_server(log)
         pid = proc.pid
     try:
-        summary = (class_run(url, pid, log, args.users, model) if args.class_ else
+        summary = (class_run(url, pid, log, args.users, model, args.browsers, think, args.seed, args.lone)
+                   if args.class_ else
                    run(url, pid, log, args.users, model, args.rounds, bomb=args.bomb))
     finally:
         if proc is not None:
