@@ -151,9 +151,11 @@ def _clear_error() -> None:
 def upload_form() -> None:
     """The one uploader, with the kind and the tokenizer beside it, and the column picker once a file is chosen."""
     loaded = "upload" in st.session_state
-    pending = bool(st.session_state.get(_key()))   # files picked and not yet analysed: keep their button in view
+    # Folded until used, so that the page's steps start on a projector's first screen; files picked
+    # and not yet analysed keep it open, their button in view.
+    pending = bool(st.session_state.get(_key()))
     with st.expander(f"Use your own data ({' '.join(INPUT_SUFFIXES)}), or a length profile (JSON)",
-                     expanded=not loaded or pending):
+                     expanded=pending):
         st.caption("One data file, the shards of one corpus (select them all), or a profile written by "
                    "`python -m packing_core scan`. Records may be chat messages, prompt + completion pairs, "
                    "text, token counts (a length column) or token-id lists (input_ids). The files stay in this "

@@ -21,6 +21,7 @@ from app_pages._lab import (
     page_settings,
     recommendation,
     sources,
+    steps,
     strategy_dataframe,
     strategy_table,
 )
@@ -39,11 +40,6 @@ S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4
 
 st.title("Dataset explorer")
 lesson(__file__)
-st.markdown(
-    "How much padding a dataset causes depends on its length distribution against the context. "
-    "The built-in support tickets are short with a long tail: most rows would be mostly pads. "
-    "Pick another dataset in the sidebar, or bring your own below, and see which strategy fits."
-)
 upload_form()
 
 # ---------------------------------------------------------------- the dataset
@@ -60,10 +56,6 @@ with guard(f"load {dataset_label(name)}"):
         stats, hist = length_summary(lengths, context)
 
 st.subheader(f"{esc(dataset_label(name))} at context {context}")
-if yours:
-    st.caption(esc(upload["caption"]))
-else:
-    st.caption(esc(sources()[name].description))
 
 o1, o2 = st.columns(2)
 overlong = o1.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
@@ -82,50 +74,61 @@ with guard("compare the strategies"):
         order_basis = "the documents in the dataset's order"
     advice = recommendation(stats, rows, kind, sample)
 
-with st.container(border=True):
-    st.markdown(f"### {esc(head.sentence[0].upper() + head.sentence[1:])}")
-    st.caption("Padding means every document padded to the context. " + (
-        "Trained tokens per slot: the tokens in the loss that one slot of compute carries, so a step of "
-        "the same size trains that many times more." if head.measure != "utilisation" else
-        "Utilisation: real tokens / slots; every token of pretraining data is trained."))
-m = st.columns(7 if yours and loss_masked(profile) else 6)
-m[0].metric("Documents", f"{stats.count:,}")
-m[1].metric("Mean", f"{stats.mean:.0f}")
-m[2].metric("Median (p50)", f"{stats.p50:.0f}")
-m[3].metric("p95", f"{stats.p95:.0f}")
-m[4].metric("Longest", f"{stats.max:,}")
-m[5].metric("Over the context", f"{stats.share_over:.1%}", help=f"{stats.over_context:,} documents")
-if len(m) == 7:
-    m[6].metric("Tokens in the loss", f"{profile.loss_share:.1%}",
-                help="chat: the assistant turns; prompt/completion: the completion; plain text: every token")
-figure(cached_figure(length_histogram_figure, hist, title="Tokens per document (violet: longer than the context)"),
-       key=S.key("hist"))
+# The header above the steps stays short, so that their tabs start on a projector's first screen.
+lengths_step, strategies_step, advice_step, balance_step = steps(__file__)
+with lengths_step:
+    st.caption(esc(upload["caption"] if yours else sources()[name].description))
+    st.markdown("How much padding a dataset causes depends on its length distribution against the context. "
+                "The built-in support tickets are short with a long tail: most rows would be mostly pads. "
+                "Pick another dataset in the sidebar, or open *Use your own data* above, and see which "
+                "strategy fits.")
+    with st.container(border=True):
+        st.markdown(f"### {esc(head.sentence[0].upper() + head.sentence[1:])}")
+        st.caption("Padding means every document padded to the context. " + (
+            "Trained tokens per slot: the tokens in the loss that one slot of compute carries, so a step of "
+            "the same size trains that many times more." if head.measure != "utilisation" else
+            "Utilisation: real tokens / slots; every token of pretraining data is trained."))
+    m = st.columns(7 if yours and loss_masked(profile) else 6)
+    m[0].metric("Documents", f"{stats.count:,}")
+    m[1].metric("Mean", f"{stats.mean:.0f}")
+    m[2].metric("Median (p50)", f"{stats.p50:.0f}")
+    m[3].metric("p95", f"{stats.p95:.0f}")
+    m[4].metric("Longest", f"{stats.max:,}")
+    m[5].metric("Over the context", f"{stats.share_over:.1%}", help=f"{stats.over_context:,} documents")
+    if len(m) == 7:
+        m[6].metric("Tokens in the loss", f"{profile.loss_share:.1%}",
+                    help="chat: the assistant turns; prompt/completion: the completion; plain text: every token")
+    figure(cached_figure(length_histogram_figure, hist, title="Tokens per document (violet: longer than the context)"),
+           key=S.key("hist"))
 
-# ---------------------------------------------------------------- strategies
-st.subheader("Every strategy on this dataset")
-st.info(f"**Recommendation.** {advice}")
-figure(cached_figure(strategy_figure, rows), key=S.key("strategies"))
-strategy_dataframe(rows, plans)
-if yours:
-    st.caption("pad, bucket, concat-cut, ffd and bfd are planned from the counts of every document; next-fit and "
-               "pad-longest on a seeded random order of a sample (their basis column says which).")
+with strategies_step:
+    st.subheader("Every strategy on this dataset")
+    figure(cached_figure(strategy_figure, rows), key=S.key("strategies"))
+    strategy_dataframe(rows, plans)
+    if yours:
+        st.caption("pad, bucket, concat-cut, ffd and bfd are planned from the counts of every document; next-fit and "
+                   "pad-longest on a seeded random order of a sample (their basis column says which).")
 
-st.markdown("**Order effects.** " + esc(order_effects(rows, order_basis)))
+    st.markdown("**Order effects.** " + esc(order_effects(rows, order_basis)))
 
-# ---------------------------------------------------------------- data-parallel balance
-st.subheader("Data-parallel balance")
-st.markdown("A step waits for the slowest rank, and attention costs the sum of len\u00b2, so equal tokens "
-            "are not equal time. The bfd rows dealt as a distributed sampler deals them, then balanced by "
-            "attention cost.")
-b1, b2 = st.columns(2)
-ranks = b1.number_input("Ranks", 1, 1024, **S.bind("ranks"))
-micro = b2.number_input("Micro-batches per rank", 1, 256, **S.bind("micro_batches"))
-with guard("balance the rows"):
-    key = upload["digest"] if yours else name
-    report, basis, note = balance_of(key, sample, context, int(ranks), int(micro), yours and len(sample) < stats.count)
-if note:
-    st.caption(esc(note))
-figure(cached_figure(balance_figure, report, title=f"bfd rows of {basis}, {report.rows:,} rows over {report.ranks} ranks "
-                         f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
-verdict = balance_verdict(report)
-st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
+with advice_step:
+    st.subheader("What to choose, and why")
+    st.info(f"**Recommendation.** {advice}")
+
+with balance_step:
+    st.subheader("Data-parallel balance")
+    st.markdown("A step waits for the slowest rank, and attention costs the sum of len\u00b2, so equal tokens "
+                "are not equal time. The bfd rows dealt as a distributed sampler deals them, then balanced by "
+                "attention cost.")
+    b1, b2 = st.columns(2)
+    ranks = b1.number_input("Ranks", 1, 1024, **S.bind("ranks"))
+    micro = b2.number_input("Micro-batches per rank", 1, 256, **S.bind("micro_batches"))
+    with guard("balance the rows"):
+        key = upload["digest"] if yours else name
+        report, basis, note = balance_of(key, sample, context, int(ranks), int(micro), yours and len(sample) < stats.count)
+    if note:
+        st.caption(esc(note))
+    figure(cached_figure(balance_figure, report, title=f"bfd rows of {basis}, {report.rows:,} rows over {report.ranks} ranks "
+                             f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
+    verdict = balance_verdict(report)
+    st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")

@@ -346,7 +346,14 @@ class AppPage:
             box.press("Control+Enter")
 
     def upload(self, files, timeout_ms: int = SCRIPT_RUN_MS) -> None:
-        """Give the page's file uploader ``files``: a path, or ``{"name", "mimeType", "buffer"}``."""
+        """Give the page's file uploader ``files``: a path, or ``{"name", "mimeType", "buffer"}``.
+
+        An uploader folded in an expander (the Dataset explorer's) is unfolded first, as a user would.
+        """
+        uploader = self.page.get_by_test_id("stFileUploader").first
+        if not uploader.is_visible():
+            self.page.get_by_test_id("stExpander").filter(has=uploader).first.locator("summary").click()
+            uploader.wait_for(state="visible")
         with self.rerun(timeout_ms):
             self.page.get_by_test_id("stFileUploader").first.locator("input[type='file']").set_input_files(files)
 
