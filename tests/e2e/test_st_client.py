@@ -33,7 +33,12 @@ def run_session(url: str, steps):
     async def go():
         async with st_client.ProtocolSession(url, timeout_s=SCRIPT_RUN_MS / 1000) as session:
             return await steps(session)
-    return asyncio.run(go())
+    # A browser test earlier in the session leaves Playwright's event loop running in this thread,
+    # where asyncio.run() refuses to start another: the session gets a thread and a loop of its own.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, go()).result()
 
 
 def documents(name: str) -> str:

@@ -246,7 +246,9 @@ def test_strategy_figure_plots_utilisation_and_both_attention_flop_ratios_per_st
     assert list(bars[0].x) == pytest.approx([r.utilisation for r in rows])
     assert list(bars[1].x) == pytest.approx([r.attention_ratio for r in rows])
     assert list(bars[2].x) == pytest.approx([r.dense_mask_ratio for r in rows])
-    assert "docs split" in bars[1].text[[r.strategy for r in rows].index("concat-cut")]
+    cut = [r.strategy for r in rows].index("concat-cut")
+    assert bars[1].text[cut].endswith("✂") and not any(t.endswith("✂") for i, t in enumerate(bars[1].text) if i != cut)
+    assert bars[1].customdata[cut] == f" ({rows[cut].docs_split:,} docs split)"   # the hover says how many
     assert bars[0].marker.color[0] != bars[0].marker.color[-1]    # padding vs packing
 
 
