@@ -238,7 +238,7 @@ def warm(progress: Callable[[str], None] | None = None) -> tuple[WarmStep, ...]:
             timed(f"Training demo, seed {seed}, {neighbours} neighbours", "training the tiny model twice...", pair)
 
     from packing_core.data.builtin import list_sources, load_lengths
-    from packing_core.models.pretrained import default_tokenizer
+    from packing_core.models.tokenizers import default_tokenizer
 
     tokenizer = default_tokenizer()[0]
     for source in list_sources():

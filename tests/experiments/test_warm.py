@@ -80,3 +80,30 @@ def test_the_status_says_cold_and_names_the_command_until_warm_has_run(fresh_cac
     status = W.warm_status()
     assert not status.model_converted and not status.demo_trained
     assert status.line.startswith("Server cold") and "python -m packing_core warm" in status.line
+
+
+def test_warm_runs_every_step_and_tokenises_each_available_dataset(fresh_cache, monkeypatch):
+    """The whole ``warm()`` path, imports included (a moved import once broke it after the model step).
+
+    The model conversion and the training have their own tests and take a minute here, so this one
+    stands in their results: SmolLM2 counts as absent and the demo pair as cached. The datasets step
+    runs for real, with the tokenizer ``auto`` resolves to.
+    """
+    import packing_core.models.pretrained as pretrained
+    from packing_core.data import list_sources
+
+    monkeypatch.setattr(W, "smollm2_converted", lambda: False)
+    monkeypatch.setattr(pretrained, "_gguf_folder", lambda: None)
+    monkeypatch.setattr(W, "cached_pair", lambda seed, neighbours="related": ("on", "off"))
+    monkeypatch.setattr(W, "train_pair", lambda seed, neighbours="related", progress=None: (
+        type("R", (), {"train_loss": 1.0})(), type("R", (), {"train_loss": 0.9})()))
+    lines = []
+    steps = W.warm(progress=lines.append)
+    assert any(line.startswith("SmolLM2: not installed") for line in lines)
+    names = [s.name for s in steps]
+    assert names[:len(W.WARM_SEEDS) * len(W.NEIGHBOURS)] == [
+        f"Training demo, seed {seed}, {n} neighbours" for seed in W.WARM_SEEDS for n in W.NEIGHBOURS]
+    available = [s.name for s in list_sources() if s.available]
+    assert names[len(W.WARM_SEEDS) * len(W.NEIGHBOURS):] == [f"Dataset {name}" for name in available]
+    for step in steps[len(W.WARM_SEEDS) * len(W.NEIGHBOURS):]:
+        assert step.detail.endswith(" documents") and int(step.detail.split()[0].replace(",", "")) > 0
