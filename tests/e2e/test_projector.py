@@ -210,3 +210,27 @@ def test_the_smollm2_reveal_fits_about_two_screens_at_1024_by_768(app_page):
     app_page.assert_healthy()
     assert found == [], "\n".join(found)
     assert revealed["page"] <= STEP_PX, f"the SmolLM2 reveal is {revealed['page']} px, over {STEP_PX}"
+
+
+def test_your_data_reads_at_1024_by_768_in_every_step(app_page, tmp_path):
+    """An engineer's profile: its strategy table adds trained tokens per slot, and still fits."""
+    from packing_core.data.profile import LengthProfile
+
+    profile = LengthProfile.from_counts({60: 40_000, 200: 20_000, 450: 5_000},
+                                        {60: 800_000, 200: 1_600_000, 450: 500_000}, kind="prompt-completion")
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(profile.to_dict()))
+    app_page.open("dataset_explorer")
+    app_page.upload(str(path))
+    app_page.click("Analyse this file")
+    assert "Trained tokens per slot: bfd" in app_page.text()   # the profile is the page's subject
+    found, heights = [], {}
+    for step in next(p for p in SPECS if p.name == "dataset_explorer").steps:
+        app_page.step(step)
+        found += [f"{step}: {p}" for p in problems(app_page)]
+        heights[step] = app_page.page.evaluate(HEIGHT_JS)["page"]
+    app_page.screenshot("projector-dataset-explorer-your-data")
+    print(f"your data, by step: {heights}")
+    app_page.assert_healthy()
+    assert found == [], "\n".join(found)
+    assert max(heights.values()) <= STEP_PX, heights
