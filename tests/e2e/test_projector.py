@@ -234,3 +234,22 @@ def test_your_data_reads_at_1024_by_768_in_every_step(app_page, tmp_path):
     app_page.assert_healthy()
     assert found == [], "\n".join(found)
     assert max(heights.values()) <= STEP_PX, heights
+
+
+@pytest.mark.parametrize("bug", ["continuous-absolute-positions", "row-cu-seqlens"])
+def test_a_bug_zoo_reproduction_reads_at_1024_by_768(app_page, bug):
+    """A reproduction's figures (a tiny model's logit diffs; a planted fault's mask): titles, labels inside."""
+    from packing_core.verify import zoo_entry
+
+    entry = zoo_entry(bug)
+    app_page.open("bug_zoo")
+    box = app_page.page.get_by_test_id("stExpander").filter(has_text=entry.title).first
+    box.locator("summary").click()
+    with app_page.rerun():
+        box.get_by_role("button", name="Plant it" if entry.planted else "Reproduce", exact=True).click()
+    charts = box.locator("[data-testid='stPlotlyChart']")
+    charts.first.wait_for(state="visible")
+    found = problems(app_page)
+    app_page.screenshot(f"projector-bug-zoo-{bug}")
+    app_page.assert_healthy()
+    assert charts.count() >= 1 and found == [], "\n".join(found)
