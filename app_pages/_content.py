@@ -144,7 +144,8 @@ PAGES = (
     PageSpec("app_pages/bug_zoo.py", "Bug zoo", ":material/bug_report:", 8,
         "Every bug here was reported in a real project. Most train without an error (one crashes). Each is caught "
         "by a tensor check, by comparing a document alone with the same document packed, or by both.",
-        "Which of these bugs would your own training setup catch today, and with which check?"),
+        "Which of these bugs would your own training setup catch today, and with which check?",
+        ("Reproduced bugs", "Planted faults", "Loss weighting")),
     PageSpec("app_pages/check_your_setup.py", "Check your setup", ":material/fact_check:", 4,
         "Your trainer makes every one of these choices somewhere, often without a word: find where transformers "
         "and TRL make them, then check one real batch for the attention implementation that will read it.",

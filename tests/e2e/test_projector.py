@@ -243,6 +243,8 @@ def test_a_bug_zoo_reproduction_reads_at_1024_by_768(app_page, bug):
 
     entry = zoo_entry(bug)
     app_page.open("bug_zoo")
+    if entry.planted:
+        app_page.step("Planted faults")
     box = app_page.page.get_by_test_id("stExpander").filter(has_text=entry.title).first
     box.locator("summary").click()
     with app_page.rerun():
