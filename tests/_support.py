@@ -345,15 +345,24 @@ class AppPage:
         with self.rerun():
             box.press("Control+Enter")
 
+    def unfold(self, inside, title: str | None = None) -> None:
+        """Open the expander that holds the element ``inside`` (a locator), if it is folded, and let it settle:
+        a click during the opening animation is lost. Name the expander by ``title`` when a folded expander
+        does not render ``inside`` at all (a select box)."""
+        if inside.is_visible():
+            return
+        expanders = self.page.get_by_test_id("stExpander")
+        expander = expanders.filter(has_text=title) if title else expanders.filter(has=inside)
+        expander.first.locator("summary").click()
+        inside.wait_for(state="visible")
+        self.page.wait_for_timeout(500)
+
     def upload(self, files, timeout_ms: int = SCRIPT_RUN_MS) -> None:
         """Give the page's file uploader ``files``: a path, or ``{"name", "mimeType", "buffer"}``.
 
         An uploader folded in an expander (the Dataset explorer's) is unfolded first, as a user would.
         """
-        uploader = self.page.get_by_test_id("stFileUploader").first
-        if not uploader.is_visible():
-            self.page.get_by_test_id("stExpander").filter(has=uploader).first.locator("summary").click()
-            uploader.wait_for(state="visible")
+        self.unfold(self.page.get_by_test_id("stFileUploader").first)
         with self.rerun(timeout_ms):
             self.page.get_by_test_id("stFileUploader").first.locator("input[type='file']").set_input_files(files)
 

@@ -34,10 +34,7 @@ def _report(path) -> dict:
 
 def _analyse(app_page, path, choose_tokenizer: bool = True) -> None:
     files = sorted(str(f) for f in path.iterdir()) if path.is_dir() else [str(path)]
-    if not app_page.control("combobox", "Tokenizer").is_visible():   # folded away once data is in use
-        app_page.page.get_by_test_id("stExpander").filter(has_text="Use your own data").first.locator("summary").click()
-        app_page.control("combobox", "Tokenizer").wait_for(state="visible")
-        app_page.page.wait_for_timeout(500)   # the expander's opening animation: a click during it is lost
+    app_page.unfold(app_page.control("combobox", "Tokenizer"), "Use your own data")   # folded until used
     if choose_tokenizer:   # the choice stays for the next upload (choosing it again causes no rerun to wait for)
         app_page.select("Tokenizer", "smollm2")
     app_page.upload(files)

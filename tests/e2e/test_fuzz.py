@@ -431,9 +431,7 @@ def test_browser_shows_html_in_a_file_name_and_texts_as_text_never_as_markup(app
 def test_browser_analyses_a_million_line_text_upload_within_a_minute(app_page, million_txt):
     path, widths = million_txt
     app_page.open("dataset_explorer")
-    app_page.page.get_by_test_id("stExpander").filter(has_text="Use your own data").first.locator("summary").click()
-    app_page.control("combobox", "Tokenizer").wait_for(state="visible")
-    app_page.page.wait_for_timeout(500)   # the expander's opening animation: a click during it is lost
+    app_page.unfold(app_page.control("combobox", "Tokenizer"), "Use your own data")
     app_page.select("Tokenizer", "bytes")   # the widths below are bytes (auto would pick SmolLM2's tokens)
     start = time.perf_counter()
     _browser_upload(app_page, path.name, path=path)
