@@ -64,6 +64,18 @@ _INT64_SAFE = 2**62
 POSITIONS: tuple[str, ...] = get_args(Positions)
 
 
+class InputError(ValueError):
+    """Bad input a user can fix: the message names the bad value and the fix.
+
+    Every user-fixable refusal in the lab raises this (a ``ValueError``, so older callers still
+    catch it). The CLI and the pages show it as one line; any other exception is a bug in the lab,
+    reported as such with its traceback in the log.
+
+    >>> isinstance(InputError("context must be a whole number"), ValueError)
+    True
+    """
+
+
 def choice(name: str, value, choices) -> str:
     """``value`` if it is one of ``choices``, else one line naming the choices."""
     if not isinstance(value, str) or value not in choices:
