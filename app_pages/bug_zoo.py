@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app_pages._lab import esc, figure, guard, lesson, page_settings, steps
-from packing_core import ZOO
+from packing_core import ZOO, InputError
 from packing_core.batch import LOSS_RULES
 from packing_core.data import parse_lengths
 from packing_core.viz import zoo_figures
@@ -107,7 +107,7 @@ with loss_step:
     with guard("read the rows"):
         rows = tuple(tuple(parse_lengths(part.replace(" ", ",")).tolist()) for part in raw.split("|") if part.strip())
         if not rows:
-            raise ValueError("no documents given: type counted tokens per document, e.g. 4 | 60 60")
+            raise InputError("no documents given: type counted tokens per document, e.g. 4 | 60 60")
         lesson = weights(rows)
     labels = [f"row {r}, doc {i} ({n} tokens)" for r, row in enumerate(rows) for i, n in enumerate(row)]
     st.dataframe({"document": labels,

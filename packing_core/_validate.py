@@ -4,15 +4,15 @@
 512
 >>> whole_number(True, "context", hint="try 512")
 Traceback (most recent call last):
-ValueError: context must be a whole number, got True (a boolean); try 512
+packing_core._validate.InputError: context must be a whole number, got True (a boolean); try 512
 >>> as_lengths([3, 2, 5]).tolist()
 [3, 2, 5]
 >>> as_lengths([3.0, 2.0])  # doctest: +ELLIPSIS
 Traceback (most recent call last):
-ValueError: length 3.0 at position 0 is not a whole number; lengths must be whole numbers >= 1 ...
+packing_core._validate.InputError: length 3.0 at position 0 is not a whole number; lengths must be whole numbers >= 1 ...
 >>> choice("mask", "maybe", MASKS)
 Traceback (most recent call last):
-ValueError: mask must be one of 'on', 'off', got 'maybe'
+packing_core._validate.InputError: mask must be one of 'on', 'off', got 'maybe'
 
 The bounds below are the lab's documented limits. Inside them every sum the lab forms
 (tokens, slots, row offsets) fits an int64 with room to spare; attention costs, which
@@ -20,7 +20,7 @@ square lengths, are summed exactly with :func:`exact_sum_of_squares`.
 
 >>> whole_number(10**10, "context", maximum=MAX_CONTEXT)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
-ValueError: context must be at most 268,435,456, got 10,000,000,000
+packing_core._validate.InputError: context must be at most 268,435,456, got 10,000,000,000
 >>> exact_sum_of_squares(np.array([3_000_000_000] * 4))  # 3.6e19: past int64, still exact
 36000000000000000000
 """
@@ -79,7 +79,7 @@ class InputError(ValueError):
 def choice(name: str, value, choices) -> str:
     """``value`` if it is one of ``choices``, else one line naming the choices."""
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+        raise InputError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     return value
 
 
@@ -87,14 +87,14 @@ def whole_number(value, name: str, *, minimum: int = 1, maximum: int | None = No
     """``value`` as an int: whole numbers only (no bools, no floats, no text), within bounds."""
     fix = f"; {hint}" if hint else ""
     if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be a whole number, got {value!r} (a boolean){fix}")
+        raise InputError(f"{name} must be a whole number, got {value!r} (a boolean){fix}")
     if not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be a whole number, got {value!r}{fix}")
+        raise InputError(f"{name} must be a whole number, got {value!r}{fix}")
     value = int(value)
     if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum:,}, got {value:,}{fix}")
+        raise InputError(f"{name} must be at least {minimum:,}, got {value:,}{fix}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be at most {maximum:,}, got {value:,}{fix}")
+        raise InputError(f"{name} must be at most {maximum:,}, got {value:,}{fix}")
     return value
 
 
@@ -109,50 +109,50 @@ def as_lengths(values, where=None, *, copy: bool = True) -> np.ndarray:
 
     >>> as_lengths([5, 2**41])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: length 2,199,023,255,552 at position 1 is above the largest length the lab accepts ...
+    packing_core._validate.InputError: length 2,199,023,255,552 at position 1 is above the largest length the lab accepts ...
     """
     where = where or (lambda i: f"position {i}")
     if isinstance(values, (str, bytes)):
-        raise ValueError(f"lengths must be numbers, got text {values[:40]!r}; "
+        raise InputError(f"lengths must be numbers, got text {values[:40]!r}; "
                          "use parse_lengths() for text")
     if isinstance(values, (list, tuple)):
         bad = next((i for i, v in enumerate(values) if isinstance(v, (bool, np.bool_, str, bytes, float))
                     or v is None), None)
         if bad is not None:
-            raise ValueError(f"length {values[bad]!r} at {where(bad)} is not a whole number; lengths "
+            raise InputError(f"length {values[bad]!r} at {where(bad)} is not a whole number; lengths "
                              "must be whole numbers >= 1 (for text like '120, 90' use parse_lengths())")
     arr = np.asarray(values)
     if arr.ndim != 1:
         fix = "wrap a single number in a list: [n]" if arr.ndim == 0 else "flatten it first"
-        raise ValueError(f"lengths must be a 1-D list, got shape {arr.shape}; {fix}")
+        raise InputError(f"lengths must be a 1-D list, got shape {arr.shape}; {fix}")
     if arr.size == 0:
-        raise ValueError("no lengths given; pass at least one document length, e.g. [120, 90, 300]")
+        raise InputError("no lengths given; pass at least one document length, e.g. [120, 90, 300]")
     if arr.dtype.kind == "f":
-        raise ValueError(f"lengths must be whole numbers, got floats (first value {arr[0].item()!r}); "
+        raise InputError(f"lengths must be whole numbers, got floats (first value {arr[0].item()!r}); "
                          "lengths count tokens: convert them with int() or round them first")
     if arr.dtype.kind not in "iu":
-        raise ValueError(f"lengths must be whole numbers, got dtype {arr.dtype} (first value "
+        raise InputError(f"lengths must be whole numbers, got dtype {arr.dtype} (first value "
                          f"{arr[0]!r}); convert them to integers first (for text use parse_lengths())")
     if arr.size > MAX_DOCUMENTS:
-        raise ValueError(f"{arr.size:,} documents is more than the lab accepts ({MAX_DOCUMENTS:,}); "
+        raise InputError(f"{arr.size:,} documents is more than the lab accepts ({MAX_DOCUMENTS:,}); "
                          "analyse a sample or a shard of the dataset")
     # compared in the input's own dtype: a uint64 2**64-1 keeps its value in the message
     too_big = arr > MAX_LENGTH
     if too_big.any():
         i = int(np.argmax(too_big))
-        raise ValueError(f"length {int(arr[i]):,} at {where(i)} is above the largest length the lab accepts "
+        raise InputError(f"length {int(arr[i]):,} at {where(i)} is above the largest length the lab accepts "
                          f"({MAX_LENGTH:,} tokens); fix that value or drop the document")
     bad = arr < 1
     if bad.any():
         i = int(np.argmax(bad))
-        raise ValueError(f"length {arr[i].item()!r} at {where(i)} is not >= 1; every document needs "
+        raise InputError(f"length {arr[i].item()!r} at {where(i)} is not >= 1; every document needs "
                          "at least one token: drop empty documents or fix the value")
     # a copy by default (callers may keep editing their input); planning passes copy=False so
     # a plan of 10M lengths does not hold a second 80 MB array
     out = arr.astype(np.int64, copy=copy)
     total = int(out.sum()) if out.size * MAX_LENGTH < _INT64_SAFE else float(out.sum(dtype=np.float64))
     if total > MAX_TOTAL_TOKENS:
-        raise ValueError(f"the lengths add up to {total:,.0f} tokens, more than the lab accepts "
+        raise InputError(f"the lengths add up to {total:,.0f} tokens, more than the lab accepts "
                          f"({MAX_TOTAL_TOKENS:,}); analyse a sample or a shard of the dataset")
     return out
 
@@ -201,14 +201,14 @@ def as_bucket_edges(values, name: str = "bucket_edges") -> tuple[int, ...]:
     (128, 64)
     >>> as_bucket_edges([2.5])
     Traceback (most recent call last):
-    ValueError: bucket_edges[0] must be a whole number, got 2.5; give upper edges in tokens, e.g. [64, 256]
+    packing_core._validate.InputError: bucket_edges[0] must be a whole number, got 2.5; give upper edges in tokens, e.g. [64, 256]
     """
     hint = "give upper edges in tokens, e.g. [64, 256]"
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise ValueError(f"{name} must be a list of token counts, got {values!r}; {hint}")
+        raise InputError(f"{name} must be a list of token counts, got {values!r}; {hint}")
     edges = tuple(whole_number(v, f"{name}[{i}]", maximum=MAX_LENGTH, hint=hint) for i, v in enumerate(values))
     if not edges:
-        raise ValueError(f"{name} is empty; {hint}")
+        raise InputError(f"{name} is empty; {hint}")
     return edges
 
 
@@ -230,7 +230,7 @@ def as_workers(value, name: str = "workers") -> int:
 
     >>> as_workers(1000000)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: workers must be at most 8, got 1,000,000; ...
+    packing_core._validate.InputError: workers must be at most 8, got 1,000,000; ...
     """
     return whole_number(value, name, minimum=0, maximum=MAX_WORKERS,
                         hint=f"each worker holds a tokenizer; {MAX_WORKERS} keep a scan under 1 GiB")

@@ -26,7 +26,7 @@ import os
 import re
 import sys
 
-from packing_core._validate import DEFAULT_CONTEXT, as_batch_size, as_context, as_seed, as_workers
+from packing_core._validate import DEFAULT_CONTEXT, InputError, as_batch_size, as_context, as_seed, as_workers
 from packing_core.data.kinds import RECORD_KINDS
 from packing_core.data.sources import INPUT_SUFFIXES
 from packing_core.models.registry import DEFAULT_MODEL, PRETRAINED, find_model, model_names
@@ -53,7 +53,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports bad usage as one line and exit code 2, like every other bad input."""
 
     def error(self, message):  # noqa: D102
-        raise ValueError(message)
+        raise InputError(message)
 
 
 def _bounded(check):
@@ -188,10 +188,10 @@ def _report(args, out) -> int:
 
     given = [x for x in (args.file or None, args.lengths, args.synthetic, args.profile) if x is not None]
     if not given:
-        raise ValueError("no data given: pass FILE, --lengths 120,90,300, --synthetic support-tickets "
+        raise InputError("no data given: pass FILE, --lengths 120,90,300, --synthetic support-tickets "
                          "or --profile profile.json")
     if args.strategy != "all" and args.strategy not in STRATEGIES:
-        raise ValueError(f"unknown --strategy {args.strategy!r}; choose one of {', '.join(STRATEGIES)} or all")
+        raise InputError(f"unknown --strategy {args.strategy!r}; choose one of {', '.join(STRATEGIES)} or all")
     if args.file or args.profile is not None:
         return _profile_report(args, out)
     strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
@@ -244,7 +244,7 @@ def _verify(args, out) -> int:
         from packing_core.verify.registry import read_texts_file
 
         if texts:
-            raise ValueError("give --text or --texts FILE, not both")
+            raise InputError("give --text or --texts FILE, not both")
         texts = read_texts_file(args.texts)
     report = verify_model(args.model, mask=args.mask, positions=args.positions, backend=args.backend,
                           use_cache=args.use_cache, texts=texts)
@@ -277,7 +277,7 @@ def _special_ids(args) -> tuple[int, ...]:
         tok = load_tokenizer(spec)
         value = getattr(getattr(tok, "hf", tok), "eos_token_id", None)
         if not isinstance(value, int):
-            raise ValueError(f"the tokenizer {spec} has no EOS id: give --eos-id N")
+            raise InputError(f"the tokenizer {spec} has no EOS id: give --eos-id N")
         eos.append(value)
     return tuple(dict.fromkeys(eos))
 
@@ -376,7 +376,7 @@ def _balance(args, out) -> int:
         lengths = profile.sample(200_000, args.seed)
         label = f"{strategy} rows of a sample of {len(lengths):,} documents (seed {args.seed})"
     elif args.lengths is None and args.synthetic is None:
-        raise ValueError("no data given: pass FILE, --lengths 120,90,300, --synthetic support-tickets "
+        raise InputError("no data given: pass FILE, --lengths 120,90,300, --synthetic support-tickets "
                          "or --profile profile.json")
     else:
         lengths = _load_lengths(args)
@@ -406,7 +406,7 @@ def _zoo(args, out) -> int:
         out.write("\nreproduce one: python -m packing_core zoo --run NAME (or --run all)\n")
         return 0
     if args.run != "all" and args.run not in REPRODUCED:
-        raise ValueError(f"unknown bug {args.run!r}: choose one of {', '.join(REPRODUCED)}, or all "
+        raise InputError(f"unknown bug {args.run!r}: choose one of {', '.join(REPRODUCED)}, or all "
                          "(planted faults run on the Masks and labels page)")
     from transformers.utils import logging as hf_logging
 

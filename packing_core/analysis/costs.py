@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from packing_core._validate import InputError
 from packing_core.attention.tiles import BOUND_LABELS, DEFAULT_TILE, TileSpans, tile_spans
 from packing_core.packing.plan import Plan, PlanMetrics, cu_seqlens_from_lengths
 from packing_core.packing.registry import PACKING_STRATEGIES
@@ -72,7 +73,7 @@ def attention_cells(m: PlanMetrics, kernel: str = "skips-masked") -> int:
     if kernel == "dense-mask":
         return m.attention_cost_padded
     if kernel != "skips-masked":
-        raise ValueError(f"kernel must be 'skips-masked' or 'dense-mask', got {kernel!r}")
+        raise InputError(f"kernel must be 'skips-masked' or 'dense-mask', got {kernel!r}")
     return m.attention_cost_packed if m.strategy in PACKING_STRATEGIES else m.attention_cost_padded
 
 
@@ -139,7 +140,7 @@ def end_to_end(rows, shape: ModelShape | str = "SmolLM2-135M") -> list[EndToEnd]
     """
     if isinstance(shape, str):
         if shape not in MODEL_SHAPES:
-            raise ValueError(f"unknown model shape {shape!r}; choose one of {', '.join(MODEL_SHAPES)}")
+            raise InputError(f"unknown model shape {shape!r}; choose one of {', '.join(MODEL_SHAPES)}")
         shape = MODEL_SHAPES[shape]
     out = []
     for r in rows:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from packing_core._validate import InputError
 from packing_core.analysis.stats import LengthStats, length_histogram, length_stats
 from packing_core.analysis.tables import StrategyRow, rows_from_metrics
 from packing_core.data.profile import LengthProfile
@@ -76,7 +77,7 @@ def headline(rows, trained_per_slot: dict | None = None) -> Headline:
     rows = [getattr(r, "metrics", r) for r in rows]
     by = {r.strategy: r for r in rows}
     if "pad" not in by or not any(s in by for s in WHOLE_PACKERS):
-        raise ValueError("a headline needs the 'pad' row and one of bfd, ffd, next-fit; pass every strategy")
+        raise InputError("a headline needs the 'pad' row and one of bfd, ffd, next-fit; pass every strategy")
     candidates = [by[s] for s in WHOLE_PACKERS if s in by]
     pad = by["pad"]
     if trained_per_slot is not None:
@@ -138,7 +139,7 @@ def profile_rows(plans: list[CountPlan]) -> list[StrategyRow]:
     """The profile's plans as the explorer's strategy rows (ratios against padding to the context)."""
     by = {p.strategy: p.metrics for p in plans}
     if "pad" not in by:
-        raise ValueError("profile_rows needs the 'pad' plan (the base of every ratio); plan every strategy")
+        raise InputError("profile_rows needs the 'pad' plan (the base of every ratio); plan every strategy")
     return rows_from_metrics([p.metrics for p in plans], by["pad"])
 
 

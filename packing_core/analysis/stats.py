@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core._validate import MAX_DOCUMENTS, as_context, as_lengths, whole_number
+from packing_core._validate import MAX_DOCUMENTS, InputError, as_context, as_lengths, whole_number
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def _counts(x: np.ndarray, counts) -> np.ndarray:
         return np.ones(len(x), np.int64)
     n = np.asarray(counts, dtype=np.int64)
     if n.shape != x.shape or (n < 0).any() or n.sum() < 1:
-        raise ValueError(f"counts must be one whole number >= 0 per length, summing to at least 1; "
+        raise InputError(f"counts must be one whole number >= 0 per length, summing to at least 1; "
                          f"got {n.shape[0] if n.ndim else n} counts for {len(x)} lengths")
     return n
 
@@ -138,7 +138,7 @@ def outlier_lengths(batch_size: int = 32, outlier: int = 500, seed: int = 0) -> 
     ``pad-longest`` pads every row to the batch's longest, so the outlier stretches all rows.
     """
     if batch_size < 2:
-        raise ValueError(f"batch_size must be at least 2 to show an outlier, got {batch_size}")
+        raise InputError(f"batch_size must be at least 2 to show an outlier, got {batch_size}")
     rng = np.random.default_rng(seed)
     short = np.clip(np.rint(rng.lognormal(np.log(60), 0.3, batch_size)), 8, outlier // 2).astype(np.int64)
     with_outlier = short.copy()

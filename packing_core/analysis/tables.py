@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 import packing_core.packing.registry as registry
-from packing_core._validate import as_lengths
+from packing_core._validate import InputError, as_lengths
 from packing_core.analysis.costs import attention_cells
 from packing_core.analysis.stats import LengthStats
 from packing_core.packing.plan import PlanMetrics
@@ -156,14 +156,14 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
     at a long context): then it says to pack from the start.
     """
     if kind not in ("instruction", "pretraining"):
-        raise ValueError(f"kind must be 'instruction' or 'pretraining', got {kind!r}")
+        raise InputError(f"kind must be 'instruction' or 'pretraining', got {kind!r}")
     by = {r.strategy: r for r in table}
     # the registry's packers that keep documents whole, latest first: on a tie the more refined one
     # (bfd before ffd before next-fit) is named
     whole = [s.name for s in reversed(registry.strategies()) if s.packs and not s.cuts]
     packers = [by[s] for s in whole if s in by]
     if not packers or "bucket" not in by:
-        raise ValueError(f"recommend needs the 'bucket' row and at least one of {', '.join(whole)} "
+        raise InputError(f"recommend needs the 'bucket' row and at least one of {', '.join(whole)} "
                          "in the table; pass strategy_table(lengths, context) with every strategy")
     best = max(packers, key=lambda r: r.utilisation)
     bucket = by["bucket"]

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from packing_core._validate import InputError
 from packing_core.attention.flex import flex_attend, flex_unavailable
 from packing_core.attention.masks import segment_ids_from_cu
 from packing_core.attention.tiles import DEFAULT_TILE
@@ -54,7 +55,7 @@ def _check_cu(cu_seqlens, total: int, name: str = "cu_seqlens") -> list[int]:
     cu_np = torch.as_tensor(cu_seqlens).cpu().numpy()
     cu = cu_np.tolist()
     if len(cu) < 2 or cu[0] != 0 or cu[-1] != total or (np.diff(cu_np) < 0).any():
-        raise ValueError(
+        raise InputError(
             f"{name} must rise from 0 to the token count {total}, got {cu[:8]}"
             f"{'...' if len(cu) > 8 else ''}: build it as [0, *cumsum(lengths)]")
     return cu
@@ -162,7 +163,7 @@ def varlen_kwargs(fn, scale: float | None = None, head_dim: int = 64
     elif "window_size" in params:
         kwargs = {"window_size": (-1, 0)}   # a tuple: the kernel compares == (-1, 0)
     else:
-        raise ValueError(f"torch {torch.__version__} varlen_attn takes neither is_causal nor "
+        raise InputError(f"torch {torch.__version__} varlen_attn takes neither is_causal nor "
                          "window_size: use backend='segments' instead")
     if scale is None:
         return kwargs, None
@@ -174,10 +175,10 @@ def varlen_kwargs(fn, scale: float | None = None, head_dim: int = 64
 def _varlen(q, k, v, cu_seqlens, max_seqlen: int, scale) -> torch.Tensor:
     fn = varlen_function()
     if fn is None:
-        raise ValueError(f"backend 'varlen' needs flash_attn or torch>=2.10 (found torch "
+        raise InputError(f"backend 'varlen' needs flash_attn or torch>=2.10 (found torch "
                          f"{torch.__version__}): use backend='segments' instead")
     if q.dtype not in (torch.float16, torch.bfloat16):
-        raise ValueError(f"backend 'varlen' runs flash kernels in float16/bfloat16, got {q.dtype}: "
+        raise InputError(f"backend 'varlen' runs flash kernels in float16/bfloat16, got {q.dtype}: "
                          "cast q, k, v with .to(torch.bfloat16) or use backend='segments'")
     cu = torch.as_tensor(cu_seqlens, device=q.device, dtype=torch.int32)
     if fn.__module__.startswith("flash_attn"):
@@ -205,14 +206,14 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, max_se
     True
     """
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+        raise InputError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     if q.dim() != 3 or k.shape != q.shape or v.shape != q.shape:
-        raise ValueError(f"q, k, v must all be packed [T, H, D], got {tuple(q.shape)}, "
+        raise InputError(f"q, k, v must all be packed [T, H, D], got {tuple(q.shape)}, "
                          f"{tuple(k.shape)}, {tuple(v.shape)}: drop the batch dimension")
     T = q.shape[0]
     if backend == "varlen":
         if q.device.type != "cuda":
-            raise ValueError(f"backend 'varlen' needs a CUDA device, tensors are on {q.device}: "
+            raise InputError(f"backend 'varlen' needs a CUDA device, tensors are on {q.device}: "
                              f"use backend='segments' (available here: "
                              f"{', '.join(available_backends(q.device))})")
         _check_cu(cu_seqlens, T)
@@ -226,7 +227,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, max_se
     if backend == "padded":
         longest = max(b - a for a, b in zip(cu, cu[1:]))
         if max_seqlen < longest:
-            raise ValueError(f"max_seqlen={max_seqlen} is shorter than the longest document "
+            raise InputError(f"max_seqlen={max_seqlen} is shorter than the longest document "
                              f"({longest}): pass max_seqlen >= {longest}")
         return _padded(q, k, v, cu, int(max_seqlen), scale)
     row_cu = [0, T] if row_offsets is None else _check_cu(row_offsets, T, "row_offsets")

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from packing_core._validate import InputError
 from packing_core.attention.semantics import BatchTensors
 
 IGNORE_INDEX = -100
@@ -102,7 +103,7 @@ def decide_labels(t: BatchTensors, mode: str = "auto") -> tuple[str, str]:
     'shifted'
     """
     if mode not in LABEL_MODES:
-        raise ValueError(f"unknown labels mode {mode!r}: choose one of {', '.join(LABEL_MODES)}")
+        raise InputError(f"unknown labels mode {mode!r}: choose one of {', '.join(LABEL_MODES)}")
     if mode != "auto":
         return mode, f"labels read as {mode} (as asked)"
     if t.labels is None:

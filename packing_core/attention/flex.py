@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from packing_core._validate import InputError
 from packing_core.attention.tiles import DEFAULT_TILE, tile_spans
 
 log = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ def block_mask_from_cu(cu_seqlens, tile: int = DEFAULT_TILE, device=None, *, mas
     total, n = spans.total, spans.n_tiles
     grid = n if grid is None else int(grid)
     if grid < n:
-        raise ValueError(f"grid={grid} is smaller than the {n} tiles of {total} tokens: pass grid >= {n}")
+        raise InputError(f"grid={grid} is smaller than the {n} tiles of {total} tokens: pass grid >= {n}")
     rows = np.arange(n, grid)
     first = np.concatenate([spans.first_kv, rows + 1])     # empty rows: no key tile at all
     full_from = np.concatenate([spans.full_from, rows])
@@ -249,7 +250,7 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
     """
     reason = flex_unavailable(q.device)
     if reason is not None:
-        raise ValueError(reason)
+        raise InputError(reason)
     T, H, D = q.shape
     if scale is not None and scale != D ** -0.5:
         # A scale is a constant of the compiled kernel, and a new constant recompiled it
@@ -262,7 +263,7 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
     if not grad:   # FlexAttention refuses CPU inputs that require grad even under no_grad
         q, k, v = (t.detach() for t in (q, k, v))
     if grad and q.device.type == "cpu":   # flex_attention._validate_device refuses it too, as a traceback
-        raise ValueError(f"backend 'flex' has no backward pass on CPU in torch {torch.__version__}: "
+        raise InputError(f"backend 'flex' has no backward pass on CPU in torch {torch.__version__}: "
                          "run it under torch.no_grad(), or train with backend='segments'")
     total, grid = _symbolic_sizes(T, H, D, tile)
     if total > T:

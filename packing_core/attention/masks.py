@@ -25,6 +25,8 @@ from collections.abc import Callable
 
 import torch
 
+from packing_core._validate import InputError
+
 MaskPredicate = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -43,7 +45,7 @@ def same_document(segment_ids: torch.Tensor) -> MaskPredicate:
 def and_masks(*predicates: MaskPredicate) -> MaskPredicate:
     """Intersection of mask predicates: ``and_masks(causal, same_document(seg))``."""
     if not predicates:
-        raise ValueError("and_masks needs at least one predicate, got none: pass e.g. causal")
+        raise InputError("and_masks needs at least one predicate, got none: pass e.g. causal")
 
     def predicate(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
         out = predicates[0](i, j)
@@ -83,7 +85,7 @@ def block_causal_mask(cu_seqlens, total: int | None = None) -> torch.Tensor:
     end = int(cu[-1])
     total = end if total is None else int(total)
     if total < end:
-        raise ValueError(f"total={total} is shorter than cu_seqlens[-1]={end}: pass total >= {end}")
+        raise InputError(f"total={total} is shorter than cu_seqlens[-1]={end}: pass total >= {end}")
     seg = segment_ids_from_cu(cu, total)
     return materialise(and_masks(causal, same_document(seg)), total, device=cu.device)
 

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from packing_core._validate import InputError
+
 IMPLEMENTATIONS = ("sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3")
 BACKEND_READERS = ("varlen", "segments", "dense", "causal_only")   # the lab's own backends (attention.backends)
 READERS = IMPLEMENTATIONS + BACKEND_READERS
@@ -202,7 +204,7 @@ def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
     ``_preprocess_mask_arguments`` then skips packed detection for sdpa/eager/flex.
     """
     if attn_implementation not in READERS:
-        raise ValueError(f"unknown attention implementation {attn_implementation!r}: choose one of "
+        raise InputError(f"unknown attention implementation {attn_implementation!r}: choose one of "
                          f"{', '.join(READERS)}")
     B, T = t.shape
     pos, mask2, mask4 = t.positions, t.mask_2d, t.mask_4d

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from packing_core._validate import InputError
+
 DEFAULT_TILE = 128   # FlexAttention's default block size (torch's _DEFAULT_SPARSE_BLOCK_SIZE)
 
 # What each correct backend computes: the bound it is judged by (padded is the baseline).
@@ -98,7 +100,7 @@ class TileSpans:
 
 def _check_tile(tile) -> int:
     if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < 1:
-        raise ValueError(f"tile must be a whole number of tokens >= 1, got {tile!r}: try {DEFAULT_TILE}")
+        raise InputError(f"tile must be a whole number of tokens >= 1, got {tile!r}: try {DEFAULT_TILE}")
     return int(tile)
 
 
@@ -117,11 +119,11 @@ def tile_spans(cu_seqlens, tile: int = DEFAULT_TILE, total: int | None = None) -
     cu = np.asarray(cu_seqlens, dtype=np.int64).reshape(-1)
     end = int(cu[-1]) if len(cu) else 0
     if len(cu) < 2 or cu[0] != 0 or (np.diff(cu) < 0).any():
-        raise ValueError(f"cu_seqlens must rise from 0, got {cu[:8].tolist()}: build it as "
+        raise InputError(f"cu_seqlens must rise from 0, got {cu[:8].tolist()}: build it as "
                          "[0, *cumsum(lengths)]")
     total = end if total is None else int(total)
     if total < end:
-        raise ValueError(f"total={total} is shorter than cu_seqlens[-1]={end}: pass total >= {end}")
+        raise InputError(f"total={total} is shorter than cu_seqlens[-1]={end}: pass total >= {end}")
     n = -(-total // tile)
     rows = np.arange(n, dtype=np.int64)
     start = rows * tile

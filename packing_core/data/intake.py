@@ -32,6 +32,7 @@ from pathlib import Path
 
 import packing_core.data.sources as sources
 from packing_core._settings import ReadBudget, read_budget
+from packing_core._validate import InputError
 from packing_core.data.kinds import RECORD_KINDS, detect_kind, kind_columns
 from packing_core.data.lengths import column_lengths, count_tokens
 from packing_core.data.profile import LengthProfile, SourceCount
@@ -103,19 +104,19 @@ def _from_source(src: sources.Source, load, kind, column, budget, scan_input) ->
     if column is None:
         cols = sources.columns(src)
         if not cols:
-            raise ValueError(f"no documents found in {src.name}")
+            raise InputError(f"no documents found in {src.name}")
         detected = detect_kind(cols, kind, name=src.name)
         if detected in ("messages", "prompt-completion"):
             return scan_input(detected, None)
         column = kind_columns(detected, cols)[0]
     elif kind in ("messages", "prompt-completion"):
-        raise ValueError(f"--column reads one column; kind {kind!r} reads its own columns: drop --column")
+        raise InputError(f"--column reads one column; kind {kind!r} reads its own columns: drop --column")
     return _column_profile(src, column, load, budget)
 
 
 def _check_kind(kind) -> None:
     if kind is not None and kind not in RECORD_KINDS:
-        raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(RECORD_KINDS)}")
+        raise InputError(f"unknown kind {kind!r}; choose one of {', '.join(RECORD_KINDS)}")
 
 
 def profile_from_inputs(inputs, load_tokenizer: Callable, *, kind: str | None = None, column: str | None = None,
@@ -150,7 +151,7 @@ def profile_from_upload(files: list[tuple[str, bytes]], load_tokenizer: Callable
     """
     files = [(str(n), bytes(d)) for n, d in files]
     if not files:
-        raise ValueError("no file uploaded; choose a data file or a length profile")
+        raise InputError("no file uploaded; choose a data file or a length profile")
     if len(files) == 1 and looks_like_profile(files[0][1]):
         return LengthProfile.load(files[0][1])
     budget = budget or read_budget()
@@ -159,7 +160,7 @@ def profile_from_upload(files: list[tuple[str, bytes]], load_tokenizer: Callable
     names = [Path(n).name or "upload" for n, _ in files]
     twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if twice is not None:   # messages name a shard by its name: two of one name could not be told apart
-        raise ValueError(f"two uploads are named {sources.display(twice)!r}; give every shard its own plain name")
+        raise InputError(f"two uploads are named {sources.display(twice)!r}; give every shard its own plain name")
     shard = "" if len(files) == 1 else "shard "
     opened = [sources.open_source(io.BytesIO(d), name=shard + sources.display(n), fmt=sources.fmt_of(n) or _unknown(n))
               for n, (_, d) in zip(names, files)]
@@ -174,7 +175,7 @@ def profile_from_upload(files: list[tuple[str, bytes]], load_tokenizer: Callable
 
 
 def _unknown(name: str) -> str:
-    raise ValueError(f"cannot tell the format of {sources.display(name)} from its name; use one of "
+    raise InputError(f"cannot tell the format of {sources.display(name)} from its name; use one of "
                      f"{', '.join(sources.INPUT_SUFFIXES)}")
 
 

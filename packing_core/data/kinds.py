@@ -18,6 +18,8 @@ The first that matches wins; a one-column file is read as text.
 """
 from __future__ import annotations
 
+from packing_core._validate import InputError
+
 LENGTH_COLUMNS = ("length", "lengths", "n_tokens", "num_tokens")
 KIND_COLUMNS = {"messages": ("messages",), "prompt-completion": ("prompt", "completion"), "token-ids": ("input_ids",),
                 "text": ("text",)}
@@ -40,15 +42,15 @@ def detect_kind(columns, kind: str | None = None, name: str = "the data") -> str
     columns = list(columns)
     if kind is not None:
         if kind not in RECORD_KINDS:
-            raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(RECORD_KINDS)}")
+            raise InputError(f"unknown kind {kind!r}; choose one of {', '.join(RECORD_KINDS)}")
         if kind == "lengths":
             if _length_column(columns) is None and len(columns) != 1:
-                raise ValueError(f"{name} has no length column ({', '.join(LENGTH_COLUMNS)}) for kind 'lengths' "
+                raise InputError(f"{name} has no length column ({', '.join(LENGTH_COLUMNS)}) for kind 'lengths' "
                                  f"(columns: {_shown(columns)}); pass column= (--column) naming it")
             return kind
         missing = [c for c in KIND_COLUMNS[kind] if c not in columns]
         if missing and not (kind in ("text", "token-ids") and len(columns) == 1):
-            raise ValueError(f"{name} has no column {missing[0]!r} for kind {kind!r} (columns: {_shown(columns)}); "
+            raise InputError(f"{name} has no column {missing[0]!r} for kind {kind!r} (columns: {_shown(columns)}); "
                              "pick the kind that matches the columns")
         return kind
     for k in RECORD_KINDS:
@@ -56,7 +58,7 @@ def detect_kind(columns, kind: str | None = None, name: str = "the data") -> str
             return k
     if len(columns) == 1:
         return "text"
-    raise ValueError(f"{name} has columns {_shown(columns)}; pass column= (--column) naming a text or length "
+    raise InputError(f"{name} has columns {_shown(columns)}; pass column= (--column) naming a text or length "
                      f"column, or --kind: none is messages, prompt + completion, a length column "
                      f"({', '.join(LENGTH_COLUMNS)}), input_ids or text")
 

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 import packing_core.data.sources as sources
 from packing_core._settings import ReadBudget
-from packing_core._validate import INTEGER_TEXT, MAX_DOCUMENTS, MAX_LENGTH, as_lengths, whole_number
+from packing_core._validate import INTEGER_TEXT, MAX_DOCUMENTS, MAX_LENGTH, InputError, as_lengths, whole_number
 from packing_core.data.kinds import LENGTH_COLUMNS
 
 Tokenizer = Callable[[list[str]], list[list[int]]]
@@ -57,13 +57,13 @@ def parse_lengths(text: str) -> np.ndarray:
     """
     tokens = [t for t in _SEPARATORS.split(str(text)) if t]
     if not tokens:
-        raise ValueError("no lengths given; type whole numbers separated by commas, e.g. '120, 90, 300'")
+        raise InputError("no lengths given; type whole numbers separated by commas, e.g. '120, 90, 300'")
     for i, token in enumerate(tokens):
         if not _INTEGER.match(token):
-            raise ValueError(f"could not read {token[:40]!r} (item {i + 1}) as a length; type whole numbers "
+            raise InputError(f"could not read {token[:40]!r} (item {i + 1}) as a length; type whole numbers "
                              "separated by commas, spaces or new lines, e.g. '120, 90, 300'")
         if len(token.lstrip("+-0")) > _DIGITS:
-            raise ValueError(f"length {token[:40]} (item {i + 1}) is above the largest length the lab "
+            raise InputError(f"length {token[:40]} (item {i + 1}) is above the largest length the lab "
                              f"accepts ({MAX_LENGTH:,} tokens)")
     return as_lengths(np.array(tokens).astype(np.int64))
 
@@ -95,7 +95,7 @@ def synthetic_lengths(name: str, n: int | None = None, seed: int = 0) -> np.ndar
     (1 - 114/512 = 0.78): the waste that packing removes.
     """
     if name not in SYNTHETIC:
-        raise ValueError(f"unknown synthetic dataset {name!r}; choose one of {sorted(SYNTHETIC)}")
+        raise InputError(f"unknown synthetic dataset {name!r}; choose one of {sorted(SYNTHETIC)}")
     n = _DEFAULT_N[name] if n is None else n
     n = whole_number(n, "n", maximum=MAX_DOCUMENTS, hint="e.g. n=10_000")
     rng = np.random.default_rng(seed)
@@ -144,7 +144,7 @@ def count_tokens(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
     if isinstance(ids, Mapping) and "input_ids" in ids:  # a Hugging Face BatchEncoding
         ids = ids["input_ids"]
     if len(ids) != len(texts):
-        raise ValueError(f"the tokenizer returned {len(ids)} id lists for {len(texts)} texts; a "
+        raise InputError(f"the tokenizer returned {len(ids)} id lists for {len(texts)} texts; a "
                          "Tokenizer must map list[str] -> one list of token ids per text")
     return np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(texts))
 
@@ -156,7 +156,7 @@ def _token_lengths(texts: pa.Array, tokenizer: Tokenizer, where) -> np.ndarray:
              for start in range(0, len(texts), TOKENIZER_BATCH)]
     lengths = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     if (lengths == 0).any():
-        raise ValueError(f"the tokenizer returned no tokens for the document at "
+        raise InputError(f"the tokenizer returned no tokens for the document at "
                          f"{where(int(np.argmin(lengths)))}; make it return at least one id per "
                          "non-blank text (e.g. add a BOS token)")
     return lengths
@@ -178,10 +178,10 @@ def _pick_column(src: sources.Source, column: str | None, want: str) -> str:
         return "text"  # one document per line; there is no other column
     names = sources.columns(src)
     if not names:
-        raise ValueError(f"no documents found in {src.name}")
+        raise InputError(f"no documents found in {src.name}")
     if column is not None:
         if column not in names:
-            raise ValueError(f"{src.name} has no column {column!r}; available columns: {names}. "
+            raise InputError(f"{src.name} has no column {column!r}; available columns: {names}. "
                              "Pass one of them as column=")
         return column
     lower = {c.lower(): c for c in names}
@@ -193,7 +193,7 @@ def _pick_column(src: sources.Source, column: str | None, want: str) -> str:
         return names[0]
     wanted = "a length column (integers) or a text column" if want == "lengths" else "a text column"
     shown = ", ".join(map(repr, names[:20])) + (f" ... and {len(names) - 20:,} more" if len(names) > 20 else "")
-    raise ValueError(f"{src.name} has columns [{shown}]; pass column= naming {wanted}")
+    raise InputError(f"{src.name} has columns [{shown}]; pass column= naming {wanted}")
 
 
 def _batches(src: sources.Source, column: str, text_only: bool, budget: ReadBudget | None = None):
@@ -219,10 +219,10 @@ def _batches(src: sources.Source, column: str, text_only: bool, budget: ReadBudg
         elif pa.types.is_integer(t) or pa.types.is_floating(t):
             batch_kind = "lengths"
         else:
-            raise ValueError(f"{src.name}: column {sources.display(column)!r} has type {t}, neither integer "
+            raise InputError(f"{src.name}: column {sources.display(column)!r} has type {t}, neither integer "
                              "lengths, token-id lists nor text; pick another column")
         if kind is not None and batch_kind != kind:
-            raise ValueError(f"{src.name}: column {column!r} changes from {kind} to {batch_kind} at "
+            raise InputError(f"{src.name}: column {column!r} changes from {kind} to {batch_kind} at "
                              f"{where(0)}; a column must hold only integer lengths or only text")
         kind = batch_kind
         if kind == "lengths":
@@ -252,7 +252,7 @@ def _file_lengths(values: pa.Array, where, src, column) -> np.ndarray:
     ``"+7"``), never floats: ``12.0`` is refused in every file format and in ``--lengths``.
     """
     def fail(i: int, problem: str):
-        raise ValueError(f"{src.name}: column {sources.display(column)!r} at {where(i)} {problem}; lengths must be "
+        raise InputError(f"{src.name}: column {sources.display(column)!r} at {where(i)} {problem}; lengths must be "
                          "whole numbers >= 1: fix or drop that row, or pick a text column")
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         ok = pc.fill_null(pc.match_substring_regex(values, INTEGER_TEXT), False).to_numpy(zero_copy_only=False)
@@ -318,7 +318,7 @@ def column_lengths(source, column: str | None = None, tokenizer: Tokenizer | Non
     """
     tokenizer = byte_tokenizer if tokenizer is None else tokenizer
     if not callable(tokenizer):
-        raise ValueError(f"tokenizer must be a callable list[str] -> list[list[int]], got {tokenizer!r}")
+        raise InputError(f"tokenizer must be a callable list[str] -> list[list[int]], got {tokenizer!r}")
     _check_limit(limit)
     src = source if isinstance(source, sources.Source) else sources.open_source(source, fmt)
     column = _pick_column(src, column, "lengths")
@@ -335,7 +335,7 @@ def column_lengths(source, column: str | None = None, tokenizer: Tokenizer | Non
     finally:  # a server reads one upload after another: hand Arrow's freed buffers back to the system
         pa.default_memory_pool().release_unused()
     if total == 0:
-        raise ValueError(f"no documents found in {src.name} (column {sources.display(column)!r})")
+        raise InputError(f"no documents found in {src.name} (column {sources.display(column)!r})")
     return as_lengths(np.concatenate(parts)), seen  # the dataset's bounds: documents, total tokens
 
 
@@ -351,11 +351,11 @@ def texts_from_file(source, column: str | None = None, fmt: str | None = None,
     texts: list[str] = []
     for kind, values, _ in _batches(src, column, text_only=True):
         if kind != "text":
-            raise ValueError(f"{src.name}: column {column!r} holds lengths, not text; pass a text "
+            raise InputError(f"{src.name}: column {column!r} holds lengths, not text; pass a text "
                              f"column as column= (columns: {sources.columns(src)})")
         texts.extend((values if limit is None else values[: limit - len(texts)]).to_pylist())
         if limit is not None and len(texts) >= limit:
             break
     if not texts:
-        raise ValueError(f"no documents found in {src.name} (column {column!r})")
+        raise InputError(f"no documents found in {src.name} (column {column!r})")
     return texts

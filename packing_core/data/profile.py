@@ -36,7 +36,14 @@ from pathlib import Path
 
 import numpy as np
 
-from packing_core._validate import MAX_DISTINCT_LENGTHS, MAX_DOCUMENTS, MAX_LENGTH, MAX_PROFILE_BYTES, MAX_TOTAL_TOKENS
+from packing_core._validate import (
+    MAX_DISTINCT_LENGTHS,
+    MAX_DOCUMENTS,
+    MAX_LENGTH,
+    MAX_PROFILE_BYTES,
+    MAX_TOTAL_TOKENS,
+    InputError,
+)
 
 SCHEMA_VERSION = 1
 KINDS = ("text", "prompt-completion", "messages", "lengths")
@@ -130,7 +137,7 @@ class LengthProfile:
         try:
             lengths = np.asarray(lengths, dtype=np.int64)
         except OverflowError:
-            raise ValueError("a length does not fit a 64-bit integer; lengths are at most "
+            raise InputError("a length does not fit a 64-bit integer; lengths are at most "
                              f"{MAX_LENGTH:,} tokens") from None
         values, inverse = np.unique(lengths, return_inverse=True)
         counts = np.bincount(inverse, minlength=len(values))
@@ -145,7 +152,7 @@ class LengthProfile:
         """A profile from ``{length: documents}`` (and ``{length: trained tokens}``)."""
         keys = sorted(_int(k, "length", "the counts", MAX_LENGTH, minimum=1) for k in counts)
         if len(set(keys)) < len(keys):
-            raise ValueError("the counts hold one length twice (as 7 and '7', say); give each length once")
+            raise InputError("the counts hold one length twice (as 7 and '7', say); give each length once")
         by_key = {_int(k, "length", "the counts", MAX_LENGTH): v for k, v in counts.items()}
         c = np.array([_int(by_key[k], f"count of length {k:,}", "the counts", MAX_DOCUMENTS) for k in keys],
                      dtype=np.int64)
@@ -164,7 +171,7 @@ class LengthProfile:
         for p in others:
             for what in ("kind", "tokenizer", "vocab_hash", "chat_template_hash", "cap"):
                 if getattr(p, what) != getattr(self, what):
-                    raise ValueError(f"cannot merge profiles with different {what}: {getattr(self, what)!r} "
+                    raise InputError(f"cannot merge profiles with different {what}: {getattr(self, what)!r} "
                                      f"vs {getattr(p, what)!r}; scan both inputs with the same settings")
         lengths = np.unique(np.concatenate([p.lengths for p in every]))
         counts = np.zeros(len(lengths), np.int64)
@@ -223,11 +230,11 @@ class LengthProfile:
         from packing_core.data.readers import display
 
         if not isinstance(d, dict):
-            raise ValueError(f"{name} is not a length profile (a JSON object with schema_version); "
+            raise InputError(f"{name} is not a length profile (a JSON object with schema_version); "
                              "write one with: python -m packing_core scan INPUT --out profile.json")
         version = d.get("schema_version")
         if type(version) is not int or version != SCHEMA_VERSION:   # `true == 1` in Python: not a version
-            raise ValueError(f"{name} has schema_version {version!r}; this lab reads version {SCHEMA_VERSION}: "
+            raise InputError(f"{name} has schema_version {version!r}; this lab reads version {SCHEMA_VERSION}: "
                              "scan the data again with this version")
         try:
             tok = d["tokenizer"]
@@ -236,7 +243,7 @@ class LengthProfile:
             if loss is not None:
                 loss = _int_map(loss, "loss tokens", name, MAX_TOTAL_TOKENS)
                 if set(loss) - set(counts):
-                    raise ValueError(f"{name}: loss_tokens has lengths {sorted(set(loss) - set(counts))[:5]} "
+                    raise InputError(f"{name}: loss_tokens has lengths {sorted(set(loss) - set(counts))[:5]} "
                                      "that counts lacks; the file was edited by hand, scan again")
             over = d.get("over_cap") or {}
             # names from a file are shown in tables and messages: control characters escaped here, once
@@ -252,13 +259,13 @@ class LengthProfile:
                                         for e in list(over.get("examples", []))[:MAX_OVER_CAP_EXAMPLES]),
                 scan_seconds=_seconds(d.get("scan_seconds", 0.0), name))
         except (KeyError, TypeError, AttributeError) as e:
-            raise ValueError(f"{name} is missing or mangles the field {e}; it is not a complete length "
+            raise InputError(f"{name} is missing or mangles the field {e}; it is not a complete length "
                              f"profile of schema_version {SCHEMA_VERSION}: scan the data again") from None
         for key, value in (("documents", profile.documents), ("tokens", profile.tokens),
                            ("over_cap", profile.over_cap)):
             stored = over.get("documents") if key == "over_cap" else d.get(key)
             if stored is not None and (type(stored) is not int or stored != value):
-                raise ValueError(f"{name} says {key} = {stored!r} but its counts give {value:,}; "
+                raise InputError(f"{name} says {key} = {stored!r} but its counts give {value:,}; "
                                  "the file was edited by hand or is damaged: scan the data again")
         return profile
 
@@ -295,13 +302,13 @@ class LengthProfile:
         else:
             name, raw = display(str(getattr(source, "name", None) or "<upload>")), source.read(MAX_PROFILE_BYTES + 1)
         if len(raw) > MAX_PROFILE_BYTES:
-            raise ValueError(f"the profile {name} is larger than {MAX_PROFILE_BYTES:,} bytes, more than the lab "
+            raise InputError(f"the profile {name} is larger than {MAX_PROFILE_BYTES:,} bytes, more than the lab "
                              "reads; a profile of every length the lab accepts is smaller: check the file")
         try:
             d = load_json(raw, name, max_items=_MAX_PROFILE_ITEMS, duplicates=True)
         except ValueError as e:
             if " is not JSON (" in str(e) or "not UTF-8" in str(e):
-                raise ValueError(f"{e}; a length profile is the JSON file that "
+                raise InputError(f"{e}; a length profile is the JSON file that "
                                  "`python -m packing_core scan ... --out profile.json` writes") from None
             raise
         return cls.from_dict(d, name)
@@ -316,13 +323,13 @@ def _int_map(values, what: str, name: str, maximum: int) -> dict[int, int]:
     if not isinstance(values, dict):
         raise TypeError(what)
     if len(values) > MAX_DISTINCT_LENGTHS:
-        raise ValueError(f"{name} holds {len(values):,} distinct lengths, more than the lab accepts "
+        raise InputError(f"{name} holds {len(values):,} distinct lengths, more than the lab accepts "
                          f"({MAX_DISTINCT_LENGTHS:,}); merge nearby lengths or profile a shard")
     out: dict[int, int] = {}
     for k, v in values.items():
         length = _int(k, "length", name, MAX_LENGTH, minimum=1)
         if length in out:
-            raise ValueError(f"{name}: the length {length:,} appears twice in {what}s ({display_key(k)}); "
+            raise InputError(f"{name}: the length {length:,} appears twice in {what}s ({display_key(k)}); "
                              "each length may appear once: the file was edited by hand, scan again")
         out[length] = _int(v, f"{what} of length {length:,}", name, maximum)
     return out
@@ -334,7 +341,7 @@ def display_key(k) -> str:
 
 def _seconds(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
-        raise ValueError(f"{name}: scan_seconds is {str(value)[:40]!r}, not a number of seconds; scan again")
+        raise InputError(f"{name}: scan_seconds is {str(value)[:40]!r}, not a number of seconds; scan again")
     return float(value)
 
 
@@ -353,48 +360,48 @@ def _int(value, what: str, name: str, maximum: int | None = None, minimum: int =
             raise ValueError
         number = int(value)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name}: {what} is {str(value)[:40]!r}, not a whole number; the file was edited by hand "
+        raise InputError(f"{name}: {what} is {str(value)[:40]!r}, not a whole number; the file was edited by hand "
                          "or is damaged: scan the data again") from None
     if number < minimum:
         low = "negative" if number < 0 else f"below {minimum}"
-        raise ValueError(f"{name}: {what} is {number:,}, {low}; the file was edited by hand "
+        raise InputError(f"{name}: {what} is {number:,}, {low}; the file was edited by hand "
                          "or is damaged: scan the data again")
     if maximum is not None and number > maximum:
-        raise ValueError(f"{name}: {what} is {number:,}, more than the lab accepts ({maximum:,}); "
+        raise InputError(f"{name}: {what} is {number:,}, more than the lab accepts ({maximum:,}); "
                          "profile a shard of the data, or fix the file")
     return number
 
 
 def _validate(p: LengthProfile) -> None:
     if p.lengths.ndim != 1 or p.counts.shape != p.lengths.shape:
-        raise ValueError(f"lengths and counts must be 1-D and the same size, got {p.lengths.shape} and {p.counts.shape}")
+        raise InputError(f"lengths and counts must be 1-D and the same size, got {p.lengths.shape} and {p.counts.shape}")
     if len(p.lengths) and (p.lengths < 1).any():
-        raise ValueError(f"profile length {int(p.lengths[p.lengths < 1][0])} is below 1; every document has "
+        raise InputError(f"profile length {int(p.lengths[p.lengths < 1][0])} is below 1; every document has "
                          "at least one token: the file was edited by hand, scan the data again")
     if (np.diff(p.lengths) <= 0).any():
-        raise ValueError("profile lengths must be distinct and ascending; build it with from_counts()")
+        raise InputError("profile lengths must be distinct and ascending; build it with from_counts()")
     if (p.counts < 0).any():
         i = int(np.argmax(p.counts < 0))
-        raise ValueError(f"profile count of length {int(p.lengths[i])} is {int(p.counts[i])}, negative; "
+        raise InputError(f"profile count of length {int(p.lengths[i])} is {int(p.counts[i])}, negative; "
                          "counts are documents: the file was edited by hand, scan the data again")
     _check_limits(p)
     if p.loss_tokens is not None:
         if p.loss_tokens.shape != p.lengths.shape:
-            raise ValueError("loss_tokens must have one entry per length")
+            raise InputError("loss_tokens must have one entry per length")
         bad = (p.loss_tokens < 0) | (p.loss_tokens > p.lengths * p.counts)
         if bad.any():
             i = int(np.argmax(bad))
-            raise ValueError(f"profile loss tokens of length {int(p.lengths[i])} are {int(p.loss_tokens[i])}, outside "
+            raise InputError(f"profile loss tokens of length {int(p.lengths[i])} are {int(p.loss_tokens[i])}, outside "
                              f"0..{int(p.lengths[i] * p.counts[i])} (length x documents); the file was edited "
                              "by hand, scan the data again")
     if p.kind not in KINDS:
-        raise ValueError(f"profile kind must be one of {', '.join(KINDS)}, got {str(p.kind)[:60]!r}")
+        raise InputError(f"profile kind must be one of {', '.join(KINDS)}, got {str(p.kind)[:60]!r}")
     rows = sum(s.rows for s in p.sources)
     if p.sources and rows != p.documents:
-        raise ValueError(f"the profile's sources hold {rows:,} documents but its counts hold {p.documents:,}; "
+        raise InputError(f"the profile's sources hold {rows:,} documents but its counts hold {p.documents:,}; "
                          "the file was edited by hand, scan the data again")
     if p.cap is not None and p.cap < 1:
-        raise ValueError(f"profile cap must be at least 1, got {p.cap}")
+        raise InputError(f"profile cap must be at least 1, got {p.cap}")
 
 
 def _check_limits(p: LengthProfile) -> None:
@@ -404,19 +411,19 @@ def _check_limits(p: LengthProfile) -> None:
     limit, names the exact figure from Python integers.
     """
     if len(p.lengths) > MAX_DISTINCT_LENGTHS:
-        raise ValueError(f"the profile holds {len(p.lengths):,} distinct lengths, more than the lab accepts "
+        raise InputError(f"the profile holds {len(p.lengths):,} distinct lengths, more than the lab accepts "
                          f"({MAX_DISTINCT_LENGTHS:,}); profile a shard of the data")
     if len(p.lengths) and int(p.lengths[-1]) > MAX_LENGTH:
-        raise ValueError(f"profile length {int(p.lengths[-1]):,} is above the largest length the lab accepts "
+        raise InputError(f"profile length {int(p.lengths[-1]):,} is above the largest length the lab accepts "
                          f"({MAX_LENGTH:,} tokens)")
     docs = float(p.counts.sum(dtype=np.float64))
     if docs > MAX_DOCUMENTS:
         exact = sum(int(c) for c in p.counts.tolist())
-        raise ValueError(f"the profile holds {exact:,} documents, more than the lab accepts ({MAX_DOCUMENTS:,}); "
+        raise InputError(f"the profile holds {exact:,} documents, more than the lab accepts ({MAX_DOCUMENTS:,}); "
                          "profile a shard of the data")
     tokens = float(np.dot(p.lengths.astype(np.float64), p.counts.astype(np.float64)))
     if tokens > MAX_TOTAL_TOKENS * (1 - 1e-12):
         exact = sum(int(n) * int(c) for n, c in zip(p.lengths.tolist(), p.counts.tolist()))
         if exact > MAX_TOTAL_TOKENS:
-            raise ValueError(f"the profile holds {exact:,} tokens, more than the lab accepts ({MAX_TOTAL_TOKENS:,}); "
+            raise InputError(f"the profile holds {exact:,} tokens, more than the lab accepts ({MAX_TOTAL_TOKENS:,}); "
                              "profile a shard of the data")

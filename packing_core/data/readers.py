@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 
 import packing_core.data.sources as sources
+from packing_core._validate import InputError
 from packing_core.data.sources import check_regular, display, load_json
 
 __all__ = ["check_output", "check_regular", "display", "load_json", "read_bytes", "vet_tokenizer_folder",
@@ -48,13 +49,13 @@ def check_output(path, inputs=()) -> Path:
         st = None
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise ValueError(f"--out {shown} is a symbolic link loop; name a new file") from None
+            raise InputError(f"--out {shown} is a symbolic link loop; name a new file") from None
         if e.errno == errno.ENOTDIR:
-            raise ValueError(f"--out {shown}: a part of that path is a file, not a folder; name a new file") from None
-        raise ValueError(f"cannot write {shown} ({e.strerror}); name a file in a folder you can write to") from None
+            raise InputError(f"--out {shown}: a part of that path is a file, not a folder; name a new file") from None
+        raise InputError(f"cannot write {shown} ({e.strerror}); name a file in a folder you can write to") from None
     if st is not None and not stat.S_ISREG(st.st_mode):
         what = sources.kind_of_file(st.st_mode)
-        raise ValueError(f"--out {shown} is {what}; the lab writes only regular files and never replaces "
+        raise InputError(f"--out {shown} is {what}; the lab writes only regular files and never replaces "
                          "anything else: name a new file, e.g. profile.json")
     if st is not None:
         for given in inputs:
@@ -62,16 +63,16 @@ def check_output(path, inputs=()) -> Path:
             for candidate in _input_files(given):
                 try:
                     if _same_file(st, os.stat(candidate)):
-                        raise ValueError(f"--out {shown} is one of the inputs ({sources.display(str(candidate))}); writing "
+                        raise InputError(f"--out {shown} is one of the inputs ({sources.display(str(candidate))}); writing "
                                          "the profile there would destroy the data: name a new file")
                 except OSError:
                     continue
     if os.path.islink(path) and st is not None:
-        raise ValueError(f"--out {shown} is a symbolic link; the lab would replace the link, not its target: "
+        raise InputError(f"--out {shown} is a symbolic link; the lab would replace the link, not its target: "
                          "name the file itself or a new file")
     parent = path.parent if str(path.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
-        raise ValueError(f"--out {shown}: {sources.display(str(parent))} is a file, not a folder; name a new file")
+        raise InputError(f"--out {shown}: {sources.display(str(parent))} is a file, not a folder; name a new file")
     return path
 
 
@@ -114,7 +115,7 @@ def write_atomic(path, data, inputs=()) -> Path:
         os.replace(tmp, path)
         tmp = None
     except OSError as e:
-        raise ValueError(f"could not write {shown} ({e.strerror or type(e).__name__}); nothing was written: "
+        raise InputError(f"could not write {shown} ({e.strerror or type(e).__name__}); nothing was written: "
                          "check the folder and the free space") from None
     finally:
         if tmp is not None:
@@ -141,11 +142,11 @@ def vet_tokenizer_folder(folder: Path) -> None:
         if path.exists() or path.is_symlink():
             sources.check_regular(path)
             if path.stat().st_size > MAX_TOKENIZER_FILE_BYTES:
-                raise ValueError(f"{path} is {path.stat().st_size:,} bytes, more than a tokenizer file may be "
+                raise InputError(f"{path} is {path.stat().st_size:,} bytes, more than a tokenizer file may be "
                                  f"({MAX_TOKENIZER_FILE_BYTES:,}); check the folder")
             if name.endswith(".json") and name != "tokenizer.json":
                 data = sources.open_source(path, sources.WHOLE).read_all(MAX_TOKENIZER_FILE_BYTES, "the tokenizer file")
                 config = load_json(data, str(path))
                 if name == "tokenizer_config.json" and not isinstance(config, dict):
-                    raise ValueError(f"{path} holds a JSON {type(config).__name__}, not an object; save the "
+                    raise InputError(f"{path} holds a JSON {type(config).__name__}, not an object; save the "
                                      "tokenizer again with save_pretrained()")

@@ -37,7 +37,7 @@ import pyarrow as pa
 
 import packing_core.data.sources as sources
 from packing_core._settings import ReadBudget, read_budget
-from packing_core._validate import as_workers, whole_number
+from packing_core._validate import InputError, as_workers, whole_number
 from packing_core.data.formats import record_lengths
 from packing_core.data.kinds import COUNTED_KINDS, detect_kind, kind_columns
 from packing_core.data.lengths import byte_tokenizer
@@ -97,14 +97,14 @@ def plan_scan(inputs, kind: str | None = None, column: str | None = None) -> tup
         cols = sources.columns(shard)
         if column is not None:
             if column not in cols:
-                raise ValueError(f"{shard.name} has no column {sources.display(column)!r}; available columns: "
+                raise InputError(f"{shard.name} has no column {sources.display(column)!r}; available columns: "
                                  f"{cols[:20]}. Pass one of them as --column")
             cols = [column]
         k = detect_kind(cols, kind, name=shard.name)
         if first is None:
             first, first_kind, columns = (shard, cols), k, kind_columns(k, cols)
         elif k != first_kind or not all(c in cols for c in columns):
-            raise ValueError(f"mixed schemas: {shard.name} has columns {cols} ({k}) but "
+            raise InputError(f"mixed schemas: {shard.name} has columns {cols} ({k}) but "
                              f"{first[0].name} has {first[1]} ({first_kind}); every shard must hold the same kind of records")
     return shards, first_kind, columns
 
@@ -187,7 +187,7 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, column: s
     is read within ``budget`` (default: the ``PACKING_LAB_MAX_*`` settings), on every engine.
     """
     if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+        raise InputError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     workers = as_workers(workers)
     if cap is not None:
         whole_number(cap, "cap", hint="e.g. the context, 2048")
@@ -246,10 +246,10 @@ def _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished, b
             except ValueError:
                 raise
             except cf.process.BrokenProcessPool as e:
-                raise ValueError(f"a scan worker died while reading {shard.name} ({e}); the shard may be "
+                raise InputError(f"a scan worker died while reading {shard.name} ({e}); the shard may be "
                                  "damaged, or the machine ran out of memory: try fewer workers") from None
             except Exception as e:  # noqa: BLE001  (anything a worker raised: one line that names the shard)
-                raise ValueError(f"{shard.name} failed ({type(e).__name__}: {sources.display(str(e)[:300])})") from None
+                raise InputError(f"{shard.name} failed ({type(e).__name__}: {sources.display(str(e)[:300])})") from None
             finished(index, profile)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

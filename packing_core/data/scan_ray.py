@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 import packing_core.data.sources as sources
+from packing_core._validate import InputError
 from packing_core.data.profile import LengthProfile
 
 INSTALL_RAY = "pip install -r requirements-ray.txt"
@@ -42,7 +43,7 @@ class ShardScanner:
         for path, fmt, name, first, stop in zip(batch["path"], batch["fmt"], batch["name"], batch["first"], batch["stop"]):
             try:
                 if self.error:
-                    raise ValueError(self.error)
+                    raise InputError(self.error)
                 # opened again here, on the worker: the regular-file check holds on every node
                 shard = dataclasses.replace(sources.open_source(str(path), str(fmt), name=str(name)),
                                             row_groups=None if first < 0 else (int(first), int(stop)), _handles=[])
@@ -63,20 +64,20 @@ def scan_ray(shards: list[sources.Source], kind: str, columns: list[str], load_t
         import ray
         import ray.data
     except ImportError:
-        raise ValueError(f"--engine ray needs Ray: {INSTALL_RAY} (or use --engine local)") from None
+        raise InputError(f"--engine ray needs Ray: {INSTALL_RAY} (or use --engine local)") from None
     started = not ray.is_initialized()
     if started:
         try:
             ray.init(address=address, num_cpus=workers if address is None else None, include_dashboard=False,
                      log_to_driver=False, logging_level=logging.WARNING)
         except (ConnectionError, RuntimeError, ValueError) as e:
-            raise ValueError(f"could not reach a Ray cluster at {address!r} ({e}); start one with "
+            raise InputError(f"could not reach a Ray cluster at {address!r} ({e}); start one with "
                              "`ray start --head` or pass --ray-address HOST:PORT") from None
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False   # the caller shows progress
         logging.getLogger("ray.data").setLevel(logging.WARNING)
         if any(s.path is None for s in shards):
-            raise ValueError("--engine ray reads files by their paths; an upload in memory is scanned with "
+            raise InputError("--engine ray reads files by their paths; an upload in memory is scanned with "
                              "--engine local")
         ds = ray.data.from_items([{"index": i, "path": str(s.path), "fmt": s.fmt, "name": s.name,
                                    "first": (s.row_groups or (-1, -1))[0], "stop": (s.row_groups or (-1, -1))[1]}
@@ -88,12 +89,12 @@ def scan_ray(shards: list[sources.Source], kind: str, columns: list[str], load_t
                              compute=ray.data.ActorPoolStrategy(size=min(workers, len(shards))))
         for row in out.iter_rows():
             if row["error"]:
-                raise ValueError(row["error"])
+                raise InputError(row["error"])
             finished(int(row["index"]), LengthProfile.from_dict(json.loads(row["profile"]), str(row["path"])))
     except ValueError:
         raise
     except Exception as e:  # noqa: BLE001  (a dead actor, a lost node: one line, not Ray's traceback)
-        raise ValueError(f"the Ray scan failed ({type(e).__name__}: {str(e)[:500]}); see the Ray logs") from None
+        raise InputError(f"the Ray scan failed ({type(e).__name__}: {str(e)[:500]}); see the Ray logs") from None
     finally:
         if started:
             ray.shutdown()

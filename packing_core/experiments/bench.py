@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from packing_core._validate import whole_number
+from packing_core._validate import InputError, whole_number
 from packing_core.attention.backends import attend, available_backends
 from packing_core.attention.flex import block_mask_from_cu, compile_records
 from packing_core.attention.tiles import BOUND_LABELS, DEFAULT_TILE, tile_spans
@@ -176,7 +176,7 @@ def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
     if dtype in (None, "auto"):
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     if dtype not in _DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}: choose auto, {', '.join(_DTYPES)}")
+        raise InputError(f"unknown dtype {dtype!r}: choose auto, {', '.join(_DTYPES)}")
     return _DTYPES[dtype]
 
 
@@ -189,7 +189,7 @@ def _check_arguments(heads: int, head_dim: int, repeats: int, padded_layout: str
                               ("repeats", repeats, 3)):
         whole_number(value, name, hint=f"try {hint}")
     if padded_layout not in PADDED_LAYOUTS:
-        raise ValueError(f"unknown padded layout {padded_layout!r}: choose "
+        raise InputError(f"unknown padded layout {padded_layout!r}: choose "
                          f"{' or '.join(PADDED_LAYOUTS)}")
 
 
@@ -241,7 +241,7 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
     report = progress or (lambda fraction, message: None)
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available: use --device cpu")
+        raise InputError(f"device {device!r} requested but CUDA is not available: use --device cpu")
     dt = resolve_dtype(dtype, dev)
     usable = available_backends(dev)
     load_before = load_average()
@@ -249,7 +249,7 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
         backends = [b for b in DEFAULT_BACKENDS if b in usable]
     for b in backends:
         if b not in usable:
-            raise ValueError(f"backend {b!r} does not run on {dev.type}: choose from "
+            raise InputError(f"backend {b!r} does not run on {dev.type}: choose from "
                              f"{', '.join(x for x in PACKED_BACKENDS if x in usable)}")
 
     report(0.0, f"planning {docs} documents of {dataset}")

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from packing_core._validate import MASKS, whole_number
+from packing_core._validate import MASKS, InputError, whole_number
 from packing_core.batch.packed import IGNORE_INDEX, PackedBatch
 from packing_core.models.tiny import TinyConfig, TinyTransformer
 from packing_core.packing.plan import cu_seqlens_from_lengths
@@ -186,12 +186,12 @@ def _forward(model, ids, pos, cu) -> torch.Tensor:
 
 def _check(mask: str, steps: int, same_topic: float) -> None:
     if mask not in MASKS:
-        raise ValueError(f"mask must be 'on' or 'off', got {mask!r}: 'on' gives each document its "
+        raise InputError(f"mask must be 'on' or 'off', got {mask!r}: 'on' gives each document its "
                          "own causal block, 'off' one causal triangle per row (the bug)")
     whole_number(steps, "steps", minimum=2 * FINAL_WINDOW, maximum=5000,
                  hint=f"an integer from {2 * FINAL_WINDOW} to 5000; 150 shows the effect in a few seconds")
     if not 0.0 <= same_topic <= 1.0:
-        raise ValueError(f"same_topic is a share of documents, got {same_topic!r}: pick a value in [0, 1]")
+        raise InputError(f"same_topic is a share of documents, got {same_topic!r}: pick a value in [0, 1]")
 
 
 def train_demo(mask: str = "on", *, steps: int = 150, seed: int = 0,
@@ -213,7 +213,7 @@ def train_demo(mask: str = "on", *, steps: int = 150, seed: int = 0,
     n_docs = math.ceil(steps * ROWS_PER_STEP * CONTEXT / mean_tokens * 1.1) + 16
     rows = _Rows.of(pack(sample_documents(n_docs, successors, rng, same_topic)))
     if rows.n_rows < steps * ROWS_PER_STEP:   # the margin above makes this a bug, not bad luck
-        raise ValueError(f"sampled {rows.n_rows} rows for {steps} steps of {ROWS_PER_STEP}: raise the margin")
+        raise InputError(f"sampled {rows.n_rows} rows for {steps} steps of {ROWS_PER_STEP}: raise the margin")
 
     model = TinyTransformer(TinyConfig(vocab_size=VOCAB_SIZE, d_model=64, n_heads=4, n_layers=2,
                                        positions="rope", seed=seed)).train()
@@ -226,7 +226,7 @@ def train_demo(mask: str = "on", *, steps: int = 150, seed: int = 0,
         logits = _forward(model, rows.input_ids[a:a + span], rows.position_ids[a:a + span], cu)
         loss = F.cross_entropy(logits, rows.targets[a:a + span], ignore_index=IGNORE_INDEX)
         if not torch.isfinite(loss):
-            raise ValueError(f"the training loss became {loss.item()} at step {step}: "
+            raise InputError(f"the training loss became {loss.item()} at step {step}: "
                              f"lower the learning rate (now {LEARNING_RATE})")
         opt.zero_grad(set_to_none=True)
         loss.backward()

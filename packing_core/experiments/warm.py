@@ -29,6 +29,7 @@ import torch
 
 import packing_core.experiments.train as _train
 from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir
+from packing_core._validate import InputError
 from packing_core.experiments.train import TOPICS, TrainResult, train_demo
 
 THREADS_ENV = "PACKING_LAB_TORCH_THREADS"
@@ -51,7 +52,7 @@ def lab_threads() -> int:
     if not raw:
         return 1
     if not raw.isdigit() or not 1 <= int(raw) <= 256:
-        raise ValueError(f"{THREADS_ENV}={raw!r} is not a thread count: set a whole number from 1 to 256, "
+        raise InputError(f"{THREADS_ENV}={raw!r} is not a thread count: set a whole number from 1 to 256, "
                          "or unset it for the default of 1")
     return int(raw)
 
@@ -93,7 +94,7 @@ def _demo_path(seed: int, neighbours: str) -> Path:
 
 def _check_neighbours(neighbours: str) -> float:
     if neighbours not in NEIGHBOURS:
-        raise ValueError(f"neighbours must be one of {', '.join(NEIGHBOURS)}, got {neighbours!r}")
+        raise InputError(f"neighbours must be one of {', '.join(NEIGHBOURS)}, got {neighbours!r}")
     return NEIGHBOURS[neighbours]
 
 

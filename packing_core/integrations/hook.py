@@ -14,6 +14,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
+from packing_core._validate import InputError
 from packing_core.check.batch import BatchCheck, check_hf_batch
 
 ON_ERROR = ("raise", "warn")
@@ -55,11 +56,11 @@ def guard(model, tokenizer=None, batches: int = 3, on_error: str = "raise") -> G
     ``tokenizer`` gives the EOS id that separates documents in wrapped streams.
     """
     if on_error not in ON_ERROR:
-        raise ValueError(f"on_error={on_error!r}: choose one of {', '.join(ON_ERROR)}")
+        raise InputError(f"on_error={on_error!r}: choose one of {', '.join(ON_ERROR)}")
     if not isinstance(batches, int) or batches < 1:
-        raise ValueError(f"batches={batches!r}: give a whole number of batches to check, at least 1")
+        raise InputError(f"batches={batches!r}: give a whole number of batches to check, at least 1")
     if not hasattr(model, "register_forward_pre_hook"):
-        raise ValueError(f"guard needs a torch.nn.Module, got {type(model).__name__}")
+        raise InputError(f"guard needs a torch.nn.Module, got {type(model).__name__}")
     state = Guard(batches, on_error)
     eos = _eos_ids(tokenizer)
     config = getattr(model, "config", None)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from packing_core._validate import InputError
+
 WEIGHT_SUFFIX = ".safetensors"
 MAX_CONFIG_BYTES = 4 << 20     # a config.json or an index file: a few KB in practice
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
@@ -23,10 +25,10 @@ def _config_number(config: dict, keys, folder: str, maximum: int, what: str) -> 
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{folder}/config.json: {key} is {str(value)[:40]!r}, not a whole number >= 1; "
+            raise InputError(f"{folder}/config.json: {key} is {str(value)[:40]!r}, not a whole number >= 1; "
                              "fix the config or save the model again")
         if value > maximum:
-            raise ValueError(f"{folder}/config.json: {key} = {value:,}, more {what} than the lab builds "
+            raise InputError(f"{folder}/config.json: {key} = {value:,}, more {what} than the lab builds "
                              f"({maximum:,}); the lab checks small causal LMs: pick a smaller model")
         return value
     return None
@@ -51,14 +53,14 @@ def vet_model_folder(folder: Path) -> dict:
 
     shown = display(str(folder))
     if not folder.is_dir():
-        raise ValueError(f"no model folder at {shown}: give a folder with config.json and *.safetensors")
+        raise InputError(f"no model folder at {shown}: give a folder with config.json and *.safetensors")
     if not (folder / "config.json").exists():
-        raise ValueError(f"{shown} has no config.json: it is not a Hugging Face model folder "
+        raise InputError(f"{shown} has no config.json: it is not a Hugging Face model folder "
                          "(save one with model.save_pretrained(folder))")
     config = load_json(open_source(folder / "config.json", WHOLE).read_all(MAX_CONFIG_BYTES, "the model config"),
                        f"{folder}/config.json")
     if not isinstance(config, dict):
-        raise ValueError(f"{shown}/config.json holds a JSON {type(config).__name__}, not an object; "
+        raise InputError(f"{shown}/config.json holds a JSON {type(config).__name__}, not an object; "
                          "save the model again with save_pretrained()")
     layers = _config_number(config, _LAYER_KEYS, shown, MAX_LAYERS, "layers")
     for key in _WIDTH_KEYS:
@@ -71,12 +73,12 @@ def vet_model_folder(folder: Path) -> dict:
     experts = max(1, *(config[k] for k in ("num_experts", "num_local_experts") if isinstance(config.get(k), int)), 1)
     parameters = 2 * vocab * width + (layers or 0) * (4 * width * width + 3 * width * inner * experts)
     if parameters > MAX_MODEL_PARAMETERS:
-        raise ValueError(f"{shown}/config.json describes about {parameters:,} parameters, more than the lab builds "
+        raise InputError(f"{shown}/config.json describes about {parameters:,} parameters, more than the lab builds "
                          f"({MAX_MODEL_PARAMETERS:,}); the lab checks small causal LMs: pick a smaller model")
     weights = sorted(folder.glob("*" + WEIGHT_SUFFIX))
     if not weights:
         pickles = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"))
-        raise ValueError(f"{shown} has no *.safetensors weights{f' (only pickles: {pickles[:3]})' if pickles else ''}: "
+        raise InputError(f"{shown} has no *.safetensors weights{f' (only pickles: {pickles[:3]})' if pickles else ''}: "
                          "the lab loads safetensors only; convert with "
                          "model.save_pretrained(folder, safe_serialization=True)")
     for w in weights:
@@ -85,15 +87,15 @@ def vet_model_folder(folder: Path) -> dict:
         mapping = load_json(open_source(index, WHOLE).read_all(MAX_CONFIG_BYTES, "the weight index"), str(index))
         files = mapping.get("weight_map") if isinstance(mapping, dict) else None
         if not isinstance(files, dict):
-            raise ValueError(f"{display(str(index))} has no weight_map object; save the model again with "
+            raise InputError(f"{display(str(index))} has no weight_map object; save the model again with "
                              "save_pretrained(folder, safe_serialization=True)")
         for target in sorted({str(v) for v in files.values()}):
             if not target.endswith(WEIGHT_SUFFIX) or "/" in target or "\\" in target or target.startswith("."):
-                raise ValueError(f"{display(str(index))} points at {display(target)!r}, which is not a .safetensors "
+                raise InputError(f"{display(str(index))} points at {display(target)!r}, which is not a .safetensors "
                                  "file in the folder: the lab never loads pickled weights (loading one runs code); "
                                  "save the model with save_pretrained(folder, safe_serialization=True)")
             if not (folder / target).exists():
-                raise ValueError(f"{display(str(index))} lists {display(target)!r}, which the folder lacks; copy the "
+                raise InputError(f"{display(str(index))} lists {display(target)!r}, which the folder lacks; copy the "
                                  "whole folder that save_pretrained wrote")
             check_regular(folder / target)
     return config
@@ -112,12 +114,12 @@ def _check_safetensors_header(path: Path) -> None:
     with open(path, "rb") as f:
         n = int.from_bytes(f.read(8), "little")
         if not 2 <= n <= min(size - 8, MAX_CONFIG_BYTES * 25):
-            raise ValueError(f"{display(str(path))} is not a safetensors file (its header length {n:,} does not fit "
+            raise InputError(f"{display(str(path))} is not a safetensors file (its header length {n:,} does not fit "
                              f"its {size:,} bytes); save the model with save_pretrained(folder, safe_serialization=True)")
         header = load_json(f.read(n), str(path))
     if not isinstance(header, dict):
-        raise ValueError(f"{display(str(path))} is not a safetensors file (its header is not a JSON object)")
+        raise InputError(f"{display(str(path))} is not a safetensors file (its header is not a JSON object)")
     ends = [t.get("data_offsets", [0, 0])[1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict)]
     if not all(isinstance(e, int) for e in ends) or 8 + n + max(ends, default=0) != size:
-        raise ValueError(f"{display(str(path))} is truncated or damaged: its header does not cover its {size:,} "
+        raise InputError(f"{display(str(path))} is truncated or damaged: its header does not cover its {size:,} "
                          "bytes; copy the file again or save the model again")

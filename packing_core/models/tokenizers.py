@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs, word_counter_enabled
+from packing_core._validate import InputError
 from packing_core.data.lengths import byte_tokenizer
 from packing_core.data.readers import TOKENIZER_FILES, vet_tokenizer_folder
 
@@ -222,7 +223,7 @@ class HFTokenizer:
         try:
             fast = Tokenizer.from_file(str(folder / "tokenizer.json"))
         except Exception as e:  # noqa: BLE001  (the Rust side raises its own exception type)
-            raise ValueError(f"could not read {str(folder / 'tokenizer.json')!r} ({e}); save the tokenizer "
+            raise InputError(f"could not read {str(folder / 'tokenizer.json')!r} ({e}); save the tokenizer "
                              "again with tokenizer.save_pretrained()") from None
         vocab = json.dumps(sorted(fast.get_vocab(with_added_tokens=True).items()), ensure_ascii=False)
         return cls(name, _sha(vocab), template, _sha(template) if template else None, fast=fast, folder=folder)
@@ -250,16 +251,16 @@ def check_tokenizer(spec: str) -> None:
 
     >>> check_tokenizer("no/such/folder")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: tokenizer 'no/such/folder' is neither a built-in (auto, smollm2, bytes) nor an existing folder; ...
+    packing_core._validate.InputError: tokenizer 'no/such/folder' is neither a built-in (auto, smollm2, bytes) nor ...
     """
     if str(spec) in TOKENIZER_CHOICES:
         return
     folder = Path(spec).expanduser()
     if not folder.is_dir():
-        raise ValueError(f"tokenizer {str(spec)!r} is neither a built-in ({', '.join(TOKENIZER_CHOICES)}) "
+        raise InputError(f"tokenizer {str(spec)!r} is neither a built-in ({', '.join(TOKENIZER_CHOICES)}) "
                          "nor an existing folder; pass a folder written by tokenizer.save_pretrained()")
     if not any((folder / f).is_file() for f in TOKENIZER_FILES):
-        raise ValueError(f"the folder {str(spec)!r} holds no tokenizer files (none of {', '.join(TOKENIZER_FILES)}); "
+        raise InputError(f"the folder {str(spec)!r} holds no tokenizer files (none of {', '.join(TOKENIZER_FILES)}); "
                          "pass a folder written by tokenizer.save_pretrained()")
 
 
@@ -271,7 +272,7 @@ def _load_folder(folder: Path):
     try:
         return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001  (transformers raises many kinds; one line naming the folder)
-        raise ValueError(f"could not load a tokenizer from {str(folder)!r} ({type(e).__name__}: {e}); it must be a "
+        raise InputError(f"could not load a tokenizer from {str(folder)!r} ({type(e).__name__}: {e}); it must be a "
                          "Hugging Face tokenizer folder that loads offline without custom code") from None
 
 
@@ -334,7 +335,7 @@ def _load(spec: str):
         if tok is None:
             from packing_core.models.pretrained import INSTALL_PRETRAINED
 
-            raise ValueError(f"--tokenizer {PRETRAINED} needs the pretrained model: {INSTALL_PRETRAINED} "
+            raise InputError(f"--tokenizer {PRETRAINED} needs the pretrained model: {INSTALL_PRETRAINED} "
                              "(or use --tokenizer bytes)")
         return tok
     folder = Path(spec).expanduser()

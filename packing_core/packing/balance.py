@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core._validate import whole_number
+from packing_core._validate import InputError, whole_number
 from packing_core.packing.plan import Plan
 
 
@@ -106,7 +106,7 @@ def balance_rows(plan_or_loads, ranks: int, micro_batches: int = 1) -> BalanceRe
     tokens, cost = row_loads(plan_or_loads) if isinstance(plan_or_loads, Plan) else map(np.asarray, plan_or_loads)
     n = len(tokens)
     if n < ranks * micro_batches:
-        raise ValueError(f"{n:,} rows cannot fill {ranks} ranks x {micro_batches} micro-batches = "
+        raise InputError(f"{n:,} rows cannot fill {ranks} ranks x {micro_batches} micro-batches = "
                          f"{ranks * micro_batches:,} micro-batches; use fewer ranks or micro-batches, or more data")
     # before: a distributed sampler (row i to rank i mod R), then consecutive micro-batches per rank
     idx = np.arange(n)

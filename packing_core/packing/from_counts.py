@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core._validate import OVERLONG_POLICIES, as_batch_size, as_context, choice, whole_number
+from packing_core._validate import OVERLONG_POLICIES, InputError, as_batch_size, as_context, choice, whole_number
 from packing_core.data.profile import LengthProfile
 from packing_core.packing.items import item_histogram, kept_tokens
 from packing_core.packing.place import PlanOptions
@@ -69,7 +69,7 @@ def _histogram(counts) -> tuple[np.ndarray, np.ndarray]:
         lengths, n = np.asarray(counts.lengths, np.int64), np.asarray(counts.counts, np.int64)
     keep = n > 0
     if (n < 0).any() or (lengths[keep] < 1).any():
-        raise ValueError("length counts must be >= 0 and lengths >= 1; pass {length: documents}")
+        raise InputError("length counts must be >= 0 and lengths >= 1; pass {length: documents}")
     return lengths[keep], n[keep]
 
 
@@ -93,10 +93,10 @@ def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "sp
     opts = PlanOptions(batch_size=as_batch_size(batch_size), buckets=whole_number(buckets, "buckets", hint="try 8"))
     lengths, n = _histogram(counts)
     if not len(lengths):
-        raise ValueError("the length counts hold no documents; scan a non-empty corpus")
+        raise InputError("the length counts hold no documents; scan a non-empty corpus")
     item_len, item_n, (pieces, last) = item_histogram(lengths, n, context, overlong)
     if not len(item_len):
-        raise ValueError(f"every document is longer than the context ({context}) and overlong='drop' dropped "
+        raise InputError(f"every document is longer than the context ({context}) and overlong='drop' dropped "
                          "them all; raise the context, or use overlong='split' or 'truncate'")
     r = get_strategy(strategy).from_counts(item_len, item_n, context, opts)
     m = plan_metrics(strategy, context, lengths, kept_tokens(pieces, last, context), pieces, counts=n,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from packing_core._validate import exact_sum_of_squares
+from packing_core._validate import InputError, exact_sum_of_squares
 
 
 def cu_seqlens_from_lengths(lengths, dtype=np.int64) -> np.ndarray:
@@ -184,7 +184,7 @@ class Plan:
     def row_pieces(self, row: int) -> slice:
         """Slice of the piece arrays that lie in ``row``."""
         if not 0 <= row < self.n_rows:
-            raise ValueError(f"row {row} does not exist: this plan has rows 0..{self.n_rows - 1}")
+            raise InputError(f"row {row} does not exist: this plan has rows 0..{self.n_rows - 1}")
         b = self.row_bounds()
         return slice(int(b[row]), int(b[row + 1]))
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import packing_core.packing.count_rows as C
 import packing_core.packing.place as P
+from packing_core._validate import InputError
 
 __all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO", "Strategy",
            "get_strategy", "register_strategy", "strategies", "unregister_strategy"]
@@ -61,7 +62,7 @@ def register_strategy(strategy: Strategy) -> Strategy:
     if not isinstance(strategy, Strategy):
         raise TypeError(f"register_strategy() takes a Strategy, got {type(strategy).__name__}")
     if strategy.name in _REGISTRY:
-        raise ValueError(f"a strategy named {strategy.name!r} is already registered; pick another name")
+        raise InputError(f"a strategy named {strategy.name!r} is already registered; pick another name")
     _REGISTRY[strategy.name] = strategy
     _sync()
     return strategy
@@ -82,7 +83,7 @@ def _sync() -> None:
 def get_strategy(name) -> Strategy:
     """The registered strategy called ``name``, or one line naming the choices."""
     if not isinstance(name, str) or name not in _REGISTRY:
-        raise ValueError(f"strategy must be one of {', '.join(map(repr, _REGISTRY))}, got {name!r}")
+        raise InputError(f"strategy must be one of {', '.join(map(repr, _REGISTRY))}, got {name!r}")
     return _REGISTRY[name]
 
 

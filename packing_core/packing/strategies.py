@@ -12,6 +12,7 @@ import numpy as np
 from packing_core._validate import (
     MAX_SPLIT_PIECES,
     OVERLONG_POLICIES,
+    InputError,
     as_batch_size,
     as_bucket_edges,
     as_context,
@@ -35,7 +36,7 @@ def _check_split(arr: np.ndarray, context: int) -> None:
     pieces = float(np.ceil(arr / float(context)).sum())
     if pieces - len(arr) > MAX_SPLIT_PIECES:
         i = int(np.argmax(arr))
-        raise ValueError(
+        raise InputError(
             f"splitting at context {context} would make {pieces:,.0f} pieces from {len(arr):,} documents "
             f"(the longest, at position {i}, has {int(arr[i])} tokens); at most {MAX_SPLIT_PIECES:,} extra pieces "
             "are allowed: check the lengths, "
@@ -82,7 +83,7 @@ def make_plan(
     # 2. items
     it = items_from_lengths(lengths, context, overlong)
     if len(it.length) == 0:
-        raise ValueError(
+        raise InputError(
             f"every document is longer than the context ({context}) and overlong='drop' dropped them all; "
             "raise the context, or use overlong='split' or 'truncate'"
         )

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from packing_core._validate import MAX_RUN_DOCUMENTS, MAX_RUN_ROW_TOKENS
+from packing_core._validate import MAX_RUN_DOCUMENTS, MAX_RUN_ROW_TOKENS, InputError
 from packing_core.attention.semantics import FLASH
 from packing_core.check.batch import BatchCheck
 from packing_core.verify.equivalence import default_tolerance
@@ -101,21 +101,21 @@ def run_hf_batch(model, check: BatchCheck, *, model_name: str = "", tolerance: f
     ids = check.tensors.input_ids
     rows, width = check.shape
     if width > MAX_RUN_ROW_TOKENS:   # the model's attention holds rows x heads x width^2 scores
-        raise ValueError(f"the batch's rows are {width:,} tokens wide; running a model on it is limited to "
+        raise InputError(f"the batch's rows are {width:,} tokens wide; running a model on it is limited to "
                          f"{MAX_RUN_ROW_TOKENS:,} tokens per row (its attention grows with the square of the row): "
                          "check the file without --model, or cut a smaller batch")
     if check.documents.count > MAX_RUN_DOCUMENTS:
-        raise ValueError(f"the batch holds {check.documents.count:,} documents; running a model runs each one alone, "
+        raise InputError(f"the batch holds {check.documents.count:,} documents; running a model runs each one alone, "
                          f"and is limited to {MAX_RUN_DOCUMENTS:,}: check the file without --model, or cut a smaller batch")
     if int(ids.max()) >= model.config.vocab_size or int(ids.min()) < 0:
-        raise ValueError(f"input_ids run from {int(ids.min())} to {int(ids.max())}, outside "
+        raise InputError(f"input_ids run from {int(ids.min())} to {int(ids.max())}, outside "
                          f"the model's vocabulary of {model.config.vocab_size}: tokenise with the model's tokenizer")
     impl = check.attn_implementation
     if impl in FLASH and param.device.type != "cuda":
-        raise ValueError(f"{impl} runs on a CUDA GPU with its kernel installed; here, run --model with "
+        raise InputError(f"{impl} runs on a CUDA GPU with its kernel installed; here, run --model with "
                          "--attn-implementation sdpa or eager (the static check covers every implementation)")
     if check.effective.refused:
-        raise ValueError(check.effective.refused)
+        raise InputError(check.effective.refused)
     if getattr(model.config, "_attn_implementation", None) != impl:
         model.set_attn_implementation(impl)
     kwargs = batch_kwargs(check, param.device)

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from packing_core._validate import MASKS, POSITIONS, Mask, Positions, choice, whole_number
+from packing_core._validate import MASKS, POSITIONS, InputError, Mask, Positions, choice, whole_number
 from packing_core.batch.packed import segment_layout
 
 MAX_STEPS = 64
@@ -168,7 +168,7 @@ def _alone_and_packed(greedy: Callable, documents, decode, *, document: int, mas
     choice("positions", positions, POSITIONS)
     steps = whole_number(steps, "steps", maximum=MAX_STEPS, hint="about 20 tokens read as a phrase")
     if not 1 <= document < len(documents):
-        raise ValueError(f"document must be 1 to {len(documents) - 1} (it needs one before it to read), "
+        raise InputError(f"document must be 1 to {len(documents) - 1} (it needs one before it to read), "
                          f"got {document}")
     doc = list(documents[document])
     alone = greedy([], doc, steps)

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from packing_core._validate import MASKS, POSITIONS, Mask, Positions, choice
+from packing_core._validate import MASKS, POSITIONS, InputError, Mask, Positions, choice
 from packing_core.batch.packed import segment_layout
 
 Runner = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
@@ -134,7 +134,7 @@ class VerifyReport:
 def default_tolerance(dtype: torch.dtype, backend: str, logit_scale: float) -> tuple[float, str]:
     """Tolerance for |dlogit| and the sentence that justifies it."""
     if dtype not in _BASE_TOLERANCE:
-        raise ValueError(f"no default tolerance for dtype {dtype}: pass tolerance= explicitly "
+        raise InputError(f"no default tolerance for dtype {dtype}: pass tolerance= explicitly "
                          f"or use one of {', '.join(str(d) for d in _BASE_TOLERANCE)}")
     base = _BASE_TOLERANCE[dtype]
     factor = _BACKEND_FACTOR.get(backend, 1.0)
@@ -164,7 +164,7 @@ def verify_runner(runner: Runner, documents: Sequence[Sequence[int]], *, mask: M
     choice("mask", mask, MASKS)
     choice("positions", positions, POSITIONS)
     if len(documents) == 0 or any(len(d) == 0 for d in documents):
-        raise ValueError("documents must be a non-empty list of non-empty token lists, got "
+        raise InputError("documents must be a non-empty list of non-empty token lists, got "
                          f"lengths {[len(d) for d in documents]}: drop empty documents")
     lengths = [len(d) for d in documents]
     layout = segment_layout(lengths, positions)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from packing_core._validate import whole_number
+from packing_core._validate import InputError, whole_number
 from packing_core.batch.loss import LOSS_RULES, document_weights, reduce_loss
 from packing_core.verify.equivalence import default_documents
 
@@ -42,7 +42,7 @@ def loss_lesson(rows, seed: int = 0) -> LossLesson:
 
     rows = tuple(tuple(whole_number(n, "counted tokens", hint="e.g. 4 | 60 60") for n in r) for r in rows)
     if sum(map(sum, rows)) > MAX_LESSON_TOKENS:
-        raise ValueError(f"the rows hold {sum(map(sum, rows)):,} tokens; the lesson runs at most "
+        raise InputError(f"the rows hold {sum(map(sum, rows)):,} tokens; the lesson runs at most "
                          f"{MAX_LESSON_TOKENS:,}: use smaller numbers")
     expected = {rule: tuple(float(w) for w in document_weights(rows, rule)) for rule in LOSS_RULES}
     lengths = [n for r in rows for n in r]

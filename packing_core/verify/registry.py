@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from packing_core._validate import InputError
 from packing_core.models.registry import DEFAULT_TEXTS, PRETRAINED, find_model, model_names
 from packing_core.models.tiny import TinyTransformer
 from packing_core.verify.equivalence import VerifyReport, default_documents, model_runner, verify_runner
@@ -49,11 +50,11 @@ def _texts(texts) -> tuple[str, ...]:
         texts = [texts]
     texts = tuple(DEFAULT_TEXTS if texts is None else texts)
     if not MIN_TEXTS <= len(texts) <= MAX_TEXTS:
-        raise ValueError(f"give {MIN_TEXTS} to {MAX_TEXTS} texts, got {len(texts)}: one to leak from and at "
+        raise InputError(f"give {MIN_TEXTS} to {MAX_TEXTS} texts, got {len(texts)}: one to leak from and at "
                          "least one to leak into")
     for i, t in enumerate(texts):
         if not isinstance(t, str) or not t.strip():
-            raise ValueError(f"text {i} is empty ({t!r}): every text needs at least one word")
+            raise InputError(f"text {i} is empty ({t!r}): every text needs at least one word")
     return texts
 
 
@@ -64,7 +65,7 @@ def tokenise_texts(tokenizer, texts=None) -> list[list[int]]:
     [[1, 1], [1, 1, 1]]
     >>> tokenise_texts(lambda ts: {"input_ids": [[1] * len(t) for t in ts]}, ["ab"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: give 2 to 4 texts, got 1: ...
+    packing_core._validate.InputError: give 2 to 4 texts, got 1: ...
     """
     texts = _texts(texts)
     try:
@@ -74,10 +75,10 @@ def tokenise_texts(tokenizer, texts=None) -> list[list[int]]:
     ids = ids["input_ids"] if hasattr(ids, "keys") else ids
     for i, doc in enumerate(ids):
         if len(doc) > MAX_TEXT_TOKENS:
-            raise ValueError(f"text {i} is {len(doc):,} tokens long; the limit is {MAX_TEXT_TOKENS} tokens per "
+            raise InputError(f"text {i} is {len(doc):,} tokens long; the limit is {MAX_TEXT_TOKENS} tokens per "
                              "text: shorten it")
         if not doc:
-            raise ValueError(f"text {i} tokenises to nothing: give it at least one word")
+            raise InputError(f"text {i} tokenises to nothing: give it at least one word")
     return [list(d) for d in ids]
 
 
@@ -96,7 +97,7 @@ def read_texts_file(path) -> list[str]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{display(str(path))} is not UTF-8 text (byte {e.start} is {raw[e.start]:#04x}): save it "
+        raise InputError(f"{display(str(path))} is not UTF-8 text (byte {e.start} is {raw[e.start]:#04x}): save it "
                          "as UTF-8, one text per line") from None
     return [line for line in text.splitlines() if line.strip()]
 
@@ -117,7 +118,7 @@ def load_causal_lm(model: str, dtype: torch.dtype = torch.float32):
         return spec.load(dtype=dtype)
     if is_model_path(model):
         return load_local_model(model, dtype=dtype)
-    raise ValueError(f"unknown model {model!r}: use {' or '.join(model_names(tokenizer=True))} or the path of a "
+    raise InputError(f"unknown model {model!r}: use {' or '.join(model_names(tokenizer=True))} or the path of a "
                      "local Hugging Face model folder")
 
 
@@ -140,13 +141,13 @@ def verify_pretrained(mask: str = "on", positions: str = "reset", backend: str =
     if pretrained is None:
         spec = find_model(model_name)
         if spec is None or not spec.tokenizer:
-            raise ValueError(f"{model_name!r} is not a registered model with a tokenizer: pass pretrained=(model, "
+            raise InputError(f"{model_name!r} is not a registered model with a tokenizer: pass pretrained=(model, "
                              "tokenizer) from load_local_model()")
         model, tokenizer = spec.load(dtype=dtype or torch.float32, device=device)
     else:
         model, tokenizer = pretrained
     if tokenizer is None:
-        raise ValueError(f"{model_name} has no tokenizer files, so texts cannot be tokenised: save the tokenizer "
+        raise InputError(f"{model_name} has no tokenizer files, so texts cannot be tokenised: save the tokenizer "
                          "into its folder, or verify it from the command line on token ids")
     if documents is None:
         documents = tokenise_texts(tokenizer, texts)
@@ -171,13 +172,13 @@ def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset
     spec = find_model(model)
     if spec is not None and spec.tokenizer:
         if seed is not None:
-            raise ValueError(f"seed draws the tiny models' random documents; {spec.name} runs real "
+            raise InputError(f"seed draws the tiny models' random documents; {spec.name} runs real "
                              "texts: pass texts= or documents= instead")
         return verify_pretrained(mask=mask, positions=positions, backend=backend, texts=texts,
                                  documents=documents, use_cache=use_cache, dtype=dtype, device=device,
                                  model_name=spec.name)
     if texts is not None and not is_model_path(model):
-        raise ValueError(f"texts need a tokenizer, and {model!r} has none: pass documents= "
+        raise InputError(f"texts need a tokenizer, and {model!r} has none: pass documents= "
                          f"(token ids) or use --model {PRETRAINED}")
     if is_model_path(model):
         return _verify_local(model, mask=mask, positions=positions, backend=backend, documents=documents,
@@ -188,7 +189,7 @@ def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset
     elif spec is not None:
         net, name = spec.load(dtype=dtype or torch.float32, device=device or "cpu")[0], model
     else:
-        raise ValueError(f"unknown model {model!r}: choose one of {', '.join(model_names())}")
+        raise InputError(f"unknown model {model!r}: choose one of {', '.join(model_names())}")
     param = next(net.parameters())
     docs = default_documents(vocab_size=net.cfg.vocab_size, seed=seed) if documents is None \
         else documents
@@ -206,12 +207,12 @@ def _verify_local(path, *, mask, positions, backend, documents, texts, seed, dty
     decode = tokenizer.decode if tokenizer is not None else None
     if documents is None and tokenizer is not None:
         if seed is not None:
-            raise ValueError(f"{path} has a tokenizer, so it runs texts: pass texts= instead of seed=")
+            raise InputError(f"{path} has a tokenizer, so it runs texts: pass texts= instead of seed=")
         texts = _texts(texts)
         documents = tokenise_texts(tokenizer, texts)
     elif documents is None:
         if texts is not None:
-            raise ValueError(f"{path} has no tokenizer files, so texts cannot be tokenised: pass documents= "
+            raise InputError(f"{path} has no tokenizer files, so texts cannot be tokenised: pass documents= "
                              "(token ids), or save the tokenizer into the folder")
         documents = default_documents(vocab_size=min(net.config.vocab_size, 1000), seed=seed or 0)
         texts = ()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from packing_core._validate import InputError
 from packing_core.batch.packed import IGNORE_INDEX
 from packing_core.check.batch import BatchCheck
 from packing_core.viz.rows import Track, tracks_figure
@@ -18,7 +19,7 @@ def hf_batch_figure(check: BatchCheck, row: int = 0, *, title: str | None = None
     """Row ``row`` of a checked batch: document, position_ids, labels, and a red track per finding."""
     rows = check.shape[0]
     if not 0 <= row < rows:
-        raise ValueError(f"row {row} is outside the batch's {rows} row(s): pick 0 to {rows - 1}")
+        raise InputError(f"row {row} is outside the batch's {rows} row(s): pick 0 to {rows - 1}")
     a = check.arrays
     seg = check.row_document_ids[row]
     codes = colour_codes(seg)

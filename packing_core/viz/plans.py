@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from packing_core._validate import InputError
 from packing_core.analysis.costs import benchmark_bounds
 from packing_core.packing.registry import PACKING_STRATEGIES
 from packing_core.viz.style import (
@@ -39,7 +40,7 @@ def plan_grid(plan, first_row: int = 0, max_rows: int = 32, stride: int = 1):
     whatever the context (a context of 2**28 must not build a 2**28-wide grid).
     """
     if not 0 <= first_row < plan.n_rows:
-        raise ValueError(f"first_row {first_row} does not exist: the plan has rows 0..{plan.n_rows - 1}")
+        raise InputError(f"first_row {first_row} does not exist: the plan has rows 0..{plan.n_rows - 1}")
     rows = np.arange(first_row, min(plan.n_rows, first_row + max_rows))
     width = int(plan.row_width[rows].max())
     slot = np.arange(0, width, max(1, int(stride)))
@@ -66,7 +67,7 @@ def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 
     A piece that does not finish its document (split at a row edge) ends in a violet (alert) tick.
     """
     if not 0 <= first_row < plan.n_rows:
-        raise ValueError(f"first_row {first_row} does not exist: the plan has rows 0..{plan.n_rows - 1}")
+        raise InputError(f"first_row {first_row} does not exist: the plan has rows 0..{plan.n_rows - 1}")
     width = int(plan.row_width[first_row:first_row + max_rows].max())
     k = stride_for(width, max_cols)
     rows, doc, token = plan_grid(plan, first_row, max_rows, stride=k)

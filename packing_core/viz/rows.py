@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from packing_core._validate import InputError
 from packing_core.batch.packed import IGNORE_INDEX
 from packing_core.viz.style import (
     EMPTY,
@@ -68,7 +69,7 @@ def mask_figure(masks: dict, doc_ids, position_ids, *, max_side: int = 128,
     for c, (name, allowed) in enumerate(masks.items(), start=1):
         a = np.asarray(allowed, dtype=bool)
         if a.shape != (L, L):
-            raise ValueError(f"mask {name!r} has shape {a.shape}, expected ({L}, {L}) for {L} tokens")
+            raise InputError(f"mask {name!r} has shape {a.shape}, expected ({L}, {L}) for {L} tokens")
         codes = np.where(pad, PAD, np.where(a, np.where(same, colour_codes(doc)[:, None], LEAK), EMPTY))
         codes = downsample_codes(codes, k, axes=(0, 1))
         fig.add_trace(code_heatmap(
@@ -101,10 +102,10 @@ def tracks_figure(tracks: list[Track], *, max_cols: int = 1024, title: str | Non
                   show_text: bool | None = None) -> go.Figure:
     """Tracks stacked on one token axis: a single heatmap, one row per track."""
     if not tracks:
-        raise ValueError("tracks_figure needs at least one Track")
+        raise InputError("tracks_figure needs at least one Track")
     L = len(tracks[0].codes)
     if any(len(t.codes) != L or len(t.labels) != L for t in tracks):
-        raise ValueError(f"every track must have {L} tokens, got {[len(t.codes) for t in tracks]}")
+        raise InputError(f"every track must have {L} tokens, got {[len(t.codes) for t in tracks]}")
     k = stride_for(L, max_cols)
     show = L <= TEXT_UP_TO if show_text is None else show_text
     names = [t.name for t in tracks]
@@ -197,7 +198,7 @@ def logit_diff_figure(token_diffs, cu_seqlens, tolerance: float, *, floor: float
     diffs = np.asarray(token_diffs, dtype=np.float64)
     cu = np.asarray(cu_seqlens, dtype=np.int64)
     if len(cu) < 2 or cu[0] != 0 or cu[-1] != len(diffs):
-        raise ValueError(f"cu_seqlens must run from 0 to {len(diffs)} tokens, got {cu.tolist()[:8]}")
+        raise InputError(f"cu_seqlens must run from 0 to {len(diffs)} tokens, got {cu.tolist()[:8]}")
     floor = tolerance / 1000 if floor is None else floor
     doc = np.repeat(np.arange(len(cu) - 1), np.diff(cu))
     shown = np.maximum(diffs, floor)

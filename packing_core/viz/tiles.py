@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from packing_core._validate import InputError
 from packing_core.analysis.costs import NEEDED, SKIPPED, WASTED, KernelFootprint
 from packing_core.viz.style import EMPTY_COLOUR, PACKED_COLOUR, PAD_COLOUR, apply_layout, legend_swatch
 
@@ -28,7 +29,7 @@ def panel_title(fp: KernelFootprint) -> str:
 def tile_figure(footprints: list[KernelFootprint], title: str | None = None) -> go.Figure:
     """One heatmap per kernel of which query-key cells it computes (see the module doc)."""
     if not footprints:
-        raise ValueError("tile_figure needs at least one footprint: pass kernel_footprints(lengths, context)")
+        raise InputError("tile_figure needs at least one footprint: pass kernel_footprints(lengths, context)")
     n = len(footprints)
     fig = make_subplots(rows=1, cols=n, subplot_titles=[panel_title(fp) for fp in footprints],
                         horizontal_spacing=0.03)

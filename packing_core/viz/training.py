@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from packing_core._validate import InputError
 from packing_core.viz.style import FIXED_COLOUR, LEAK_COLOUR, apply_layout
 
 MASK_COLOURS = {"on": FIXED_COLOUR, "off": LEAK_COLOUR}
@@ -28,7 +29,7 @@ def trailing_mean(values, window: int) -> np.ndarray:
     """
     v = np.asarray(values, dtype=np.float64)
     if window < 1:
-        raise ValueError(f"window must be at least 1 step, got {window}: try 10")
+        raise InputError(f"window must be at least 1 step, got {window}: try 10")
     c = np.concatenate([[0.0], np.cumsum(v)])
     k = np.arange(1, len(v) + 1)
     lo = np.maximum(0, k - window)
@@ -44,15 +45,15 @@ def loss_curves_figure(results: Sequence, *, smooth: int = 10, title: str | None
     the end of training, where the runs part; the first steps run off the top.
     """
     if not results:
-        raise ValueError("no training runs given: pass the results of train_demo('on') and train_demo('off')")
+        raise InputError("no training runs given: pass the results of train_demo('on') and train_demo('off')")
     fig = go.Figure()
     ends = []   # the values the eye must compare: final smoothed losses and alone lines
     for r in results:
         if r.mask not in MASK_COLOURS:
-            raise ValueError(f"mask must be 'on' or 'off', got {r.mask!r}: pass results of train_demo")
+            raise InputError(f"mask must be 'on' or 'off', got {r.mask!r}: pass results of train_demo")
         losses = np.asarray(r.losses, dtype=np.float64)
         if len(losses) == 0:
-            raise ValueError(f"the mask-{r.mask} run has no steps: train for at least one step")
+            raise InputError(f"the mask-{r.mask} run has no steps: train for at least one step")
         colour, name = MASK_COLOURS[r.mask], f"mask {r.mask}"
         steps = np.arange(1, len(losses) + 1)
         fig.add_trace(go.Scatter(x=steps, y=losses, mode="lines", name=f"{name}: each step",

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from packing_core._settings import ReadBudget, read_budget
-from packing_core._validate import MAX_TEXT_BYTES
+from packing_core._validate import MAX_TEXT_BYTES, InputError
 
 BATCH_BYTES = 8 << 20       # about this much of a file per batch, in every format
 WHOLE = "file"              # open_source(..., fmt=WHOLE): a file read whole (a batch, a config), no reader
@@ -43,7 +43,7 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"), (s
 _LIBRARY_ERRORS = (pa.ArrowException, OSError, EOFError, zlib.error, UnicodeDecodeError)
 
 
-class SourceError(ValueError):
+class SourceError(InputError):
     """A message that already names the source and the fix (a library's error is wrapped into one)."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from packing_core._validate import InputError
 from packing_core.batch.packed import IGNORE_INDEX, PackedBatch
 from packing_core.check.batch import check_batch, kernel_mask
 from packing_core.verify.zoo._types import Bug, ZooResult
@@ -34,7 +35,7 @@ class NaiveTargets:
 def naive_targets(batch: PackedBatch, row: int) -> NaiveTargets:
     """``a b c | d e`` -> naive ``b c d e -``: c -> d crosses (the batch's own targets are ``b c - e -``)."""
     if not 0 <= row < batch.input_ids.shape[0]:
-        raise ValueError(f"row {row} does not exist: the batch has rows 0..{batch.input_ids.shape[0] - 1}")
+        raise InputError(f"row {row} does not exist: the batch has rows 0..{batch.input_ids.shape[0] - 1}")
     ids = batch.input_ids[row].numpy()
     seg = batch.segment_ids[row].numpy()
     valid = seg >= 0
@@ -156,7 +157,7 @@ def broken_batch(batch: PackedBatch, how: str) -> PackedBatch:
     document alone against packed (``alone_vs_packed_attention``) catches it.
     """
     if how not in PLANTED:
-        raise ValueError(f"unknown break {how!r}; choose one of {', '.join(PLANTED)}")
+        raise InputError(f"unknown break {how!r}; choose one of {', '.join(PLANTED)}")
     return batch if how == "none" else _BY_NAME[how].run(batch)
 
 
@@ -191,7 +192,7 @@ def plant_bug(name: str) -> ZooResult:
     """
     bug = next((b for b in BUGS if b.name == name), None)
     if bug is None:
-        raise ValueError(f"unknown planted bug {name!r}; choose one of {', '.join(b.name for b in BUGS)}")
+        raise InputError(f"unknown planted bug {name!r}; choose one of {', '.join(b.name for b in BUGS)}")
     good = shown_batch()
     bad = bug.run(good)
     cb, cg = check_batch(bad), check_batch(good)
