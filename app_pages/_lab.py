@@ -20,7 +20,7 @@ import streamlit as st
 
 import packing_core as pc
 from app_pages import _content
-from packing_core import make_plan
+from packing_core import InputError, make_plan
 from packing_core.analysis import length_histogram, length_stats
 from packing_core.data import list_sources
 from packing_core.models import PRETRAINED
@@ -109,7 +109,7 @@ def guard(action: str):
     """
     try:
         yield
-    except ValueError as e:
+    except InputError as e:
         st.error(f"Could not {esc(action)}: {esc(e)}")
         st.stop()
     except Exception as e:  # noqa: BLE001  (no traceback may reach the page)

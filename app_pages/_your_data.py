@@ -124,7 +124,7 @@ def _use_upload() -> None:
     names = [repr(str(n))[1:-1] for n, _ in files]   # control characters escaped, as every message shows names
     try:
         profile = _profile(digest, files, tokenizer, kind, column)
-    except ValueError as e:
+    except pc.InputError as e:
         st.session_state["upload_error"] = str(e)
         return
     except Exception as e:  # noqa: BLE001  (no traceback may reach the page)
@@ -164,7 +164,7 @@ def upload_form() -> None:
             budget = read_budget()
             st.caption(f"Limits per analysis: {budget.rows:,} rows, {budget.bytes / 2**20:,.0f} MiB read or decoded, "
                        f"{budget.seconds:g} s (the server's PACKING_LAB_MAX_ROWS, _BYTES, _SECONDS).")
-        except ValueError as e:
+        except pc.InputError as e:
             st.error(f"The server's read budget is misconfigured: {esc(e)}")
         u1, u2, u3 = st.columns([3, 1, 1])
         u1.file_uploader("Data files or a length profile", type=list(INPUT_SUFFIXES), accept_multiple_files=True,
@@ -194,7 +194,7 @@ def _column_picker(up) -> None:
     """For one data file (any registered format): its columns, read from the header alone (errors shown at once)."""
     try:
         columns = describe_columns(up)
-    except ValueError as e:
+    except pc.InputError as e:
         st.session_state["upload_error"] = str(e)
         return
     # a picker of 400,000 columns would freeze the tab: the first 1,000 are enough to choose from

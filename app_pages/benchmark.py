@@ -4,6 +4,7 @@ import streamlit as st
 import torch
 
 from app_pages._lab import SHARED, esc, figure, guard, lesson, page_settings, sources, strategy_table
+from packing_core import InputError
 from packing_core.analysis import BOUND_LABELS, benchmark_bounds, kernel_footprints
 from packing_core.attention import available_backends
 from packing_core.data import synthetic_lengths
@@ -87,7 +88,7 @@ def _run() -> None:
             docs=docs, context=context, heads=heads, head_dim=64, repeats=repeats, device=device,
             dataset=dataset, backends=chosen, progress=lambda f, msg: bar.progress(min(1.0, f), text=msg))
         st.session_state.pop(S.key("error"), None)
-    except ValueError as e:
+    except InputError as e:
         st.session_state[S.key("error")] = str(e)
     bar.empty()
 

@@ -13,7 +13,8 @@
     python -m packing_core scan data/ --tokenizer smollm2 --out profile.json
     python -m packing_core report --profile profile.json
 
-Bad input prints one line, ``error: ...``, to stderr and exits 2. ``verify`` exits 0
+Bad input prints one line, ``error: ...``, to stderr and exits 2; an unexpected exception is a bug of the lab:
+its traceback and one line saying so go to stderr, exit 3. ``verify`` exits 0
 when packing changed nothing within tolerance, 1 when it did. ``check`` exits 1 on an error
 finding (on a warning too with ``--strict``), or when ``--model`` shows a leak.
 """
@@ -34,6 +35,7 @@ from packing_core.models.tokenizers import TOKENIZER_CHOICES
 from packing_core.packing.strategies import OVERLONG_POLICIES, STRATEGIES, STRATEGY_INFO, make_plan
 
 EXIT_BAD_INPUT = 2
+EXIT_BUG = 3         # an exception that is not InputError: a bug of the lab, reported with its traceback
 _TABLE_COLUMNS = (
     ("strategy", "strategy", "{}"),
     ("rows", "rows", "{:,}"),
@@ -480,7 +482,7 @@ def main(argv=None, out=None, err=None) -> int:
         if args.command == "report" and args.ranks is not None:
             return _balance(args, out)
         return {"report": _report, "verify": _verify, "check": _check, "zoo": _zoo}[args.command](args, out)
-    except ValueError as e:
+    except InputError as e:
         err.write(f"error: {_escaped(e)}\n")
         return EXIT_BAD_INPUT
     except BrokenPipeError:   # the reader went away (``check ... | head``): not an error of the input
@@ -499,6 +501,13 @@ def main(argv=None, out=None, err=None) -> int:
     except KeyboardInterrupt:   # Ctrl-C: writes are atomic, so nothing half-done is left behind
         err.write("error: interrupted; nothing was written\n")
         return 130
+    except Exception as e:  # noqa: BLE001  anything else is a bug of the lab, not of the input: say so, keep the traceback
+        import traceback
+
+        err.write("".join(traceback.format_exception(e)))
+        err.write(f"error: an unexpected {type(e).__name__} inside Packing Lab: a bug, not a problem with your input; "
+                  "the traceback above says where (please report it)\n")
+        return EXIT_BUG
 
 
 if __name__ == "__main__":
