@@ -160,13 +160,13 @@ def _init_worker(load_tokenizer: Callable) -> None:
         _worker_tokenizer = load_tokenizer()
     except Exception as e:  # noqa: BLE001  (whatever the loader raised, the task names it)
         first = (str(e).strip().splitlines() or [""])[0][:300]
-        _worker_tokenizer = ValueError(first if isinstance(e, ValueError) else
+        _worker_tokenizer = InputError(first if isinstance(e, InputError) else
                                        f"could not load the tokenizer ({type(e).__name__}: {first})")
 
 
 def _scan_task(shard: sources.Source, kind: str, columns: list[str], cap: int | None,
                budget: ReadBudget) -> LengthProfile:
-    if isinstance(_worker_tokenizer, ValueError):
+    if isinstance(_worker_tokenizer, InputError):
         raise _worker_tokenizer
     return scan_shard(shard, kind, columns, _worker_tokenizer, cap, budget)
 
@@ -243,7 +243,7 @@ def _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished, b
             shard = shards[index]
             try:
                 profile = future.result()
-            except ValueError:
+            except InputError:
                 raise
             except cf.process.BrokenProcessPool as e:
                 raise InputError(f"a scan worker died while reading {shard.name} ({e}); the shard may be "

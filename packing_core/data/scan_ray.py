@@ -34,7 +34,7 @@ class ShardScanner:
             self.tokenizer = load_tokenizer()
         except Exception as e:  # noqa: BLE001
             first = (str(e).strip().splitlines() or [""])[0][:300]
-            self.error = first if isinstance(e, ValueError) else f"could not load the tokenizer ({type(e).__name__}: {first})"
+            self.error = first if isinstance(e, InputError) else f"could not load the tokenizer ({type(e).__name__}: {first})"
         self.scan_shard = scan_shard    # data.scan.scan_shard, passed in: the engines share it
         self.kind, self.columns, self.cap, self.budget = kind, list(columns), cap, budget
 
@@ -50,9 +50,10 @@ class ShardScanner:
                 profile = self.scan_shard(shard, self.kind, self.columns, self.tokenizer, self.cap, self.budget)
                 profiles.append(json.dumps(profile.to_dict()))
                 errors.append("")
-            except ValueError as e:   # handed back as data: the driver raises it with the shard's name
+            except Exception as e:  # noqa: BLE001  handed back as data: the driver raises it with the shard's name
                 profiles.append("")
-                errors.append(str(e))
+                errors.append(str(e) if isinstance(e, InputError) else
+                              f"{name} failed ({type(e).__name__}: {str(e)[:300]})")
         return {"index": batch["index"], "path": batch["path"], "profile": np.array(profiles, dtype=object),
                 "error": np.array(errors, dtype=object)}
 
@@ -91,7 +92,7 @@ def scan_ray(shards: list[sources.Source], kind: str, columns: list[str], load_t
             if row["error"]:
                 raise InputError(row["error"])
             finished(int(row["index"]), LengthProfile.from_dict(json.loads(row["profile"]), str(row["path"])))
-    except ValueError:
+    except InputError:
         raise
     except Exception as e:  # noqa: BLE001  (a dead actor, a lost node: one line, not Ray's traceback)
         raise InputError(f"the Ray scan failed ({type(e).__name__}: {str(e)[:500]}); see the Ray logs") from None

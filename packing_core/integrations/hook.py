@@ -20,7 +20,7 @@ from packing_core.check.batch import BatchCheck, check_hf_batch
 ON_ERROR = ("raise", "warn")
 
 
-class PackingCheckError(ValueError):
+class PackingCheckError(InputError):
     """A batch the model received lets documents read each other, or trains a wrong label."""
 
 

@@ -56,7 +56,7 @@ def _newlines(block: bytes) -> tuple[bytes, int]:
     return block, block.count(b"\n")
 
 
-def utf8_error(chunk: bytes, first: int, src: Named, e: UnicodeDecodeError) -> ValueError:
+def utf8_error(chunk: bytes, first: int, src: Named, e: UnicodeDecodeError) -> base.SourceError:
     line_start = chunk.rfind(b"\n", 0, e.start) + 1
     lineno = first + chunk.count(b"\n", 0, e.start)
     return base.SourceError(f"{src.name} is not UTF-8 text (line {lineno}, "
