@@ -233,10 +233,20 @@ def test_segment_ids_is_only_the_segment_a_kernel_attends_within():
 
 def test_renamed_public_names_still_resolve_with_a_deprecation_warning():
     import packing_core.attention as attention
+    import packing_core.packing.items as items
+    import packing_core.verify as verify
+    from packing_core.packing import pieces
 
     with pytest.warns(DeprecationWarning, match="ATTENTION_READERS"):
         assert attention.READERS == attention.ATTENTION_READERS
     assert "READERS" not in attention.__all__
+    for old, new in (("Items", "Pieces"), ("items_from_lengths", "pieces_from_lengths"),
+                     ("item_histogram", "piece_histogram")):
+        with pytest.warns(DeprecationWarning, match=new):
+            assert getattr(items, old) is getattr(pieces, new)
+    with pytest.warns(DeprecationWarning, match="key_mask"):
+        assert verify.PromptBlindBatch is packing_core.PackedBatch
+    assert "PromptBlindBatch" not in verify.__all__
 
 
 @pytest.mark.parametrize("module", sorted(p for sub in ("attention", "batch", "check")
