@@ -45,7 +45,7 @@ from packing_core.check.rules import Finding
 from packing_core.check.static import StaticCheck, first_hit, marks_of, packed_findings, static_check
 
 # a finding that already says the batch is misread under this implementation: no comparison needed
-_MISREAD = ("documents_share_attention", "kernel_cannot_read_batch", "kernel_skips_tokens")
+_MISREAD_FINDINGS = ("documents_share_attention", "kernel_cannot_read_batch", "kernel_skips_tokens")
 
 
 def _readers(names) -> tuple[str, ...]:
@@ -99,7 +99,7 @@ def _checked(static: StaticCheck, eff: EffectiveAttention, *, allow_cross_docume
     seen = {f.name for f in static.findings}       # a PackedBatch rule the to_hf() view already reports: once
     findings = [*static.findings, *leak_findings(eff, docs, allow_cross_document),
                 *(f for f in static.packed if f.name not in seen)]
-    if others is not None and not any(f.name in _MISREAD for f in findings):
+    if others is not None and not any(f.name in _MISREAD_FINDINGS for f in findings):
         misread = [f"{o.attn_implementation} ({o.refused or o.path})" for o in others()
                    if o.attn_implementation != eff.attn_implementation and _misread(o, docs)]
         if misread:
@@ -133,8 +133,8 @@ def _one(static: StaticCheck, attn_implementation: str, *, use_cache: bool, allo
          compare: bool) -> BatchCheck:
     (attn_implementation,) = _readers(attn_implementation)
     eff = effective_attention(static.tensors, attn_implementation, use_cache=use_cache)
-    others = (lambda: [effective_attention(static.tensors, o, use_cache=use_cache) for o in IMPLEMENTATIONS]
-              ) if compare else None
+    others = (lambda: [effective_attention(static.tensors, o, use_cache=use_cache) for o in IMPLEMENTATIONS
+                       if o != attn_implementation]) if compare else None
     return _checked(static, eff, allow_cross_document=allow_cross_document, others=others)
 
 

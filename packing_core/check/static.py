@@ -39,6 +39,10 @@ class StaticCheck:
     packed: tuple[Finding, ...] = ()
     ignored: tuple[str, ...] = ()
 
+    def to_dict(self) -> dict:
+        return {"documents": self.documents.count, "findings": [f.to_dict() for f in self.findings],
+                "packed": [f.to_dict() for f in self.packed], "ignored": list(self.ignored)}
+
 
 def static_check(t: BatchTensors, ignored: tuple[str, ...] = (), *, eos_ids=(), bos_ids=(), labels: str = "auto",
                  evidence: tuple[Evidence, ...] = (), packed: tuple[Finding, ...] = ()) -> StaticCheck:
