@@ -4,7 +4,7 @@ import streamlit as st
 import packing_core as pc
 from app_pages import _content
 from app_pages._lab import figure, guard, lesson, page_settings, steps
-from packing_core.attention import READERS
+from packing_core.attention import ATTENTION_READERS
 from packing_core.check import check_all_implementations, load_batch_bytes
 from packing_core.viz import hf_batch_figure
 
@@ -40,7 +40,7 @@ with trainer:
         "untrusted file can run arbitrary code. "
         "`python -m packing_core check FILE --model smollm2` does the same and also runs the model on it."
     )
-    attn = st.selectbox("Attention implementation that reads the batch", READERS, **S.bind("attn"),
+    attn = st.selectbox("Attention implementation that reads the batch", ATTENTION_READERS, **S.bind("attn"),
                         help="transformers' sdpa / eager / flex_attention / flash_attention_2/3, or the lab's own "
                              "backends: each reads different tensors of the same batch.")
     up = st.file_uploader("Batch file", type=["safetensors", "npz", "json", "pt", "bin", "pkl"],

@@ -1,14 +1,13 @@
 """Masks and labels: one packed row, its attention mask, positions, targets and loss mask; break it, check it."""
 import numpy as np
 import streamlit as st
-import torch
 
 from app_pages import _content
 from app_pages._lab import figure, guard, lesson, page_settings, steps, terms_help
 from packing_core import PackedBatch, check_batch
 from packing_core.analysis import alone_vs_packed_attention
-from packing_core.attention import IMPLEMENTATIONS, READERS, block_causal_mask
-from packing_core.check import kernel_mask
+from packing_core.attention import ATTENTION_READERS, packed_attention
+from packing_core.check import check_all_implementations
 from packing_core.verify import BREAKS, broken_batch, loss_vs_answers, naive_targets
 from packing_core.viz import layout_figure, mask_figure, targets_figure
 
@@ -47,7 +46,7 @@ if S.get("break_") not in breaks:
     st.session_state[S.key("break_")] = "none"
 how = c3.selectbox("Break it: plant a classic bug", breaks, **S.bind("break_"))
 st.caption(BREAKS[how])
-attn = st.selectbox("Attention implementation that reads the batch", READERS, **S.bind("attn"),
+attn = st.selectbox("Attention implementation that reads the batch", ATTENTION_READERS, **S.bind("attn"),
                     help="transformers' sdpa / eager / flex_attention / flash_attention_2/3, or the lab's own "
                          "backends: each reads different tensors of the same batch.")
 
@@ -55,8 +54,9 @@ with guard(f"build a row of {width} tokens"):
     docs, good, continuous = build(width, instruction)
     shown = broken_batch(good, how)
     checked_row = check_batch(shown, attn)
-    per_impl = [check_batch(shown, impl, compare=False) for impl in IMPLEMENTATIONS]
-    kernel = kernel_mask(shown, attn, 0)
+    per_impl = check_all_implementations(shown)
+    kernel = packed_attention(shown, attn).allowed(0)
+    causal = packed_attention(shown, "causal_only").allowed(0)   # one triangle over the row's real tokens
     loss_positions, answers = loss_vs_answers(shown)
     isolation = attention_check(width, instruction, how)
 doc = shown.document_ids[0].numpy()
@@ -84,12 +84,10 @@ with mask_step:
         "j ≤ i *and* segment[i] == segment[j], one triangle per document. Hover a cell to see which "
         "query reads which key."
     )
-    n_valid = int(good.valid[0].sum())  # the row's real tokens, whatever a planted bug did to their segments
-    causal = block_causal_mask(torch.tensor([0, n_valid]), total=width).numpy()
     figure(mask_figure({"causal only (j ≤ i)": causal,
                         f"what {attn} reads in this batch": kernel},
                        doc, shown.position_ids[0].numpy()), key=S.key("masks"))
-    offsets = good.doc_cu_seqlens[0].tolist()
+    offsets = good.row_piece_offsets[0].tolist()
     listed = ", ".join(map(str, offsets[:12])) + (", ..." if len(offsets) > 12 else "")
     st.markdown(
         f"A varlen kernel never builds this {width} x {width} matrix. It reads the document offsets, "

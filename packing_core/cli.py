@@ -286,16 +286,17 @@ def _special_ids(args) -> tuple[int, ...]:
 
 def _check(args, out) -> int:
     _vet_model(args.model)
-    from packing_core.attention.semantics import IMPLEMENTATIONS
-    from packing_core.check.batch import check_hf_batch
+    from packing_core.check.batch import check_all_implementations, check_hf_batch
     from packing_core.check.files import load_batch_file
 
     batch = load_batch_file(args.file)
     eos = _special_ids(args)
-    impls = IMPLEMENTATIONS if args.attn_implementation == "all" else (args.attn_implementation,)
-    checks = [check_hf_batch(batch, impl, use_cache=args.use_cache, eos_ids=eos, labels=args.labels,
-                             allow_cross_document=args.allow_cross_document, compare=len(impls) == 1)
-              for impl in impls]
+    kw = dict(use_cache=args.use_cache, eos_ids=eos, labels=args.labels, allow_cross_document=args.allow_cross_document)
+    if args.attn_implementation == "all":   # the implementation-free half is computed once for all five
+        checks = list(check_all_implementations(batch, **kw))
+    else:
+        checks = [check_hf_batch(batch, args.attn_implementation, **kw)]
+    impls = tuple(c.attn_implementation for c in checks)
     verdict = None
     if args.model is not None:
         from packing_core.verify.batch_run import run_hf_batch

@@ -199,3 +199,57 @@ def test_nothing_reads_transformers_private_attributes():
 
 def test_the_library_never_imports_streamlit():
     assert [p for p in PACKAGE.rglob("*.py") if re.search(r"^\s*(import|from)\s+streamlit", p.read_text(), re.M)] == []
+
+
+# ---------------------------------------------------------------- one meaning per name
+PACKAGES = sorted(".".join(("packing_core", *p.parent.relative_to(PACKAGE).parts))
+                  for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE)
+
+
+def test_no_two_packages_export_the_same_name():
+    """A name means one thing: only a package and its own subpackage (which it re-exports) may share one."""
+    exported = {name: set(importlib.import_module(name).__all__) for name in PACKAGES}
+    assert len(exported) > 10 and "packing_core.data.sources" in exported
+    shared = [f"{a} and {b}: {sorted(exported[a] & exported[b])}" for a in PACKAGES for b in PACKAGES
+              if a < b and not b.startswith(a + ".") and exported[a] & exported[b]]
+    assert shared == []
+
+
+def test_our_backends_and_transformers_implementations_have_different_names():
+    from packing_core.attention import ATTENTION_READERS, BACKENDS, IMPLEMENTATIONS
+
+    assert set(BACKENDS).isdisjoint(IMPLEMENTATIONS)
+    assert set(ATTENTION_READERS) - set(IMPLEMENTATIONS) <= set(BACKENDS)   # the rest of the readers are ours
+
+
+def test_segment_ids_is_only_the_segment_a_kernel_attends_within():
+    """``segment_ids`` is EffectiveAttention's; pieces are ``piece_ids``, documents ``document_ids``."""
+    home = PACKAGE / "attention" / "semantics.py"
+    other = [f"{p.relative_to(PACKAGE)}:{n}: {line.strip()}" for p in sorted(PACKAGE.rglob("*.py")) if p != home
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if "segment_ids" in line and not re.search(r"def segment_ids\(self\)|warn_renamed\(", line)]
+    assert other == []
+
+
+def test_renamed_public_names_still_resolve_with_a_deprecation_warning():
+    import packing_core.attention as attention
+    import packing_core.packing.items as items
+    import packing_core.verify as verify
+    from packing_core.packing import pieces
+
+    with pytest.warns(DeprecationWarning, match="ATTENTION_READERS"):
+        assert attention.READERS == attention.ATTENTION_READERS
+    assert "READERS" not in attention.__all__
+    for old, new in (("Items", "Pieces"), ("items_from_lengths", "pieces_from_lengths"),
+                     ("item_histogram", "piece_histogram")):
+        with pytest.warns(DeprecationWarning, match=new):
+            assert getattr(items, old) is getattr(pieces, new)
+    with pytest.warns(DeprecationWarning, match="key_mask"):
+        assert verify.PromptBlindBatch is packing_core.PackedBatch
+    assert "PromptBlindBatch" not in verify.__all__
+
+
+@pytest.mark.parametrize("module", sorted(p for sub in ("attention", "batch", "check")
+                                          for p in (PACKAGE / sub).glob("*.py")), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_attention_batch_and_check_modules_stay_under_400_lines(module):
+    assert len(module.read_text(encoding="utf-8").splitlines()) <= 400

@@ -58,12 +58,12 @@ def test_every_file_and_test_a_recipe_names_exists(name):
 
 
 # ---------------------------------------------------------------- the strategy recipe, followed
-def place_toy_pad(items, context, options, rng):                 # step 1: a place function
-    return place.place_pad(items, context, options, rng)
+def place_toy_pad(pieces, context, options, rng):                # step 1: a place function
+    return place.place_pad(pieces, context, options, rng)
 
 
-def rows_toy_pad(item_lengths, items, context, options):          # step 2: a from_counts function
-    return count_rows.rows_pad(item_lengths, items, context, options)
+def rows_toy_pad(piece_lengths, pieces, context, options):        # step 2: a from_counts function
+    return count_rows.rows_pad(piece_lengths, pieces, context, options)
 
 
 def test_the_strategy_recipe_on_a_toy():

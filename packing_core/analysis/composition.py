@@ -59,16 +59,12 @@ def batch_cu_seqlens(plan) -> list[int]:
 
 
 def row_cu_seqlens(plan) -> list[list[int]]:
-    """The same boundaries read inside each row: restart at 0 in every row, end at the row's tokens.
+    """The same boundaries read inside each row, as lists: :meth:`Plan.row_piece_offsets`.
 
-    Not the plain running sum of the lengths: a row is cut at the context, and a split
-    document's continuation starts the next row at 0. A kernel still takes them as one
-    array over the batch (:func:`batch_cu_seqlens`).
+    A kernel still takes them as one array over the batch (:func:`batch_cu_seqlens`).
 
     >>> from packing_core import make_plan
     >>> row_cu_seqlens(make_plan([120, 90, 300, 40, 55, 30, 210, 65], 512, "concat-cut"))
     [[0, 120, 210, 510, 512], [0, 38, 93, 123, 333, 398]]
     """
-    bounds = plan.row_bounds()
-    lens = plan.piece_len
-    return [np.r_[0, np.cumsum(lens[bounds[r]:bounds[r + 1]])].astype(int).tolist() for r in range(plan.n_rows)]
+    return [offsets.tolist() for offsets in plan.row_piece_offsets()]

@@ -4,7 +4,7 @@
 can see a bug that lives only in who may read whom, such as the loss mask used as the
 attention mask (prompt tokens stop being keys). This check runs one attention layer with
 random q, k and v over every row as a kernel would see it (its ``cu_seqlens``, plus any key
-restriction the batch carries), runs every document piece alone, and compares the outputs.
+restriction the batch carries), runs every piece alone, and compares the outputs.
 
 >>> from packing_core.batch.packed import PackedBatch
 >>> from packing_core.verify.zoo import broken_batch
@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from packing_core.attention.semantics import packed_attention
 
 TOLERANCE = 1e-5   # float32 attention over a few hundred keys agrees to about 1e-7
 
@@ -52,34 +54,24 @@ def alone_vs_packed_attention(batch, *, heads: int = 2, head_dim: int = 16, seed
                               tolerance: float = TOLERANCE) -> AttentionCheck:
     """Compare each piece's attention output alone with its output inside the packed rows.
 
-    The packed side follows the batch's ``cu_seqlens`` (what a varlen kernel reads) and, if the
-    batch has one, its ``key_mask`` (keys any query may read). The alone side runs each piece,
-    as ``segment_ids`` lay it out, through causal attention by itself.
+    The packed side reads the batch as a varlen kernel does (``attention.packed_attention``:
+    its ``cu_seqlens``, and any keys the batch hides in ``key_mask``). The alone side runs each
+    piece, as ``piece_ids`` lay it out, through causal attention by itself.
     """
-    seg = batch.segment_ids.numpy()
-    valid = seg >= 0
-    rows, width = seg.shape
-    cu = batch.cu_seqlens.numpy().astype(np.int64)
-    flat = np.flatnonzero(valid.reshape(-1))
-    kernel_seg = np.full(rows * width, -1, dtype=np.int64)
-    kernel_seg[flat] = np.searchsorted(cu, np.arange(len(flat)), side="right") - 1
-    kernel_seg = torch.from_numpy(kernel_seg.reshape(rows, width))
-    key_mask = getattr(batch, "key_mask", None)
+    pieces = batch.piece_ids.numpy()
+    valid = pieces >= 0
+    rows, width = pieces.shape
+    kernel = packed_attention(batch, "varlen")
 
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(rows, heads, width, head_dim, generator=g) for _ in range(3))
-    causal = torch.ones(width, width, dtype=torch.bool).tril()
-    eye = torch.eye(width, dtype=torch.bool)
-    diffs = np.zeros(int(seg.max()) + 1 if valid.any() else 0)
+    diffs = np.zeros(int(pieces.max()) + 1 if valid.any() else 0)
     for r in range(rows):
-        ks = kernel_seg[r]
-        mask = causal & (ks[:, None] == ks[None, :]) & (ks[:, None] >= 0)
-        if key_mask is not None:
-            mask &= key_mask[r][None, :] | eye
-        mask |= eye & ~torch.from_numpy(valid[r])[:, None]   # a pad reads itself: no empty softmax row
-        packed = F.scaled_dot_product_attention(q[r:r + 1], k[r:r + 1], v[r:r + 1], attn_mask=mask)[0]
-        for piece in np.unique(seg[r][valid[r]]):
-            idx = np.flatnonzero(seg[r] == piece)
+        mask = kernel.allowed(r)
+        mask |= np.eye(width, dtype=bool) & ~valid[r][:, None]   # a pad reads itself: no empty softmax row
+        packed = F.scaled_dot_product_attention(q[r:r + 1], k[r:r + 1], v[r:r + 1], attn_mask=torch.from_numpy(mask))[0]
+        for piece in np.unique(pieces[r][valid[r]]):
+            idx = np.flatnonzero(pieces[r] == piece)
             a, b = int(idx[0]), int(idx[-1]) + 1
             alone = F.scaled_dot_product_attention(q[r:r + 1, :, a:b], k[r:r + 1, :, a:b], v[r:r + 1, :, a:b],
                                                    is_causal=True)[0]

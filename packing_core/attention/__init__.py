@@ -11,8 +11,15 @@ if TYPE_CHECKING:
     from .backends import BACKENDS, attend, available_backends, varlen_function
     from .documents import IntendedDocuments, intended_documents
     from .flex import block_mask_from_cu, compile_records, flex_unavailable
-    from .masks import and_masks, block_causal_mask, causal, materialise, same_document
-    from .semantics import IMPLEMENTATIONS, READERS, BatchTensors, EffectiveAttention, effective_attention
+    from .masks import allowed, and_masks, block_causal, block_causal_mask, causal, materialise, same_document
+    from .semantics import (
+        ATTENTION_READERS,
+        IMPLEMENTATIONS,
+        BatchTensors,
+        EffectiveAttention,
+        effective_attention,
+        packed_attention,
+    )
     from .tiles import DEFAULT_TILE, TileSpans, tile_spans
 
-__all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, __file__, renamed={"READERS": "ATTENTION_READERS"})

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from packing_core._validate import InputError
 from packing_core.attention.flex import flex_attend, flex_unavailable
-from packing_core.attention.masks import segment_ids_from_cu
+from packing_core.attention.masks import allowed, segments_from_cu
 from packing_core.attention.tiles import DEFAULT_TILE
 
 BACKENDS = ("varlen", "flex", "segments", "dense", "causal_only", "padded")
@@ -96,21 +96,21 @@ def _dense(q, k, v, cu: list[int], row_cu: list[int], scale) -> torch.Tensor:
     """SDPA with the materialised block-diagonal causal mask, row by row."""
     T, H, D = q.shape
     out = torch.empty_like(q)
-    seg_all = segment_ids_from_cu(torch.tensor(cu, device=q.device), T)
+    seg_all = segments_from_cu(torch.tensor(cu, device=q.device), T)
     rows = list(zip(row_cu[:-1], row_cu[1:]))
     for c in range(0, len(rows), _DENSE_CHUNK):
         chunk = rows[c:c + _DENSE_CHUNK]
         width = max(b - a for a, b in chunk)
-        # Rows of unequal width are padded at the end. Pads share segment -1: real tokens
-        # never see them, and each pad sees itself, so no softmax row is empty (no NaN).
+        # Rows of unequal width are padded at the end. Pads share one segment past every
+        # document: real tokens never see them, and each pad sees itself, so no softmax row
+        # is empty (no NaN).
         qb = q.new_zeros(len(chunk), width, H, D)
         kb, vb = torch.zeros_like(qb), torch.zeros_like(qb)
-        seg = torch.full((len(chunk), width), -1, dtype=torch.long, device=q.device)
+        seg = torch.full((len(chunk), width), len(cu), dtype=torch.long, device=q.device)
         for r, (a, b) in enumerate(chunk):
             qb[r, :b - a], kb[r, :b - a], vb[r, :b - a] = q[a:b], k[a:b], v[a:b]
             seg[r, :b - a] = seg_all[a:b]
-        pos = torch.arange(width, device=q.device)
-        mask = (seg[:, :, None] == seg[:, None, :]) & (pos[None, :] <= pos[:, None])
+        mask = allowed(seg)                                     # [rows, width, width]: the rule of .masks
         o = F.scaled_dot_product_attention(_to_bhld(qb), _to_bhld(kb), _to_bhld(vb),
                                            attn_mask=mask[:, None], scale=scale)
         o = o.transpose(1, 2)

@@ -27,8 +27,8 @@ import numpy as np
 
 from packing_core._validate import InputError
 from packing_core.attention.semantics import BatchTensors
+from packing_core.batch.packed import IGNORE_INDEX
 
-IGNORE_INDEX = -100
 LABEL_MODES = ("unshifted", "shifted", "auto")
 
 
@@ -36,7 +36,7 @@ LABEL_MODES = ("unshifted", "shifted", "auto")
 class Evidence:
     """One source of document boundaries: where it starts documents."""
 
-    source: str                               # cu_seq_lens | position_ids | labels | eos | bos
+    source: str                               # cu_seq_lens | position_ids | labels | eos | bos | piece_ids
     starts: np.ndarray = field(repr=False)    # bool [B, T]: a document starts here (row starts excluded)
 
     def flat_starts(self) -> list[int]:
@@ -152,7 +152,7 @@ def intended_documents(t: BatchTensors, *, eos_ids=(), bos_ids=(), labels: str =
     """The documents ``t`` is meant to hold, from every piece of evidence it carries.
 
     Every row starts a document. ``eos_ids`` / ``bos_ids`` come from a tokenizer (or ``--eos-id``);
-    ``extra`` adds evidence the caller owns (a PackedBatch's segment ids). With none of
+    ``extra`` adds evidence the caller owns (a PackedBatch's piece ids). With none of
     ``eos_ids``/``bos_ids``, a batch whose documents are separated only by EOS tokens (TRL's ``wrapped``
     packing) shows no boundary here, and the checker says so.
     """

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from packing_core._validate import InputError
+from packing_core.attention.masks import and_masks, causal, same_document
 from packing_core.attention.tiles import DEFAULT_TILE, tile_spans
 
 log = logging.getLogger(__name__)
@@ -101,11 +102,13 @@ def flex_unavailable(device="cpu") -> str | None:
 def document_mask_mod(document_ids: torch.Tensor):
     """FlexAttention's ``mask_mod`` for packed documents: same document and not in the future.
 
-    The same rule as :func:`packing_core.attention.masks.block_causal_mask`, in the
+    The predicates of :mod:`packing_core.attention.masks` (``causal & same_document``), in the
     ``(batch, head, q_idx, kv_idx)`` signature FlexAttention calls.
     """
+    rule = and_masks(causal, same_document(document_ids))
+
     def mask_mod(b, h, q_idx, kv_idx):
-        return (document_ids[q_idx] == document_ids[kv_idx]) & (kv_idx <= q_idx)
+        return rule(q_idx, kv_idx)
     return mask_mod
 
 

@@ -1,8 +1,8 @@
-"""Attention masks as small composable predicates over (query i, key j).
+"""The block-causal rule, once: small composable predicates over (query i, key j).
 
 A packed row needs the block-diagonal causal mask, ``causal & same_document``::
 
-    lengths [3, 2] -> cu_seqlens [0 3 5]
+    lengths [3, 2] -> cu_seqlens [0 3 5] -> segments [0 0 0 1 1]
 
     (1 = may attend, rule: j <= i and segment[i] == segment[j])
             j: 0 1 2 3 4
@@ -16,29 +16,56 @@ A packed row needs the block-diagonal causal mask, ``causal & same_document``::
 [0, 0, 0, 1, 0]
 
 The plain causal triangle alone would give row 3 ``1 1 1 1 .``: the mask bug.
+
+Every kernel, check and picture of the lab draws its mask from :func:`block_causal` here: the
+dense reference backend, what an attention implementation lets a query read
+(``EffectiveAttention.allowed``), the alone-vs-packed check and the figures. The predicates
+take torch tensors or numpy arrays alike (``segments[..., i]`` indexes the last axis, so a
+``[rows, T]`` array gives ``[rows, T, T]``), and :func:`allowed` returns the kind it is given:
+
+>>> allowed(np.array([0, 0, -1])).astype(int).tolist()     # -1: a pad, which reads nothing
+[[1, 0, 0], [1, 1, 0], [0, 0, 0]]
+
 Materialise a mask only for pictures and the dense reference; kernels take ``cu_seqlens``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 import torch
 
 from packing_core._validate import InputError
 
-MaskPredicate = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+MaskPredicate = Callable[[Any, Any], Any]   # (query index i, key index j) -> bool, torch or numpy
 
 
-def causal(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+def causal(i, j):
     """Query ``i`` may read key ``j`` when ``j`` is not in its future."""
     return j <= i
 
 
-def same_document(segment_ids: torch.Tensor) -> MaskPredicate:
-    """Predicate: tokens ``i`` and ``j`` belong to the same document."""
-    def predicate(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
-        return segment_ids[i] == segment_ids[j]
+def same_document(segments) -> MaskPredicate:
+    """Predicate: tokens ``i`` and ``j`` belong to the same segment (``segments[..., i] == segments[..., j]``)."""
+    def predicate(i, j):
+        return segments[..., i] == segments[..., j]
+    return predicate
+
+
+def in_segment(segments) -> MaskPredicate:
+    """Predicate: the query belongs to a segment at all (``segments >= 0``; -1 marks a pad or a skipped token)."""
+    def predicate(i, j):
+        return segments[..., i] >= 0
+    return predicate
+
+
+def readable_keys(key_ok, *, reads_itself: bool = False) -> MaskPredicate:
+    """Predicate: key ``j`` may be read (``key_ok[..., j]``); with ``reads_itself`` a query always reads itself."""
+    def predicate(i, j):
+        ok = key_ok[..., j]
+        return ok | (i == j) if reads_itself else ok
     return predicate
 
 
@@ -47,12 +74,24 @@ def and_masks(*predicates: MaskPredicate) -> MaskPredicate:
     if not predicates:
         raise InputError("and_masks needs at least one predicate, got none: pass e.g. causal")
 
-    def predicate(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+    def predicate(i, j):
         out = predicates[0](i, j)
         for p in predicates[1:]:
             out = out & p(i, j)
         return out
     return predicate
+
+
+def block_causal(segments, key_ok=None, *, reads_itself: bool = False) -> MaskPredicate:
+    """The one rule: ``j <= i``, the same segment, a query that has one, and (if given) a readable key.
+
+    ``segments`` ``[..., T]`` numbers the segment each token attends within (-1: none);
+    ``key_ok`` ``[..., T]`` (None: every key) restricts the keys, as a 2D padding mask does.
+    """
+    predicates = [causal, same_document(segments), in_segment(segments)]
+    if key_ok is not None:
+        predicates.append(readable_keys(key_ok, reads_itself=reads_itself))
+    return and_masks(*predicates)
 
 
 def materialise(predicate: MaskPredicate, total: int, device=None) -> torch.Tensor:
@@ -61,8 +100,23 @@ def materialise(predicate: MaskPredicate, total: int, device=None) -> torch.Tens
     return predicate(idx[:, None], idx[None, :])
 
 
-def segment_ids_from_cu(cu_seqlens: torch.Tensor, total: int | None = None) -> torch.Tensor:
-    """``cu_seqlens [0 3 5] -> segment_ids [0 0 0 1 1]``; tokens past ``cu[-1]`` get id n."""
+def allowed(segments, key_ok=None, *, reads_itself: bool = False):
+    """bool ``[..., T, T]``, True where query i may read key j: :func:`block_causal` materialised.
+
+    A numpy ``segments`` gives a numpy mask, a torch tensor a torch one (on its device).
+
+    >>> allowed(torch.tensor([0, 0, 1])).int().tolist()
+    [[1, 0, 0], [1, 1, 0], [0, 0, 1]]
+    >>> allowed(np.array([0, 0, 0]), np.array([False, True, True]), reads_itself=True).astype(int).tolist()
+    [[1, 0, 0], [0, 1, 0], [0, 1, 1]]
+    """
+    T = segments.shape[-1]
+    idx = np.arange(T) if isinstance(segments, np.ndarray) else torch.arange(T, device=segments.device)
+    return block_causal(segments, key_ok, reads_itself=reads_itself)(idx[:, None], idx[None, :])
+
+
+def segments_from_cu(cu_seqlens: torch.Tensor, total: int | None = None) -> torch.Tensor:
+    """``cu_seqlens [0 3 5] -> segments [0 0 0 1 1]``; tokens past ``cu[-1]`` get id n."""
     cu = torch.as_tensor(cu_seqlens).long()
     lengths = cu[1:] - cu[:-1]
     seg = torch.repeat_interleave(torch.arange(len(lengths), device=cu.device), lengths)
@@ -86,6 +140,4 @@ def block_causal_mask(cu_seqlens, total: int | None = None) -> torch.Tensor:
     total = end if total is None else int(total)
     if total < end:
         raise InputError(f"total={total} is shorter than cu_seqlens[-1]={end}: pass total >= {end}")
-    seg = segment_ids_from_cu(cu, total)
-    return materialise(and_masks(causal, same_document(seg)), total, device=cu.device)
-
+    return allowed(segments_from_cu(cu, total))

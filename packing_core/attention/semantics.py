@@ -28,15 +28,30 @@ mask, which is used as given (``dense``).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from packing_core._lazy import warn_renamed
 from packing_core._validate import InputError
+from packing_core.attention.masks import allowed
+
+if TYPE_CHECKING:
+    from packing_core.batch.packed import PackedBatch
 
 IMPLEMENTATIONS = ("sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3")
 BACKEND_READERS = ("varlen", "segments", "dense", "causal_only")   # the lab's own backends (attention.backends)
-READERS = IMPLEMENTATIONS + BACKEND_READERS
+# everything that can read a batch's attention tensors: transformers' implementations, then the lab's backends
+ATTENTION_READERS = IMPLEMENTATIONS + BACKEND_READERS
+
+
+def __getattr__(name: str):
+    if name == "READERS":   # the old name, kept one release; data.sources.READERS are file readers
+        warn_renamed("packing_core.attention.semantics.READERS", "ATTENTION_READERS")
+        return ATTENTION_READERS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 FLASH = ("flash_attention_2", "flash_attention_3")
 _MASKING = "transformers.masking_utils"
 _FLASH = "transformers.modeling_flash_attention_utils"
@@ -111,8 +126,9 @@ class EffectiveAttention:
 
     ``segment_ids`` [B, T]: the effective segment of each token, over the flattened batch
     (-1: the kernel computes nothing for it); a query reads the keys of its own segment at or
-    before it whose ``key_ok`` is True. ``dense`` [B, T, T], when set, replaces that rule: a 4D
-    mask read as given (True where any head may read).
+    before it whose ``key_ok`` is True (and itself, with ``reads_itself``): the block-causal rule
+    of :mod:`.masks`. ``dense`` [B, T, T], when set, replaces that rule: a 4D mask read as given
+    (True where any head may read).
     """
 
     attn_implementation: str
@@ -123,15 +139,18 @@ class EffectiveAttention:
     key_ok: np.ndarray = field(repr=False)
     dense: np.ndarray | None = field(default=None, repr=False)
     refused: str = ""          # non-empty: the kernel cannot run this batch, and why
+    reads_itself: bool = False  # a query reads itself even where key_ok is False (keys hidden by the batch)
 
     def allowed(self, row: int) -> np.ndarray:
-        """bool [T, T] for one row: True where query i may read key j (for a picture)."""
+        """bool [T, T] for one row: True where query i may read key j (for a picture or a reference run).
+
+        >>> t = BatchTensors(np.array([[5, 6, 7]]), position_ids=np.array([[0, 1, 0]]))
+        >>> effective_attention(t, "sdpa").allowed(0).astype(int).tolist()
+        [[1, 0, 0], [1, 1, 0], [0, 0, 1]]
+        """
         if self.dense is not None:
             return self.dense[row].copy()
-        seg = self.segment_ids[row]
-        T = seg.shape[0]
-        ok = np.tril(np.ones((T, T), dtype=bool)) & (seg[:, None] == seg[None, :]) & (seg[:, None] >= 0)
-        return ok & self.key_ok[row][None, :]
+        return allowed(self.segment_ids[row], self.key_ok[row], reads_itself=self.reads_itself)
 
     def to_dict(self) -> dict:
         return {"attn_implementation": self.attn_implementation, "use_cache": self.use_cache, "path": self.path,
@@ -197,15 +216,15 @@ def _dense_from_4d(mask4: np.ndarray, B: int, T: int) -> np.ndarray:
 
 def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
                         use_cache: bool = False) -> EffectiveAttention:
-    """The effective segmentation of ``t`` under ``attn_implementation`` (one of ``READERS``).
+    """The effective segmentation of ``t`` under ``attn_implementation`` (one of ``ATTENTION_READERS``).
 
     ``use_cache`` is the value the forward call will use: a model called with ``use_cache=True``
     (the default of LLaMA-style configs outside the Trainer) creates a ``DynamicCache``, and
     ``_preprocess_mask_arguments`` then skips packed detection for sdpa/eager/flex.
     """
-    if attn_implementation not in READERS:
+    if attn_implementation not in ATTENTION_READERS:
         raise InputError(f"unknown attention implementation {attn_implementation!r}: choose one of "
-                         f"{', '.join(READERS)}")
+                         f"{', '.join(ATTENTION_READERS)}")
     B, T = t.shape
     pos, mask2, mask4 = t.positions, t.mask_2d, t.mask_4d
     all_keys = np.ones((B, T), dtype=bool)
@@ -269,6 +288,36 @@ def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
                     _row_segments(B, T))
     return made("cu_seqlens over the flattened batch", "packing_core.attention.backends.attend",
                 _from_cu(t.cu_seq_lens_q, B, T))
+
+
+def packed_attention(batch: PackedBatch, attn_implementation: str = "varlen", *,
+                     use_cache: bool = False) -> EffectiveAttention:
+    """What ``attn_implementation`` lets each query of a lab ``PackedBatch`` read, in the batch's own rows.
+
+    The batch is read as ``to_hf()`` hands it to a model (one flattened row of real tokens with
+    its ``cu_seqlens``), then laid back into ``[rows, width]``: pads get segment -1. Keys the
+    batch hides (``PackedBatch.key_mask``) are hidden from every query but themselves. So a
+    fault planted in the batch, such as ``cu_seqlens`` over whole rows, shows in ``allowed``.
+
+    >>> from packing_core.batch.packed import PackedBatch
+    >>> b = PackedBatch.from_documents([[5, 6], [7]], 4, "next-fit")
+    >>> eff = packed_attention(b)
+    >>> eff.segment_ids.tolist(), eff.allowed(0)[2].astype(int).tolist()
+    ([[0, 0, 1, -1]], [0, 0, 1, 0])
+    """
+    hf = batch.to_hf()
+    t = BatchTensors(**{k: int(v) if k.startswith("max_length") else np.asarray(v, dtype=np.int64)
+                        for k, v in hf.items()})
+    eff = effective_attention(t, attn_implementation, use_cache=use_cache)
+    valid = batch.valid.numpy()
+    seg = np.full(valid.shape, -1, dtype=np.int64)
+    seg[valid] = eff.segment_ids[0]
+    key_ok = np.zeros(valid.shape, dtype=bool)
+    key_ok[valid] = eff.key_ok[0]
+    hidden = batch.key_mask is not None
+    if hidden:
+        key_ok &= batch.key_mask.numpy().astype(bool)
+    return dataclasses.replace(eff, segment_ids=seg, key_ok=key_ok, reads_itself=hidden)
 
 
 @dataclass(frozen=True)

@@ -57,15 +57,15 @@ def document_weights(rows, rule: str) -> np.ndarray:
     return np.concatenate([w * c for w, c in zip(token_weights(rows, rule), counts)])
 
 
-def reduce_loss(per_token, segment_ids, row_ids, rule: str):
+def reduce_loss(per_token, document_ids, row_ids, rule: str):
     """One loss from per-token losses (torch, counted tokens only) under ``rule``; differentiable.
 
-    ``segment_ids`` numbers documents across the batch, ``row_ids`` gives each token's row.
+    ``document_ids`` numbers documents across the batch, ``row_ids`` gives each token's row.
     """
     import torch
 
     choice("rule", rule, LOSS_RULES)
-    seg = torch.as_tensor(segment_ids, dtype=torch.long)
+    seg = torch.as_tensor(document_ids, dtype=torch.long)
     if rule == "token":
         return per_token.mean()
     groups = seg if rule == "document" else torch.as_tensor(row_ids, dtype=torch.long)

@@ -2,9 +2,12 @@
 
 The layout of one packed row follows from its document lengths alone::
 
-    lengths [3, 2] -> segment_ids  [0 0 0 1 1]
+    lengths [3, 2] -> document_ids [0 0 0 1 1]
                       position_ids [0 1 2 0 1]      (reset at every document)
                       cu_seqlens   [0 3 5]          (np.cumsum with a leading 0)
+
+A *piece* is a document, or one part of a document longer than the context; ``cu_seqlens``
+counts pieces, and ``PackedBatch.piece_ids`` gives each token its piece's index there.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from packing_core._lazy import warn_renamed
 from packing_core._validate import POSITIONS, InputError, as_lengths, choice
 from packing_core.packing.plan import Plan, cu_seqlens_from_lengths
 from packing_core.packing.strategies import make_plan
@@ -20,18 +24,24 @@ from packing_core.packing.strategies import make_plan
 
 @dataclass(frozen=True)
 class SegmentLayout:
-    """Per-token segment ids and position ids for documents laid end to end."""
+    """Per-token document ids and position ids for documents laid end to end."""
 
-    segment_ids: np.ndarray   # int64 [T]: index of the document each token belongs to
+    document_ids: np.ndarray  # int64 [T]: index of the document each token belongs to
     position_ids: np.ndarray  # int64 [T]: 0 at each document start (or 0..T-1 if continuous)
     cu_seqlens: np.ndarray    # int32 [n + 1]: document boundary offsets, starting at 0
+
+    @property
+    def segment_ids(self) -> np.ndarray:
+        """Deprecated name of :attr:`document_ids`."""
+        warn_renamed("SegmentLayout.segment_ids", "SegmentLayout.document_ids")
+        return self.document_ids
 
 
 def segment_layout(lengths, positions: str = "reset") -> SegmentLayout:
     """Layout of documents of ``lengths`` placed back to back.
 
     >>> l = segment_layout([3, 2])
-    >>> l.segment_ids.tolist(), l.position_ids.tolist(), l.cu_seqlens.tolist()
+    >>> l.document_ids.tolist(), l.position_ids.tolist(), l.cu_seqlens.tolist()
     ([0, 0, 0, 1, 1], [0, 1, 2, 0, 1], [0, 3, 5])
     >>> segment_layout([3, 2], positions="continuous").position_ids.tolist()
     [0, 1, 2, 3, 4]
@@ -40,11 +50,11 @@ def segment_layout(lengths, positions: str = "reset") -> SegmentLayout:
     choice("positions", positions, POSITIONS)
     cu = cu_seqlens_from_lengths(lengths)
     total = int(cu[-1])
-    segment_ids = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    document_ids = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
     position_ids = np.arange(total, dtype=np.int64)
     if positions == "reset":
-        position_ids = position_ids - cu[:-1][segment_ids]
-    return SegmentLayout(segment_ids, position_ids, cu.astype(np.int32))
+        position_ids = position_ids - cu[:-1][document_ids]
+    return SegmentLayout(document_ids, position_ids, cu.astype(np.int32))
 
 
 IGNORE_INDEX = -100  # the target value that cross-entropy skips (torch and transformers default)
@@ -56,7 +66,7 @@ class FlatBatch:
 
     input_ids: "torch.Tensor"       # long [T]
     position_ids: "torch.Tensor"    # long [T]
-    cu_seqlens: "torch.Tensor"      # int32 [pieces + 1]: one segment per document piece
+    cu_seqlens: "torch.Tensor"      # int32 [pieces + 1]: one entry per piece
     max_seqlen: int
     row_offsets: "torch.Tensor"     # int32 [rows + 1]: row boundaries (what the mask bug attends over)
 
@@ -68,7 +78,7 @@ class PackedBatch:
     Two documents ``a b c`` and ``d e`` (no prompts) in one row of context 6::
 
         input_ids     a  b  c  d  e  <pad>
-        segment_ids   0  0  0  1  1  -1        attention: block-diagonal causal
+        piece_ids     0  0  0  1  1  -1        attention: block-diagonal causal
         position_ids  0  1  2  0  1   0        reset at every document
         targets       b  c  -  e  -   -        '-' = -100: never across a document edge
         loss_mask     1  1  0  1  0   0        a separate tensor from the attention description
@@ -78,30 +88,55 @@ class PackedBatch:
     but ``a b`` stay in attention: the answer must read the question.
 
     A document longer than the context is split (``overlong="split"``); its
-    continuation piece is a new segment in its row: it cannot attend to its first
+    continuation is a new piece in its row: it cannot attend to its first
     part, so it gets position ids from 0 again, like any document start.
     ``positions="continuous"`` counts across the whole row instead: the twin bug.
     """
 
     plan: "Plan"
     input_ids: "torch.Tensor"     # long [rows, width]; pad_id on pads
-    segment_ids: "torch.Tensor"   # long [rows, width]; the segment (a document, or a piece of a split one)
+    piece_ids: "torch.Tensor"     # long [rows, width]; the piece (a document, or a part of a split one)
                                   # each token belongs to: its index in cu_seqlens; -1 on pads
-    document_ids: "torch.Tensor"  # long [rows, width]; the source document of that segment, -1 on pads
+    document_ids: "torch.Tensor"  # long [rows, width]; the source document of that piece, -1 on pads
     position_ids: "torch.Tensor"  # long [rows, width]
     targets: "torch.Tensor"       # long [rows, width]; next token inside the piece, else -100
     loss_mask: "torch.Tensor"     # bool [rows, width]; positions whose target is trained
     answer_mask: "torch.Tensor"   # bool [rows, width]; tokens the data marks as trainable (not prompt, not pad)
     cu_seqlens: "torch.Tensor"    # int32 [pieces + 1] over valid tokens of all rows
-    doc_cu_seqlens: tuple         # per row: int32 [pieces_in_row + 1], document offsets inside the row
     max_seqlen: int
     pad_id: int
     positions: str
+    key_mask: "torch.Tensor | None" = None  # bool [rows, width]: the only keys a query may read besides
+                                            # itself; None (every sound batch): no key is hidden
 
     @property
     def valid(self) -> "torch.Tensor":
         """bool [rows, width]: real tokens (not pads)."""
-        return self.segment_ids >= 0
+        return self.piece_ids >= 0
+
+    @property
+    def row_piece_offsets(self) -> tuple[np.ndarray, ...]:
+        """Per row, int64 ``[pieces_in_row + 1]``: where its pieces start inside the row (``Plan.row_piece_offsets``)."""
+        return self.plan.row_piece_offsets()
+
+    @property
+    def segment_ids(self) -> "torch.Tensor":
+        """Deprecated name of :attr:`piece_ids`."""
+        warn_renamed("PackedBatch.segment_ids", "PackedBatch.piece_ids")
+        return self.piece_ids
+
+    def __getattr__(self, name: str):
+        if name == "dense_mask":   # removed: the batch layer sits below attention, where the mask rule lives
+            raise AttributeError("PackedBatch.dense_mask is gone; the mask rule lives in packing_core.attention: "
+                                 "allowed(batch.piece_ids[row]) draws the batch's own pieces, "
+                                 "packed_attention(batch, 'varlen').allowed(row) what a kernel reads")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def doc_cu_seqlens(self) -> tuple:
+        """Deprecated: :attr:`row_piece_offsets`, as int32 tensors (they count pieces, not documents)."""
+        warn_renamed("PackedBatch.doc_cu_seqlens", "PackedBatch.row_piece_offsets")
+        return tuple(torch.from_numpy(o.astype(np.int32)) for o in self.row_piece_offsets)
 
     @staticmethod
     def from_documents(
@@ -155,7 +190,7 @@ class PackedBatch:
         p_row, p_off = plan.piece_row, plan.piece_offset
         # one entry per placed token: the pieces laid end to end, as segment_layout lays documents
         pieces = segment_layout(p_len)
-        piece, within = pieces.segment_ids, pieces.position_ids
+        piece, within = pieces.document_ids, pieces.position_ids
         in_doc = p_start[piece] + within
         dest = p_row[piece] * width + p_off[piece] + within
 
@@ -173,23 +208,17 @@ class PackedBatch:
             pos = within
         else:
             pos = p_off[piece] + within
-        row_bounds = plan.row_bounds()
-        row_cu = tuple(
-            torch.from_numpy(cu_seqlens_from_lengths(p_len[row_bounds[r]:row_bounds[r + 1]], np.int32))
-            for r in range(n_rows)
-        )
         t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
         return PackedBatch(
             plan=plan,
             input_ids=t(grid(pad_id, ids, np.int64)),
-            segment_ids=t(grid(-1, piece, np.int64)),
+            piece_ids=t(grid(-1, piece, np.int64)),
             document_ids=t(grid(-1, p_doc[piece], np.int64)),
             position_ids=t(grid(0, pos, np.int64)),
             targets=t(grid(IGNORE_INDEX, tgt, np.int64)),
             loss_mask=t(grid(False, nxt_ok, bool)),
             answer_mask=t(grid(False, answer, bool)),
             cu_seqlens=t(pieces.cu_seqlens),
-            doc_cu_seqlens=row_cu,
             max_seqlen=int(p_len.max()),
             pad_id=int(pad_id),
             positions=positions,
@@ -206,29 +235,21 @@ class PackedBatch:
             cu_seqlens=self.cu_seqlens, max_seqlen=self.max_seqlen, row_offsets=row_cu,
         )
 
-    def dense_mask(self, row: int) -> "torch.Tensor":
-        """bool [width, width] block-diagonal causal mask of one row: True where query i may read key j.
-
-        ``j <= i and segment[i] == segment[j]`` (pads read nothing and are read by nobody).
-        Only for pictures and the dense reference backend: varlen kernels take ``cu_seqlens``.
-        """
-        seg = self.segment_ids[row]
-        width = seg.shape[0]
-        causal = torch.ones(width, width, dtype=torch.bool).tril()
-        return causal & (seg[:, None] == seg[None, :]) & (seg[:, None] >= 0)
-
     def to_hf(self) -> dict:
         """The padding-free format of transformers' ``DataCollatorWithFlattening``.
 
-        ``labels`` are unshifted (the model shifts them) with -100 at every document's
-        first token and on prompt tokens; ``cu_seq_lens_q/k`` tell flash-style attention
-        where documents start, so no attention mask is needed.
+        ``labels`` are unshifted (the model shifts them): the batch's own ``targets`` moved one
+        token right inside each row, so -100 lands at every piece's first token and on prompt
+        tokens exactly where the targets put it. ``cu_seq_lens_q/k`` tell flash-style attention
+        where pieces start, so no attention mask is needed.
+
+        >>> hf = PackedBatch.from_documents([[5, 6, 7], [8, 9]], 6, "next-fit").to_hf()
+        >>> hf["labels"].tolist(), hf["cu_seq_lens_q"].tolist()
+        ([[-100, 6, 7, -100, 9]], [0, 3, 5])
         """
         f = self.flat()
-        valid = self.valid
-        labels = torch.where(self.answer_mask, self.input_ids, torch.full_like(self.input_ids, IGNORE_INDEX))[valid]
-        starts = f.cu_seqlens[:-1].long()
-        labels[starts] = IGNORE_INDEX
+        labels = torch.cat([torch.full_like(self.targets[:, :1], IGNORE_INDEX), self.targets[:, :-1]], 1)
+        labels = labels[self.valid]
         return {
             "input_ids": f.input_ids[None],
             "position_ids": f.position_ids[None],

@@ -156,8 +156,8 @@ class _Rows:
 
     @staticmethod
     def of(batch: PackedBatch) -> "_Rows":
-        full = (batch.segment_ids >= 0).all(dim=1)   # a partial last row would carry pads
-        seg = batch.segment_ids[full].numpy()
+        full = (batch.piece_ids >= 0).all(dim=1)   # a partial last row would carry pads
+        seg = batch.piece_ids[full].numpy()
         width = seg.shape[1]
         starts = np.ones_like(seg, dtype=bool)
         starts[:, 1:] = seg[:, 1:] != seg[:, :-1]

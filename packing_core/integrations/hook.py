@@ -15,7 +15,8 @@ import warnings
 from dataclasses import dataclass, field
 
 from packing_core._validate import InputError
-from packing_core.check.batch import BatchCheck, check_hf_batch
+from packing_core.check.batch import check_hf_batch
+from packing_core.check.result import BatchCheck
 
 ON_ERROR = ("raise", "warn")
 

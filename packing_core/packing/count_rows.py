@@ -1,10 +1,10 @@
 """Rows from a length histogram: each count-only strategy's ``from_counts`` function.
 
 pad, concat-cut, ffd, bfd and bucket depend only on the *multiset* of lengths, so they
-run on ``item lengths -> items`` without one array entry per document. Rows that share a
+run on ``piece lengths -> pieces`` without one array entry per document. Rows that share a
 remaining room behave alike, so first- and best-fit move whole groups of rows at once::
 
-    items {300: 2, 200: 3}, context 512
+    pieces {300: 2, 200: 3}, context 512
     bfd: two rows [300 .] room 212 -> each takes one 200 -> room 12; one new row [200 200]
          3 rows
 
@@ -34,30 +34,30 @@ def _full(n_rows: int, context: int) -> CountRows:
     return CountRows(n_rows, n_rows * context, n_rows * context * context)
 
 
-def rows_pad(item_len, item_n, context: int, opts) -> CountRows:
-    return _full(int(item_n.sum()), context)
+def rows_pad(piece_len, piece_n, context: int, opts) -> CountRows:
+    return _full(int(piece_n.sum()), context)
 
 
-def rows_concat_cut(item_len, item_n, context: int, opts) -> CountRows:
-    return _full(-(-int((item_len * item_n).sum()) // context), context)
+def rows_concat_cut(piece_len, piece_n, context: int, opts) -> CountRows:
+    return _full(-(-int((piece_len * piece_n).sum()) // context), context)
 
 
-def rows_ffd(item_len, item_n, context: int, opts) -> CountRows:
-    return _full(_ffd_rows(item_len, item_n, context), context)
+def rows_ffd(piece_len, piece_n, context: int, opts) -> CountRows:
+    return _full(_ffd_rows(piece_len, piece_n, context), context)
 
 
-def rows_bfd(item_len, item_n, context: int, opts) -> CountRows:
-    return _full(_bfd_rows(item_len, item_n, context), context)
+def rows_bfd(piece_len, piece_n, context: int, opts) -> CountRows:
+    return _full(_bfd_rows(piece_len, piece_n, context), context)
 
 
-def rows_bucket(item_len, item_n, context: int, opts) -> CountRows:
-    """Every row padded to its bucket's longest item: an upper bound on the shuffled plan."""
-    items = int(item_n.sum())
-    w = _bucket_widths(item_len, item_n, context, min(int(opts.buckets), max(1, items // int(opts.batch_size))))
-    return CountRows(items, int((w * item_n).sum()), int((w * w * item_n).sum()))
+def rows_bucket(piece_len, piece_n, context: int, opts) -> CountRows:
+    """Every row padded to its bucket's longest piece: an upper bound on the shuffled plan."""
+    pieces = int(piece_n.sum())
+    w = _bucket_widths(piece_len, piece_n, context, min(int(opts.buckets), max(1, pieces // int(opts.batch_size))))
+    return CountRows(pieces, int((w * piece_n).sum()), int((w * w * piece_n).sum()))
 
 
-def _bfd_rows(item_len: np.ndarray, item_n: np.ndarray, context: int) -> int:
+def _bfd_rows(piece_len: np.ndarray, piece_n: np.ndarray, context: int) -> int:
     """Best-fit decreasing on a histogram: rows tracked as counts per remaining room.
 
     Sizes come longest first, so a room too small for this size may fit a later one, and a
@@ -80,7 +80,7 @@ def _bfd_rows(item_len: np.ndarray, item_n: np.ndarray, context: int) -> int:
                 rooms[c] = k
                 heapq.heappush(ready, c) if c >= size else heapq.heappush(waiting, -c)
 
-    for size, need in zip(item_len[::-1].tolist(), item_n[::-1].tolist()):
+    for size, need in zip(piece_len[::-1].tolist(), piece_n[::-1].tolist()):
         while waiting and -waiting[0] >= size:
             heapq.heappush(ready, -heapq.heappop(waiting))
         while need and ready:     # tightest fit first
@@ -108,11 +108,11 @@ def _bfd_rows(item_len: np.ndarray, item_n: np.ndarray, context: int) -> int:
     return n_rows
 
 
-def _ffd_rows(item_len: np.ndarray, item_n: np.ndarray, context: int) -> int:
+def _ffd_rows(piece_len: np.ndarray, piece_n: np.ndarray, context: int) -> int:
     """First-fit decreasing on a histogram: rows in creation order as runs of equal room."""
     room = np.zeros(0, dtype=np.int64)     # run r: run_n[r] consecutive rows with room[r] free
     run_n = np.zeros(0, dtype=np.int64)
-    for size, need in zip(item_len[::-1].tolist(), item_n[::-1].tolist()):
+    for size, need in zip(piece_len[::-1].tolist(), piece_n[::-1].tolist()):
         fits = np.flatnonzero(room >= size)
         if len(fits):
             q = room[fits] // size
@@ -143,12 +143,12 @@ def _ffd_rows(item_len: np.ndarray, item_n: np.ndarray, context: int) -> int:
     return int(run_n.sum())
 
 
-def _bucket_widths(item_len, item_n, context, buckets):
-    """Quantile buckets over the items; every row padded to its bucket's longest item."""
-    cum = np.cumsum(item_n)
+def _bucket_widths(piece_len, piece_n, context, buckets):
+    """Quantile buckets over the pieces; every row padded to its bucket's longest piece."""
+    cum = np.cumsum(piece_n)
     total = int(cum[-1])
-    # the same 'higher' quantiles make_plan uses: edge = the item at rank ceil(q * (n - 1))
+    # the same 'higher' quantiles make_plan uses: edge = the piece at rank ceil(q * (n - 1))
     ranks = np.ceil(np.linspace(0, 1, buckets + 1)[1:] * (total - 1)).astype(np.int64)
-    edges = np.unique(item_len[np.searchsorted(cum, ranks, side="right")])
-    bucket = np.searchsorted(edges, item_len, side="left")
-    return edges[bucket]    # each item length's row width
+    edges = np.unique(piece_len[np.searchsorted(cum, ranks, side="right")])
+    bucket = np.searchsorted(edges, piece_len, side="left")
+    return edges[bucket]    # each piece length's row width

@@ -3,7 +3,7 @@
 A strategy whose result depends only on the *multiset* of lengths has a ``from_counts``
 function in the registry (``count_rows.py``), so it runs on ``{length: documents}`` without
 one array entry per document. The over-long policy and the metrics are the array
-planner's own (``items.py``, ``plan.plan_metrics``)::
+planner's own (``pieces.py``, ``plan.plan_metrics``)::
 
     counts {300: 2, 200: 3}, context 512
     bfd: two rows [300 .] room 212 -> each takes one 200 -> room 12; one new row [200 200]
@@ -25,7 +25,7 @@ import numpy as np
 
 from packing_core._validate import OVERLONG_POLICIES, InputError, as_batch_size, as_context, choice, whole_number
 from packing_core.data.profile import LengthProfile
-from packing_core.packing.items import item_histogram, kept_tokens
+from packing_core.packing.pieces import kept_tokens, piece_histogram
 from packing_core.packing.place import PlanOptions
 from packing_core.packing.plan import PlanMetrics, plan_metrics
 from packing_core.packing.registry import COUNT_STRATEGIES, ORDER_STRATEGIES, get_strategy
@@ -94,21 +94,21 @@ def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "sp
     lengths, n = _histogram(counts)
     if not len(lengths):
         raise InputError("the length counts hold no documents; scan a non-empty corpus")
-    item_len, item_n, (pieces, last) = item_histogram(lengths, n, context, overlong)
-    if not len(item_len):
+    piece_len, piece_n, (pieces, last) = piece_histogram(lengths, n, context, overlong)
+    if not len(piece_len):
         raise InputError(f"every document is longer than the context ({context}) and overlong='drop' dropped "
                          "them all; raise the context, or use overlong='split' or 'truncate'")
-    r = get_strategy(strategy).from_counts(item_len, item_n, context, opts)
+    r = get_strategy(strategy).from_counts(piece_len, piece_n, context, opts)
     m = plan_metrics(strategy, context, lengths, kept_tokens(pieces, last, context), pieces, counts=n,
                      rows=r.rows, slots=r.slots, cost_padded=r.cost_padded,
-                     cost_packed=_packed_cost(item_len, item_n))
+                     cost_packed=_packed_cost(piece_len, piece_n))
     trained = _trained(counts, lengths, n, context, overlong, loss_tokens, m.real_tokens)
     return CountPlan(m, "counts", trained, trained / r.slots)
 
 
-def _packed_cost(item_len, item_n) -> int:
+def _packed_cost(piece_len, piece_n) -> int:
     # exact for every strategy but concat-cut, whose pieces depend on where the row edges fall
-    return int((item_len * item_len * item_n).sum())
+    return int((piece_len * piece_len * piece_n).sum())
 
 
 def _trained(counts, lengths, n, context, overlong, loss_tokens, real) -> int:

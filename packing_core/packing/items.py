@@ -1,90 +1,19 @@
-"""The over-long policy, once: documents -> *items* no longer than the context.
+"""Deprecated: a document no longer than the context is a *piece*; see :mod:`packing_core.packing.pieces`.
 
-One rule serves both planners: :func:`overlong_pieces` says, for each length, how many
-pieces it becomes and how long the last one is (every other piece is a full context).
-Arrays of lengths expand that into one item per piece (:func:`items_from_lengths`);
-a length histogram turns it into an item histogram (:func:`item_histogram`)::
-
-    context 4, lengths [6, 3]
-      split    -> items (doc0 0:4) (doc0 4:6) (doc1 0:3)     doc0 split, nothing lost
-      truncate -> items (doc0 0:4) (doc1 0:3)                2 tokens lost
-      drop     -> items (doc1 0:3)                           doc0 dropped, 6 tokens lost
-
->>> n, last = overlong_pieces(np.array([6, 3]), 4, "split")
->>> n.tolist(), last.tolist()
-([2, 1], [2, 3])
->>> overlong_pieces(np.array([6, 3]), 4, "drop")[0].tolist()
-[0, 1]
+``Items``, ``items_from_lengths`` and ``item_histogram`` still resolve here, with a
+``DeprecationWarning``, for one release.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from packing_core._lazy import warn_renamed
+from packing_core.packing import pieces
 
-import numpy as np
-
-from packing_core._validate import OVERLONG_POLICIES
-
-__all__ = ["OVERLONG_POLICIES", "Items", "item_histogram", "items_from_lengths", "kept_tokens", "overlong_pieces"]
+_RENAMED = {"Items": "Pieces", "items_from_lengths": "pieces_from_lengths", "item_histogram": "piece_histogram",
+            "kept_tokens": "kept_tokens", "overlong_pieces": "overlong_pieces", "OVERLONG_POLICIES": "OVERLONG_POLICIES"}
 
 
-def overlong_pieces(lengths: np.ndarray, context: int, overlong: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(pieces, last)`` per length: how many items it becomes, and the last item's length.
-
-    All pieces but the last are ``context`` long; ``pieces == 0`` means dropped.
-    """
-    if overlong == "split":
-        n = -(-lengths // context)
-        return n, lengths - (n - 1) * context
-    if overlong == "truncate":
-        return np.ones_like(lengths), np.minimum(lengths, context)
-    keep = lengths <= context
-    return keep.astype(np.int64), np.where(keep, lengths, 0)
-
-
-def kept_tokens(pieces: np.ndarray, last: np.ndarray, context: int) -> np.ndarray:
-    """Tokens of each length that reach a row under the policy (0 when dropped)."""
-    return np.where(pieces > 0, (pieces - 1) * context + last, 0)
-
-
-@dataclass(frozen=True)
-class Items:
-    """One entry per item: which document, where in it the item starts, and how long it is."""
-
-    doc: np.ndarray
-    start: np.ndarray
-    length: np.ndarray
-
-
-def items_from_lengths(lengths: np.ndarray, context: int, overlong: str) -> Items:
-    """The items of an array of lengths, in document order.
-
-    >>> it = items_from_lengths(np.array([6, 3]), 4, "split")
-    >>> it.doc.tolist(), it.start.tolist(), it.length.tolist()
-    ([0, 0, 1], [0, 4, 0], [4, 2, 3])
-    """
-    n, _ = overlong_pieces(lengths, context, overlong)
-    doc = np.repeat(np.arange(len(lengths), dtype=np.int64), n)
-    if overlong != "split":   # one piece per kept document, from its start
-        return Items(doc, np.zeros(len(doc), np.int64), np.minimum(lengths[doc], context))
-    first = np.repeat(np.cumsum(n) - n, n)
-    start = (np.arange(len(doc), dtype=np.int64) - first) * context
-    return Items(doc, start, np.minimum(context, lengths[doc] - start))
-
-
-def item_histogram(lengths: np.ndarray, counts: np.ndarray, context: int, overlong: str):
-    """``(item lengths ascending, items of each)`` of a length histogram, and per length ``(pieces, last)``.
-
-    >>> item_len, item_n, _ = item_histogram(np.array([3, 6]), np.array([2, 1]), 4, "split")
-    >>> item_len.tolist(), item_n.tolist()
-    ([2, 3, 4], [1, 2, 1])
-    """
-    pieces, last = overlong_pieces(lengths, context, overlong)
-    kept = pieces > 0
-    full = int(((pieces[kept] - 1) * counts[kept]).sum())
-    item_len = np.concatenate([last[kept], [context]])
-    item_n = np.concatenate([counts[kept], [full]])
-    # equal item lengths (a split remainder equal to a short document) become one entry
-    uniq, inv = np.unique(item_len, return_inverse=True)
-    item_n = np.bincount(inv, weights=item_n).astype(np.int64)
-    keep = item_n > 0
-    return uniq[keep], item_n[keep], (pieces, last)
+def __getattr__(name: str):
+    if name in _RENAMED:
+        warn_renamed(f"packing_core.packing.items.{name}", f"packing_core.packing.pieces.{_RENAMED[name]}")
+        return getattr(pieces, _RENAMED[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,22 +1,22 @@
-"""Where each strategy puts the items: one ``place`` function per strategy, over arrays.
+"""Where each strategy puts the pieces: one ``place`` function per strategy, over arrays.
 
-Each takes the items (after the over-long policy), the context, the plan's options and a
+Each takes the pieces (after the over-long policy), the context, the plan's options and a
 seeded generator, and returns a :class:`Placement`: the pieces, their rows and offsets, and
 each row's width. ``registry.py`` lists them; ``make_plan`` calls the one it is asked for.
 
-    pad          one item per row, each row as wide as the context
-    pad-longest  batches of ``batch_size`` items, each row as wide as the batch's longest
-    bucket       items grouped by length bucket, shuffled inside each bucket, then batched
+    pad          one piece per row, each row as wide as the context
+    pad-longest  batches of ``batch_size`` pieces, each row as wide as the batch's longest
+    bucket       pieces grouped by length bucket, shuffled inside each bucket, then batched
     concat-cut   one stream of all tokens cut into full rows (documents split at row edges)
-    next-fit     items in order; open a new row when the next one does not fit
+    next-fit     pieces in order; open a new row when the next one does not fit
     ffd          first-fit decreasing: longest first, into the first row with room
     bfd          best-fit decreasing: longest first, into the row with the least room that fits
 
 All placement is vectorised over arrays, or over the length histogram (at most
 ``context`` distinct lengths), never a Python loop per document.
 
->>> from packing_core.packing.items import items_from_lengths
->>> p = place_next_fit(items_from_lengths(np.array([3, 2, 4]), 5, "split"), 5, PlanOptions(), None)
+>>> from packing_core.packing.pieces import pieces_from_lengths
+>>> p = place_next_fit(pieces_from_lengths(np.array([3, 2, 4]), 5, "split"), 5, PlanOptions(), None)
 >>> p.row.tolist(), p.offset.tolist(), p.row_width.tolist()
 ([0, 0, 1], [0, 3, 0], [5, 5])
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core.packing.items import Items
+from packing_core.packing.pieces import Pieces
 from packing_core.packing.plan import cu_seqlens_from_lengths
 
 
@@ -53,37 +53,37 @@ class Placement:
     row_width: np.ndarray
 
 
-def _padded(it: Items, order: np.ndarray, widths: np.ndarray) -> Placement:
-    """One item per row, rows in ``order``."""
+def _padded(it: Pieces, order: np.ndarray, widths: np.ndarray) -> Placement:
+    """One piece per row, rows in ``order``."""
     n = len(it.length)
-    row_of_item = np.empty(n, dtype=np.int64)
-    row_of_item[order] = np.arange(n)
-    return Placement(it.doc, it.start, it.length, row_of_item, np.zeros(n, np.int64), widths)
+    row_of_piece = np.empty(n, dtype=np.int64)
+    row_of_piece[order] = np.arange(n)
+    return Placement(it.doc, it.start, it.length, row_of_piece, np.zeros(n, np.int64), widths)
 
 
-def _full_rows(it: Items, row: np.ndarray, offset: np.ndarray, n_rows: int, context: int) -> Placement:
+def _full_rows(it: Pieces, row: np.ndarray, offset: np.ndarray, n_rows: int, context: int) -> Placement:
     return Placement(it.doc, it.start, it.length, row, offset, np.full(n_rows, context, np.int64))
 
 
-def place_pad(it: Items, context: int, opts: PlanOptions, rng) -> Placement:
+def place_pad(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
     n = len(it.length)
     return _padded(it, np.arange(n), np.full(n, context, dtype=np.int64))
 
 
-def place_pad_longest(it: Items, context: int, opts: PlanOptions, rng) -> Placement:
+def place_pad_longest(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
     n = len(it.length)
     order = np.argsort(-it.length, kind="stable") if opts.sort else np.arange(n)
     return _padded(it, order, _batched_rows(order, it, np.arange(n) // opts.batch_size))
 
 
-def place_bucket(it: Items, context: int, opts: PlanOptions, rng) -> Placement:
+def place_bucket(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
     n, batch_size = len(it.length), opts.batch_size
     bucket_of = _bucket_of(it.length, context, opts.buckets, opts.bucket_edges, batch_size)
     # shuffle, then a stable sort by bucket: random order inside each bucket
     # (bucket ids are small, so the stable sort is a radix sort)
     perm = rng.permutation(n)
     order = perm[np.argsort(bucket_of[perm], kind="stable")]
-    # a batch starts at every bucket start and every batch_size items inside a bucket
+    # a batch starts at every bucket start and every batch_size pieces inside a bucket
     ends = np.cumsum(np.bincount(bucket_of))
     first = np.concatenate([np.arange(a, b, batch_size) for a, b in zip(ends - np.diff(ends, prepend=0), ends)])
     sizes = np.diff(np.append(first, n))
@@ -95,7 +95,7 @@ def place_bucket(it: Items, context: int, opts: PlanOptions, rng) -> Placement:
     return _padded(it, order, _batched_rows(order, it, batch_of))
 
 
-def place_concat_cut(it: Items, context: int, opts: PlanOptions, rng) -> Placement:
+def place_concat_cut(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
     # cut points fall at multiples of the context in the kept stream
     end = np.cumsum(it.length)
     begin = end - it.length
@@ -110,25 +110,25 @@ def place_concat_cut(it: Items, context: int, opts: PlanOptions, rng) -> Placeme
     return Placement(rep(it.doc), rep(it.start) + lo - b, hi - lo, row, lo - cut, np.full(n_rows, context, np.int64))
 
 
-def place_next_fit(it: Items, context: int, opts: PlanOptions, rng) -> Placement:
+def place_next_fit(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
     starts = _next_fit_starts(it.length, context)
     row = np.searchsorted(starts, np.arange(len(it.length)), side="right") - 1
     cum = cu_seqlens_from_lengths(it.length)
     return _full_rows(it, row, cum[:-1] - cum[starts[row]], len(starts), context)
 
 
-def place_ffd(it: Items, context: int, opts: PlanOptions, rng) -> Placement:
+def place_ffd(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
     row, offset, n_rows = _fit_decreasing(it.length, context, best=False)
     return _full_rows(it, row, offset, n_rows, context)
 
 
-def place_bfd(it: Items, context: int, opts: PlanOptions, rng) -> Placement:
+def place_bfd(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
     row, offset, n_rows = _fit_decreasing(it.length, context, best=True)
     return _full_rows(it, row, offset, n_rows, context)
 
 
-def _batched_rows(order: np.ndarray, it: Items, batch_of: np.ndarray):
-    """Rows in ``order``; each row as wide as the longest item of its batch."""
+def _batched_rows(order: np.ndarray, it: Pieces, batch_of: np.ndarray):
+    """Rows in ``order``; each row as wide as the longest piece of its batch."""
     n_batches = int(batch_of.max()) + 1 if len(batch_of) else 0
     widths = np.zeros(n_batches, dtype=np.int64)
     np.maximum.at(widths, batch_of, it.length[order])
@@ -138,7 +138,7 @@ def _batched_rows(order: np.ndarray, it: Items, batch_of: np.ndarray):
 def _next_fit_starts(length: np.ndarray, context: int) -> np.ndarray:
     """Indices where next-fit opens a new row, by pointer doubling.
 
-    ``nxt[i]`` is the first item that no longer fits in a row starting at item ``i``;
+    ``nxt[i]`` is the first piece that no longer fits in a row starting at piece ``i``;
     row starts are the orbit 0, nxt[0], nxt[nxt[0]], ... Squaring the jump table
     doubles the known orbit each round: log2(rows) vectorised rounds.
     """
@@ -155,7 +155,7 @@ def _next_fit_starts(length: np.ndarray, context: int) -> np.ndarray:
 
 
 def _takes(full: int, q: int, part: int) -> np.ndarray:
-    """Items taken by each row: ``full`` rows take ``q``, then one row takes ``part`` (if any)."""
+    """Pieces taken by each row: ``full`` rows take ``q``, then one row takes ``part`` (if any)."""
     t = np.full(full + (part > 0), q, dtype=np.int64)
     if part:
         t[-1] = part
@@ -165,9 +165,9 @@ def _takes(full: int, q: int, part: int) -> np.ndarray:
 def _fit_decreasing(length: np.ndarray, context: int, best: bool):
     """First- or best-fit decreasing over the length histogram.
 
-    Items of one length L are placed together: a row with room c takes c // L of
+    Pieces of one length L are placed together: a row with room c takes c // L of
     them in a row (after one, it is still the first, or the tightest, fit). Returns
-    (row, offset) per item, in input order.
+    (row, offset) per piece, in input order.
     """
     n = len(length)
     # lengths fit 16 bits, where numpy's stable argsort is a radix sort
@@ -185,7 +185,7 @@ def _fit_decreasing(length: np.ndarray, context: int, best: bool):
         size = int(-neg)
         lo, hi = bounds[g], bounds[g + 1]
         need = hi - lo
-        takers, takes, base = [], [], []      # rows, items each takes, first free offset
+        takers, takes, base = [], [], []      # rows, pieces each takes, first free offset
         if best:
             for c in sorted(r for r in by_room if r >= size):
                 if need == 0:
@@ -254,8 +254,8 @@ def _bucket_of(length: np.ndarray, context: int, buckets: int, bucket_edges, bat
         buckets = min(int(buckets), max(1, len(length) // batch_size))
         edges = np.unique(np.quantile(length, np.linspace(0, 1, buckets + 1)[1:], method="higher").astype(np.int64))
     longest = int(length.max())
-    if longest > 1 << 20:  # a table per possible length would be huge: one search per item instead
+    if longest > 1 << 20:  # a table per possible length would be huge: one search per piece instead
         return np.searchsorted(edges, length, side="left")
-    # a table of every length up to the longest item (sized by the data, never by the context)
+    # a table of every length up to the longest piece (sized by the data, never by the context)
     table = np.searchsorted(edges, np.arange(longest + 1), side="left")
     return table.astype(np.uint16 if len(edges) < 2**16 - 1 else np.int64)[length]

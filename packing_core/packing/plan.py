@@ -181,6 +181,27 @@ class Plan:
             )
         return self._cache["row_bounds"]
 
+    def row_piece_offsets(self) -> tuple[np.ndarray, ...]:
+        """Per row, int64 ``[pieces_in_row + 1]``: its pieces' offsets inside the row, from 0 to its tokens.
+
+        The ``cu_seqlens`` of each row read on its own. Not the running sum over the whole
+        batch: a row is cut at the context, and a split document's continuation starts the next
+        row at 0. A varlen kernel takes one array over the batch (the rows laid end to end).
+
+        >>> from packing_core.packing.strategies import make_plan
+        >>> plan = make_plan([120, 90, 300, 40, 55, 30, 210, 65], 512, "concat-cut")
+        >>> [o.tolist() for o in plan.row_piece_offsets()]
+        [[0, 120, 210, 510, 512], [0, 38, 93, 123, 333, 398]]
+        """
+        if "row_piece_offsets" not in self._cache:
+            b = self.row_bounds()
+            ends = np.cumsum(self.piece_len)                       # running total over every row
+            before = np.r_[0, ends][b[:-1]]                        # tokens in the rows before each row
+            within = ends - np.repeat(before, np.diff(b))          # each piece's end inside its row
+            parts = np.split(within, b[1:-1]) if self.n_rows else []
+            self._cache["row_piece_offsets"] = tuple(np.r_[0, part].astype(np.int64) for part in parts)
+        return self._cache["row_piece_offsets"]
+
     def row_pieces(self, row: int) -> slice:
         """Slice of the piece arrays that lie in ``row``."""
         if not 0 <= row < self.n_rows:

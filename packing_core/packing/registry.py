@@ -32,8 +32,8 @@ __all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "PACKING_STRATEGIES", "STRATE
 
 @dataclass(frozen=True)
 class Strategy:
-    """One strategy: ``place(items, context, options, rng) -> Placement`` and, when only the
-    multiset of lengths matters, ``from_counts(item_lengths, items, context, options) -> CountRows``.
+    """One strategy: ``place(pieces, context, options, rng) -> Placement`` and, when only the
+    multiset of lengths matters, ``from_counts(piece_lengths, pieces, context, options) -> CountRows``.
 
     ``counts_exact`` is False when ``from_counts`` gives an upper bound on the slots rather than
     the array planner's figure (bucket: the shuffled batches are often narrower); ``cuts`` is True

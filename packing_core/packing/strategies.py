@@ -1,8 +1,8 @@
 """Padding, bucketing and packing strategies: lengths -> Plan.
 
-``make_plan`` is four steps: check the arguments, apply the over-long policy (``items.py``:
-documents become *items* no longer than the context), let the chosen strategy ``place``
-the items (``registry.py`` lists the strategies, ``place.py`` holds their code), and wrap
+``make_plan`` is four steps: check the arguments, apply the over-long policy (``pieces.py``:
+documents become *pieces* no longer than the context), let the chosen strategy ``place``
+the pieces (``registry.py`` lists the strategies, ``place.py`` holds their code), and wrap
 the placement in a ``Plan``. Packing strategies may then shuffle their rows.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from packing_core._validate import (
     choice,
     whole_number,
 )
-from packing_core.packing.items import items_from_lengths
+from packing_core.packing.pieces import pieces_from_lengths
 from packing_core.packing.place import PlanOptions
 from packing_core.packing.plan import PlacedPieces, Plan, PlanMetrics
 from packing_core.packing.registry import PACKING_STRATEGIES, STRATEGIES, STRATEGY_INFO, get_strategy
@@ -80,8 +80,8 @@ def make_plan(
     lengths = as_lengths(lengths, copy=False)
     if overlong == "split":
         _check_split(lengths, context)
-    # 2. items
-    it = items_from_lengths(lengths, context, overlong)
+    # 2. pieces
+    it = pieces_from_lengths(lengths, context, overlong)
     if len(it.length) == 0:
         raise InputError(
             f"every document is longer than the context ({context}) and overlong='drop' dropped them all; "

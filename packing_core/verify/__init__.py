@@ -3,6 +3,7 @@
 The public names of ``packing_core.verify``: ``from packing_core.verify import ...``. They load on first
 use; the imports below are what editors and type checkers read (see ``packing_core._lazy``).
 """
+import importlib
 from typing import TYPE_CHECKING
 
 from packing_core._lazy import lazy_exports
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
         ZOO_NAMES,
         Bug,
         NaiveTargets,
-        PromptBlindBatch,
         ZooResult,
         broken_batch,
         example_checks,
@@ -57,4 +57,10 @@ if TYPE_CHECKING:
         zoo_entry,
     )
 
-__all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)
+__all__, _lazy_getattr, __dir__ = lazy_exports(__name__, __file__)
+
+
+def __getattr__(name: str) -> object:
+    if name == "PromptBlindBatch":   # deprecated, one release: a PackedBatch with key_mask set
+        return importlib.import_module("packing_core.verify.zoo.planted").__getattr__(name)
+    return _lazy_getattr(name)

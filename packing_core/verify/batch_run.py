@@ -18,7 +18,7 @@ import torch
 
 from packing_core._validate import MAX_RUN_DOCUMENTS, MAX_RUN_ROW_TOKENS, InputError
 from packing_core.attention.semantics import FLASH
-from packing_core.check.batch import BatchCheck
+from packing_core.check.result import BatchCheck
 from packing_core.verify.equivalence import default_tolerance
 
 

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from packing_core._validate import MASKS, POSITIONS, InputError, Mask, Positions, choice, whole_number
+from packing_core.attention.masks import allowed
 from packing_core.batch.packed import segment_layout
 
 MAX_STEPS = 64
@@ -109,9 +110,9 @@ def continuations(runner, documents: Sequence[Sequence[int]], decode: Callable[[
                              path=path)
 
 
-def _additive(allowed: torch.Tensor, dtype) -> torch.Tensor:
+def _additive(ok: torch.Tensor, dtype) -> torch.Tensor:
     """bool [q, k] -> the 4D additive mask transformers uses as given: 0 where allowed, -inf-ish elsewhere."""
-    return torch.where(allowed, 0.0, torch.finfo(dtype).min).to(dtype)[None, None]
+    return torch.where(ok, 0.0, torch.finfo(dtype).min).to(dtype)[None, None]
 
 
 def _greedy_cached(model, before_docs: Sequence[Sequence[int]], doc: list[int], steps: int, mask: str,
@@ -130,10 +131,9 @@ def _greedy_cached(model, before_docs: Sequence[Sequence[int]], doc: list[int], 
     own = torch.arange(T, device=device) >= n0                      # keys of the continued document
     kwargs = {}
     if explicit:
-        allowed = torch.ones(T, T, dtype=torch.bool, device=device).tril()
-        if mask == "on":
-            allowed &= own[:, None] == own[None, :]
-        kwargs["attention_mask"] = _additive(allowed, dtype)
+        # mask on: two segments, the documents before and the continued one; off: one causal triangle
+        segments = own.long() if mask == "on" else torch.zeros(T, dtype=torch.long, device=device)
+        kwargs["attention_mask"] = _additive(allowed(segments), dtype)
     out = model(input_ids=torch.tensor([before + doc], device=device), position_ids=pos[None], use_cache=True,
                 **kwargs)
     new: list[int] = []

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from packing_core._validate import InputError
 from packing_core.batch.packed import IGNORE_INDEX
-from packing_core.check.batch import BatchCheck
+from packing_core.check.result import BatchCheck
 from packing_core.viz.rows import Track, tracks_figure
 from packing_core.viz.style import EMPTY, LEAK, colour_codes
 

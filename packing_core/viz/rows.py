@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from packing_core._validate import InputError
+from packing_core.attention.masks import same_document
 from packing_core.batch.packed import IGNORE_INDEX
 from packing_core.viz.style import (
     EMPTY,
@@ -60,7 +61,8 @@ def mask_figure(masks: dict, doc_ids, position_ids, *, max_side: int = 128,
     L = len(doc)
     k = stride_for(L, max_side)
     idx = np.arange(0, L, k)
-    same = doc[:, None] == doc[None, :]
+    every = np.arange(L)
+    same = same_document(doc)(every[:, None], every[None, :])   # the rule's own predicate (attention.masks)
     pad = (doc[:, None] < 0) | (doc[None, :] < 0)
     d = doc[idx]
     custom = np.stack(np.broadcast_arrays(d[:, None], pos[idx][:, None], d[None, :], pos[idx][None, :]),
@@ -131,19 +133,19 @@ def _doc_track(name: str, doc: np.ndarray, labels, on=None) -> Track:
 
 
 def layout_figure(batch, row: int, *, continuous_positions=None, title: str | None = None) -> go.Figure:
-    """Tokens, segment_ids, position_ids (and, if given, the continuous ones) of one row.
+    """Tokens, piece_ids, position_ids (and, if given, the continuous ones) of one row.
 
     ``continuous_positions`` (int [width]) adds the buggy track: cells where it differs
-    from the reset positions turn red. A real token without a segment (-1) is red too.
+    from the reset positions turn red. A real token without a piece (-1) is red too.
     """
     doc = batch.document_ids[row].numpy()
-    seg = batch.segment_ids[row].numpy()
+    seg = batch.piece_ids[row].numpy()
     pos = batch.position_ids[row].numpy()
-    valid = doc >= 0  # a real token, even when a bug took it out of its segment (segment_ids -1)
+    valid = doc >= 0  # a real token, even when a bug took it out of its piece (piece_ids -1)
     tokens = np.where(valid, token_labels(batch.input_ids[row].numpy()), "pad")
     tracks = [
         _doc_track("tokens", doc, tokens),
-        _doc_track("segment_ids", doc, seg),
+        _doc_track("piece_ids", doc, seg),
         _doc_track("position_ids (reset)", doc, pos),
     ]
     if continuous_positions is not None:

@@ -23,6 +23,7 @@ from packing_core.analysis import (
     training_flops,
 )
 from packing_core.analysis import tables as tables_mod
+from packing_core.attention import packed_attention
 from packing_core.batch import IGNORE_INDEX
 from packing_core.check import RULES
 from packing_core.data import synthetic_lengths
@@ -262,13 +263,13 @@ def test_check_batch_names_every_planted_bug_that_shows_in_the_tensors(how):
 def test_prompts_cut_from_attention_keep_the_loss_tensors_and_only_alone_vs_packed_catches_it():
     good = _instruction_batch()
     bad = broken_batch(good, "prompts-cut-from-attention")
-    for name in ("input_ids", "segment_ids", "position_ids", "targets", "loss_mask", "answer_mask", "cu_seqlens"):
+    for name in ("input_ids", "piece_ids", "position_ids", "targets", "loss_mask", "answer_mask", "cu_seqlens"):
         assert torch.equal(getattr(bad, name), getattr(good, name)), name
     assert check_batch(bad).findings == () and loss_vs_answers(bad) == loss_vs_answers(good)
     # the mask is what changed: an answer token no longer reads its prompt
-    seg, answer = good.segment_ids[0], good.answer_mask[0]
+    seg, answer = good.piece_ids[0], good.answer_mask[0]
     first_answer = int(torch.nonzero(answer & (seg == 0))[0])
-    assert good.dense_mask(0)[first_answer, 0] and not bad.dense_mask(0)[first_answer, 0]
+    assert packed_attention(good).allowed(0)[first_answer, 0] and not packed_attention(bad).allowed(0)[first_answer, 0]
     assert alone_vs_packed_attention(good).equivalent
     check = alone_vs_packed_attention(bad)
     assert not check.equivalent and min(check.max_abs_diff[i] for i in check.differing) > 0.5

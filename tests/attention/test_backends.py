@@ -8,7 +8,7 @@ from packing_core import attend
 from packing_core.attention import BACKENDS, and_masks, available_backends, block_causal_mask, causal, materialise, same_document
 from packing_core.attention.backends import varlen_kwargs
 from packing_core.attention.flex import flex_unavailable
-from packing_core.attention.masks import segment_ids_from_cu
+from packing_core.attention.masks import segments_from_cu
 
 LENGTHS = [5, 3, 5, 7, 1, 3]          # repeated lengths exercise the grouped SDPA calls
 FLEX = () if flex_unavailable("cpu") else ("flex",)   # needs a C++ compiler; compiles once (2 heads x 8)
@@ -50,7 +50,7 @@ def test_block_causal_mask_keeps_a_pad_tail_out_of_real_rows():
 
 def test_composed_predicates_give_the_block_causal_mask():
     cu = torch.tensor([0, 4, 6, 9])
-    seg = segment_ids_from_cu(cu)
+    seg = segments_from_cu(cu)
     composed = materialise(and_masks(causal, same_document(seg)), 9)
     assert torch.equal(composed, block_causal_mask(cu))
     assert not torch.equal(materialise(causal, 9), composed)

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from packing_core import PackedBatch, check_batch, segment_layout
+from packing_core import PackedBatch, check_batch, check_hf_batch, make_plan, segment_layout
+from packing_core.attention import allowed
 from packing_core.batch import IGNORE_INDEX
 from packing_core.check import RULES
+from packing_core.verify import broken_batch
 
 
 def _batch(**kw):
@@ -18,7 +20,7 @@ def _batch(**kw):
 
 def test_segment_layout_restarts_positions_at_every_document():
     lay = segment_layout([3, 2])
-    assert lay.segment_ids.tolist() == [0, 0, 0, 1, 1]
+    assert lay.document_ids.tolist() == [0, 0, 0, 1, 1]
     assert lay.position_ids.tolist() == [0, 1, 2, 0, 1]
     assert lay.cu_seqlens.tolist() == [0, 3, 5]
 
@@ -26,7 +28,7 @@ def test_segment_layout_restarts_positions_at_every_document():
 def test_two_documents_in_one_row_match_the_docstring_picture():
     b = _batch()
     assert b.input_ids.tolist() == [[11, 12, 13, 21, 22, 0]]
-    assert b.segment_ids.tolist() == [[0, 0, 0, 1, 1, -1]]
+    assert b.piece_ids.tolist() == [[0, 0, 0, 1, 1, -1]]
     assert b.position_ids.tolist() == [[0, 1, 2, 0, 1, 0]]
     assert b.targets.tolist() == [[12, 13, -100, 22, -100, -100]]
     assert b.loss_mask.tolist() == [[True, True, False, True, False, False]]
@@ -42,8 +44,8 @@ def test_continuous_positions_count_across_the_row():
 def test_prompt_tokens_leave_the_loss_but_stay_in_attention():
     b = _batch(prompt_lengths=[2, 0])
     assert b.targets.tolist() == [[-100, 13, -100, 22, -100, -100]]
-    assert b.segment_ids.tolist()[0][:2] == [0, 0]          # still attended
-    assert bool(b.dense_mask(0)[2, 0]) and bool(b.dense_mask(0)[2, 1])
+    assert b.piece_ids.tolist()[0][:2] == [0, 0]          # still attended
+    assert bool(allowed(b.piece_ids[0])[2, 0]) and bool(allowed(b.piece_ids[0])[2, 1])
 
 
 def test_eos_option_appends_a_trained_end_token_to_each_document():
@@ -53,8 +55,8 @@ def test_eos_option_appends_a_trained_end_token_to_each_document():
     assert b.targets.tolist()[0][3] == IGNORE_INDEX
 
 
-def test_dense_mask_is_block_diagonal_causal():
-    m = _batch().dense_mask(0).int().tolist()
+def test_the_mask_rule_on_a_rows_pieces_is_block_diagonal_causal_and_pads_read_nothing():
+    m = allowed(_batch().piece_ids[0]).int().tolist()
     assert m == [
         [1, 0, 0, 0, 0, 0],
         [1, 1, 0, 0, 0, 0],
@@ -134,9 +136,9 @@ def test_checker_names_a_broken_cu_seqlens():
 
 def test_checker_names_prompt_tokens_cut_from_attention_as_a_pad_in_attention_or_loss_mismatch():
     b = _batch(prompt_lengths=[2, 0])
-    seg = b.segment_ids.clone()
+    seg = b.piece_ids.clone()
     seg[0, 5] = 1  # a pad slot claimed by document 1
-    assert "pad_in_attention" in _names(dataclasses.replace(b, segment_ids=seg))
+    assert "pad_in_attention" in _names(dataclasses.replace(b, piece_ids=seg))
 
 
 def test_checker_names_a_loss_mask_that_includes_prompt_tokens():
@@ -149,15 +151,16 @@ def test_checker_names_a_target_that_is_not_the_next_token():
     b = _batch()
     t = b.targets.clone()
     t[0, 0] = 99
-    assert _names(dataclasses.replace(b, targets=t)) == {"target_is_not_the_next_token"}
+    # to_hf() carries the targets as labels, so the trainer's view names the same fault in its own words
+    assert _names(dataclasses.replace(b, targets=t)) == {"target_is_not_the_next_token", "label_is_not_the_token"}
 
 
 def test_every_finding_the_checkers_can_name_is_in_the_one_table_and_every_one_is_used():
     import inspect
 
-    from packing_core.check import batch
+    from packing_core.check import batch, static
 
-    source = inspect.getsource(batch)
+    source = inspect.getsource(batch) + inspect.getsource(static)
     named = set(re.findall(r"Finding\(\s*\"(\w+)\"", source)) | set(re.findall(r"wrong_name, wrong_what = \"(\w+)\"", source))
     assert named and named == set(RULES), (named ^ set(RULES))
     assert all(len(r.title) > 10 and len(r.fix) > 20 for r in RULES.values())
@@ -176,3 +179,52 @@ def test_every_finding_the_checkers_can_name_is_in_the_one_table_and_every_one_i
 def test_bad_documents_raise_value_error_naming_the_problem(kwargs, words):
     with pytest.raises(ValueError, match=words):
         _batch(**kwargs)
+
+
+def test_to_hf_labels_are_the_batchs_own_targets_moved_one_token_right_in_each_row():
+    b = PackedBatch.from_documents([[11, 12, 13], [21, 22], [31, 32, 33, 34]], 6, "next-fit", prompt_lengths=[1, 0, 2])
+    labels = b.to_hf()["labels"][0]
+    targets = b.targets[b.valid]
+    row_start = torch.zeros_like(b.valid)
+    row_start[:, 0] = True
+    starts = row_start[b.valid]
+    assert (labels[starts] == IGNORE_INDEX).all()
+    assert torch.equal(labels[1:][~starts[1:]], targets[:-1][~starts[1:]])
+    # HF shifts labels: what it trains at each position is exactly the batch's target there
+    assert torch.equal(torch.cat([labels[1:], labels.new_tensor([IGNORE_INDEX])])[~torch.roll(starts, -1)],
+                       targets[~torch.roll(starts, -1)])
+
+
+def test_a_planted_row_cu_seqlens_reports_no_label_crossing_since_the_targets_are_intact():
+    good = _batch(docs=[[5, 6, 7, 8, 9], [11, 12, 13], [21, 22, 23, 24], [31, 32]], context=8)
+    bad = broken_batch(good, "row-cu-seqlens")
+    assert torch.equal(bad.targets, good.targets)
+    names = _names(bad)
+    assert "label_crosses_boundary" not in names and "segments_disagree_with_cu_seqlens" in names
+    crossing = broken_batch(good, "row-shifted-targets")      # a real crossing is still named
+    assert "label_crosses_boundary" in set(check_batch(crossing).names)
+    assert "label_crosses_boundary" in set(check_hf_batch(crossing.to_hf(), "varlen").names)
+
+
+def test_row_piece_offsets_come_from_the_plan_once():
+    plan = make_plan([120, 90, 300, 40, 55, 30, 210, 65], 512, "concat-cut")
+    offsets = plan.row_piece_offsets()
+    assert [o.tolist() for o in offsets] == [[0, 120, 210, 510, 512], [0, 38, 93, 123, 333, 398]]
+    assert plan.row_piece_offsets() is offsets                       # computed once, then cached
+    b = PackedBatch.from_documents([[1] * 3, [2] * 2, [3] * 4], 5, "bfd")
+    assert b.row_piece_offsets is b.plan.row_piece_offsets()
+    for r, o in enumerate(b.row_piece_offsets):                      # each row's pieces, from the batch's own ids
+        ids = b.piece_ids[r][b.valid[r]].numpy()
+        assert o.tolist() == [0, *np.flatnonzero(np.diff(ids)) + 1, len(ids)]
+
+
+def test_the_old_names_still_read_for_one_release_with_a_deprecation_warning():
+    b = _batch()
+    with pytest.warns(DeprecationWarning, match="piece_ids"):
+        assert torch.equal(b.segment_ids, b.piece_ids)
+    with pytest.warns(DeprecationWarning, match="row_piece_offsets"):
+        assert [o.tolist() for o in b.doc_cu_seqlens] == [[0, 3, 5]]
+    with pytest.warns(DeprecationWarning, match="document_ids"):
+        assert segment_layout([2, 1]).segment_ids.tolist() == [0, 0, 1]
+    with pytest.raises(AttributeError, match="allowed\\(batch.piece_ids"):
+        b.dense_mask(0)

@@ -11,7 +11,7 @@ from packing_core import LengthProfile, make_plan
 from packing_core.cli import main
 from packing_core.packing import count_rows, place
 from packing_core.packing.from_counts import compare_counts, plan_from_counts
-from packing_core.packing.items import Items
+from packing_core.packing.pieces import Pieces
 from packing_core.packing.registry import (
     COUNT_STRATEGIES,
     ORDER_STRATEGIES,
@@ -32,7 +32,7 @@ CONTEXT = 128
 def toy_place(it, context, opts, rng):
     """Reversed next-fit: the items in reverse order, a new row when the next one does not fit."""
     order = np.arange(len(it.length))[::-1]
-    return place.place_next_fit(Items(it.doc[order], it.start[order], it.length[order]), context, opts, rng)
+    return place.place_next_fit(Pieces(it.doc[order], it.start[order], it.length[order]), context, opts, rng)
 
 
 def toy(**changes) -> Strategy:

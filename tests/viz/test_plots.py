@@ -7,7 +7,7 @@ import packing_core as pc
 from app_pages import _content
 from packing_core import PackedBatch, make_plan, verify_model
 from packing_core.analysis import length_histogram
-from packing_core.attention import block_causal_mask
+from packing_core.attention import allowed, block_causal_mask
 from packing_core.experiments import run_benchmark
 from packing_core.verify import naive_targets
 from packing_core.viz import (
@@ -103,7 +103,7 @@ def _masks(batch):
     n = int(batch.valid[0].sum())
     w = batch.input_ids.shape[1]
     return {"causal": block_causal_mask(torch.tensor([0, n]), total=w).numpy(),
-            "block": batch.dense_mask(0).numpy()}
+            "block": allowed(batch.piece_ids[0]).numpy()}
 
 
 def test_causal_mask_shows_leaks_in_red_and_the_block_diagonal_mask_shows_none():
@@ -189,7 +189,7 @@ def test_continuous_positions_turn_red_exactly_where_they_differ_from_reset():
     cont = np.arange(64)
     fig = layout_figure(b, 0, continuous_positions=cont)
     z = _heatmap(fig)
-    assert list(fig.data[0].y) == ["tokens", "segment_ids", "position_ids (reset)", "position_ids (continuous)"]
+    assert list(fig.data[0].y) == ["tokens", "piece_ids", "position_ids (reset)", "position_ids (continuous)"]
     valid = b.valid[0].numpy()
     assert ((z[3] == ALERT) == (valid & (cont != b.position_ids[0].numpy()))).all()
 

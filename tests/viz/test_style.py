@@ -8,7 +8,7 @@ import packing_core as pc
 from app_pages import _content
 from packing_core import PackedBatch, make_plan
 from packing_core.analysis import length_histogram
-from packing_core.attention import block_causal_mask
+from packing_core.attention import allowed, block_causal_mask
 from packing_core.data import synthetic_lengths
 from packing_core.experiments import TrainResult
 from packing_core.verify import naive_targets
@@ -74,7 +74,7 @@ def _figures():
     b = _row_batch(64)
     n = int(b.valid[0].sum())
     import torch
-    masks = {"causal": block_causal_mask(torch.tensor([0, n]), total=64).numpy(), "block": b.dense_mask(0).numpy()}
+    masks = {"causal": block_causal_mask(torch.tensor([0, n]), total=64).numpy(), "block": allowed(b.piece_ids[0]).numpy()}
     lengths = synthetic_lengths("support-tickets")[:5000]
     rows = pc.strategy_table(lengths, 512)
     rep = pc.verify_model("tiny-rope", mask="off")

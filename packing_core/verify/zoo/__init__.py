@@ -20,14 +20,14 @@ from dataclasses import replace
 import torch
 
 from packing_core._validate import choice
-from packing_core.check.batch import BatchCheck, check_hf_batch
+from packing_core.check.batch import check_hf_batch
+from packing_core.check.result import BatchCheck
 from packing_core.verify.zoo import labels, masks, planted, positions
 from packing_core.verify.zoo._types import Bug, ZooResult, reference_links
 from packing_core.verify.zoo.planted import (
     BREAKS,
     PLANTED,
     NaiveTargets,
-    PromptBlindBatch,
     broken_batch,
     loss_vs_answers,
     naive_targets,
@@ -39,9 +39,15 @@ ZOO: tuple[Bug, ...] = masks.BUGS + labels.BUGS + positions.BUGS + planted.BUGS
 ZOO_NAMES = tuple(b.name for b in ZOO)
 REPRODUCED = tuple(b.name for b in ZOO if not b.planted)
 
-__all__ = ["BREAKS", "PLANTED", "REPRODUCED", "ZOO", "ZOO_NAMES", "Bug", "NaiveTargets", "PromptBlindBatch",
-           "ZooResult", "broken_batch", "example_checks", "loss_vs_answers", "naive_targets", "plant_bug",
+__all__ = ["BREAKS", "PLANTED", "REPRODUCED", "ZOO", "ZOO_NAMES", "Bug", "NaiveTargets", "ZooResult", "broken_batch",
+           "example_checks", "loss_vs_answers", "naive_targets", "plant_bug",
            "reference_links", "reproduce_bug", "shown_batch", "zoo_entry"]
+
+
+def __getattr__(name: str):
+    if name == "PromptBlindBatch":   # deprecated, one release: planted.py warns and gives PackedBatch
+        return planted.__getattr__(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def zoo_entry(name: str) -> Bug:

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from packing_core._lazy import warn_renamed
 from packing_core._validate import InputError
+from packing_core.attention.semantics import packed_attention
 from packing_core.batch.packed import IGNORE_INDEX, PackedBatch
-from packing_core.check.batch import check_batch, kernel_mask
+from packing_core.check.batch import check_batch
 from packing_core.verify.zoo._types import Bug, ZooResult
 
 
@@ -37,7 +39,7 @@ def naive_targets(batch: PackedBatch, row: int) -> NaiveTargets:
     if not 0 <= row < batch.input_ids.shape[0]:
         raise InputError(f"row {row} does not exist: the batch has rows 0..{batch.input_ids.shape[0] - 1}")
     ids = batch.input_ids[row].numpy()
-    seg = batch.segment_ids[row].numpy()
+    seg = batch.piece_ids[row].numpy()
     valid = seg >= 0
     nxt_valid = np.r_[valid[1:], False]
     naive = np.where(valid & nxt_valid, np.r_[ids[1:], 0], IGNORE_INDEX)
@@ -50,7 +52,7 @@ def loss_vs_answers(batch: PackedBatch) -> tuple[int, int]:
 
     An answer target is a position whose next token is an answer token of the same piece.
     """
-    seg = batch.segment_ids.numpy()
+    seg = batch.piece_ids.numpy()
     answer = batch.answer_mask.numpy()
     same_next = (seg >= 0) & (np.roll(seg, -1, axis=1) == seg)
     same_next[:, -1] = False
@@ -58,27 +60,11 @@ def loss_vs_answers(batch: PackedBatch) -> tuple[int, int]:
     return int(batch.loss_mask.numpy().sum()), expected
 
 
-@dataclass(frozen=True, eq=False)
-class PromptBlindBatch(PackedBatch):
-    """A batch whose attention reads only the keys in ``key_mask``: the prompt-blind bug.
-
-    It is what happens when the loss mask is handed to the model as its attention mask:
-    prompt tokens look like padding, so no answer token can read its question. Every loss
-    tensor is as built, so ``loss_vs_answers`` and ``check_batch`` see nothing. Only a
-    comparison of each document alone against packed shows it. Each token still reads
-    itself, so no softmax row is empty.
-
-    >>> from packing_core.batch.packed import PackedBatch
-    >>> good = PackedBatch.from_documents([[1, 2, 3, 4]], 4, "bfd", prompt_lengths=[2])
-    >>> broken_batch(good, "prompts-cut-from-attention").dense_mask(0).int().tolist()
-    [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]]
-    """
-
-    key_mask: torch.Tensor   # bool [rows, width]: tokens any query may read (besides itself)
-
-    def dense_mask(self, row: int) -> torch.Tensor:
-        mask = super().dense_mask(row)
-        return mask & (self.key_mask[row][None, :] | torch.eye(mask.shape[0], dtype=torch.bool))
+def __getattr__(name: str):
+    if name == "PromptBlindBatch":   # kept one release: the prompt-blind batch is now PackedBatch(key_mask=...)
+        warn_renamed("PromptBlindBatch", "PackedBatch (its key_mask field)")
+        return PackedBatch
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _shift(t, fill):
@@ -86,7 +72,7 @@ def _shift(t, fill):
 
 
 def _row_shifted_targets(batch: PackedBatch) -> PackedBatch:
-    valid, seg, ids = batch.valid, batch.segment_ids, batch.input_ids
+    valid, seg, ids = batch.valid, batch.piece_ids, batch.input_ids
     keep = valid & _shift(valid, False) & (batch.loss_mask | (_shift(seg, -1) != seg))
     targets = torch.where(keep, _shift(ids, 0), IGNORE_INDEX)
     return dataclasses.replace(batch, targets=targets, loss_mask=targets != IGNORE_INDEX)
@@ -104,15 +90,24 @@ def _pads_in_the_loss(batch: PackedBatch) -> PackedBatch:
 
 
 def _prompts_in_the_loss(batch: PackedBatch) -> PackedBatch:
-    valid, seg = batch.valid, batch.segment_ids
+    valid, seg = batch.valid, batch.piece_ids
     inner = valid & _shift(valid, False) & (_shift(seg, -1) == seg)
     return dataclasses.replace(batch, targets=torch.where(inner, _shift(batch.input_ids, 0), IGNORE_INDEX),
                                loss_mask=inner)
 
 
 def _prompts_cut_from_attention(batch: PackedBatch) -> PackedBatch:
-    fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(PackedBatch)}
-    return PromptBlindBatch(**fields, key_mask=batch.answer_mask.clone())
+    """The loss mask used as the attention mask: only answer tokens stay keys (each token still reads itself).
+
+    Every loss tensor is as built, so ``loss_vs_answers`` and ``check_batch`` see nothing; only
+    a comparison of each document alone against packed shows it.
+
+    >>> good = PackedBatch.from_documents([[1, 2, 3, 4]], 4, "bfd", prompt_lengths=[2])
+    >>> from packing_core.attention.semantics import packed_attention
+    >>> packed_attention(_prompts_cut_from_attention(good)).allowed(0).astype(int).tolist()
+    [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]]
+    """
+    return dataclasses.replace(batch, key_mask=batch.answer_mask.clone())
 
 
 def _row_cu_seqlens(batch: PackedBatch) -> PackedBatch:
@@ -182,7 +177,7 @@ def plant_bug(name: str) -> ZooResult:
     """A planted fault in :func:`shown_batch` against the batch as built: what differs, and what the check says.
 
     Only what the fault changes is drawn: the keys each query reads (as a varlen kernel reads
-    the batch, ``check.batch.kernel_mask``), the targets, or the position ids.
+    the batch, ``attention.packed_attention``), the targets, or the position ids.
 
     >>> r = plant_bug("row-shifted-targets")
     >>> r.drawn, r.caught, r.silent_on_fix
@@ -196,7 +191,7 @@ def plant_bug(name: str) -> ZooResult:
     good = shown_batch()
     bad = bug.run(good)
     cb, cg = check_batch(bad), check_batch(good)
-    mask_b, mask_g = kernel_mask(bad, "varlen", 0), kernel_mask(good, "varlen", 0)
+    mask_b, mask_g = packed_attention(bad, "varlen").allowed(0), packed_attention(good, "varlen").allowed(0)
     tgt_b, tgt_g = bad.targets[0].numpy(), good.targets[0].numpy()
     pos_b, pos_g = bad.position_ids[0].numpy(), good.position_ids[0].numpy()
     doc = good.document_ids[0].numpy()

@@ -1,0 +1,116 @@
+"""What a check found, for one attention implementation: :class:`BatchCheck` and its text.
+
+One type for every check (``check_hf_batch``, ``check_batch``, ``check_all_implementations``):
+the findings sorted by severity, the evidence behind them (the intended documents, what the
+implementation reads, the tensors), a one-line verdict, a table for people and a dict for JSON.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from packing_core.attention.documents import IntendedDocuments
+from packing_core.attention.semantics import BatchTensors, EffectiveAttention
+from packing_core.check.rules import Finding
+
+_ORDER = {"error": 0, "warning": 1, "note": 2}
+
+
+def by_severity(findings) -> tuple[Finding, ...]:
+    """Errors first, then warnings, then notes; the order within each is kept."""
+    return tuple(sorted(findings, key=lambda f: _ORDER[f.severity]))
+
+
+@dataclass(frozen=True)
+class BatchCheck:
+    """What a check found, for one attention implementation: the findings and the evidence behind them.
+
+    ``errors`` make ``check`` exit 1; ``warnings`` too with ``strict``; ``notes`` never.
+    """
+
+    attn_implementation: str
+    use_cache: bool
+    format: str
+    shape: tuple[int, int]
+    findings: tuple[Finding, ...]
+    documents: IntendedDocuments = field(compare=False, repr=False)
+    effective: EffectiveAttention = field(compare=False, repr=False)
+    tensors: BatchTensors = field(compare=False, repr=False)
+    ignored: tuple[str, ...] = ()
+
+    def _of(self, severity: str) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == severity)
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        return self._of("error")
+
+    @property
+    def warnings(self) -> tuple[Finding, ...]:
+        return self._of("warning")
+
+    @property
+    def notes(self) -> tuple[Finding, ...]:
+        return self._of("note")
+
+    @property
+    def sound(self) -> bool:
+        """No error: the documents stay apart and the loss is right, for this implementation."""
+        return not self.errors
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.findings)
+
+    def exit_code(self, strict: bool = False) -> int:
+        return 1 if self.errors or (strict and self.warnings) else 0
+
+    @property
+    def n_documents(self) -> int:
+        return self.documents.count
+
+    @property
+    def row_document_ids(self) -> np.ndarray:
+        """int64 [B, T]: the intended document of each token, counted per row from 0 (-1 on pads)."""
+        d = self.documents.document_ids
+        first = np.where(d >= 0, d, np.iinfo(np.int64).max).min(1, keepdims=True)
+        return np.where(d >= 0, d - first, -1)
+
+    @property
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The batch's [B, T] arrays by transformers' names (a 4D mask is left out), for a figure."""
+        t = self.tensors
+        out = {"input_ids": t.input_ids, "position_ids": t.positions, "labels": t.labels,
+               "attention_mask": None if t.mask_2d is None else t.mask_2d.astype(np.int64)}
+        return {k: v for k, v in out.items() if v is not None}
+
+    @property
+    def marks(self) -> tuple[tuple[str, int, int], ...]:
+        return tuple((f.name, r, s) for f in self.findings for r, s in f.marks)
+
+    @property
+    def verdict(self) -> str:
+        """One line: SOUND or LEAKS / ERRORS for this implementation, as the CLI and pages print it."""
+        if self.sound:
+            extra = f", {len(self.warnings)} warning(s)" if self.warnings else ""
+            return f"{self.attn_implementation}: SOUND{extra}"
+        return f"{self.attn_implementation}: {len(self.errors)} ERROR(S): {', '.join(f.name for f in self.errors)}"
+
+    def to_dict(self) -> dict:
+        return {"attn_implementation": self.attn_implementation, "use_cache": self.use_cache, "format": self.format,
+                "shape": list(self.shape), "sound": self.sound, "documents": [[list(d) for d in row] for row in
+                                                                            self.documents.per_row()],
+                "labels": self.documents.labels_reason, "attention": self.effective.to_dict(),
+                "findings": [f.to_dict() for f in self.findings], "ignored": list(self.ignored)}
+
+    def format_table(self) -> str:
+        rows, width = self.shape
+        sources = ", ".join(e.source for e in self.documents.evidence) or "none (each row is one document)"
+        lines = [f"{self.format} batch: {rows} row(s) x {width} tokens, {self.n_documents} intended document(s) "
+                 f"from {sources}; {self.documents.labels_reason}",
+                 f"read by {self.attn_implementation}{' with a cache' if self.use_cache else ''}: "
+                 f"{self.effective.path}", self.verdict]
+        for f in self.findings:
+            lines.append(f"  {f.severity.upper():<7} {f.name}: {f.title}\n    {f.detail}\n    fix: {f.fix}")
+        return "\n".join(lines)

@@ -1,0 +1,90 @@
+"""The over-long policy, once: documents -> *pieces* no longer than the context.
+
+One rule serves both planners: :func:`overlong_pieces` says, for each length, how many
+pieces it becomes and how long the last one is (every other piece is a full context).
+Arrays of lengths expand that into one entry per piece (:func:`pieces_from_lengths`);
+a length histogram turns it into a piece histogram (:func:`piece_histogram`)::
+
+    context 4, lengths [6, 3]
+      split    -> pieces (doc0 0:4) (doc0 4:6) (doc1 0:3)     doc0 split, nothing lost
+      truncate -> pieces (doc0 0:4) (doc1 0:3)                2 tokens lost
+      drop     -> pieces (doc1 0:3)                           doc0 dropped, 6 tokens lost
+
+>>> n, last = overlong_pieces(np.array([6, 3]), 4, "split")
+>>> n.tolist(), last.tolist()
+([2, 1], [2, 3])
+>>> overlong_pieces(np.array([6, 3]), 4, "drop")[0].tolist()
+[0, 1]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from packing_core._validate import OVERLONG_POLICIES
+
+__all__ = ["OVERLONG_POLICIES", "Pieces", "piece_histogram", "pieces_from_lengths", "kept_tokens", "overlong_pieces"]
+
+
+def overlong_pieces(lengths: np.ndarray, context: int, overlong: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(pieces, last)`` per length: how many pieces it becomes, and the last piece's length.
+
+    All pieces but the last are ``context`` long; ``pieces == 0`` means dropped.
+    """
+    if overlong == "split":
+        n = -(-lengths // context)
+        return n, lengths - (n - 1) * context
+    if overlong == "truncate":
+        return np.ones_like(lengths), np.minimum(lengths, context)
+    keep = lengths <= context
+    return keep.astype(np.int64), np.where(keep, lengths, 0)
+
+
+def kept_tokens(pieces: np.ndarray, last: np.ndarray, context: int) -> np.ndarray:
+    """Tokens of each length that reach a row under the policy (0 when dropped)."""
+    return np.where(pieces > 0, (pieces - 1) * context + last, 0)
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """One entry per piece: which document, where in it the piece starts, and how long it is."""
+
+    doc: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+
+
+def pieces_from_lengths(lengths: np.ndarray, context: int, overlong: str) -> Pieces:
+    """The pieces of an array of lengths, in document order.
+
+    >>> it = pieces_from_lengths(np.array([6, 3]), 4, "split")
+    >>> it.doc.tolist(), it.start.tolist(), it.length.tolist()
+    ([0, 0, 1], [0, 4, 0], [4, 2, 3])
+    """
+    n, _ = overlong_pieces(lengths, context, overlong)
+    doc = np.repeat(np.arange(len(lengths), dtype=np.int64), n)
+    if overlong != "split":   # one piece per kept document, from its start
+        return Pieces(doc, np.zeros(len(doc), np.int64), np.minimum(lengths[doc], context))
+    first = np.repeat(np.cumsum(n) - n, n)
+    start = (np.arange(len(doc), dtype=np.int64) - first) * context
+    return Pieces(doc, start, np.minimum(context, lengths[doc] - start))
+
+
+def piece_histogram(lengths: np.ndarray, counts: np.ndarray, context: int, overlong: str):
+    """``(piece lengths ascending, pieces of each)`` of a length histogram, and per length ``(pieces, last)``.
+
+    >>> piece_len, piece_n, _ = piece_histogram(np.array([3, 6]), np.array([2, 1]), 4, "split")
+    >>> piece_len.tolist(), piece_n.tolist()
+    ([2, 3, 4], [1, 2, 1])
+    """
+    pieces, last = overlong_pieces(lengths, context, overlong)
+    kept = pieces > 0
+    full = int(((pieces[kept] - 1) * counts[kept]).sum())
+    piece_len = np.concatenate([last[kept], [context]])
+    piece_n = np.concatenate([counts[kept], [full]])
+    # equal piece lengths (a split remainder equal to a short document) become one entry
+    uniq, inv = np.unique(piece_len, return_inverse=True)
+    piece_n = np.bincount(inv, weights=piece_n).astype(np.int64)
+    keep = piece_n > 0
+    return uniq[keep], piece_n[keep], (pieces, last)
