@@ -28,6 +28,7 @@ class CountRows:
     rows: int
     slots: int
     cost_padded: int
+    certificate: object = None   # optimal: its Certificate (rows, proven bound, gap)
 
 
 def _full(n_rows: int, context: int) -> CountRows:

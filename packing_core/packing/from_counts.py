@@ -25,7 +25,7 @@ import numpy as np
 
 from packing_core._validate import OVERLONG_POLICIES, as_batch_size, as_context, choice, whole_number
 from packing_core.data.profile import LengthProfile
-from packing_core.packing.items import item_histogram, kept_tokens
+from packing_core.packing.items import item_histogram, kept_tokens, length_histogram
 from packing_core.packing.place import PlanOptions
 from packing_core.packing.plan import PlanMetrics, plan_metrics
 from packing_core.packing.registry import COUNT_STRATEGIES, ORDER_STRATEGIES, get_strategy
@@ -60,19 +60,6 @@ class CountPlan:
                 "trained_per_slot": self.trained_per_slot, "note": self.note}
 
 
-def _histogram(counts) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(counts, dict):
-        keys = sorted(counts, key=int)
-        lengths = np.array([int(k) for k in keys], dtype=np.int64)
-        n = np.array([int(counts[k]) for k in keys], dtype=np.int64)
-    else:   # a LengthProfile (or anything with lengths and counts arrays)
-        lengths, n = np.asarray(counts.lengths, np.int64), np.asarray(counts.counts, np.int64)
-    keep = n > 0
-    if (n < 0).any() or (lengths[keep] < 1).any():
-        raise ValueError("length counts must be >= 0 and lengths >= 1; pass {length: documents}")
-    return lengths[keep], n[keep]
-
-
 def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "split", buckets: int = 8,
                      batch_size: int = 32, loss_tokens=None) -> CountPlan:
     """One count-only strategy on ``{length: documents}`` or a ``LengthProfile``.
@@ -91,7 +78,7 @@ def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "sp
     choice("strategy", strategy, COUNT_STRATEGIES)
     choice("overlong policy", overlong, OVERLONG_POLICIES)
     opts = PlanOptions(batch_size=as_batch_size(batch_size), buckets=whole_number(buckets, "buckets", hint="try 8"))
-    lengths, n = _histogram(counts)
+    lengths, n = length_histogram(counts)
     if not len(lengths):
         raise ValueError("the length counts hold no documents; scan a non-empty corpus")
     item_len, item_n, (pieces, last) = item_histogram(lengths, n, context, overlong)
@@ -136,7 +123,7 @@ def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMEN
     ('sample of 1,000 documents (seed 0)', 1000)
     """
     choice("strategy", strategy, ORDER_STRATEGIES)
-    lengths, counts_ = _histogram(counts)
+    lengths, counts_ = length_histogram(counts)
     profile = LengthProfile(lengths, counts_)
     sample = profile.sample(n, seed)
     m = make_plan(sample, context, strategy, overlong=overlong, batch_size=batch_size, seed=seed).metrics()

@@ -27,18 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from packing_core.packing.items import Items
+from packing_core.packing.options import PlanOptions
 from packing_core.packing.plan import cu_seqlens_from_lengths
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """What shapes some strategies: ``batch_size`` and ``sort`` (pad-longest, bucket), ``buckets``
-    or ``bucket_edges`` (bucket)."""
-
-    batch_size: int = 32
-    sort: bool = False
-    buckets: int = 8
-    bucket_edges: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +41,7 @@ class Placement:
     row: np.ndarray
     offset: np.ndarray
     row_width: np.ndarray
+    certificate: object = None   # optimal: its Certificate (rows, proven bound, gap)
 
 
 def _padded(it: Items, order: np.ndarray, widths: np.ndarray) -> Placement:

@@ -1,0 +1,266 @@
+"""The best plan there is, within a time budget: column generation, rounding, and a certificate.
+
+Packing items of a length histogram into the fewest rows is a cutting-stock problem. Gilmore and
+Gomory (1961) solve its linear relaxation over *patterns* (multisets of lengths that fit a row)
+without listing them all::
+
+    1. start from the patterns of best-fit decreasing (a feasible plan)
+    2. solve the LP: min rows s.t. the patterns hold every item, exactly (HiGHS, warm-started)
+    3. price: the LP's duals value each length; the most valuable pattern that fits one row
+       (a bounded knapsack, ``knapsack.py``) joins the LP if it is worth more than one row
+    4. repeat until no pattern is worth more than a row: the LP optimum is a lower bound
+    5. round: take every pattern ``floor(x)`` times; pack what remains with ffd or bfd
+
+Every pricing step also proves a bound (Farley): the duals ``y`` scaled by the best pattern's
+value ``V`` are feasible, so no plan uses fewer than ``d . y / V`` rows. The plan returned comes
+with its :class:`Certificate`: the best proven bound (Martello-Toth L2 or LP, ``bounds.py``)
+and the gap in rows. The budget (``time_limit``) is anytime: when it runs out the best plan so
+far is returned with its gap; a histogram whose pricing tables would be too large is planned by
+bfd with the L2 bound, and the certificate says so.
+
+Ten documents of 300 tokens and ten of 200 at context 512: every row holds one of each.
+
+>>> s = optimal_from_counts({300: 10, 200: 10}, 512)
+>>> s.certificate.rows, s.certificate.bound.rows, s.certificate.gap_rows
+(10, 10, 0)
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, fields
+
+import highspy
+import numpy as np
+
+from packing_core._validate import OVERLONG_POLICIES, as_context, choice
+from packing_core.packing.bounds import RowBound, row_bounds
+from packing_core.packing.count_rows import CountRows, _bfd_rows
+from packing_core.packing.items import Items, item_histogram, length_histogram
+from packing_core.packing.knapsack import price, pricing_work
+from packing_core.packing.options import DEFAULT_TIME_LIMIT, as_max_docs_per_row, as_time_limit, cap_of
+from packing_core.packing.patterns import Patterns, deal, fit_decreasing_patterns
+from packing_core.packing.place import Placement, place_bfd
+
+__all__ = ["MAX_PRICING_CELLS", "Certificate", "OptimalSolution", "lp_bound", "optimal_from_counts", "place_optimal",
+           "rows_optimal", "solve_optimal"]
+
+MAX_PRICING_CELLS = 40_000_000     # knapsack cells of one pricing step (about 0.1 s): above it, bfd + L2
+_COLUMNS_PER_STEP = 12
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """How good a plan is: its rows, the best proven lower bound for whole documents, and the gap.
+
+    ``gap_rows == 0`` proves the plan optimal. ``lp`` is the column-generation bound (None when it
+    was not computed); ``converged`` says whether the LP was solved to its optimum within the budget.
+    """
+
+    rows: int
+    bound: RowBound
+    lp: RowBound | None
+    method: str
+    seconds: float
+    columns: int
+    converged: bool
+    note: str = ""
+
+    @property
+    def gap_rows(self) -> int:
+        return self.rows - self.bound.rows
+
+    @property
+    def gap_share(self) -> float:
+        """The gap as a share of the bound (0.0005 is 0.05 %)."""
+        return self.gap_rows / self.bound.rows if self.bound.rows else 0.0
+
+    def sentence(self) -> str:
+        """One line for a report: "8,135,728 rows, 1 above the proven bound (LP 8,135,727), ..."."""
+        if self.gap_rows == 0:
+            head = f"{self.rows:,} rows: proven optimal ({self.bound.name} bound {self.bound.rows:,})"
+        else:
+            head = (f"{self.rows:,} rows, {self.gap_rows:,} ({self.gap_share:.3%}) above the proven lower bound "
+                    f"({self.bound.name} {self.bound.rows:,})")
+        return f"{head}, by {self.method} in {self.seconds:.2f} s" + (f"; {self.note}" if self.note else "")
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["bound"] = self.bound.to_dict()
+        d["lp"] = None if self.lp is None else self.lp.to_dict()
+        return {**d, "gap_rows": self.gap_rows, "gap_share": self.gap_share}
+
+
+@dataclass(frozen=True)
+class OptimalSolution:
+    """The plan as patterns (None when bfd planned it: the fallback) and its certificate."""
+
+    patterns: Patterns | None
+    certificate: Certificate
+
+
+class _Master:
+    """The restricted master LP in HiGHS: one equality row per length (``= items``), one column per pattern."""
+
+    def __init__(self, demand: np.ndarray):
+        self.h = highspy.Highs()
+        self.h.setOptionValue("output_flag", False)
+        self.h.setOptionValue("threads", 1)
+        n = len(demand)
+        d = demand.astype(np.float64)
+        self.h.addRows(n, d, d, 0, np.zeros(n, np.int32), np.zeros(0, np.int32), np.zeros(0))
+        self.columns = np.zeros((0, n), np.int64)
+        self.solved: tuple[np.ndarray, int] | None = None    # the last optimal x, over the first k columns
+        self._seen: set[bytes] = set()
+
+    def add(self, patterns: np.ndarray) -> int:
+        fresh = [p for p in patterns if p.tobytes() not in self._seen and p.any()]
+        if not fresh:
+            return 0
+        a = np.asarray(fresh, np.int64)
+        self._seen.update(p.tobytes() for p in a)
+        col, row = np.nonzero(a)
+        starts = np.searchsorted(col, np.arange(len(a))).astype(np.int32)
+        k = len(a)
+        self.h.addCols(k, np.ones(k), np.zeros(k), np.full(k, highspy.kHighsInf), len(row), starts,
+                       row.astype(np.int32), a[col, row].astype(np.float64))
+        self.columns = np.concatenate([self.columns, a])
+        return k
+
+    def solve(self, seconds: float) -> bool:
+        """Re-solve from the last basis; on success keep the solution for rounding."""
+        # HiGHS counts its time limit over every run of this model: add the runs so far
+        self.h.setOptionValue("time_limit", self.h.getRunTime() + max(seconds, 0.001))
+        self.h.run()
+        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return False
+        self.solved = (np.asarray(self.h.getSolution().col_value, np.float64), len(self.columns))
+        return True
+
+    def duals(self) -> np.ndarray:
+        return np.asarray(self.h.getSolution().row_dual, np.float64)
+
+
+def _columns(p: Patterns, sizes: np.ndarray) -> np.ndarray:
+    """Each group's pattern as a vector of copies per length."""
+    out = np.zeros((len(p.n_rows), len(sizes)), np.int64)
+    np.add.at(out, (p.group, np.searchsorted(sizes, p.size)), p.copies)
+    return out
+
+
+def _as_patterns(cols: np.ndarray, mult: np.ndarray, sizes: np.ndarray) -> Patterns:
+    """Columns (copies per length) used ``mult`` times each, as Patterns; longest items first in a row."""
+    keep = mult > 0
+    cols, mult = cols[keep], mult[keep]
+    g, i = np.nonzero(cols[:, ::-1])
+    i = len(sizes) - 1 - i
+    copies = cols[g, i]
+    width = copies * sizes[i]
+    offset = np.cumsum(width) - width
+    starts = np.searchsorted(g, np.arange(len(cols)))
+    offset = offset - np.repeat(offset[starts], np.diff(np.append(starts, len(g))))
+    return Patterns(g.astype(np.int64), sizes[i], copies, offset, mult.astype(np.int64))
+
+
+def _round(m: _Master, sizes, demand, context, cap) -> Patterns:
+    """``floor(x)`` of every pattern, then ffd or bfd (the fewer rows) on the items left over."""
+    x, k = m.solved
+    cols = m.columns[:k]
+    mult = np.floor(x + 1e-7).astype(np.int64)
+    left = demand - mult @ cols
+    while (left < 0).any():        # solver tolerance may overshoot a length by one copy: give it back
+        j = int(np.flatnonzero((cols[:, np.argmin(left)] > 0) & (mult > 0))[0])
+        mult[j] -= 1
+        left = demand - mult @ cols
+    done = _as_patterns(cols, mult, sizes)
+    if not left.any():
+        return done
+    rest = [fit_decreasing_patterns(sizes[left > 0], left[left > 0], context, best=b, max_docs_per_row=cap)
+            for b in (False, True)]
+    return Patterns.concat(done, min(rest, key=lambda p: p.rows))
+
+
+def solve_optimal(item_len, item_n, context: int, *, max_docs_per_row: int | None = None,
+                  time_limit: float = DEFAULT_TIME_LIMIT) -> OptimalSolution:
+    """Column generation on an item histogram (lengths ascending, each <= ``context``): see the module."""
+    t0 = time.perf_counter()
+    sizes, demand, cap = np.asarray(item_len, np.int64), np.asarray(item_n, np.int64), max_docs_per_row
+    bounds = row_bounds(sizes, demand, context, max_docs_per_row=cap)
+    elapsed = lambda: time.perf_counter() - t0   # noqa: E731
+
+    def done(patterns, rows, lp, method, columns=0, converged=False, note=""):
+        bound = lp if lp is not None and lp.rows > bounds.l2.rows else bounds.l2
+        return OptimalSolution(patterns, Certificate(rows, bound, lp, method, elapsed(), columns, converged, note))
+
+    cells = pricing_work(sizes, np.minimum(demand, context // sizes), context, cap)
+    if cells > MAX_PRICING_CELLS and cap is None:
+        return done(None, _bfd_rows(sizes, demand, context), None, "bfd",
+                    note=f"column generation skipped: one pricing step would fill {cells:,} table cells "
+                         f"(at most {MAX_PRICING_CELLS:,}); the bound is Martello-Toth L2")
+    best = fit_decreasing_patterns(sizes, demand, context, best=True, max_docs_per_row=cap)
+    if best.rows <= bounds.l2.rows or cells > MAX_PRICING_CELLS:
+        note = "" if best.rows <= bounds.l2.rows else (f"column generation skipped: one pricing step would fill "
+                                                       f"{cells:,} table cells; the bound is L2")
+        return done(best, best.rows, None, "bfd", note=note)
+    master = _Master(demand)
+    master.add(_columns(best, sizes))
+    lower, converged, steps, method = 0.0, False, 0, "bfd"
+    while elapsed() < time_limit:
+        if not master.solve(time_limit - elapsed()):
+            break
+        y = master.duals()
+        priced = price(sizes, y, demand, context, cap, keep=_COLUMNS_PER_STEP, above=1 + _EPS)
+        steps += 1
+        lower = max(lower, float(demand @ y) / max(priced.value, 1.0))   # y / V is dual feasible
+        if priced.value <= 1 + _EPS:
+            converged = True
+            break
+        if -(-lower // 1) >= best.rows or not master.add(priced.patterns[priced.values > 1 + _EPS]):
+            break
+    lp = None
+    if steps:
+        rows_lp = int(np.ceil(lower - 1e-6))
+        lp = RowBound("LP", rows_lp, lower, True, "the column-generation (Gilmore-Gomory) LP bound"
+                      + ("" if converged else ", from the duals of an LP stopped before its optimum"), converged)
+        if master.solved is not None:
+            rounded = _round(master, sizes, demand, context, cap)
+            if rounded.rows < best.rows:
+                best, method = rounded, "column generation and rounding"
+    note = "" if converged or (lp and lp.rows >= best.rows) else f"stopped by the time limit ({time_limit:g} s)"
+    return done(best, best.rows, lp, method, len(master.columns), converged, note)
+
+
+def optimal_from_counts(counts, context: int, *, overlong: str = "split", max_docs_per_row: int | None = None,
+                        time_limit: float = DEFAULT_TIME_LIMIT) -> OptimalSolution:
+    """:func:`solve_optimal` on ``{length: documents}`` or a ``LengthProfile``, after the over-long policy."""
+    context = as_context(context)
+    choice("overlong policy", overlong, OVERLONG_POLICIES)
+    cap, limit = as_max_docs_per_row(max_docs_per_row, context), as_time_limit(time_limit)
+    lengths, n = length_histogram(counts)
+    item_len, item_n, _ = item_histogram(lengths, n, context, overlong)
+    return solve_optimal(item_len, item_n, context, max_docs_per_row=cap, time_limit=limit)
+
+
+def lp_bound(counts, context: int, **kwargs) -> RowBound | None:
+    """The LP bound of a histogram (None when the histogram is too large to price within the limits)."""
+    return optimal_from_counts(counts, context, **kwargs).certificate.lp
+
+
+def place_optimal(it: Items, context: int, opts, rng) -> Placement:
+    """Real items dealt into the rows of the optimal patterns (bfd's own placement in the fallback)."""
+    sizes, n = np.unique(it.length, return_counts=True)
+    sol = solve_optimal(sizes, n, context, max_docs_per_row=cap_of(opts),
+                        time_limit=getattr(opts, "time_limit", DEFAULT_TIME_LIMIT))
+    if sol.patterns is None:
+        p = place_bfd(it, context, opts, rng)
+    else:
+        row, offset = deal(sol.patterns, it.length)
+        p = Placement(it.doc, it.start, it.length, row, offset, np.full(sol.patterns.rows, context, np.int64))
+    return Placement(p.doc, p.start, p.length, p.row, p.offset, p.row_width, sol.certificate)
+
+
+def rows_optimal(item_len, item_n, context: int, opts) -> CountRows:
+    sol = solve_optimal(item_len, item_n, context, max_docs_per_row=cap_of(opts),
+                        time_limit=getattr(opts, "time_limit", DEFAULT_TIME_LIMIT))
+    r = sol.certificate.rows
+    return CountRows(r, r * context, r * context * context, sol.certificate)
