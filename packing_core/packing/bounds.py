@@ -18,7 +18,8 @@ documents share a row, so whole documents need 10::
 >>> b = bounds_from_counts({300: 10}, 512)
 >>> b.l1.rows, b.l2.rows
 (6, 10)
->>> bound_for("concat-cut", b).name, bound_for("bfd", b).name
+>>> from packing_core.packing.registry import get_strategy
+>>> bound_for(get_strategy("concat-cut"), b).name, bound_for(get_strategy("bfd"), b).name
 ('L1', 'L2')
 
 Bounds work on *items*: documents after the over-long policy (``items.py``), so a split
@@ -32,7 +33,6 @@ import numpy as np
 
 from packing_core._validate import OVERLONG_POLICIES, as_context, choice
 from packing_core.packing.items import item_histogram, length_histogram
-from packing_core.packing.registry import Strategy, get_strategy
 
 __all__ = ["Bounds", "RowBound", "bound_for", "bounds_from_counts", "l1_bound", "l2_bound", "row_bounds"]
 
@@ -160,8 +160,8 @@ def bounds_from_counts(counts, context: int, *, overlong: str = "split", max_doc
     return row_bounds(item_len, item_n, context, max_docs_per_row=max_docs_per_row, lp=lp)
 
 
-def bound_for(strategy: str | Strategy, bounds: Bounds) -> RowBound:
-    """The bound a strategy is measured against: L1 if it cuts documents, else the best of L2 and LP."""
-    s = strategy if isinstance(strategy, Strategy) else get_strategy(strategy)
-    return bounds.l1 if s.cuts else bounds.whole_documents
+def bound_for(strategy, bounds: Bounds) -> RowBound:
+    """The bound a ``Strategy`` (``get_strategy(name)``) is measured against: L1 if it cuts documents
+    (``Strategy.cuts``), else the best of L2 and LP."""
+    return bounds.l1 if strategy.cuts else bounds.whole_documents
 

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from packing_core.packing.options import cap_of, refuse_cap
+from packing_core.packing.patterns import fit_decreasing_patterns
+
 __all__ = ["CountRows", "rows_bfd", "rows_bucket", "rows_concat_cut", "rows_ffd", "rows_pad"]
 
 
@@ -40,14 +43,21 @@ def rows_pad(item_len, item_n, context: int, opts) -> CountRows:
 
 
 def rows_concat_cut(item_len, item_n, context: int, opts) -> CountRows:
+    refuse_cap("concat-cut", opts)
     return _full(-(-int((item_len * item_n).sum()) // context), context)
 
 
 def rows_ffd(item_len, item_n, context: int, opts) -> CountRows:
+    if cap_of(opts) is not None:   # the array planner's own capped patterns: the same rows by construction
+        return _full(fit_decreasing_patterns(item_len, item_n, context, best=False, max_docs_per_row=cap_of(opts)).rows,
+                     context)
     return _full(_ffd_rows(item_len, item_n, context), context)
 
 
 def rows_bfd(item_len, item_n, context: int, opts) -> CountRows:
+    if cap_of(opts) is not None:
+        return _full(fit_decreasing_patterns(item_len, item_n, context, best=True, max_docs_per_row=cap_of(opts)).rows,
+                     context)
     return _full(_bfd_rows(item_len, item_n, context), context)
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from packing_core._validate import OVERLONG_POLICIES, as_batch_size, as_context, choice, whole_number
 from packing_core.data.profile import LengthProfile
 from packing_core.packing.items import item_histogram, kept_tokens, length_histogram
-from packing_core.packing.place import PlanOptions
+from packing_core.packing.options import DEFAULT_TIME_LIMIT, PlanOptions, as_max_docs_per_row, as_time_limit
 from packing_core.packing.plan import PlanMetrics, plan_metrics
 from packing_core.packing.registry import COUNT_STRATEGIES, ORDER_STRATEGIES, get_strategy
 from packing_core.packing.strategies import make_plan
@@ -50,6 +50,7 @@ class CountPlan:
     trained_tokens: int
     trained_per_slot: float
     note: str = ""
+    certificate: object = None   # optimal: its Certificate (proven lower bound, gap in rows)
 
     @property
     def strategy(self) -> str:
@@ -57,11 +58,13 @@ class CountPlan:
 
     def to_dict(self) -> dict:
         return {**self.metrics.to_dict(), "basis": self.basis, "trained_tokens": self.trained_tokens,
-                "trained_per_slot": self.trained_per_slot, "note": self.note}
+                "trained_per_slot": self.trained_per_slot, "note": self.note,
+                "certificate": None if self.certificate is None else self.certificate.to_dict()}
 
 
 def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "split", buckets: int = 8,
-                     batch_size: int = 32, loss_tokens=None) -> CountPlan:
+                     batch_size: int = 32, loss_tokens=None, max_docs_per_row: int | None = None,
+                     time_limit: float = DEFAULT_TIME_LIMIT) -> CountPlan:
     """One count-only strategy on ``{length: documents}`` or a ``LengthProfile``.
 
     The rows, slots and costs equal ``make_plan`` on the expanded lengths for pad,
@@ -77,7 +80,9 @@ def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "sp
     context = as_context(context)
     choice("strategy", strategy, COUNT_STRATEGIES)
     choice("overlong policy", overlong, OVERLONG_POLICIES)
-    opts = PlanOptions(batch_size=as_batch_size(batch_size), buckets=whole_number(buckets, "buckets", hint="try 8"))
+    opts = PlanOptions(batch_size=as_batch_size(batch_size), buckets=whole_number(buckets, "buckets", hint="try 8"),
+                       max_docs_per_row=as_max_docs_per_row(max_docs_per_row, context),
+                       time_limit=as_time_limit(time_limit))
     lengths, n = length_histogram(counts)
     if not len(lengths):
         raise ValueError("the length counts hold no documents; scan a non-empty corpus")
@@ -90,7 +95,7 @@ def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "sp
                      rows=r.rows, slots=r.slots, cost_padded=r.cost_padded,
                      cost_packed=_packed_cost(item_len, item_n))
     trained = _trained(counts, lengths, n, context, overlong, loss_tokens, m.real_tokens)
-    return CountPlan(m, "counts", trained, trained / r.slots)
+    return CountPlan(m, "counts", trained, trained / r.slots, certificate=r.certificate)
 
 
 def _packed_cost(item_len, item_n) -> int:
@@ -115,7 +120,7 @@ def _trained(counts, lengths, n, context, overlong, loss_tokens, real) -> int:
 
 
 def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMENTS, seed: int = 0,
-                 overlong: str = "split", batch_size: int = 32) -> CountPlan:
+                 overlong: str = "split", batch_size: int = 32, max_docs_per_row: int | None = None) -> CountPlan:
     """A strategy without a ``from_counts`` (next-fit, pad-longest) on a seeded random sample of the documents.
 
     >>> p = sampled_plan({100: 3000, 400: 1000}, 512, "next-fit", n=1000)
@@ -126,7 +131,8 @@ def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMEN
     lengths, counts_ = length_histogram(counts)
     profile = LengthProfile(lengths, counts_)
     sample = profile.sample(n, seed)
-    m = make_plan(sample, context, strategy, overlong=overlong, batch_size=batch_size, seed=seed).metrics()
+    m = make_plan(sample, context, strategy, overlong=overlong, batch_size=batch_size, seed=seed,
+                  max_docs_per_row=max_docs_per_row).metrics()
     share = 1.0
     loss = getattr(counts, "loss_tokens", None)
     if loss is not None and counts.tokens:
@@ -145,7 +151,8 @@ def compare_counts(counts, context: int, strategies=None, **kwargs) -> list[Coun
     ``strategies`` defaults to the count-only ones, then the order-dependent ones.
     """
     strategies = COUNT_STRATEGIES + ORDER_STRATEGIES if strategies is None else strategies
-    sample_args = {k: kwargs[k] for k in ("n", "seed", "overlong", "batch_size") if k in kwargs}
-    count_args = {k: kwargs[k] for k in ("overlong", "buckets", "batch_size", "loss_tokens") if k in kwargs}
+    sample_args = {k: kwargs[k] for k in ("n", "seed", "overlong", "batch_size", "max_docs_per_row") if k in kwargs}
+    count_args = {k: kwargs[k] for k in ("overlong", "buckets", "batch_size", "loss_tokens", "max_docs_per_row",
+                                         "time_limit") if k in kwargs}
     return [plan_from_counts(counts, context, s, **count_args) if s in COUNT_STRATEGIES
             else sampled_plan(counts, context, s, **sample_args) for s in strategies]

@@ -46,6 +46,7 @@ __all__ = ["MAX_PRICING_CELLS", "Certificate", "OptimalSolution", "lp_bound", "o
 
 MAX_PRICING_CELLS = 40_000_000     # knapsack cells of one pricing step (about 0.1 s): above it, bfd + L2
 _COLUMNS_PER_STEP = 12
+_SMOOTH = 0.5          # weight of the best-bound duals in the pricing point
 _EPS = 1e-9
 
 
@@ -54,7 +55,7 @@ class Certificate:
     """How good a plan is: its rows, the best proven lower bound for whole documents, and the gap.
 
     ``gap_rows == 0`` proves the plan optimal. ``lp`` is the column-generation bound (None when it
-    was not computed); ``converged`` says whether the LP was solved to its optimum within the budget.
+    was not computed); ``converged``: column generation proved ⌈LP⌉ (the LP bound in rows) within the budget.
     """
 
     rows: int
@@ -109,7 +110,7 @@ class _Master:
         n = len(demand)
         d = demand.astype(np.float64)
         self.h.addRows(n, d, d, 0, np.zeros(n, np.int32), np.zeros(0, np.int32), np.zeros(0))
-        self.columns = np.zeros((0, n), np.int64)
+        self._blocks = [np.zeros((0, n), np.int64)]
         self.solved: tuple[np.ndarray, int] | None = None    # the last optimal x, over the first k columns
         self._seen: set[bytes] = set()
 
@@ -124,8 +125,14 @@ class _Master:
         k = len(a)
         self.h.addCols(k, np.ones(k), np.zeros(k), np.full(k, highspy.kHighsInf), len(row), starts,
                        row.astype(np.int32), a[col, row].astype(np.float64))
-        self.columns = np.concatenate([self.columns, a])
+        self._blocks.append(a)
         return k
+
+    @property
+    def columns(self) -> np.ndarray:
+        if len(self._blocks) > 1:
+            self._blocks = [np.concatenate(self._blocks)]
+        return self._blocks[0]
 
     def solve(self, seconds: float) -> bool:
         """Re-solve from the last basis; on success keep the solution for rounding."""
@@ -134,7 +141,7 @@ class _Master:
         self.h.run()
         if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return False
-        self.solved = (np.asarray(self.h.getSolution().col_value, np.float64), len(self.columns))
+        self.solved = (np.asarray(self.h.getSolution().col_value, np.float64), self.h.getNumCol())
         return True
 
     def duals(self) -> np.ndarray:
@@ -180,6 +187,39 @@ def _round(m: _Master, sizes, demand, context, cap) -> Patterns:
     return Patterns.concat(done, min(rest, key=lambda p: p.rows))
 
 
+def _generate(m: _Master, sizes, demand, context, cap, deadline: float, stop_at: int) -> tuple[float, bool, int]:
+    """Column generation until the LP bound in rows is proven, it reaches ``stop_at``, or the deadline.
+
+    Duals are smoothed (Wentges): pricing runs at a point between the best-bound duals so far
+    and the LP's own, which damps their oscillation; a pattern joins only if it is worth more
+    than a row at the LP's duals, and when none is, pricing runs again at those duals (so the
+    stopping test is exact). Returns ``(lower bound, LP bound in rows proven, steps)``.
+    """
+    lower, center, steps, step = 0.0, None, 0, 0.0
+    while time.perf_counter() + step < deadline:      # never start a step that would end past the deadline
+        started = time.perf_counter()
+        if not m.solve(deadline - started):
+            break
+        y, z = m.duals(), m.h.getInfo().objective_function_value
+        steps += 1
+        sep = y if center is None else _SMOOTH * center + (1 - _SMOOTH) * y
+        while True:
+            priced = price(sizes, sep, demand, context, cap, keep=_COLUMNS_PER_STEP, above=1 + _EPS)
+            bound = float(demand @ sep) / max(priced.value, 1.0)     # sep / V is dual feasible (Farley)
+            if bound > lower:
+                lower, center = bound, sep
+            fresh = priced.patterns[priced.patterns @ y > 1 + _EPS]
+            if len(fresh) or sep is y:
+                break
+            sep = y                     # smoothing found nothing: price at the LP's own duals
+        if np.ceil(lower - 1e-6) >= min(np.ceil(z - 1e-6), stop_at) or not len(fresh):
+            return lower, bool(np.ceil(lower - 1e-6) >= np.ceil(z - 1e-6)), steps
+        if not m.add(fresh):
+            break
+        step = time.perf_counter() - started
+    return lower, False, steps
+
+
 def solve_optimal(item_len, item_n, context: int, *, max_docs_per_row: int | None = None,
                   time_limit: float = DEFAULT_TIME_LIMIT) -> OptimalSolution:
     """Column generation on an item histogram (lengths ascending, each <= ``context``): see the module."""
@@ -204,30 +244,21 @@ def solve_optimal(item_len, item_n, context: int, *, max_docs_per_row: int | Non
         return done(best, best.rows, None, "bfd", note=note)
     master = _Master(demand)
     master.add(_columns(best, sizes))
-    lower, converged, steps, method = 0.0, False, 0, "bfd"
-    while elapsed() < time_limit:
-        if not master.solve(time_limit - elapsed()):
-            break
-        y = master.duals()
-        priced = price(sizes, y, demand, context, cap, keep=_COLUMNS_PER_STEP, above=1 + _EPS)
-        steps += 1
-        lower = max(lower, float(demand @ y) / max(priced.value, 1.0))   # y / V is dual feasible
-        if priced.value <= 1 + _EPS:
-            converged = True
-            break
-        if -(-lower // 1) >= best.rows or not master.add(priced.patterns[priced.values > 1 + _EPS]):
-            break
+    # a tenth of the budget stays for rounding and packing what the rounding leaves
+    lower, converged, steps = _generate(master, sizes, demand, context, cap, t0 + 0.9 * time_limit, best.rows)
+    method = "bfd"
     lp = None
     if steps:
         rows_lp = int(np.ceil(lower - 1e-6))
-        lp = RowBound("LP", rows_lp, lower, True, "the column-generation (Gilmore-Gomory) LP bound"
-                      + ("" if converged else ", from the duals of an LP stopped before its optimum"), converged)
+        what = "the column-generation (Gilmore-Gomory) LP bound" + (
+            "" if converged else ", a lower estimate from the duals of a column generation stopped early")
+        lp = RowBound("LP", rows_lp, lower, True, what, converged)
         if master.solved is not None:
             rounded = _round(master, sizes, demand, context, cap)
             if rounded.rows < best.rows:
                 best, method = rounded, "column generation and rounding"
     note = "" if converged or (lp and lp.rows >= best.rows) else f"stopped by the time limit ({time_limit:g} s)"
-    return done(best, best.rows, lp, method, len(master.columns), converged, note)
+    return done(best, best.rows, lp, method, master.h.getNumCol(), converged, note)
 
 
 def optimal_from_counts(counts, context: int, *, overlong: str = "split", max_docs_per_row: int | None = None,

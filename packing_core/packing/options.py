@@ -44,6 +44,14 @@ def cap_of(opts) -> int | None:
     return getattr(opts, "max_docs_per_row", None)
 
 
+def refuse_cap(strategy: str, opts) -> None:
+    """One line for a strategy that cannot honour a cap on documents per row."""
+    if cap_of(opts) is not None:
+        raise InputError(f"{strategy} cuts the stream of tokens at row edges, so max_docs_per_row="
+                         f"{cap_of(opts)} cannot hold there (a row may end inside any document); use next-fit, "
+                         "ffd, bfd or optimal, which keep documents whole and honour the cap exactly")
+
+
 def as_max_docs_per_row(value, context: int, name: str = "max_docs_per_row") -> int | None:
     """A cap on documents (pieces) per row: None (no cap) or a whole number from 1 to the context.
 

@@ -128,6 +128,7 @@ class Plan:
     placed: PlacedPieces      # the pieces in placement order (metrics read these, unsorted)
     row_width: np.ndarray     # int64 [rows]
     packed: bool              # rows may hold several documents: needs a block-diagonal mask
+    certificate: object = None  # optimal: its Certificate (rows, proven lower bound, gap in rows)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def _sorted(self, name: str) -> np.ndarray:
