@@ -33,6 +33,7 @@ import numpy as np
 
 from packing_core._validate import OVERLONG_POLICIES, as_context, choice
 from packing_core.packing.items import item_histogram, length_histogram
+from packing_core.packing.options import as_max_docs_per_row
 
 __all__ = ["Bounds", "RowBound", "bound_for", "bounds_from_counts", "l1_bound", "l2_bound", "row_bounds"]
 
@@ -155,6 +156,7 @@ def bounds_from_counts(counts, context: int, *, overlong: str = "split", max_doc
     """
     context = as_context(context)
     choice("overlong policy", overlong, OVERLONG_POLICIES)
+    max_docs_per_row = as_max_docs_per_row(max_docs_per_row, context)
     lengths, n = length_histogram(counts)
     item_len, item_n, _ = item_histogram(lengths, n, context, overlong)
     return row_bounds(item_len, item_n, context, max_docs_per_row=max_docs_per_row, lp=lp)

@@ -31,8 +31,8 @@ from packing_core.packing.plan import PlanMetrics, plan_metrics
 from packing_core.packing.registry import COUNT_STRATEGIES, ORDER_STRATEGIES, get_strategy
 from packing_core.packing.strategies import make_plan
 
-__all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "SAMPLE_DOCUMENTS", "CountPlan", "compare_counts",
-           "plan_from_counts", "sampled_plan"]
+__all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "SAMPLE_DOCUMENTS", "CapPrice", "CountPlan", "cap_price",
+           "compare_counts", "plan_from_counts", "sampled_plan"]
 
 SAMPLE_DOCUMENTS = 200_000
 
@@ -156,3 +156,42 @@ def compare_counts(counts, context: int, strategies=None, **kwargs) -> list[Coun
                                          "time_limit") if k in kwargs}
     return [plan_from_counts(counts, context, s, **count_args) if s in COUNT_STRATEGIES
             else sampled_plan(counts, context, s, **sample_args) for s in strategies]
+
+
+@dataclass(frozen=True)
+class CapPrice:
+    """What a cap on documents per row costs one strategy: rows with and without it."""
+
+    strategy: str
+    max_docs_per_row: int
+    rows: int
+    rows_uncapped: int
+
+    @property
+    def extra_rows(self) -> int:
+        return self.rows - self.rows_uncapped
+
+    @property
+    def extra_share(self) -> float:
+        """Extra rows as a share of the uncapped plan (0.02 is 2 % more rows)."""
+        return self.extra_rows / self.rows_uncapped if self.rows_uncapped else 0.0
+
+    def to_dict(self) -> dict:
+        return {"strategy": self.strategy, "max_docs_per_row": self.max_docs_per_row, "rows": self.rows,
+                "rows_uncapped": self.rows_uncapped, "extra_rows": self.extra_rows, "extra_share": self.extra_share}
+
+
+def cap_price(data, context: int, strategy: str, max_docs_per_row: int, **kwargs) -> CapPrice:
+    """Rows of ``strategy`` with ``max_docs_per_row`` and without: lengths (a list or array) are planned
+    by ``make_plan``, ``{length: documents}`` or a ``LengthProfile`` from counts.
+
+    >>> c = cap_price([10] * 9, 512, "bfd", 4)
+    >>> c.rows, c.rows_uncapped, c.extra_rows
+    (3, 1, 2)
+    """
+    if isinstance(data, dict) or hasattr(data, "counts"):
+        rows = lambda cap: plan_from_counts(data, context, strategy, max_docs_per_row=cap, **kwargs).metrics.rows  # noqa: E731
+    else:
+        rows = lambda cap: make_plan(data, context, strategy, max_docs_per_row=cap, **kwargs).n_rows  # noqa: E731
+    capped = rows(max_docs_per_row)
+    return CapPrice(strategy, int(max_docs_per_row), capped, rows(None))

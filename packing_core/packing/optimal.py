@@ -101,7 +101,11 @@ class OptimalSolution:
 
 
 class _Master:
-    """The restricted master LP in HiGHS: one equality row per length (``= items``), one column per pattern."""
+    """The restricted master LP in HiGHS: one equality row per length (``= items``), one column per pattern.
+
+    Columns are kept sparse, as entries (column, length index, copies): a pattern holds a few
+    lengths out of thousands.
+    """
 
     def __init__(self, demand: np.ndarray):
         self.h = highspy.Highs()
@@ -110,29 +114,43 @@ class _Master:
         n = len(demand)
         d = demand.astype(np.float64)
         self.h.addRows(n, d, d, 0, np.zeros(n, np.int32), np.zeros(0, np.int32), np.zeros(0))
-        self._blocks = [np.zeros((0, n), np.int64)]
+        self._entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.solved: tuple[np.ndarray, int] | None = None    # the last optimal x, over the first k columns
         self._seen: set[bytes] = set()
 
-    def add(self, patterns: np.ndarray) -> int:
-        fresh = [p for p in patterns if p.tobytes() not in self._seen and p.any()]
-        if not fresh:
+    def add_dense(self, patterns: np.ndarray) -> int:
+        col, idx = np.nonzero(patterns)
+        return self.add(col, idx, patterns[col, idx])
+
+    def add(self, col: np.ndarray, idx: np.ndarray, val: np.ndarray) -> int:
+        """Add the columns given as entries sorted by column; those already there are skipped."""
+        bounds = np.flatnonzero(np.diff(col)) + 1
+        keep_col, keep = [], []
+        for c, i, v in zip(np.split(col, bounds), np.split(idx, bounds), np.split(val, bounds)):
+            key = i.tobytes() + b"|" + v.tobytes()
+            if len(i) and key not in self._seen:
+                self._seen.add(key)
+                keep_col.append(np.full(len(i), len(keep), np.int64))
+                keep.append((i, v))
+        if not keep:
             return 0
-        a = np.asarray(fresh, np.int64)
-        self._seen.update(p.tobytes() for p in a)
-        col, row = np.nonzero(a)
-        starts = np.searchsorted(col, np.arange(len(a))).astype(np.int32)
-        k = len(a)
-        self.h.addCols(k, np.ones(k), np.zeros(k), np.full(k, highspy.kHighsInf), len(row), starts,
-                       row.astype(np.int32), a[col, row].astype(np.float64))
-        self._blocks.append(a)
+        k, base = len(keep), self.h.getNumCol()
+        c = np.concatenate(keep_col)
+        i = np.concatenate([a for a, _ in keep]).astype(np.int64)
+        v = np.concatenate([b for _, b in keep]).astype(np.int64)
+        starts = np.searchsorted(c, np.arange(k)).astype(np.int32)
+        self.h.addCols(k, np.ones(k), np.zeros(k), np.full(k, highspy.kHighsInf), len(i), starts,
+                       i.astype(np.int32), v.astype(np.float64))
+        self._entries.append((c + base, i, v))
         return k
 
-    @property
-    def columns(self) -> np.ndarray:
-        if len(self._blocks) > 1:
-            self._blocks = [np.concatenate(self._blocks)]
-        return self._blocks[0]
+    def entries(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(column, length index, copies) of the first ``k`` columns."""
+        if len(self._entries) > 1:
+            self._entries = [tuple(np.concatenate(a) for a in zip(*self._entries))]
+        c, i, v = self._entries[0]
+        first = c < k
+        return c[first], i[first], v[first]
 
     def solve(self, seconds: float) -> bool:
         """Re-solve from the last basis; on success keep the solution for rounding."""
@@ -148,38 +166,32 @@ class _Master:
         return np.asarray(self.h.getSolution().row_dual, np.float64)
 
 
-def _columns(p: Patterns, sizes: np.ndarray) -> np.ndarray:
-    """Each group's pattern as a vector of copies per length."""
-    out = np.zeros((len(p.n_rows), len(sizes)), np.int64)
-    np.add.at(out, (p.group, np.searchsorted(sizes, p.size)), p.copies)
-    return out
-
-
-def _as_patterns(cols: np.ndarray, mult: np.ndarray, sizes: np.ndarray) -> Patterns:
-    """Columns (copies per length) used ``mult`` times each, as Patterns; longest items first in a row."""
-    keep = mult > 0
-    cols, mult = cols[keep], mult[keep]
-    g, i = np.nonzero(cols[:, ::-1])
-    i = len(sizes) - 1 - i
-    copies = cols[g, i]
-    width = copies * sizes[i]
+def _as_patterns(col, idx, val, mult: np.ndarray, sizes: np.ndarray) -> Patterns:
+    """Columns (as entries) used ``mult`` times each, as Patterns; longest items first in a row."""
+    used = mult[col] > 0
+    col, idx, val = col[used], idx[used], val[used]
+    cols, group = np.unique(col, return_inverse=True)
+    order = np.lexsort((-idx, group))
+    group, idx, copies = group[order], idx[order], val[order]
+    width = copies * sizes[idx]
     offset = np.cumsum(width) - width
-    starts = np.searchsorted(g, np.arange(len(cols)))
-    offset = offset - np.repeat(offset[starts], np.diff(np.append(starts, len(g))))
-    return Patterns(g.astype(np.int64), sizes[i], copies, offset, mult.astype(np.int64))
+    starts = np.searchsorted(group, np.arange(len(cols)))
+    offset = offset - np.repeat(offset[starts], np.diff(np.append(starts, len(group))))
+    return Patterns(group.astype(np.int64), sizes[idx], copies, offset, mult[cols].astype(np.int64))
 
 
 def _round(m: _Master, sizes, demand, context, cap) -> Patterns:
     """``floor(x)`` of every pattern, then ffd or bfd (the fewer rows) on the items left over."""
     x, k = m.solved
-    cols = m.columns[:k]
+    col, idx, val = m.entries(k)
     mult = np.floor(x + 1e-7).astype(np.int64)
-    left = demand - mult @ cols
+    cover = lambda: np.bincount(idx, weights=val * mult[col], minlength=len(demand)).astype(np.int64)  # noqa: E731
+    left = demand - cover()
     while (left < 0).any():        # solver tolerance may overshoot a length by one copy: give it back
-        j = int(np.flatnonzero((cols[:, np.argmin(left)] > 0) & (mult > 0))[0])
+        j = int(col[(idx == np.argmin(left)) & (mult[col] > 0)][0])
         mult[j] -= 1
-        left = demand - mult @ cols
-    done = _as_patterns(cols, mult, sizes)
+        left = demand - cover()
+    done = _as_patterns(col, idx, val, mult, sizes)
     if not left.any():
         return done
     rest = [fit_decreasing_patterns(sizes[left > 0], left[left > 0], context, best=b, max_docs_per_row=cap)
@@ -214,7 +226,7 @@ def _generate(m: _Master, sizes, demand, context, cap, deadline: float, stop_at:
             sep = y                     # smoothing found nothing: price at the LP's own duals
         if np.ceil(lower - 1e-6) >= min(np.ceil(z - 1e-6), stop_at) or not len(fresh):
             return lower, bool(np.ceil(lower - 1e-6) >= np.ceil(z - 1e-6)), steps
-        if not m.add(fresh):
+        if not m.add_dense(fresh):
             break
         step = time.perf_counter() - started
     return lower, False, steps
@@ -243,7 +255,8 @@ def solve_optimal(item_len, item_n, context: int, *, max_docs_per_row: int | Non
                                                        f"{cells:,} table cells; the bound is L2")
         return done(best, best.rows, None, "bfd", note=note)
     master = _Master(demand)
-    master.add(_columns(best, sizes))
+    order = np.lexsort((best.size, best.group))
+    master.add(best.group[order], np.searchsorted(sizes, best.size[order]), best.copies[order])
     # a tenth of the budget stays for rounding and packing what the rounding leaves
     lower, converged, steps = _generate(master, sizes, demand, context, cap, t0 + 0.9 * time_limit, best.rows)
     method = "bfd"
