@@ -23,5 +23,6 @@ if TYPE_CHECKING:
         unregister_strategy,
     )
     from .strategies import OVERLONG_POLICIES, compare, make_plan
+    from .stream import TRL_WINDOW, BufferCurve, StreamPacker, StreamState, buffer_curve, windowed_plan
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -126,7 +126,7 @@ class _Master:
         """Add the columns given as entries sorted by column; those already there are skipped."""
         bounds = np.flatnonzero(np.diff(col)) + 1
         keep_col, keep = [], []
-        for c, i, v in zip(np.split(col, bounds), np.split(idx, bounds), np.split(val, bounds)):
+        for i, v in zip(np.split(idx, bounds), np.split(val, bounds)):
             key = i.tobytes() + b"|" + v.tobytes()
             if len(i) and key not in self._seen:
                 self._seen.add(key)
