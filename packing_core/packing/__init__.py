@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .balance import BalanceReport, RankSplit, balance_rows, row_loads
     from .bounds import Bounds, RowBound, bound_for, bounds_from_counts, l1_bound, l2_bound
     from .from_counts import CapPrice, CountPlan, cap_price, compare_counts, plan_from_counts, sampled_plan
+    from .items import item_histogram
     from .optimal import Certificate, OptimalSolution, lp_bound, optimal_from_counts
     from .options import DEFAULT_TIME_LIMIT, PlanOptions
     from .plan import Plan, PlanMetrics, cu_seqlens_from_lengths, static_cu_seqlens

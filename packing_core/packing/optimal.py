@@ -162,6 +162,12 @@ class _Master:
         self.solved = (np.asarray(self.h.getSolution().col_value, np.float64), self.h.getNumCol())
         return True
 
+    def resolve(self, demand: np.ndarray, deadline: float) -> bool:
+        """Solve again with ``demand`` items of each length (warm from the last basis)."""
+        d = demand.astype(np.float64)
+        self.h.changeRowsBounds(len(d), np.arange(len(d), dtype=np.int32), d, d)
+        return self.solve(deadline - time.perf_counter())
+
     def duals(self) -> np.ndarray:
         return np.asarray(self.h.getSolution().row_dual, np.float64)
 
@@ -180,23 +186,48 @@ def _as_patterns(col, idx, val, mult: np.ndarray, sizes: np.ndarray) -> Patterns
     return Patterns(group.astype(np.int64), sizes[idx], copies, offset, mult[cols].astype(np.int64))
 
 
-def _round(m: _Master, sizes, demand, context, cap) -> Patterns:
-    """``floor(x)`` of every pattern, then ffd or bfd (the fewer rows) on the items left over."""
+def _round(m: _Master, sizes, demand, context, cap, deadline: float, depth: int = 0, target: int = 0) -> Patterns:
+    """Integer rows from the LP: round, re-solve what is left, repeat; then ffd or bfd on the last items.
+
+    Each pass takes every pattern ``floor(x)`` times, then one more copy of each pattern with a
+    fractional part, largest first, while the items it holds are still left. The LP is solved
+    again on the items left (same patterns, warm), up to a few passes. What remains is packed by ffd,
+    bfd, or (once, with the time left) column generation on those items alone: the fewest rows.
+    """
     x, k = m.solved
     col, idx, val = m.entries(k)
-    mult = np.floor(x + 1e-7).astype(np.int64)
-    cover = lambda: np.bincount(idx, weights=val * mult[col], minlength=len(demand)).astype(np.int64)  # noqa: E731
-    left = demand - cover()
-    while (left < 0).any():        # solver tolerance may overshoot a length by one copy: give it back
-        j = int(col[(idx == np.argmin(left)) & (mult[col] > 0)][0])
-        mult[j] -= 1
-        left = demand - cover()
-    done = _as_patterns(col, idx, val, mult, sizes)
+    starts = np.searchsorted(col, np.arange(k + 1))
+    total = np.zeros(k, np.int64)
+    left = demand.copy()
+    cover = lambda mult: np.bincount(idx, weights=val * mult[col], minlength=len(demand)).astype(np.int64)  # noqa: E731
+    for _ in range(4):
+        mult = np.floor(x + 1e-7).astype(np.int64)
+        rest = left - cover(mult)
+        while (rest < 0).any():        # solver tolerance may overshoot a length by one copy: give it back
+            j = int(col[(idx == np.argmin(rest)) & (mult[col] > 0)][0])
+            mult[j] -= 1
+            rest = left - cover(mult)
+        frac = x - mult
+        for j in np.argsort(-frac)[: int((frac > 1e-6).sum())].tolist():   # the basic columns: at most one per length
+            i, v = idx[starts[j]: starts[j + 1]], val[starts[j]: starts[j + 1]]
+            if (rest[i] >= v).all():
+                mult[j] += 1
+                rest[i] -= v
+        total += mult
+        left = rest
+        if not left.any() or time.perf_counter() > deadline or not m.resolve(left, deadline):
+            break
+        x = m.solved[0][:k]
+    done = _as_patterns(col, idx, val, total, sizes)
     if not left.any():
         return done
-    rest = [fit_decreasing_patterns(sizes[left > 0], left[left > 0], context, best=b, max_docs_per_row=cap)
-            for b in (False, True)]
-    return Patterns.concat(done, min(rest, key=lambda p: p.rows))
+    rest_len, rest_n = sizes[left > 0], left[left > 0]
+    tail = [fit_decreasing_patterns(rest_len, rest_n, context, best=b, max_docs_per_row=cap) for b in (False, True)]
+    seconds = deadline - time.perf_counter()
+    if depth == 0 and seconds > 0.05 and done.rows + min(p.rows for p in tail) > target:
+        again = _solve(rest_len, rest_n, context, cap, seconds, depth + 1).patterns
+        tail.append(again if again is not None else tail[0])
+    return Patterns.concat(done, min(tail, key=lambda p: p.rows))
 
 
 def _generate(m: _Master, sizes, demand, context, cap, deadline: float, stop_at: int) -> tuple[float, bool, int]:
@@ -235,6 +266,10 @@ def _generate(m: _Master, sizes, demand, context, cap, deadline: float, stop_at:
 def solve_optimal(item_len, item_n, context: int, *, max_docs_per_row: int | None = None,
                   time_limit: float = DEFAULT_TIME_LIMIT) -> OptimalSolution:
     """Column generation on an item histogram (lengths ascending, each <= ``context``): see the module."""
+    return _solve(item_len, item_n, context, max_docs_per_row, time_limit, depth=0)
+
+
+def _solve(item_len, item_n, context: int, max_docs_per_row, time_limit: float, depth: int) -> OptimalSolution:
     t0 = time.perf_counter()
     sizes, demand, cap = np.asarray(item_len, np.int64), np.asarray(item_n, np.int64), max_docs_per_row
     bounds = row_bounds(sizes, demand, context, max_docs_per_row=cap)
@@ -267,7 +302,8 @@ def solve_optimal(item_len, item_n, context: int, *, max_docs_per_row: int | Non
             "" if converged else ", a lower estimate from the duals of a column generation stopped early")
         lp = RowBound("LP", rows_lp, lower, True, what, converged)
         if master.solved is not None:
-            rounded = _round(master, sizes, demand, context, cap)
+            target = int(np.ceil(lower - 1e-6))
+            rounded = _round(master, sizes, demand, context, cap, t0 + 0.95 * time_limit, depth, target)
             if rounded.rows < best.rows:
                 best, method = rounded, "column generation and rounding"
     note = "" if converged or (lp and lp.rows >= best.rows) else f"stopped by the time limit ({time_limit:g} s)"
