@@ -42,8 +42,9 @@ def spfhp_rows(item_len: np.ndarray, item_n: np.ndarray, context: int, max_per_r
     (``pack_using_spfhp``). Lengths are taken longest first, each length's sequences together; packs
     with the same contents move as a group, keyed by the room they have left. A length goes into
     the packs with the *most* room that still fit it (the shortest packs first), the group added
-    last first; the sequences that fit nowhere open new packs. A pack with no room left, or with
-    ``max_per_row`` sequences, is closed.
+    last first; the sequences that fit nowhere open one new pack each (equal lengths are not stacked
+    into one new pack: a later, shorter length fills them). A pack with no room left, or with
+    ``max_per_row`` sequences, is closed. Run here without a cap on sequences per pack.
     """
     cap = max_per_row or context
     groups: dict[int, list[list[int]]] = {}      # room -> groups [packs, sequences per pack], last added last

@@ -326,9 +326,18 @@ def lp_bound(counts, context: int, **kwargs) -> RowBound | None:
     return optimal_from_counts(counts, context, **kwargs).certificate.lp
 
 
+def _histogram(length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct lengths ascending and their counts (a bincount when the lengths are small)."""
+    if len(length) and int(length.max()) <= 2**20:
+        n = np.bincount(length)
+        sizes = np.flatnonzero(n)
+        return sizes, n[sizes]
+    return np.unique(length, return_counts=True)
+
+
 def place_optimal(it: Items, context: int, opts, rng) -> Placement:
     """Real items dealt into the rows of the optimal patterns (bfd's own placement in the fallback)."""
-    sizes, n = np.unique(it.length, return_counts=True)
+    sizes, n = _histogram(it.length)
     sol = solve_optimal(sizes, n, context, max_docs_per_row=cap_of(opts),
                         time_limit=getattr(opts, "time_limit", DEFAULT_TIME_LIMIT))
     if sol.patterns is None:

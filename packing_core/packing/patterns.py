@@ -71,9 +71,11 @@ def deal(patterns: Patterns, length: np.ndarray) -> tuple[np.ndarray, np.ndarray
     within = np.arange(len(e)) - np.repeat(np.cumsum(per) - per, per)
     slot_row = first[p.group[e]] + within // p.copies[e]
     slot_off = p.offset[e] + (within % p.copies[e]) * p.size[e]
+    # lengths fit 16 bits at any usual context, where numpy's stable argsort is a radix sort
+    key = np.uint16 if len(length) == 0 or int(length.max()) < 2**16 else np.int64
     slot_size = p.size[e]
-    by_slot = np.lexsort((slot_off, slot_row, slot_size))
-    by_item = np.argsort(length, kind="stable")
+    by_slot = np.argsort(slot_size.astype(key), kind="stable")     # slots of one length in row order
+    by_item = np.argsort(length.astype(key), kind="stable")
     if len(e) != len(length) or not np.array_equal(slot_size[by_slot], length[by_item]):
         raise AssertionError("the patterns do not hold exactly these items")
     row = np.empty(len(length), np.int64)
