@@ -9,8 +9,12 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .balance import BalanceReport, RankSplit, balance_rows, row_loads
-    from .from_counts import CountPlan, compare_counts, plan_from_counts, sampled_plan
-    from .plan import Plan, PlanMetrics, cu_seqlens_from_lengths
+    from .bounds import Bounds, RowBound, bound_for, bounds_from_counts, l1_bound, l2_bound
+    from .from_counts import CapPrice, CountPlan, cap_price, compare_counts, plan_from_counts, sampled_plan
+    from .optimal import Certificate, OptimalSolution, lp_bound, optimal_from_counts
+    from .options import DEFAULT_TIME_LIMIT, PlanOptions
+    from .pieces import piece_histogram
+    from .plan import Plan, PlanMetrics, cu_seqlens_from_lengths, static_cu_seqlens
     from .registry import (
         PACKING_STRATEGIES,
         STRATEGIES,
@@ -20,5 +24,6 @@ if TYPE_CHECKING:
         unregister_strategy,
     )
     from .strategies import OVERLONG_POLICIES, compare, make_plan
+    from .stream import TRL_WINDOW, BufferCurve, StreamPacker, StreamState, buffer_curve, windowed_plan
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from packing_core.packing.options import cap_of, refuse_cap
+from packing_core.packing.patterns import fit_decreasing_patterns
+
 __all__ = ["CountRows", "rows_bfd", "rows_bucket", "rows_concat_cut", "rows_ffd", "rows_pad"]
 
 
@@ -28,6 +31,7 @@ class CountRows:
     rows: int
     slots: int
     cost_padded: int
+    certificate: object = None   # optimal: its Certificate (rows, proven bound, gap)
 
 
 def _full(n_rows: int, context: int) -> CountRows:
@@ -38,16 +42,23 @@ def rows_pad(piece_len, piece_n, context: int, opts) -> CountRows:
     return _full(int(piece_n.sum()), context)
 
 
-def rows_concat_cut(piece_len, piece_n, context: int, opts) -> CountRows:
-    return _full(-(-int((piece_len * piece_n).sum()) // context), context)
+def rows_concat_cut(item_len, item_n, context: int, opts) -> CountRows:
+    refuse_cap("concat-cut", opts)
+    return _full(-(-int((item_len * item_n).sum()) // context), context)
 
 
-def rows_ffd(piece_len, piece_n, context: int, opts) -> CountRows:
-    return _full(_ffd_rows(piece_len, piece_n, context), context)
+def rows_ffd(item_len, item_n, context: int, opts) -> CountRows:
+    if cap_of(opts) is not None:   # the array planner's own capped patterns: the same rows by construction
+        return _full(fit_decreasing_patterns(item_len, item_n, context, best=False, max_docs_per_row=cap_of(opts)).rows,
+                     context)
+    return _full(_ffd_rows(item_len, item_n, context), context)
 
 
-def rows_bfd(piece_len, piece_n, context: int, opts) -> CountRows:
-    return _full(_bfd_rows(piece_len, piece_n, context), context)
+def rows_bfd(item_len, item_n, context: int, opts) -> CountRows:
+    if cap_of(opts) is not None:
+        return _full(fit_decreasing_patterns(item_len, item_n, context, best=True, max_docs_per_row=cap_of(opts)).rows,
+                     context)
+    return _full(_bfd_rows(item_len, item_n, context), context)
 
 
 def rows_bucket(piece_len, piece_n, context: int, opts) -> CountRows:

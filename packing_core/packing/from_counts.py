@@ -25,14 +25,14 @@ import numpy as np
 
 from packing_core._validate import OVERLONG_POLICIES, InputError, as_batch_size, as_context, choice, whole_number
 from packing_core.data.profile import LengthProfile
-from packing_core.packing.pieces import kept_tokens, piece_histogram
-from packing_core.packing.place import PlanOptions
+from packing_core.packing.options import DEFAULT_TIME_LIMIT, PlanOptions, as_max_docs_per_row, as_time_limit
+from packing_core.packing.pieces import histogram_arrays, kept_tokens, piece_histogram
 from packing_core.packing.plan import PlanMetrics, plan_metrics
 from packing_core.packing.registry import COUNT_STRATEGIES, ORDER_STRATEGIES, get_strategy
 from packing_core.packing.strategies import make_plan
 
-__all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "SAMPLE_DOCUMENTS", "CountPlan", "compare_counts",
-           "plan_from_counts", "sampled_plan"]
+__all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "SAMPLE_DOCUMENTS", "CapPrice", "CountPlan", "cap_price",
+           "compare_counts", "plan_from_counts", "sampled_plan"]
 
 SAMPLE_DOCUMENTS = 200_000
 
@@ -50,6 +50,7 @@ class CountPlan:
     trained_tokens: int
     trained_per_slot: float
     note: str = ""
+    certificate: object = None   # optimal: its Certificate (proven lower bound, gap in rows)
 
     @property
     def strategy(self) -> str:
@@ -57,24 +58,13 @@ class CountPlan:
 
     def to_dict(self) -> dict:
         return {**self.metrics.to_dict(), "basis": self.basis, "trained_tokens": self.trained_tokens,
-                "trained_per_slot": self.trained_per_slot, "note": self.note}
-
-
-def _histogram(counts) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(counts, dict):
-        keys = sorted(counts, key=int)
-        lengths = np.array([int(k) for k in keys], dtype=np.int64)
-        n = np.array([int(counts[k]) for k in keys], dtype=np.int64)
-    else:   # a LengthProfile (or anything with lengths and counts arrays)
-        lengths, n = np.asarray(counts.lengths, np.int64), np.asarray(counts.counts, np.int64)
-    keep = n > 0
-    if (n < 0).any() or (lengths[keep] < 1).any():
-        raise InputError("length counts must be >= 0 and lengths >= 1; pass {length: documents}")
-    return lengths[keep], n[keep]
+                "trained_per_slot": self.trained_per_slot, "note": self.note,
+                "certificate": None if self.certificate is None else self.certificate.to_dict()}
 
 
 def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "split", buckets: int = 8,
-                     batch_size: int = 32, loss_tokens=None) -> CountPlan:
+                     batch_size: int = 32, loss_tokens=None, max_docs_per_row: int | None = None,
+                     time_limit: float = DEFAULT_TIME_LIMIT) -> CountPlan:
     """One count-only strategy on ``{length: documents}`` or a ``LengthProfile``.
 
     The rows, slots and costs equal ``make_plan`` on the expanded lengths for pad,
@@ -90,8 +80,10 @@ def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "sp
     context = as_context(context)
     choice("strategy", strategy, COUNT_STRATEGIES)
     choice("overlong policy", overlong, OVERLONG_POLICIES)
-    opts = PlanOptions(batch_size=as_batch_size(batch_size), buckets=whole_number(buckets, "buckets", hint="try 8"))
-    lengths, n = _histogram(counts)
+    opts = PlanOptions(batch_size=as_batch_size(batch_size), buckets=whole_number(buckets, "buckets", hint="try 8"),
+                       max_docs_per_row=as_max_docs_per_row(max_docs_per_row, context),
+                       time_limit=as_time_limit(time_limit))
+    lengths, n = histogram_arrays(counts)
     if not len(lengths):
         raise InputError("the length counts hold no documents; scan a non-empty corpus")
     piece_len, piece_n, (pieces, last) = piece_histogram(lengths, n, context, overlong)
@@ -103,7 +95,7 @@ def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "sp
                      rows=r.rows, slots=r.slots, cost_padded=r.cost_padded,
                      cost_packed=_packed_cost(piece_len, piece_n))
     trained = _trained(counts, lengths, n, context, overlong, loss_tokens, m.real_tokens)
-    return CountPlan(m, "counts", trained, trained / r.slots)
+    return CountPlan(m, "counts", trained, trained / r.slots, certificate=r.certificate)
 
 
 def _packed_cost(piece_len, piece_n) -> int:
@@ -128,7 +120,7 @@ def _trained(counts, lengths, n, context, overlong, loss_tokens, real) -> int:
 
 
 def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMENTS, seed: int = 0,
-                 overlong: str = "split", batch_size: int = 32) -> CountPlan:
+                 overlong: str = "split", batch_size: int = 32, max_docs_per_row: int | None = None) -> CountPlan:
     """A strategy without a ``from_counts`` (next-fit, pad-longest) on a seeded random sample of the documents.
 
     >>> p = sampled_plan({100: 3000, 400: 1000}, 512, "next-fit", n=1000)
@@ -136,10 +128,11 @@ def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMEN
     ('sample of 1,000 documents (seed 0)', 1000)
     """
     choice("strategy", strategy, ORDER_STRATEGIES)
-    lengths, counts_ = _histogram(counts)
+    lengths, counts_ = histogram_arrays(counts)
     profile = LengthProfile(lengths, counts_)
     sample = profile.sample(n, seed)
-    m = make_plan(sample, context, strategy, overlong=overlong, batch_size=batch_size, seed=seed).metrics()
+    m = make_plan(sample, context, strategy, overlong=overlong, batch_size=batch_size, seed=seed,
+                  max_docs_per_row=max_docs_per_row).metrics()
     share = 1.0
     loss = getattr(counts, "loss_tokens", None)
     if loss is not None and counts.tokens:
@@ -158,7 +151,47 @@ def compare_counts(counts, context: int, strategies=None, **kwargs) -> list[Coun
     ``strategies`` defaults to the count-only ones, then the order-dependent ones.
     """
     strategies = COUNT_STRATEGIES + ORDER_STRATEGIES if strategies is None else strategies
-    sample_args = {k: kwargs[k] for k in ("n", "seed", "overlong", "batch_size") if k in kwargs}
-    count_args = {k: kwargs[k] for k in ("overlong", "buckets", "batch_size", "loss_tokens") if k in kwargs}
+    sample_args = {k: kwargs[k] for k in ("n", "seed", "overlong", "batch_size", "max_docs_per_row") if k in kwargs}
+    count_args = {k: kwargs[k] for k in ("overlong", "buckets", "batch_size", "loss_tokens", "max_docs_per_row",
+                                         "time_limit") if k in kwargs}
     return [plan_from_counts(counts, context, s, **count_args) if s in COUNT_STRATEGIES
             else sampled_plan(counts, context, s, **sample_args) for s in strategies]
+
+
+@dataclass(frozen=True)
+class CapPrice:
+    """What a cap on documents per row costs one strategy: rows with and without it."""
+
+    strategy: str
+    max_docs_per_row: int
+    rows: int
+    rows_uncapped: int
+
+    @property
+    def extra_rows(self) -> int:
+        return self.rows - self.rows_uncapped
+
+    @property
+    def extra_share(self) -> float:
+        """Extra rows as a share of the uncapped plan (0.02 is 2 % more rows)."""
+        return self.extra_rows / self.rows_uncapped if self.rows_uncapped else 0.0
+
+    def to_dict(self) -> dict:
+        return {"strategy": self.strategy, "max_docs_per_row": self.max_docs_per_row, "rows": self.rows,
+                "rows_uncapped": self.rows_uncapped, "extra_rows": self.extra_rows, "extra_share": self.extra_share}
+
+
+def cap_price(data, context: int, strategy: str, max_docs_per_row: int, **kwargs) -> CapPrice:
+    """Rows of ``strategy`` with ``max_docs_per_row`` and without: lengths (a list or array) are planned
+    by ``make_plan``, ``{length: documents}`` or a ``LengthProfile`` from counts.
+
+    >>> c = cap_price([10] * 9, 512, "bfd", 4)
+    >>> c.rows, c.rows_uncapped, c.extra_rows
+    (3, 1, 2)
+    """
+    if isinstance(data, dict) or hasattr(data, "counts"):
+        rows = lambda cap: plan_from_counts(data, context, strategy, max_docs_per_row=cap, **kwargs).metrics.rows  # noqa: E731
+    else:
+        rows = lambda cap: make_plan(data, context, strategy, max_docs_per_row=cap, **kwargs).n_rows  # noqa: E731
+    capped = rows(max_docs_per_row)
+    return CapPrice(strategy, int(max_docs_per_row), capped, rows(None))

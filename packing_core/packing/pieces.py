@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core._validate import OVERLONG_POLICIES
+from packing_core._validate import OVERLONG_POLICIES, InputError
 
-__all__ = ["OVERLONG_POLICIES", "Pieces", "piece_histogram", "pieces_from_lengths", "kept_tokens", "overlong_pieces"]
+__all__ = ["OVERLONG_POLICIES", "Pieces", "histogram_arrays", "kept_tokens", "overlong_pieces", "piece_histogram",
+           "pieces_from_lengths"]
 
 
 def overlong_pieces(lengths: np.ndarray, context: int, overlong: str) -> tuple[np.ndarray, np.ndarray]:
@@ -88,3 +89,21 @@ def piece_histogram(lengths: np.ndarray, counts: np.ndarray, context: int, overl
     piece_n = np.bincount(inv, weights=piece_n).astype(np.int64)
     keep = piece_n > 0
     return uniq[keep], piece_n[keep], (pieces, last)
+
+
+def histogram_arrays(counts) -> tuple[np.ndarray, np.ndarray]:
+    """``(lengths ascending, documents of each)`` of ``{length: documents}`` or a ``LengthProfile``.
+
+    >>> [a.tolist() for a in histogram_arrays({300: 2, 200: 0, 100: 1})]
+    [[100, 300], [1, 2]]
+    """
+    if isinstance(counts, dict):
+        keys = sorted(counts, key=int)
+        lengths = np.array([int(k) for k in keys], dtype=np.int64)
+        n = np.array([int(counts[k]) for k in keys], dtype=np.int64)
+    else:   # a LengthProfile (or anything with lengths and counts arrays)
+        lengths, n = np.asarray(counts.lengths, np.int64), np.asarray(counts.counts, np.int64)
+    keep = n > 0
+    if (n < 0).any() or (lengths[keep] < 1).any():
+        raise InputError("length counts must be >= 0 and lengths >= 1; pass {length: documents}")
+    return lengths[keep], n[keep]

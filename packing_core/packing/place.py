@@ -26,19 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from packing_core.packing.options import PlanOptions, cap_of, refuse_cap
+from packing_core.packing.patterns import deal, fit_decreasing_patterns
 from packing_core.packing.pieces import Pieces
 from packing_core.packing.plan import cu_seqlens_from_lengths
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """What shapes some strategies: ``batch_size`` and ``sort`` (pad-longest, bucket), ``buckets``
-    or ``bucket_edges`` (bucket)."""
-
-    batch_size: int = 32
-    sort: bool = False
-    buckets: int = 8
-    bucket_edges: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +42,7 @@ class Placement:
     row: np.ndarray
     offset: np.ndarray
     row_width: np.ndarray
+    certificate: object = None   # optimal: its Certificate (rows, proven bound, gap)
 
 
 def _padded(it: Pieces, order: np.ndarray, widths: np.ndarray) -> Placement:
@@ -96,6 +88,7 @@ def place_bucket(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
 
 
 def place_concat_cut(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
+    refuse_cap("concat-cut", opts)
     # cut points fall at multiples of the context in the kept stream
     end = np.cumsum(it.length)
     begin = end - it.length
@@ -111,20 +104,32 @@ def place_concat_cut(it: Pieces, context: int, opts: PlanOptions, rng) -> Placem
 
 
 def place_next_fit(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
-    starts = _next_fit_starts(it.length, context)
+    starts = _next_fit_starts(it.length, context, cap_of(opts))
     row = np.searchsorted(starts, np.arange(len(it.length)), side="right") - 1
     cum = cu_seqlens_from_lengths(it.length)
     return _full_rows(it, row, cum[:-1] - cum[starts[row]], len(starts), context)
 
 
 def place_ffd(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
+    if cap_of(opts) is not None:
+        return _capped(it, context, cap_of(opts), best=False)
     row, offset, n_rows = _fit_decreasing(it.length, context, best=False)
     return _full_rows(it, row, offset, n_rows, context)
 
 
 def place_bfd(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
+    if cap_of(opts) is not None:
+        return _capped(it, context, cap_of(opts), best=True)
     row, offset, n_rows = _fit_decreasing(it.length, context, best=True)
     return _full_rows(it, row, offset, n_rows, context)
+
+
+def _capped(it: Pieces, context: int, cap: int, best: bool) -> Placement:
+    """First- or best-fit decreasing with at most ``cap`` pieces a row: the patterns, dealt to the pieces."""
+    sizes, n = np.unique(it.length, return_counts=True)
+    patterns = fit_decreasing_patterns(sizes, n, context, best=best, max_docs_per_row=cap)
+    row, offset = deal(patterns, it.length)
+    return _full_rows(it, row, offset, patterns.rows, context)
 
 
 def _batched_rows(order: np.ndarray, it: Pieces, batch_of: np.ndarray):
@@ -135,16 +140,19 @@ def _batched_rows(order: np.ndarray, it: Pieces, batch_of: np.ndarray):
     return widths[batch_of]
 
 
-def _next_fit_starts(length: np.ndarray, context: int) -> np.ndarray:
+def _next_fit_starts(length: np.ndarray, context: int, cap: int | None = None) -> np.ndarray:
     """Indices where next-fit opens a new row, by pointer doubling.
 
-    ``nxt[i]`` is the first piece that no longer fits in a row starting at piece ``i``;
+    ``nxt[i]`` is the first piece that no longer fits in a row starting at piece ``i`` (nor under
+    the cap on pieces per row);
     row starts are the orbit 0, nxt[0], nxt[nxt[0]], ... Squaring the jump table
     doubles the known orbit each round: log2(rows) vectorised rounds.
     """
     n = len(length)
     cum = cu_seqlens_from_lengths(length)
     jump = np.searchsorted(cum, cum[:-1] + context, side="right") - 1
+    if cap is not None:
+        jump = np.minimum(jump, np.arange(n) + cap)
     jump = np.append(jump, n).astype(np.int64)
     starts = np.zeros(1, dtype=np.int64)
     while jump[0] < n:

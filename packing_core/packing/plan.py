@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from packing_core._validate import InputError, exact_sum_of_squares
+from packing_core._validate import InputError, exact_sum_of_squares, whole_number
 
 
 def cu_seqlens_from_lengths(lengths, dtype=np.int64) -> np.ndarray:
@@ -31,6 +31,32 @@ def cu_seqlens_from_lengths(lengths, dtype=np.int64) -> np.ndarray:
     cu = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=cu[1:])
     return cu.astype(dtype, copy=False)
+
+def static_cu_seqlens(plan, max_docs_per_row: int, dtype=np.int32) -> np.ndarray:
+    """Piece offsets over the valid tokens of every row, padded to a static shape for compiled kernels.
+
+    A varlen kernel captured once (``torch.compile``, CUDA graphs) wants the same shapes every step:
+    ``rows x max_docs_per_row + 1`` offsets, whatever the batch holds. The real offsets come first
+    (``cu_seqlens`` of the pieces in row order); the rest repeat the final offset, so each extra
+    entry is a zero-length document that attends to nothing::
+
+        rows [5 3] [4], cap 3    ->  [0 5 8 12 12 12 12]    (3 real pieces, 3 of length 0)
+
+    >>> from packing_core.packing.strategies import make_plan
+    >>> static_cu_seqlens(make_plan([5, 3, 4], 8, "bfd", max_docs_per_row=3), 3).tolist()
+    [0, 5, 8, 12, 12, 12, 12]
+    """
+    cap = whole_number(max_docs_per_row, "max_docs_per_row", maximum=plan.context)
+    per_row = np.diff(plan.row_bounds())
+    if len(per_row) and int(per_row.max()) > cap:
+        r = int(np.argmax(per_row))
+        raise InputError(f"row {r} holds {int(per_row[r])} pieces, above max_docs_per_row={cap}; plan with "
+                         f"make_plan(..., max_docs_per_row={cap}) so every row fits the static shape")
+    cu = cu_seqlens_from_lengths(plan.piece_len)
+    out = np.full(plan.n_rows * cap + 1, cu[-1], dtype=np.int64)
+    out[: len(cu)] = cu
+    return out.astype(dtype)
+
 
 @dataclass(frozen=True)
 class PlanMetrics:
@@ -128,6 +154,7 @@ class Plan:
     placed: PlacedPieces      # the pieces in placement order (metrics read these, unsorted)
     row_width: np.ndarray     # int64 [rows]
     packed: bool              # rows may hold several documents: needs a block-diagonal mask
+    certificate: object = None  # optimal: its Certificate (rows, proven lower bound, gap in rows)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def _sorted(self, name: str) -> np.ndarray:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import packing_core.packing.count_rows as C
+import packing_core.packing.optimal as O
 import packing_core.packing.place as P
 from packing_core._validate import InputError
 
@@ -174,6 +175,8 @@ for _s in (
     Strategy("ffd", "First-fit decreasing: longest first, into the first row with room.", True, P.place_ffd, C.rows_ffd),
     Strategy("bfd", "Best-fit decreasing: longest first, into the fullest row it still fits.", True,
              P.place_bfd, C.rows_bfd),
+    Strategy("optimal", "Column generation on the length histogram, rounded: the fewest rows found within a "
+             "time limit, with its gap to the proven lower bound.", True, O.place_optimal, O.rows_optimal),
 ):
     register_strategy(_s)
 del _s

@@ -21,8 +21,8 @@ from packing_core._validate import (
     choice,
     whole_number,
 )
+from packing_core.packing.options import DEFAULT_TIME_LIMIT, PlanOptions, as_max_docs_per_row, as_time_limit
 from packing_core.packing.pieces import pieces_from_lengths
-from packing_core.packing.place import PlanOptions
 from packing_core.packing.plan import PlacedPieces, Plan, PlanMetrics
 from packing_core.packing.registry import PACKING_STRATEGIES, STRATEGIES, STRATEGY_INFO, get_strategy
 
@@ -56,6 +56,8 @@ def make_plan(
     bucket_edges=None,
     shuffle: bool = False,
     seed: int = 0,
+    max_docs_per_row: int | None = None,
+    time_limit: float = DEFAULT_TIME_LIMIT,
 ) -> Plan:
     """Place documents of ``lengths`` into rows of ``context`` slots.
 
@@ -68,6 +70,15 @@ def make_plan(
     (upper edges) shape ``bucket``;
     ``shuffle`` randomly reorders the rows of packing strategies, so packed batches
     are not sorted by length. The same ``seed`` gives the same plan.
+
+    ``max_docs_per_row`` caps the documents (pieces) in a row, for static shapes: every packing
+    strategy that keeps documents whole honours it exactly, at a price in rows:
+
+    >>> make_plan([10] * 9, 512, "bfd", max_docs_per_row=4).n_rows
+    3
+
+    ``time_limit`` (seconds) bounds ``optimal``, which returns its best plan within it and
+    carries a ``certificate`` (its proven lower bound and gap in rows).
     """
     # 1. validate
     context = as_context(context)
@@ -75,7 +86,9 @@ def make_plan(
     choice("overlong policy", overlong, OVERLONG_POLICIES)
     opts = PlanOptions(batch_size=as_batch_size(batch_size), sort=bool(sort),
                        buckets=whole_number(buckets, "buckets", hint="try 8"),
-                       bucket_edges=None if bucket_edges is None else as_bucket_edges(bucket_edges))
+                       bucket_edges=None if bucket_edges is None else as_bucket_edges(bucket_edges),
+                       max_docs_per_row=as_max_docs_per_row(max_docs_per_row, context),
+                       time_limit=as_time_limit(time_limit))
     rng = np.random.default_rng(as_seed(seed))
     lengths = as_lengths(lengths, copy=False)
     if overlong == "split":
@@ -89,13 +102,19 @@ def make_plan(
         )
     # 3. place
     p = s.place(it, context, opts, rng)
+    if opts.max_docs_per_row is not None and len(p.row):
+        most = int(np.bincount(p.row).max())
+        if most > opts.max_docs_per_row:   # a strategy registered without the cap in its place()
+            raise InputError(f"strategy {s.name!r} put {most} documents in one row, above max_docs_per_row="
+                             f"{opts.max_docs_per_row}; it does not take the cap: use next-fit, ffd, bfd or optimal")
     row = p.row
     if shuffle and s.packs and len(p.row_width) > 1:
         row = rng.permutation(len(p.row_width))[row]
     # 4. the plan
     return Plan(strategy=s.name, context=context, overlong=overlong, lengths=lengths,
                 placed=PlacedPieces(p.doc, p.start, p.length, row, p.offset),
-                row_width=np.asarray(p.row_width, dtype=np.int64), packed=s.packs)
+                row_width=np.asarray(p.row_width, dtype=np.int64), packed=s.packs,
+                certificate=getattr(p, "certificate", None))
 
 
 def compare(lengths, context: int, strategies=STRATEGIES, **kwargs) -> list[PlanMetrics]:

@@ -156,10 +156,24 @@ def test_same_seed_gives_the_same_plan(lengths, strategy):
         assert np.array_equal(getattr(a, name), getattr(b, name))
 
 
-@settings(max_examples=40, deadline=None)
-@given(lengths=st.lists(st.integers(1, 64), min_size=1, max_size=200), context=st.integers(64, 200))
-def test_best_fit_never_uses_more_rows_than_next_fit(lengths, context):
-    assert make_plan(lengths, context, "bfd").n_rows <= make_plan(lengths, context, "next-fit").n_rows
+def test_best_fit_decreasing_can_use_more_rows_than_next_fit():
+    # why "bfd never uses more rows than next-fit" is no theorem: at 64, next-fit keeps the order
+    # 12+12+14+16 | 12+15+15+22 (2 rows); bfd sorts, puts 22+16+15 (53) and 15+14+12+12 (53) together,
+    # then the last 12 fits in neither: 3 rows
+    lengths = [12, 12, 14, 16, 12, 15, 15, 22]
+    assert make_plan(lengths, 64, "next-fit").n_rows == 2
+    assert make_plan(lengths, 64, "bfd").n_rows == 3
+
+
+@settings(max_examples=10_000, deadline=None)
+@given(raw=st.binary(min_size=2, max_size=24), context=st.integers(64, 160), strategy=st.sampled_from(["ffd", "bfd"]))
+def test_first_and_best_fit_leave_no_two_rows_that_would_fit_in_one(raw, context, strategy):
+    # a theorem of every any-fit rule: a row opens only for an item that fits in no earlier row, and
+    # loads only grow, so any two rows together hold more than the context
+    lengths = [b % 64 + 1 for b in raw]          # bytes, not a list of integers: 10,000 examples draw fast
+    placed = make_plan(lengths, context, strategy).placed
+    loads = np.sort(np.bincount(placed.row, weights=placed.length))
+    assert len(loads) < 2 or loads[0] + loads[1] > context
 
 
 @settings(max_examples=40, deadline=None)
