@@ -27,7 +27,7 @@ the library's refusal. ``tests/attention/test_families.py`` rebuilds every row f
 ['sound', 'leaks']
 >>> family("no_such_model")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
-packing_core._validate.InputError: unknown model type 'no_such_model': the lab knows ...
+packing_core._validate.InputError: unknown model type 'no_such_model': give the model_type of a config.json; ...
 """
 from __future__ import annotations
 
@@ -238,7 +238,7 @@ def table_version() -> str:
     return t.TRANSFORMERS
 
 
-def families(*, built: bool | None = None) -> tuple[Family, ...]:
+def known_families(*, built: bool | None = None) -> tuple[Family, ...]:
     """Every family in the table; ``built=True`` only those measured here, ``False`` only the others."""
     return tuple(f for f in _table().values() if built is None or (not f.not_built) == built)
 
@@ -256,9 +256,8 @@ def family(model_type: str) -> Family:
             if model_type in f.aliases:
                 return f
     known = sorted(f.model_type for f in table.values() if not f.not_built)
-    raise InputError(f"unknown model type {model_type!r}: the lab knows {len(known)} families measured on "
-                     f"transformers {table_version()} ({', '.join(known[:12])}, ...); give the model_type of "
-                     "its config.json, or python -m packing_core.verify.families_run lists them all")
+    raise InputError(f"unknown model type {model_type!r}: give the model_type of a config.json; the lab knows the "
+                     f"{len(known)} families measured on transformers {table_version()}: {', '.join(known)}")
 
 
 def nearest_setup(signals) -> str:
@@ -316,12 +315,18 @@ def layer_verdicts(model_type: str, signals, *, kernels=()) -> tuple[LayerVerdic
                          "not in the table")
     kernels = set(kernels)
     setup = nearest_setup(given)
+    whole = fam.outcome(setup, "logits")
+    # the forward itself refuses these signals (a 4D mask a Mamba cannot take): every layer kind shares it
+    model_refuses = whole is not None and whole.status == "refused" and all(
+        (o := fam.outcome(setup, k)) is not None and o.error == whole.error for k in fam.kinds)
     out = []
     for kind in fam.kinds:
         mine = [m for m in fam.mixers if m.kind == kind]
         measured = fam.outcome(setup, kind)
         funcs = [m for m in mine if m.name in FUNCTION_KINDS]
-        if funcs:
+        if model_refuses:
+            status, derived, kernel, needs = "refused", False, "", ()
+        elif funcs:
             verdicts = [_kernel_verdict(m, given, kernels) for m in funcs]
             order = {"refused": 0, "leaks": 1, "sound": 2}
             status, derived, needs = min(verdicts, key=lambda v: order[v[0]])
@@ -357,6 +362,9 @@ def _why(fam: Family, kind: str, status: str, needs, kernel: str, given: set[str
     with_kernel = f" (honoured only with {kernel} installed)" if kernel else ""
     if status == "sound":
         return f"{fam.model_type} {kind} layers ({names}) keep documents apart with {carries}"
+    if status == "refused" and not kernel:
+        error = (fam.outcome(nearest_setup(given), "logits") or Outcome("refused")).error
+        return f"{fam.model_type} refuses a batch with {carries}: {error}"
     if status == "refused":
         return (f"{fam.model_type} {kind} layers ({names}) {need}{with_kernel}: without the kernel "
                 f"transformers refuses the batch")
