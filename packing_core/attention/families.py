@@ -165,6 +165,13 @@ class Family:
     def outcome(self, setup: str, kind: str) -> Outcome | None:
         return next((o for s, k, o in self.outcomes if s == setup and k == kind), None)
 
+    def unexplained(self, setup: str) -> bool:
+        """Whether the logits leak in ``setup`` while every mixer is sound: another layer reads the row
+        (BART's decoder counts its learned positions itself, past every reset)."""
+        o = self.outcome(setup, "logits")
+        kinds = [self.outcome(setup, k) for k in self.kinds]
+        return bool(o and o.status == "leaks" and kinds and all(k and k.status == "sound" for k in kinds))
+
     def cite(self, mixer: Mixer) -> str:
         if mixer.kind == "attention":
             how = "passes position_ids" if self.mask_sees_resets else "passes no position_ids"

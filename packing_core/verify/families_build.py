@@ -62,7 +62,10 @@ OVERRIDES: dict[str, dict] = {
               "attention_head_dim": 32},
     "zamba2": {"layer_types": ["linear_attention", "hybrid"] * 2, "num_hidden_layers": 4, "hybrid_layer_ids": [1, 3],
                "attention_hidden_size": 128, "attention_head_dim": 32},
-    "qwen4_exp_text": {"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2},
+    "qwen4_exp_text": {"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2,
+                       "indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 16, "indexer_budget": 64,
+                       "indexer_compress_ratio": 4, "ngram_vocab_size_base": 256, "split_ngram_parts": 1,
+                       "hc_lowrank": 16},
     "nemotron_h": {"layers_block_type": ["linear_attention", "full_attention", "mlp"], "num_hidden_layers": 3},
     "lfm2": {"layer_types": ["conv", "full_attention"], "num_hidden_layers": 2},
     "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_hidden_layers": 2},
@@ -146,13 +149,20 @@ def tiny_config(model_type: str):
         kwargs["num_hidden_layers"] = len(layer_types)
     kwargs.update(OVERRIDES.get(model_type, {}))
     if "text_config" in keys:
-        raise NotBuilt("a multimodal config: measured under its text model type")
+        raise NotBuilt(_multimodal(model_type))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return AutoConfig.for_model(model_type, **kwargs)
     except Exception as e:
         raise NotBuilt(f"its config refuses tiny sizes: {_one_line(e)}") from None
+
+
+def _multimodal(model_type: str) -> str:
+    text = f"{model_type}_text"
+    if text in causal_lm_classes():
+        return f"a multimodal model: its language model is measured as {text!r}"
+    return "a multimodal model: the lab measures causal language models only"
 
 
 def _one_line(e: BaseException, limit: int = 160) -> str:
@@ -171,7 +181,7 @@ def build_tiny(model_type: str, *, attn_implementation: str = "sdpa", seed: int 
     if cls_name is None:
         raise NotBuilt(f"{model_type!r} has no causal-LM class in transformers {transformers.__version__}")
     if any(cls_name.endswith(s) for s in _NOT_TEXT):
-        raise NotBuilt(f"{cls_name} is a multimodal model: measured under its text model type")
+        raise NotBuilt(_multimodal(model_type))
     config = tiny_config(model_type)
     cls = getattr(transformers, cls_name, None)
     if cls is None:

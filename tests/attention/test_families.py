@@ -163,3 +163,10 @@ def test_the_nearest_setup_of_a_batch():
 def test_the_table_is_json():
     assert json.loads(json.dumps([f.to_dict() for f in known_families()]))
     assert json.loads(json.dumps([v.to_dict() for v in layer_verdicts("lfm2", ["position_ids"])]))
+
+
+def test_a_leak_outside_every_mixer_is_reported_as_unexplained():
+    """BART's decoder numbers its positions itself (arange + cache length): with a perfect 4D mask the attention
+    is sound, yet the logits differ; a family whose mixers explain its logits is not flagged."""
+    assert family("bart").unexplained("mask_4d") and not family("bart").unexplained("none")
+    assert not family("llama").unexplained("mask_4d") and not family("qwen3_next").unexplained("position_ids")
