@@ -288,8 +288,7 @@ def _kernel_verdict(m: Mixer, given: set[str], kernels: set[str]) -> tuple[str, 
     """(status, derived, needs) for one kernel-function mixer, from the kwargs that reach it."""
     arriving = {name for sig in given for name in _ARRIVES_AS.get(sig, ()) if name in m.receives}
     kernel = KERNELS.get(m.kernel)
-    needs = tuple(s for s, names in _ARRIVES_AS.items() if kernel and set(names) & set(kernel.reads)
-                  and set(names) & set(m.receives))
+    needs = tuple(s for s, names in _ARRIVES_AS.items() if kernel and set(names) & set(kernel.reads) & set(m.receives))
     if kernel and kernel.package in kernels:
         return ("sound" if arriving & set(kernel.reads) else "leaks"), True, needs
     if arriving & set(_REFUSED_BY_REFERENCE):
@@ -344,8 +343,9 @@ def layer_verdicts(model_type: str, signals, *, kernels=()) -> tuple[LayerVerdic
             status, derived, kernel = (measured.status if measured else "unmeasured"), False, ""
             needs = tuple(s for s in ("position_ids", "mask_4d") if (kind == "attention" or s == "position_ids")
                           and (o := fam.outcome(s, kind)) and o.status == "sound")
+        received = sorted({r for m in funcs for r in m.receives}) if funcs and not needs else []
         out.append(LayerVerdict(fam.model_type, kind, status, tuple(m.name for m in mine), needs, kernel,
-                                _why(fam, kind, status, needs, kernel, given), measured, derived))
+                                _why(fam, kind, status, needs, kernel, given, received), measured, derived))
     return tuple(out)
 
 
@@ -362,10 +362,14 @@ def _module_outcome(fam: Family, kind: str, setup: str) -> Outcome | None:
     return o
 
 
-def _why(fam: Family, kind: str, status: str, needs, kernel: str, given: set[str]) -> str:
+def _why(fam: Family, kind: str, status: str, needs, kernel: str, given: set[str], received=()) -> str:
     names = ", ".join(f"`{m.name}`" for m in fam.mixers if m.kind == kind)
     carries = " + ".join(s for s in SIGNALS if s in given) or "no boundary signal"
     need = f"read {' or '.join(f'`{n}`' for n in needs)}" if needs else "receive no boundary signal from the model's code"
+    if received:
+        reads = sorted({r for m in fam.mixers if m.kind == kind and m.kernel in KERNELS for r in KERNELS[m.kernel].reads})
+        need = (f"receive only {', '.join(f'`{r}`' for r in received)}, which their fast kernel does not read"
+                + (f" (it reads {', '.join(f'`{r}`' for r in reads)})" if reads else ""))
     with_kernel = f" (honoured only with {kernel} installed)" if kernel else ""
     if status == "sound":
         return f"{fam.model_type} {kind} layers ({names}) keep documents apart with {carries}"

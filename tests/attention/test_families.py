@@ -170,3 +170,10 @@ def test_a_leak_outside_every_mixer_is_reported_as_unexplained():
     is sound, yet the logits differ; a family whose mixers explain its logits is not flagged."""
     assert family("bart").unexplained("mask_4d") and not family("bart").unexplained("none")
     assert not family("llama").unexplained("mask_4d") and not family("qwen3_next").unexplained("position_ids")
+
+
+def test_a_signal_that_reaches_a_kernel_under_another_name_is_not_read():
+    """Kimi-Linear hands cu_seq_lens_q to its KDA kernel as is; flash-linear-attention's chunk_kda reads cu_seqlens."""
+    rec = layer_verdicts("kimi_linear", ["position_ids", "cu_seq_lens"], kernels=["flash-linear-attention"])[-1]
+    assert rec.kind == "recurrence" and rec.status == "leaks" and rec.needs == ()
+    assert "`cu_seq_lens_q`" in rec.why and "`cu_seqlens`" in rec.why
