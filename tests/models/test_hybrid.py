@@ -5,6 +5,7 @@ import torch
 
 import packing_core as pc
 from packing_core.models.hybrid import KINDS, HybridConfig, hybrid_model, layer_leaks, seq_idx_from_cu
+from packing_core.models.registry import model_spec
 from packing_core.verify import model_runner, verify_runner
 
 
@@ -73,3 +74,10 @@ def test_the_model_is_seeded_and_leaves_the_global_random_stream_alone():
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
     assert not torch.equal(next(hybrid_model(seed=2).parameters()), next(a.parameters()))
     assert np.isfinite(layer_leaks(a).to_dict()["without_signal"]["recurrence"]).all()
+
+
+def test_the_leakage_lab_can_pass_the_loaded_teaching_model_itself():
+    """The page loads a registered model once and hands verify_model the module, as it does for the tiny ones."""
+    model, _ = model_spec("tiny-hybrid").load()
+    assert pc.verify_model(model, mask="on").equivalent
+    assert pc.verify_model(model, mask="on", backend="causal_only").equivalent is False
