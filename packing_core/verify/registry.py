@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from packing_core.models.registry import DEFAULT_TEXTS, PRETRAINED, find_model, model_names
 from packing_core.models.hybrid import HybridModel
+from packing_core.models.registry import DEFAULT_TEXTS, PRETRAINED, find_model, model_names
 from packing_core.models.tiny import TinyTransformer
 from packing_core.verify.equivalence import VerifyReport, default_documents, model_runner, verify_runner
 
