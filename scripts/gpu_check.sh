@@ -117,7 +117,7 @@ PY
 echo "== fast kernels of hybrid models: the boundary signal each reads"
 timeout "$(left 90)" "$py" - "$device" "$out/kernels.json" <<'PY' || status=1
 import json, sys
-from packing_core.verify.families_kernels import check_kernels
+from packing_core.verify import check_kernels
 rows = [c.to_dict() for c in check_kernels(sys.argv[1])]
 for r in rows:
     print(f"{r['kernel']} ({r['package']}, {r['signal']}): {r['status']}" + (f": {r['why']}" if r["why"] else ""))
