@@ -10,7 +10,8 @@ takes through each layer is the family's own.
 (2, 64)
 
 A family whose config cannot be made small here, or whose model cannot run on a CPU, is
-refused with one line (``NotBuilt``) that the table keeps as its reason.
+refused with one line (``NotBuilt``) that the table keeps as its reason. :func:`setup_inputs`
+writes what each measured setup hands the model: the packed row, or one document alone.
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import torch
 import transformers
 from transformers import AutoConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+from packing_core.attention.families import SETUP_SIGNALS
 
 MAX_TINY_PARAMETERS = 3_000_000     # counted on the meta device, before any weight is allocated
 VOCAB = 256
@@ -206,3 +209,41 @@ def build_tiny(model_type: str, *, attn_implementation: str = "sdpa", seed: int 
         else:
             raise NotBuilt(f"{cls_name} builds with neither sdpa nor eager attention: {_one_line(error)}")
     return model.eval()
+
+
+def setup_inputs(setup: str, lengths, input_ids: torch.Tensor) -> dict:
+    """The forward kwargs of one packed row (or of one document alone, ``lengths`` of one) for ``setup``.
+
+    >>> kw = setup_inputs("seq_idx", (2, 3), torch.arange(5)[None])
+    >>> kw["position_ids"].tolist(), kw["cu_seq_lens_q"].tolist(), kw["seq_idx"].tolist()
+    ([[0, 1, 0, 1, 2]], [0, 2, 5], [[0, 0, 1, 1, 1]])
+    """
+    lengths = [int(n) for n in lengths]
+    T = sum(lengths)
+    signals = SETUP_SIGNALS[setup]
+    kw = {"input_ids": input_ids}
+    if "position_ids" in signals:
+        kw["position_ids"] = torch.cat([torch.arange(n) for n in lengths])[None]
+    if "use_cache" not in signals:
+        kw["use_cache"] = False
+    if "cu_seq_lens" in signals:
+        cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+        kw.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths), max_length_k=max(lengths))
+    if "seq_idx" in signals:
+        kw["seq_idx"] = torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32),
+                                                torch.tensor(lengths))[None]
+    if "mask_4d" in signals:
+        doc = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+        allowed = (doc[:, None] == doc[None, :]) & torch.ones(T, T, dtype=torch.bool).tril()
+        additive = torch.zeros(T, T).masked_fill(~allowed, torch.finfo(torch.float32).min)
+        kw["attention_mask"] = additive[None, None]
+    return kw
+
+
+def documents(model, lengths, seed):
+    """Seeded token ids for one packed row of ``lengths`` (ids from 3 up: no pad, bos or eos), and each document's."""
+    g = torch.Generator().manual_seed(seed)
+    vocab = model.get_input_embeddings().num_embeddings
+    ids = torch.randint(3, vocab, (1, sum(lengths)), generator=g)
+    starts = [0, *torch.tensor(lengths).cumsum(0).tolist()]
+    return ids, [ids[:, a:b] for a, b in zip(starts, starts[1:])]

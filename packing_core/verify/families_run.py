@@ -34,46 +34,23 @@ from packing_core.attention.families import (
     KINDS,
     MODULE_KINDS,
     NOT_ATTENTION,
-    SETUP_SIGNALS,
     SETUPS,
     TOLERANCE,
     Family,
     Mixer,
     Outcome,
 )
-from packing_core.verify.families_build import NotBuilt, _one_line, build_tiny, canonical_types
+from packing_core.verify.families_build import (
+    NotBuilt,
+    _one_line,
+    build_tiny,
+    canonical_types,
+    documents,
+    setup_inputs,
+)
 from packing_core.verify.families_code import kernel_names, mask_facts, modeling_source
 
 LENGTHS = (7, 9, 5)
-
-
-def setup_inputs(setup: str, lengths, input_ids: torch.Tensor) -> dict:
-    """The forward kwargs of one packed row (or of one document alone, ``lengths`` of one) for ``setup``.
-
-    >>> kw = setup_inputs("seq_idx", (2, 3), torch.arange(5)[None])
-    >>> kw["position_ids"].tolist(), kw["cu_seq_lens_q"].tolist(), kw["seq_idx"].tolist()
-    ([[0, 1, 0, 1, 2]], [0, 2, 5], [[0, 0, 1, 1, 1]])
-    """
-    lengths = [int(n) for n in lengths]
-    T = sum(lengths)
-    signals = SETUP_SIGNALS[setup]
-    kw = {"input_ids": input_ids}
-    if "position_ids" in signals:
-        kw["position_ids"] = torch.cat([torch.arange(n) for n in lengths])[None]
-    if "use_cache" not in signals:
-        kw["use_cache"] = False
-    if "cu_seq_lens" in signals:
-        cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
-        kw.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths), max_length_k=max(lengths))
-    if "seq_idx" in signals:
-        kw["seq_idx"] = torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32),
-                                                torch.tensor(lengths))[None]
-    if "mask_4d" in signals:
-        doc = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
-        allowed = (doc[:, None] == doc[None, :]) & torch.ones(T, T, dtype=torch.bool).tril()
-        additive = torch.zeros(T, T).masked_fill(~allowed, torch.finfo(torch.float32).min)
-        kw["attention_mask"] = additive[None, None]
-    return kw
 
 
 @dataclass
@@ -299,17 +276,9 @@ def _forward(model, kwargs) -> torch.Tensor:
         return model(**kwargs).logits.float()
 
 
-def _documents(model, lengths, seed):
-    g = torch.Generator().manual_seed(seed)
-    vocab = model.get_input_embeddings().num_embeddings
-    ids = torch.randint(3, vocab, (1, sum(lengths)), generator=g)
-    starts = [0, *torch.tensor(lengths).cumsum(0).tolist()]
-    return ids, [ids[:, a:b] for a, b in zip(starts, starts[1:])]
-
-
 def measure_setup(model, setup: str, lengths=LENGTHS, *, seed: int = 0) -> tuple[dict[str, Outcome], list[_Point]]:
     """Per layer kind of ``model`` (and ``"logits"``, end to end): its outcome for ``setup``; and the hooked points."""
-    ids, docs = _documents(model, lengths, seed)
+    ids, docs = documents(model, lengths, seed)
     meter = _Meter(lengths)
     points, detach = _attach(model, meter)
     try:
@@ -355,7 +324,7 @@ def probe_receives(model, lengths=LENGTHS, *, seed: int = 0) -> list[_Point]:
 
     The kwargs are dropped before the call, so the reference torch code (which refuses them) runs on.
     """
-    ids, _ = _documents(model, lengths, seed)
+    ids, _ = documents(model, lengths, seed)
     meter = _Meter(lengths)
     points, detach = _attach(model, meter)
     meter.probe = True
