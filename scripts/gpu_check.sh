@@ -6,10 +6,13 @@
 #   3. benchmarks/attention_speed.py --device cuda --json in bfloat16 with padded, varlen, flex
 #      and segments, at 256 and 8,192 support tickets;
 #   4. the verifier on SmolLM2 in bfloat16 with transformers' flash_attention_2 (where flash-attn
-#      is installed) and flex_attention, and with the lab's varlen and flex backends.
+#      is installed) and flex_attention, and with the lab's varlen and flex backends;
+#   5. the fast kernels of hybrid models (causal-conv1d, mamba-ssm, flash-linear-attention, where
+#      installed): does each keep packed documents apart with the signal the families table says
+#      it reads (packing_core.verify.families_kernels)?
 # It needs python3 with a CUDA build of torch, numpy and pytest; nothing is installed or
 # downloaded. Results land in $OUT (default ./gpu-check): gpu.txt, tests.log, attention_<docs>.json,
-# verify.json, and the two files to read: gpu_check.json (everything) and README_table.md
+# verify.json, kernels.json, and the two files to read: gpu_check.json (everything) and README_table.md
 # (the table for the README).
 #
 #   bash scripts/gpu_check.sh          # exit 0 when every step passed, 1 when one failed,
@@ -35,7 +38,7 @@ if [ "$device" = cuda ] && ! "$py" -c "import sys, torch; sys.exit(0 if torch.cu
   exit 2
 fi
 mkdir -p "$out"
-rm -f "$out"/attention_*.json "$out/verify.json" "$out/gpu_check.json" "$out/README_table.md"
+rm -f "$out"/attention_*.json "$out/verify.json" "$out/kernels.json" "$out/gpu_check.json" "$out/README_table.md"
 
 # seconds a step may take: what is left of the budget, at most $1
 left() { local cap=$1 rest=$(( budget - SECONDS )); [ "$rest" -lt "$cap" ] && cap=$rest; [ "$cap" -lt 1 ] && cap=1; echo "$cap"; }
@@ -111,6 +114,17 @@ json.dump(rows, open(path, "w"), indent=2)
 sys.exit(0 if all(r.get("equivalent", True) for r in rows) else 1)
 PY
 
+echo "== fast kernels of hybrid models: the boundary signal each reads"
+timeout "$(left 90)" "$py" - "$device" "$out/kernels.json" <<'PY' || status=1
+import json, sys
+from packing_core.verify import check_kernels
+rows = [c.to_dict() for c in check_kernels(sys.argv[1])]
+for r in rows:
+    print(f"{r['kernel']} ({r['package']}, {r['signal']}): {r['status']}" + (f": {r['why']}" if r["why"] else ""))
+json.dump(rows, open(sys.argv[2], "w"), indent=2)
+sys.exit(1 if any(r["status"] == "disagrees" for r in rows) else 0)
+PY
+
 # One JSON file and one README table from what the steps left.
 "$py" - "$out" "$status" "$SECONDS" <<'PY'
 import json, pathlib, sys
@@ -119,8 +133,9 @@ out, status, seconds = pathlib.Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv
 tests = (out / "tests.log").read_text().strip().splitlines() if (out / "tests.log").exists() else []
 bench = {p.stem.split("_")[1]: json.loads(p.read_text()) for p in sorted(out.glob("attention_*.json"))}
 verify = json.loads((out / "verify.json").read_text()) if (out / "verify.json").exists() else []
+kernels = json.loads((out / "kernels.json").read_text()) if (out / "kernels.json").exists() else []
 gpu = (out / "gpu.txt").read_text().strip().splitlines() if (out / "gpu.txt").exists() else []
-json.dump({"gpu": gpu, "tests": tests[-1:] , "attention": bench, "verify": verify,
+json.dump({"gpu": gpu, "tests": tests[-1:] , "attention": bench, "verify": verify, "kernels": kernels,
            "passed": status == 0, "seconds": seconds}, open(out / "gpu_check.json", "w"), indent=2)
 lines = ["| tickets | layout | tokens/s (best of 5) | speed-up over padded | share of its own bound |",
          "| --- | --- | --- | --- | --- |"]
@@ -135,6 +150,9 @@ for v in verify:
     verdict = (("EQUIVALENT" if v["equivalent"] else "NOT EQUIVALENT") + f", max diff {v['max_abs_diff']:.2g}"
                if v["status"] == "ran" else "skipped: " + v["why"])
     lines.append(f"| `{v['attn']}` | {verdict} |")
+lines += ["", "| fast kernel | signal | verdict |", "| --- | --- | --- |"]
+for k in kernels:
+    lines.append(f"| `{k['kernel']}` ({k['package']}) | `{k['signal']}` | {k['status']}" + (f": {k['why']}" if k["why"] else "") + " |")
 machine = next((line for line in gpu if line.startswith("torch ")), "an unnamed machine")
 lines += ["", f"Measured by scripts/gpu_check.sh on {machine}, in {seconds} s."]
 (out / "README_table.md").write_text("\n".join(lines) + "\n")

@@ -10,6 +10,22 @@ from packing_core._lazy import lazy_exports
 if TYPE_CHECKING:
     from .backends import BACKENDS, attend, available_backends, varlen_function
     from .documents import IntendedDocuments, intended_documents
+    from .families import (
+        KERNELS,
+        KINDS,
+        SETUP_SIGNALS,
+        SETUPS,
+        SIGNALS,
+        Family,
+        Kernel,
+        LayerVerdict,
+        Mixer,
+        Outcome,
+        family,
+        known_families,
+        layer_verdicts,
+        nearest_setup,
+    )
     from .flex import block_mask_from_cu, compile_records, flex_unavailable
     from .masks import allowed, and_masks, block_causal, block_causal_mask, causal, materialise, same_document
     from .semantics import (

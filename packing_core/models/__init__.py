@@ -10,7 +10,9 @@ from packing_core._lazy import lazy_exports
 if TYPE_CHECKING:
     from packing_core._settings import cache_dir, model_dirs, models_dir
 
+    from .folders import config_model_type
     from .hf_attention import ATTN_IMPLEMENTATIONS, HF_IMPLEMENTATIONS, hf_runner, register_attention
+    from .hybrid import HybridConfig, HybridLeak, HybridModel, hybrid_model, layer_leaks
     from .pretrained import load_local_model, load_pretrained, pretrained_status
     from .registry import (
         DEFAULT_MODEL,

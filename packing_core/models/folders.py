@@ -101,6 +101,30 @@ def vet_model_folder(folder: Path) -> dict:
     return config
 
 
+def config_model_type(folder) -> str:
+    """The transformers ``model_type`` of a model folder, read from its ``config.json`` alone (bounded, no torch).
+
+    A multimodal config names its language model in ``text_config``; that one is returned, since
+    it is the family whose layers read the batch (``qwen3_5`` -> ``qwen3_5_text``). The families
+    table (``packing_core.attention.families.family``) takes the result.
+    """
+    from packing_core._validate import InputError
+    from packing_core.data.sources import WHOLE, display, load_json, open_source
+
+    folder = Path(folder)
+    shown = display(str(folder))
+    if not (folder / "config.json").is_file():
+        raise InputError(f"{shown} has no config.json: give a Hugging Face model folder, or --model-type NAME")
+    config = load_json(open_source(folder / "config.json", WHOLE).read_all(MAX_CONFIG_BYTES, "the model config"),
+                       f"{folder}/config.json")
+    text = config.get("text_config") if isinstance(config, dict) else None
+    for source in (text, config):
+        if isinstance(source, dict) and isinstance(source.get("model_type"), str) and source["model_type"]:
+            return source["model_type"]
+    raise InputError(f"{shown}/config.json names no model_type; save the model again with save_pretrained(), "
+                     "or give --model-type NAME")
+
+
 def _check_safetensors_header(path: Path) -> None:
     """A regular file that starts like safetensors: an 8-byte header length, then a JSON object that fits.
 

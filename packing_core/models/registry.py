@@ -8,7 +8,7 @@ is installed here (``available() -> (bool, why)``). Importing this module costs 
 torch and transformers load with the first model.
 
 >>> [s.name for s in model_specs()]
-['tiny-rope', 'tiny-abs', 'smollm2']
+['tiny-rope', 'tiny-abs', 'smollm2', 'tiny-hybrid']
 >>> model_spec(PRETRAINED).tokenizer, model_spec("tiny-abs").backends
 (True, ())
 """
@@ -62,6 +62,14 @@ def _tiny(name: str, dtype=None, device=None):
     from packing_core.models.tiny import tiny_model
 
     return tiny_model(name, dtype=dtype or torch.float32, device=device or "cpu"), None
+
+
+def _hybrid(dtype=None, device=None):
+    import torch
+
+    from packing_core.models.hybrid import hybrid_model
+
+    return hybrid_model(dtype=dtype or torch.float32, device=device or "cpu"), None
 
 
 def _smollm2(dtype=None, device=None):
@@ -125,6 +133,7 @@ for _spec in (
     ModelSpec("tiny-abs", "tiny model, learned absolute positions", partial(_tiny, "tiny-abs"), False),
     ModelSpec(PRETRAINED, "SmolLM2-135M-Instruct (pretrained, Q4_1 weights dequantised)", _smollm2, True, backends=("sdpa",),
               default_texts=DEFAULT_TEXTS, available=_smollm2_status),
+    ModelSpec("tiny-hybrid", "tiny hybrid teaching model: attention, a short convolution, a recurrence", _hybrid, False),
 ):
     register_model(_spec)
 del _spec

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
         model_runner,
         verify_runner,
     )
+    from .families_kernels import KernelCheck, check_kernels
+    from .families_run import measure_family
+    from .families_table import measure_all
     from .loss_lesson import LossLesson
     from .registry import (
         MAX_TEXT_TOKENS,

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from packing_core._validate import InputError
+from packing_core.models.hybrid import HybridModel
 from packing_core.models.registry import DEFAULT_TEXTS, PRETRAINED, find_model, model_names
 from packing_core.models.tiny import TinyTransformer
 from packing_core.verify.equivalence import VerifyReport, default_documents, model_runner, verify_runner
@@ -186,6 +187,8 @@ def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset
     seed = 0 if seed is None else seed
     if isinstance(model, TinyTransformer):
         net, name = model, "tiny-rope" if model.cfg.positions == "rope" else "tiny-abs"
+    elif isinstance(model, HybridModel):    # the Leakage lab passes the loaded model itself
+        net, name = model, "tiny-hybrid"
     elif spec is not None:
         net, name = spec.load(dtype=dtype or torch.float32, device=device or "cpu")[0], model
     else:
