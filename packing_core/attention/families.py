@@ -13,7 +13,7 @@ Gated DeltaNet, RWKV, RG-LRU). Each reads its own **boundary signal**, or none:
   reference torch code refuses them (``integrations.hub_kernels.use_kernel_func_from_hub_with_fallback``
   raises "can't keep packed sequences apart") or never receives them, and then leaks.
 
-The table (``_families_table``, written by ``python -m packing_core.verify.families_run --write``)
+The table (``families_table.json``, written by ``python -m packing_core.verify.families_table --write``)
 holds, for every causal-LM family of the installed transformers that builds tiny on a CPU, its
 mixers (class or kernel function, the code that calls it, the signals that reach it) and the
 measured outcome per **setup** (which signals the packed batch carries, ``SETUPS``) and layer kind:
@@ -31,8 +31,10 @@ packing_core._validate.InputError: unknown model type 'no_such_model': give the 
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from functools import cache
+from pathlib import Path
 
 from packing_core._validate import InputError
 
@@ -225,24 +227,37 @@ def _parse_cell(cell: str, errors) -> Outcome:
     return Outcome("sound" if cell[0] == "S" else "leaks", float(cell[1:]))
 
 
+FAMILY_FIELDS = ("causal_lm", "modeling", "attn_implementation", "aliases", "mask_call", "mask_sees_resets",
+                 "not_built")
+MIXER_FIELDS = ("model_type", "kind", "name", "called_from", "kernel", "receives")
+TABLE_FILE = Path(__file__).with_name("families_table.json")   # data, written by verify.families_table --write
+
+
+@cache
+def _stored() -> dict:
+    data = json.loads(TABLE_FILE.read_text(encoding="utf-8"))
+    if tuple(data["setups"]) != SETUPS or tuple(data["family_fields"]) != FAMILY_FIELDS \
+            or tuple(data["mixer_fields"]) != MIXER_FIELDS:
+        raise RuntimeError(f"{TABLE_FILE.name} was written for other setups or fields: rewrite it with "
+                           "python -m packing_core.verify.families_table --write")
+    return data
+
+
 @cache
 def _table() -> dict[str, Family]:
-    from packing_core.attention import _families_table as t
-
+    t = _stored()
     out = {}
-    for mt, (causal_lm, modeling, attn, aliases, mask_call, sees, not_built) in t.FAMILIES.items():
-        mixers = tuple(Mixer(*m[1:]) for m in t.MIXERS if m[0] == mt)
-        outcomes = tuple((s, k, _parse_cell(c, t.ERRORS)) for (m, k), cells in t.CELLS.items() if m == mt
-                         for s, c in zip(SETUPS, cells))
+    for mt, (causal_lm, modeling, attn, aliases, mask_call, sees, not_built) in t["families"].items():
+        mixers = tuple(Mixer(m[1], m[2], m[3], m[4], tuple(m[5])) for m in t["mixers"] if m[0] == mt)
+        outcomes = tuple((s, key.split("|")[1], _parse_cell(c, t["errors"])) for key, cells in t["cells"].items()
+                         if key.split("|")[0] == mt for s, c in zip(SETUPS, cells))
         out[mt] = Family(mt, causal_lm, modeling, attn, tuple(aliases), mask_call, sees, mixers, outcomes, not_built)
     return out
 
 
 def table_version() -> str:
     """The transformers version the stored table was measured with."""
-    from packing_core.attention import _families_table as t
-
-    return t.TRANSFORMERS
+    return _stored()["transformers"]
 
 
 def known_families(*, built: bool | None = None) -> tuple[Family, ...]:

@@ -2,7 +2,7 @@
 
     python -m packing_core.verify.families_table                 # the README table (Markdown)
     python -m packing_core.verify.families_table --json          # every family, measured, as JSON
-    python -m packing_core.verify.families_table --write         # rewrite attention/_families_table.py
+    python -m packing_core.verify.families_table --write         # rewrite attention/families_table.json
     python -m packing_core.verify.families_table lfm2 qwen3_next # some families only (never --write)
 
 Each family is one model type per causal-LM class (:func:`.families_build.canonical_types`),
@@ -21,11 +21,11 @@ from pathlib import Path
 import torch
 import transformers
 
-from packing_core.attention.families import KINDS, SETUPS, Family, Outcome
+from packing_core.attention.families import FAMILY_FIELDS, KINDS, MIXER_FIELDS, SETUPS, Family, Outcome
 from packing_core.verify.families_build import canonical_types
 from packing_core.verify.families_run import measure_family
 
-TABLE = Path(__file__).resolve().parents[1] / "attention" / "_families_table.py"
+TABLE = Path(__file__).resolve().parents[1] / "attention" / "families_table.json"
 
 
 def measure_all(model_types=None, *, progress=None) -> tuple[Family, ...]:
@@ -56,37 +56,34 @@ def cell(o: Outcome, errors: list[str]) -> str:
     return f"{o.status[0].upper()}{o.max_diff:.1e}"
 
 
-def table_source(fams) -> str:
-    """The text of ``attention/_families_table.py`` for ``fams``."""
+def table_json(fams) -> str:
+    """The text of ``attention/families_table.json`` for ``fams``: one family, mixer or cell a line (diffable)."""
     errors: list[str] = []
-    rows, mixers, cells = [], [], []
+    families, mixers, cells = {}, [], {}
     for f in fams:
-        rows.append(f"    {f.model_type!r}: ({f.causal_lm!r}, {f.modeling!r}, {f.attn_implementation!r}, "
-                    f"{tuple(f.aliases)!r}, {f.mask_call!r}, {f.mask_sees_resets!r}, {f.not_built!r}),")
-        mixers += [f"    ({f.model_type!r}, {m.kind!r}, {m.name!r}, {m.called_from!r}, {m.kernel!r}, "
-                   f"{tuple(m.receives)!r})," for m in f.mixers]
+        families[f.model_type] = [f.causal_lm, f.modeling, f.attn_implementation, list(f.aliases), f.mask_call,
+                                  f.mask_sees_resets, f.not_built]
+        mixers += [[f.model_type, m.kind, m.name, m.called_from, m.kernel, list(m.receives)] for m in f.mixers]
         for kind in (*KINDS, "logits"):
             if any(k == kind for _, k, _ in f.outcomes):
-                row = ", ".join(repr(cell(f.outcome(s, kind), errors)) for s in SETUPS)
-                cells.append(f"    ({f.model_type!r}, {kind!r}): ({row}),")
+                cells[f"{f.model_type}|{kind}"] = [cell(f.outcome(s, kind), errors) for s in SETUPS]
     machine = f"{platform.machine()} CPU, torch {torch.__version__}"
-    return "\n".join([
-        "# ruff: noqa: E501",
-        f'"""What each causal-LM family of transformers {transformers.__version__} reads: measured, not written by hand.',
-        "",
-        "Written by ``python -m packing_core.verify.families_table --write`` (tiny random-init models, float32,",
-        f"{machine}); read through ``packing_core.attention.families``. A cell per setup (SETUPS): ``S<max |diff|>``",
-        "sound, ``L<max |diff|>`` leaks, ``R<i>`` refused with ERRORS[i], ``-`` not reached (the forward stopped",
-        'at another layer first). ``tests/attention/test_families.py`` rebuilds every row."""',
-        f"TRANSFORMERS = {transformers.__version__!r}",
-        f"SETUPS = {SETUPS!r}",
-        "ERRORS = (", *[f"    {e!r}," for e in errors], ")",
-        "# model_type: (causal_lm, modeling, attn_implementation, aliases, mask_call, mask_sees_resets, not_built)",
-        "FAMILIES = {", *rows, "}",
-        "# (model_type, kind, name, called_from, kernel, receives)",
-        "MIXERS = (", *mixers, ")",
-        "# (model_type, kind): one cell per setup",
-        "CELLS = {", *cells, "}", ""])
+    head = {"about": f"What each causal-LM family of transformers {transformers.__version__} reads: measured on tiny "
+                     f"random-init models (float32, {machine}), not written by hand. Written by python -m "
+                     "packing_core.verify.families_table --write; read by packing_core.attention.families. A cell per "
+                     "setup: S<max |diff|> sound, L<max |diff|> leaks, R<i> refused with errors[i], U<i> unmeasured, "
+                     "- not reached.",
+            "transformers": transformers.__version__, "setups": list(SETUPS), "errors": errors,
+            "family_fields": list(FAMILY_FIELDS), "mixer_fields": list(MIXER_FIELDS)}
+
+    def block(name, items, keyed):
+        rows = [(f"{json.dumps(k)}: " if keyed else "") + json.dumps(v, ensure_ascii=False) for k, v in items]
+        return f'"{name}": ' + ("{" if keyed else "[") + "\n" + ",\n".join(rows) + "\n" + ("}" if keyed else "]")
+
+    lines = [f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in head.items()]
+    lines += [block("families", families.items(), True), block("mixers", [(None, m) for m in mixers], False),
+              block("cells", cells.items(), True)]
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def _short(o: Outcome | None) -> str:
@@ -132,7 +129,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m packing_core.verify.families_table", description=__doc__.split("\n")[0])
     p.add_argument("model_types", nargs="*", help="only these families (default: all)")
     p.add_argument("--json", action="store_true", help="print every family as JSON")
-    p.add_argument("--write", action="store_true", help="rewrite packing_core/attention/_families_table.py")
+    p.add_argument("--write", action="store_true", help="rewrite packing_core/attention/families_table.json")
     a = p.parse_args(argv)
     if a.write and a.model_types:
         p.error("--write rebuilds the whole table: give no model types")
@@ -142,7 +139,7 @@ def main(argv=None) -> int:
 
     fams = measure_all(a.model_types or None, progress=progress)
     if a.write:
-        TABLE.write_text(table_source(fams), encoding="utf-8")
+        TABLE.write_text(table_json(fams), encoding="utf-8")
         print(f"wrote {TABLE.name}: {sum(not f.not_built for f in fams)} of {len(fams)} families measured",
               file=sys.stderr)
     if a.json:
