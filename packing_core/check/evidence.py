@@ -130,9 +130,9 @@ def evidence_findings(t: BatchTensors, docs: IntendedDocuments, *, eos_given: bo
                                                    f"{'may read' if info.convention == 'may-read' else 'masked'} "
                                                    f"({info.decided_by})"))
     if t.rope_position_ids is not None:
+        source = "the text row" if t.position_ids is not None else "every section returning to 0"
         out.append(Finding("rotary_positions_read", f"position_ids {tuple(t.rope_position_ids.shape)}: "
-                                                    f"{t.position_layout}; document starts read from "
-                                                    f"{'the text row' if t.position_ids is not None else 'every section returning to 0'}"))
+                                                    f"{t.position_layout}; document starts read from {source}"))
     for cu_name in ("cu_seq_lens_q", "cu_seq_lens_k"):
         cu = getattr(t, cu_name)
         if cu is not None and len(cu) > 1 and (np.diff(cu) == 0).any() and (np.diff(cu) >= 0).all():

@@ -2,9 +2,10 @@
 
 Half of a check does not depend on who reads the batch: whether ``cu_seq_lens`` rise, whether
 positions restart at each document, whether a label trains across a document edge
-(:mod:`.labels`), whether a pad is in the loss, what the evidence decided (:mod:`.evidence`). :func:`static_check` computes that half once, with the intended documents
-it is judged against; :mod:`packing_core.check.batch` then adds, per implementation, what the
-kernel lets each query read. A lab ``PackedBatch`` adds the rules only it can be held to (its
+(:mod:`.labels`), whether a pad is in the loss, what the evidence decided (:mod:`.evidence`).
+:func:`static_check` computes that half once, with the intended documents it is judged
+against; :mod:`packing_core.check.batch` then adds, per implementation, what the kernel lets
+each query read. A lab ``PackedBatch`` adds the rules only it can be held to (its
 targets, loss mask and piece ids against its plan): :func:`packed_findings`.
 
     >>> ids, pos = np.array([[5, 6, 7, 8]]), np.array([[0, 1, 0, 1]])     # two documents of two tokens
