@@ -150,12 +150,19 @@ def decide_labels(t: BatchTensors, mode: str = "auto") -> tuple[str, str]:
 
 
 def _pads(t: BatchTensors) -> tuple[np.ndarray, str]:
-    """bool [B, T] pads, and how they were found: the 2D mask's zeros, tokens past ``cu_seq_lens[-1]``
-    or a row's ``doc_lens``, or with none of them a trailing run of two or more tokens whose position does
-    not step (0 0 0, as TRL pads)."""
+    """bool [B, T] pads, and how they were found: the 2D mask's zeros, tokens a 4D mask lets nobody
+    read, tokens past ``cu_seq_lens[-1]`` or a row's ``doc_lens``, or with none of them a trailing run
+    of two or more tokens whose position does not step (0 0 0, as TRL pads)."""
     B, T = t.shape
     if t.mask_2d is not None:
         return ~t.mask_2d, "attention_mask zeros"
+    if t.mask_4d is not None:                     # a token no query may read, not even itself, is in no document
+        unread = np.broadcast_to(~t.mask_4d.any(axis=(1, 2)), (B, T))
+        if unread.any():
+            return unread.copy(), "tokens the 4D mask lets no query read"
+        tail = _pad_block(t)
+        if tail.any():
+            return tail, "a trailing block of one repeated, untrained id (torchtune's pad sequence)"
     cu = t.cu_seq_lens_q if t.cu_seq_lens_q is not None else t.cu_seq_lens_k
     if cu is not None and len(cu) >= 2 and 0 < int(cu[-1]) < B * T:
         return (np.arange(B * T) >= int(cu[-1])).reshape(B, T), "tokens after cu_seq_lens[-1]"
@@ -172,6 +179,22 @@ def _pads(t: BatchTensors) -> tuple[np.ndarray, str]:
     run = T - tail_start
     pads = (np.arange(T)[None] >= tail_start[:, None]) & (run >= 2)[:, None]
     return pads, ("a trailing run of positions that do not step by +1" if pads.any() else "")
+
+
+def _pad_block(t: BatchTensors) -> np.ndarray:
+    """bool [B, T]: a trailing run of one repeated id, all labels -100, that the 4D mask walls off as its own block
+    (torchtune's ``PackedDataset._pad_pack`` adds the pads as one more sequence of ``padding_idx``)."""
+    ids, B, T = t.input_ids, *t.shape
+    if t.labels is None or T < 2:
+        return np.zeros((B, T), bool)
+    same = ids == ids[:, -1:]
+    run = np.where(same.all(1), T, np.argmax(~same[:, ::-1], 1))
+    tail = np.arange(T)[None] >= (T - run)[:, None]
+    start = np.clip(T - run, 1, T - 1)
+    meant = t.mask_4d.any(axis=1)
+    walled = ~meant[np.arange(B) if meant.shape[0] == B else np.zeros(B, int), start, start - 1]
+    ok = (run >= 2) & (run < T) & walled & ((t.labels == IGNORE_INDEX) | ~tail).all(1)
+    return tail & ok[:, None]
 
 
 def offsets_starts(cu: np.ndarray | None, B: int, T: int) -> np.ndarray | None:
