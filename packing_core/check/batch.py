@@ -128,12 +128,14 @@ def _reader_notes(eff: EffectiveAttention, t: BatchTensors) -> list[Finding]:
     out = []
     impl = eff.attn_implementation
     if impl in FLASH and t.has_varlen_kwargs and "varlen" in eff.path:
+        short = []
         for side in ("q", "k"):
             cu, top = getattr(t, f"cu_seq_lens_{side}"), getattr(t, f"max_length_{side}")
             longest = int(np.diff(cu).max()) if len(cu) > 1 else 0
             if top < longest:
-                out.append(Finding("max_length_too_small", f"max_length_{side} = {top}, but cu_seq_lens_{side} hold a "
-                                                           f"document of {longest} tokens"))
+                short.append(f"max_length_{side} = {top}, but cu_seq_lens_{side} hold a document of {longest} tokens")
+        if short:
+            out.append(Finding("max_length_too_small", "; ".join(short)))
     for signal, who in t.signals_beyond_attention().items():
         if not (signal == "doc_lens" and impl == "olmo_core"):
             out.append(Finding("signal_not_read_by_implementation", f"{signal}: {impl} does not read it; {who}"))
