@@ -72,15 +72,15 @@ def _refuse_pickle(name: str, why: str):
 def save_batch_file(batch, path) -> list[str]:
     """Write ``batch`` (a trainer's dict) to a safetensors file; returns the entries left out.
 
-    Whole numbers become 0-d tensors, shared tensors are copied apart, tensors on an accelerator
-    come to the CPU; entries that are neither tensors nor ints (a flex ``BlockMask``, flags) are
+    Whole numbers become 0-d tensors, numpy arrays tensors, shared tensors are copied apart,
+    tensors on an accelerator come to the CPU; entries that are neither tensors nor ints (a flex ``BlockMask``, flags) are
     left out and named. Exactly the one line of ``SAVE_HINT``, plus the report.
     """
     import torch
     from safetensors.torch import save_file
 
     keep = {k: torch.as_tensor(v).detach().cpu().clone().contiguous() for k, v in batch.items()
-            if isinstance(v, (torch.Tensor, int)) and not isinstance(v, bool)}
+            if isinstance(v, (torch.Tensor, np.ndarray, int)) and not isinstance(v, bool)}
     save_file(keep, str(path))
     return [str(k) for k in batch if k not in keep]
 
