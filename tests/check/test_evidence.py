@@ -10,7 +10,6 @@ import pytest
 from safetensors.numpy import save_file
 
 import packing_core as pc
-from packing_core.attention import IMPLEMENTATIONS
 from packing_core.check import TokenizerFacts, check_all_implementations, save_batch_file, tokenizer_facts
 from packing_core.cli import main
 
@@ -74,9 +73,9 @@ def test_the_model_run_agrees_on_trls_chat_batch(trl_chat_batches, tmp_path):
 
 
 def test_a_wrapped_stream_still_leaks_once_eos_marks_its_documents():
+    from datasets import Dataset
     from trl import pack_dataset
     from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
-    from datasets import Dataset
 
     docs = [[11, 12, 13, 14, 15, EOS], [21, 22, 23, EOS], [31, 32, 33, 34, EOS], [41, 42, EOS]]
     ds = pack_dataset(Dataset.from_dict({"input_ids": docs}), 8, strategy="wrapped")
