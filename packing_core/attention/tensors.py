@@ -10,7 +10,11 @@ reads each once:
   **True = masked** (Megatron-core, TransformerEngine): :func:`read_4d_mask` decides which from
   the tensor itself (every query may read itself), or takes ``mask_convention``;
 - ``position_ids`` of 2 dims, or the 3 / 4 dims of multimodal rotary positions (mrope):
-  :data:`POSITION_LAYOUTS`;
+  :data:`POSITION_LAYOUTS`. Only a text row reaches the mask: ``Qwen2VLTextModel.forward`` (and
+  Qwen3-VL's, Qwen3.5's) take row 0 of ``[4, B, T]`` as ``text_position_ids`` and pass no positions
+  for ``[3, B, T]``. Before that, Qwen3.5 handed the 3-D tensor to flash-attention's
+  ``_is_packed_sequence``, which read it as packed: ``cu_seqlens`` three times the tokens and an
+  out-of-bounds read (transformers #44643; PR #44911 proposed a dimension check there);
 - boundary signals no attention implementation of transformers reads (``seq_idx``, OLMo-core's
   ``doc_lens``): :data:`NON_ATTENTION_SIGNALS`, kept for the layers and trainers that do.
 

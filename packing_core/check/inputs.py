@@ -1,9 +1,15 @@
 """A trainer's batch as arrays: the keys it may use, each entry coerced and its shape checked.
 
 Trainers name the same tensor differently: transformers' ``input_ids`` / ``position_ids`` /
-``attention_mask`` / ``labels``, torchtune's ``tokens`` / ``input_pos`` / ``mask``. Every
-entry becomes a numpy array (a tensor on an accelerator is copied to the CPU), with one clear
-:class:`~packing_core._validate.InputError` for a ragged, non-integer or misshapen one.
+``attention_mask`` / ``labels``, torchtune's ``tokens`` / ``input_pos`` / ``mask``, Megatron's
+``tokens`` / ``labels`` / ``loss_mask`` / ``attention_mask`` / ``position_ids``, OLMo-core's
+``doc_lens`` / ``max_doc_lens``; TRL 1.16 and transformers 5.24 add ``cu_seq_lens_q/_k``,
+``max_length_q/_k`` and ``seq_idx``. Every entry becomes a numpy array (a tensor on an
+accelerator is copied to the CPU, bfloat16 widened to float32), with one clear
+:class:`~packing_core._validate.InputError` for a ragged, non-integer or misshapen one. A 2D
+mask may number documents (``[1, 1, 2, 2, 0]``); a 4D mask is read once for its kind and
+convention (:func:`packing_core.attention.tensors.read_4d_mask`); 3-D / 4-D rotary
+``position_ids`` are kept whole, their text row read as the positions.
 
     >>> t, ignored = batch_tensors({"input_ids": [[5, 6, 7, 0]], "attention_mask": [[1, 1, 1, 0]]})
     >>> t.shape, batch_format(t), ignored
