@@ -49,6 +49,8 @@ MAX_TURNS = 512                # messages in one chat record: each answer render
 MAX_TEMPLATE_SECONDS = 2.0     # seconds one chat-template rendering may take (nested loops meet it)
 MAX_WORKERS = 8                # scan workers (processes or Ray actors): with the tokenizer each, under 1 GiB
 MAX_BATCH_TOKENS = 2**20       # tokens (batch x row length) in one trainer batch file
+MAX_MASK_VALUES = 2**26        # values of a 3D/4D attention mask in one batch file (4 rows of 4,096 x 4,096)
+MAX_STREAM_BATCHES = 100_000   # batch files one stream check reads, one at a time (each within the bounds above)
 MAX_BATCH_FILE_BYTES = 256 << 20   # bytes of one batch file, read or decompressed (.npz)
 MAX_JSON_BYTES = 32 << 20      # bytes of one JSON batch file, a config.json, a dataset_dict.json ...
 MAX_RUN_ROW_TOKENS = 4096      # tokens per row when `check --model` runs a batch (attention grows with its square)
@@ -222,7 +224,8 @@ LIMITS = {name: globals()[name] for name in (
     "MAX_CONTEXT", "MAX_BATCH_SIZE", "MAX_LENGTH", "MAX_DOCUMENTS", "MAX_TOTAL_TOKENS", "MAX_TEXT_BYTES",
     "MAX_SPLIT_PIECES", "MAX_DISTINCT_LENGTHS", "MAX_PROFILE_BYTES", "MAX_TURNS", "MAX_TEMPLATE_SECONDS",
     "MAX_WORKERS", "MAX_BATCH_TOKENS", "MAX_BATCH_FILE_BYTES", "MAX_JSON_BYTES", "MAX_LAYERS", "MAX_MODEL_WIDTH",
-    "MAX_VOCAB", "MAX_MODEL_PARAMETERS", "MAX_RUN_ROW_TOKENS", "MAX_RUN_DOCUMENTS")}
+    "MAX_VOCAB", "MAX_MODEL_PARAMETERS", "MAX_RUN_ROW_TOKENS", "MAX_RUN_DOCUMENTS", "MAX_MASK_VALUES",
+    "MAX_STREAM_BATCHES")}
 
 
 def as_workers(value, name: str = "workers") -> int:

@@ -133,11 +133,13 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--format", default="table", choices=("table", "json"))
 
     c = sub.add_parser("check", help="check a trainer's batch file (safetensors, .npz, JSON; never pickle)")
-    c.add_argument("file", help="the batch: input_ids, labels, position_ids, attention_mask, cu_seq_lens_q/k")
+    c.add_argument("file", nargs="+", help="the batch: input_ids, labels, position_ids, attention_mask, cu_seq_lens_q/k; "
+                                           "several files or a folder: a stream (is packing on, how full are rows)")
     c.add_argument("--model", help=f"also run it: {', '.join(model_names(tokenizer=True))} or a local HF model folder "
                                    "(safetensors)")
     c.add_argument("--attn-implementation", default="sdpa",
-                   choices=("sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3", "all"),
+                   choices=("sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3", "megatron",
+                            "olmo_core", "all"),
                    help="the attention that will read the batch (default sdpa); all: a verdict for each")
     c.add_argument("--tokenizer", help="smollm2 or a tokenizer folder: its EOS id ends documents (with --model: "
                                        "the model folder's)")
@@ -146,7 +148,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="unshifted: transformers' labels (the model shifts); shifted: targets (torchtune recipes, "
                         "Megatron, nanoGPT); auto decides and says so")
     c.add_argument("--allow-cross-document", action="store_true",
-                   help="reading across documents is deliberate (pretraining streams): leaks become notes")
+                   help="reading across documents, and EOS -> next-document targets, are deliberate (pretraining "
+                        "streams): both become notes")
+    c.add_argument("--mask-convention", default="auto", choices=("auto", "may-read", "masked"),
+                   help="what True means in a boolean 4D mask that does not say it itself: may-read (transformers) "
+                        "or masked (Megatron)")
     c.add_argument("--use-cache", action="store_true", help="the forward call uses a cache (use_cache=True)")
     c.add_argument("--strict", action="store_true", help="warnings exit 1 too")
     c.add_argument("--format", default="table", choices=("table", "json"))
@@ -259,13 +265,13 @@ def _verify(args, out) -> int:
     return 0 if report.equivalent else 1
 
 
-def _special_ids(args) -> tuple[int, ...]:
-    """EOS ids from --eos-id, --tokenizer, or the --model folder's tokenizer.
+def _special_ids(args):
+    """``(EOS ids, tokenizer facts)`` from --eos-id, --tokenizer, or the --model folder's tokenizer.
 
     Only the EOS id: chat templates open every turn with the BOS-like token, so it would split
-    one conversation into turns. Where the EOS id also ends every turn, give --eos-id instead.
+    one conversation into turns. An EOS id decides documents only where nothing stronger marks them.
     """
-    eos = list(args.eos_id or ())
+    eos = tuple(dict.fromkeys(args.eos_id or ()))
     spec = args.tokenizer or args.model
     if not args.tokenizer and args.model and find_model(args.model) is None:
         from pathlib import Path
@@ -273,41 +279,52 @@ def _special_ids(args) -> tuple[int, ...]:
         folder = Path(args.model).expanduser()
         if not any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
             spec = None      # a model folder without a tokenizer: no EOS evidence (say --eos-id to give one)
-    if spec and not args.eos_id:
-        from packing_core.models.tokenizers import load_tokenizer
+    if not spec or args.eos_id:
+        return eos, None
+    from packing_core.check.evidence import tokenizer_facts
+    from packing_core.models.tokenizers import load_tokenizer
 
-        tok = load_tokenizer(spec)
-        value = getattr(getattr(tok, "hf", tok), "eos_token_id", None)
-        if not isinstance(value, int):
-            raise InputError(f"the tokenizer {spec} has no EOS id: give --eos-id N")
-        eos.append(value)
-    return tuple(dict.fromkeys(eos))
+    facts = tokenizer_facts(load_tokenizer(spec), spec)
+    if not facts.eos_ids:
+        raise InputError(f"the tokenizer {spec} has no EOS id: give --eos-id N")
+    return eos, facts
 
 
 def _check(args, out) -> int:
     _vet_model(args.model)
+    from pathlib import Path
+
     from packing_core.check.batch import check_all_implementations, check_hf_batch
     from packing_core.check.files import load_batch_file
+    from packing_core.check.stream import check_stream
 
-    batch = load_batch_file(args.file)
-    eos = _special_ids(args)
-    kw = dict(use_cache=args.use_cache, eos_ids=eos, labels=args.labels, allow_cross_document=args.allow_cross_document)
+    eos, facts = _special_ids(args)
+    kw = dict(use_cache=args.use_cache, eos_ids=eos, labels=args.labels, allow_cross_document=args.allow_cross_document,
+              tokenizer=facts, mask_convention=args.mask_convention)
+    if len(args.file) > 1 or Path(args.file[0]).is_dir():      # a stream: one line on packing and fill, the worst batch
+        impl = "sdpa" if args.attn_implementation == "all" else args.attn_implementation
+        summary = check_stream(args.file, impl, **kw)
+        out.write((json.dumps(summary.to_dict(), indent=2) if args.format == "json" else summary.format_table()) + "\n")
+        return 1 if any(b.errors or (args.strict and b.warnings) for b in summary.batches) else 0
+    batch = load_batch_file(args.file[0])
     if args.attn_implementation == "all":   # the implementation-free half is computed once for all five
         checks = list(check_all_implementations(batch, **kw))
     else:
         checks = [check_hf_batch(batch, args.attn_implementation, **kw)]
     impls = tuple(c.attn_implementation for c in checks)
-    verdict = None
+    verdict = reconciled = None
     if args.model is not None:
-        from packing_core.verify.batch_run import run_hf_batch
+        from packing_core.verify.batch_run import reconcile, run_hf_batch
         from packing_core.verify.registry import load_causal_lm
 
         model, _ = load_causal_lm(args.model)
         if len(impls) == 1:
             model.config._attn_implementation = impls[0]
         verdict = run_hf_batch(model, checks[0], model_name=args.model, use_cache=args.use_cache)
+        reconciled = reconcile(checks[0], verdict, strict=args.strict)
     if args.format == "json":
-        json.dump({"checks": [c.to_dict() for c in checks], "model_run": verdict and verdict.to_dict()}, out, indent=2)
+        json.dump({"checks": [c.to_dict() for c in checks], "model_run": verdict and verdict.to_dict(),
+                   "reconciled": reconciled and reconciled.to_dict()}, out, indent=2)
         out.write("\n")
     else:
         if len(checks) == 1:
@@ -316,9 +333,11 @@ def _check(args, out) -> int:
             out.write("\n".join(c.verdict for c in checks) + "\n\n")
             out.write("\n\n".join(c.format_table() for c in checks if not c.sound or c.warnings) + "\n")
         if verdict is not None:
-            out.write("\n" + verdict.format_table() + "\n")
-    code = max(c.exit_code(args.strict) for c in checks)
-    return 1 if code or (verdict is not None and verdict.leaks) else 0
+            out.write("\n" + verdict.format_table() + "\n" + reconciled.line + "\n")
+    codes = [c.exit_code(args.strict) for c in checks]
+    if reconciled is not None:          # the run decides for the implementation it ran
+        codes[0] = reconciled.exit_code
+    return max(codes)
 
 
 def _scan(args, out, err) -> int:

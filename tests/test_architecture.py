@@ -216,16 +216,17 @@ def test_no_two_packages_export_the_same_name():
 
 
 def test_our_backends_and_transformers_implementations_have_different_names():
-    from packing_core.attention import ATTENTION_READERS, BACKENDS, IMPLEMENTATIONS
+    from packing_core.attention import ATTENTION_READERS, BACKENDS, IMPLEMENTATIONS, TRAINER_READERS
 
-    assert set(BACKENDS).isdisjoint(IMPLEMENTATIONS)
-    assert set(ATTENTION_READERS) - set(IMPLEMENTATIONS) <= set(BACKENDS)   # the rest of the readers are ours
+    assert set(BACKENDS).isdisjoint(IMPLEMENTATIONS) and set(TRAINER_READERS).isdisjoint(set(BACKENDS) | set(IMPLEMENTATIONS))
+    # the rest of the readers are ours, or a trainer's own model (Megatron-core, OLMo-core)
+    assert set(ATTENTION_READERS) - set(IMPLEMENTATIONS) <= set(BACKENDS) | set(TRAINER_READERS)
 
 
 def test_segment_ids_is_only_the_segment_a_kernel_attends_within():
     """``segment_ids`` is EffectiveAttention's; pieces are ``piece_ids``, documents ``document_ids``."""
-    home = PACKAGE / "attention" / "semantics.py"
-    other = [f"{p.relative_to(PACKAGE)}:{n}: {line.strip()}" for p in sorted(PACKAGE.rglob("*.py")) if p != home
+    homes = {PACKAGE / "attention" / "semantics.py", PACKAGE / "attention" / "sharing.py"}   # the reading, and what it reaches
+    other = [f"{p.relative_to(PACKAGE)}:{n}: {line.strip()}" for p in sorted(PACKAGE.rglob("*.py")) if p not in homes
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if "segment_ids" in line and not re.search(r"def segment_ids\(self\)|warn_renamed\(", line)]
     assert other == []

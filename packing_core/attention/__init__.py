@@ -9,7 +9,7 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .backends import BACKENDS, attend, available_backends, varlen_function
-    from .documents import IntendedDocuments, intended_documents
+    from .documents import TIERS, Evidence, IntendedDocuments, intended_documents
     from .families import (
         KERNELS,
         KINDS,
@@ -31,11 +31,14 @@ if TYPE_CHECKING:
     from .semantics import (
         ATTENTION_READERS,
         IMPLEMENTATIONS,
-        BatchTensors,
+        TRAINER_READERS,
         EffectiveAttention,
+        applied_4d_mask,
         effective_attention,
         packed_attention,
     )
+    from .sharing import SharedAttention, future_reads, reached, shared_attention
+    from .tensors import MASK_CONVENTIONS, NON_ATTENTION_SIGNALS, BatchTensors, FourDMask, read_4d_mask
     from .tiles import DEFAULT_TILE, TileSpans, tile_spans
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__, renamed={"READERS": "ATTENTION_READERS"})

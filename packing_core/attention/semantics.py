@@ -5,8 +5,13 @@ tensors of it. transformers' ``sdpa``, ``eager`` and ``flex_attention`` build th
 ``masking_utils.create_causal_mask`` from ``attention_mask`` and, only with no 2D mask and no
 cache, from ``position_ids``; ``flash_attention_2``/``_3`` read ``cu_seq_lens_*`` or, on one
 flattened row only, ``position_ids`` (``modeling_flash_attention_utils._flash_attention_forward``).
-This module mirrors those code paths (transformers 5.24), rule by rule, and gives the result as
-the *effective segmentation*: per token the segment the kernel attends within.
+A 4D mask is used as given, but each applies it its own way: sdpa reads a boolean one as
+True = may read and adds a float one; eager (``modeling_llama.eager_attention_forward``) and
+flex (``integrations.flex_attention``'s ``score_mod``, head 0 only) *add* it to the scores, so a
+boolean or 0/1 mask masks nothing there. This module mirrors those code paths (transformers
+5.24), rule by rule, and gives the result as the *effective segmentation*: per token the
+segment the kernel attends within. Two trainers' own models read their batches too:
+``megatron`` (Megatron-core: a 4D mask with True = masked) and ``olmo_core`` (``doc_lens``).
 
 Packed rows ``[2, 4]`` with resetting positions, no mask, no cache::
 
@@ -24,7 +29,7 @@ Packed rows ``[2, 4]`` with resetting positions, no mask, no cache::
 Segments are numbered over the flattened batch (flash-attention's varlen path flattens
 ``[B, T]`` to ``[B*T]``); ``-1`` marks a token the kernel computes no output for. Every
 effective segment is a contiguous run of the flattened tokens, read causally, except a 4D
-mask, which is used as given (``dense``).
+mask, which is read as each implementation applies it (``dense``).
 """
 from __future__ import annotations
 
@@ -37,14 +42,20 @@ import numpy as np
 from packing_core._lazy import warn_renamed
 from packing_core._validate import InputError
 from packing_core.attention.masks import allowed
+from packing_core.attention.tensors import MASKED_BELOW, BatchTensors, four_d_allowed
 
 if TYPE_CHECKING:
     from packing_core.batch.packed import PackedBatch
 
+__all__ = ["ATTENTION_READERS", "BACKEND_READERS", "FLASH", "IMPLEMENTATIONS", "TRAINER_READERS", "BatchTensors",
+           "EffectiveAttention", "effective_attention", "find_packed_sequence_indices", "four_d_allowed",
+           "is_packed_sequence", "packed_attention", "packed_detection_on"]
+
 IMPLEMENTATIONS = ("sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3")
 BACKEND_READERS = ("varlen", "segments", "dense", "causal_only")   # the lab's own backends (attention.backends)
-# everything that can read a batch's attention tensors: transformers' implementations, then the lab's backends
-ATTENTION_READERS = IMPLEMENTATIONS + BACKEND_READERS
+TRAINER_READERS = ("megatron", "olmo_core")                          # trainers whose own model reads the batch
+# everything that can read a batch's attention tensors: transformers' implementations, the lab's backends, trainers
+ATTENTION_READERS = IMPLEMENTATIONS + BACKEND_READERS + TRAINER_READERS
 
 
 def __getattr__(name: str):
@@ -52,72 +63,11 @@ def __getattr__(name: str):
         warn_renamed("packing_core.attention.semantics.READERS", "ATTENTION_READERS")
         return ATTENTION_READERS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 FLASH = ("flash_attention_2", "flash_attention_3")
 _MASKING = "transformers.masking_utils"
 _FLASH = "transformers.modeling_flash_attention_utils"
-
-
-@dataclass(frozen=True)
-class BatchTensors:
-    """The tensors of a trainer's batch that attention reads, as numpy arrays.
-
-    ``attention_mask`` is 2D ``[B, T]`` (True = a real token) or 4D ``[B, H, T, T]``
-    (True = the query may read the key: boolean, or an additive mask already turned into one).
-    ``position_ids`` of shape ``[1, T]`` beside ``B`` rows are expanded, as transformers does.
-    """
-
-    input_ids: np.ndarray
-    position_ids: np.ndarray | None = None
-    attention_mask: np.ndarray | None = None
-    cu_seq_lens_q: np.ndarray | None = None
-    cu_seq_lens_k: np.ndarray | None = None
-    max_length_q: int | None = None
-    max_length_k: int | None = None
-    labels: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return tuple(self.input_ids.shape)
-
-    @property
-    def mask_2d(self) -> np.ndarray | None:
-        m = self.attention_mask
-        return m.astype(bool) if m is not None and m.ndim == 2 else None
-
-    @property
-    def mask_4d(self) -> np.ndarray | None:
-        m = self.attention_mask
-        return m if m is not None and m.ndim == 4 else None
-
-    @property
-    def positions(self) -> np.ndarray | None:
-        p = self.position_ids
-        if p is None:
-            return None
-        return np.broadcast_to(p, self.shape) if p.shape[0] != self.shape[0] else p
-
-    @property
-    def has_varlen_kwargs(self) -> bool:
-        """All four of ``cu_seq_lens_q/_k`` and ``max_length_q/_k``: what flash's varlen branch requires."""
-        return all(x is not None for x in (self.cu_seq_lens_q, self.cu_seq_lens_k, self.max_length_q,
-                                           self.max_length_k))
-
-
-def four_d_allowed(mask) -> np.ndarray:
-    """A 4D mask as booleans, True = may read: boolean as is, 0/1 integers, or additive floats.
-
-    An additive mask adds 0 where a key may be read and a large negative number (``-inf``, or
-    ``torch.finfo(dtype).min`` as transformers' ``eager_mask`` writes) where it may not.
-
-    >>> four_d_allowed(np.array([[0.0, -np.inf], [0.0, 0.0]])).tolist()
-    [[True, False], [True, True]]
-    """
-    m = np.asarray(mask)
-    if m.dtype.kind == "b":
-        return m
-    if m.dtype.kind in "iu":
-        return m != 0
-    return np.isfinite(m) & (m > np.finfo(np.float32).min / 2) if m.dtype.kind == "f" else m.astype(bool)
 
 
 @dataclass(frozen=True)
@@ -209,9 +159,48 @@ def _from_cu(cu: np.ndarray, B: int, T: int) -> np.ndarray:
     return seg.reshape(B, T)
 
 
-def _dense_from_4d(mask4: np.ndarray, B: int, T: int) -> np.ndarray:
-    allowed = four_d_allowed(mask4).any(axis=1)          # [B or 1, T, T]: a leak in any head counts
-    return np.broadcast_to(allowed, (B, T, T))
+def applied_4d_mask(t: BatchTensors, attn_implementation: str) -> tuple[np.ndarray | None, str]:
+    """bool ``[B, T, T]``: what a 4D mask lets each query read, as ``attn_implementation`` applies it, and how.
+
+    - ``sdpa`` (``integrations.sdpa_attention`` -> ``torch.nn.functional.scaled_dot_product_attention``):
+      a boolean mask is read as True = may read; a float mask is added to the scores; an integer
+      mask is refused by torch (``None``, with the reason);
+    - ``eager`` (``modeling_llama.eager_attention_forward``: ``attn_weights + attention_mask``) adds
+      it, whatever its type: True / 1 add 1 and False / 0 add 0, which masks nothing;
+    - ``flex_attention`` (``integrations.flex_attention.flex_attention_forward``) adds it in its
+      ``score_mod`` (``score_mask[batch_idx][0][q_idx][kv_idx]``: head 0 for every head), with no
+      block mask: the same as eager, from head 0;
+    - ``megatron`` (Megatron-core's ``attention_mask_func``: ``masked_fill(attention_mask, -10000.0)``)
+      reads True = masked.
+
+    A leak in any head counts. For an additive mask, a query whose every key is masked reads
+    nothing (softmax of all ``-inf`` is NaN; of all ``finfo.min``, even weights over every key).
+
+    >>> causal = allowed(np.zeros(3, int))[None, None]                      # a boolean causal 4D mask
+    >>> applied_4d_mask(BatchTensors(np.zeros((1, 3), int), attention_mask=causal), "eager")[0][0].astype(int).tolist()
+    [[1, 1, 1], [1, 1, 1], [1, 1, 1]]
+    """
+    info = t.mask_4d_info
+    raw, (B, T) = info.raw, t.shape
+    if attn_implementation == "megatron":
+        read = raw > MASKED_BELOW if info.kind == "additive" else ~raw.astype(bool)
+        how = "Megatron-core reads a 4D mask as True = masked (attention_mask_func: masked_fill)"
+    elif attn_implementation == "sdpa":
+        if info.kind == "binary" and raw.dtype.kind != "f":
+            return None, ("torch's scaled_dot_product_attention refuses an integer attn_mask (it takes bool or "
+                          "float): pass a boolean mask (mask.bool()) or an additive float one")
+        if info.kind == "boolean":
+            read, how = raw, "a boolean 4D mask is read as True = may read (torch's sdpa)"
+        else:
+            read, how = four_d_allowed(raw) if info.kind == "additive" else np.ones_like(raw, bool), \
+                "a float 4D mask is added to the scores (torch's sdpa)"
+    else:
+        heads = raw[:, :1] if attn_implementation == "flex_attention" else raw
+        read = heads > MASKED_BELOW if info.kind == "additive" else np.ones_like(heads, bool)
+        how = (f"{attn_implementation} adds the 4D mask to the scores"
+               + (" (head 0 for every head)" if attn_implementation == "flex_attention" else "")
+               + ("" if info.kind == "additive" else f": a {info.kind} mask adds 0 and 1, which masks nothing"))
+    return np.broadcast_to(read.any(axis=1), (B, T, T)), how
 
 
 def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
@@ -232,22 +221,31 @@ def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
     def made(path, mirrors, seg, key_ok=all_keys, dense=None, refused=""):
         return EffectiveAttention(attn_implementation, bool(use_cache), path, mirrors, seg, key_ok, dense, refused)
 
+    ids_cast = (" (its document numbers cast to booleans by _preprocess_mask_arguments: "
+                "attention_mask.to(torch.bool))" if t.document_mask is not None else "")
+    rope = ("; the 3-D rotary positions give the mask no text positions" if t.rope_position_ids is not None
+            and t.position_ids is None else "")
+    if attn_implementation in TRAINER_READERS:
+        return _trainer_reading(t, attn_implementation, made)
     if attn_implementation in ("sdpa", "eager", "flex_attention"):
         mirrors = f"{_MASKING}.create_causal_mask -> _preprocess_mask_arguments"
         if mask4 is not None:
-            return made("a 4D attention_mask is used as given", f"{_MASKING}._preprocess_mask_arguments "
-                        "(a 4D mask returns early, as is)", _row_segments(B, T), dense=_dense_from_4d(mask4, B, T))
+            dense, how = applied_4d_mask(t, attn_implementation)
+            if dense is None:
+                return made("a 4D attention_mask torch refuses", mirrors, np.full((B, T), -1), refused=how)
+            return made(f"a 4D attention_mask is used as given: {how}", f"{_MASKING}._preprocess_mask_arguments "
+                        "(a 4D mask returns early, as is)", _row_segments(B, T), dense=dense)
         if packed_detection_on(pos, mask2, use_cache):
             packed = find_packed_sequence_indices(pos)
             seg = packed + (np.arange(B, dtype=np.int64) * T)[:, None]
             return made("packed detection on: no 2D attention_mask and no cache, so find_packed_sequence_indices "
                         "splits each row at every position step that is not +1",
                         f"{mirrors}, find_packed_sequence_indices, packed_sequence_mask_function", seg)
-        why = ("a 2D attention_mask is given" if mask2 is not None else
-               "a cache is in use (use_cache=True)" if use_cache and pos is not None else "no position_ids")
+        why = ("a 2D attention_mask is given" + ids_cast if mask2 is not None else
+               "a cache is in use (use_cache=True)" if use_cache and pos is not None else "no position_ids" + rope)
         keys = mask2 if mask2 is not None else all_keys
         return made(f"packed detection off ({why}): one causal triangle per row"
-                    + (", pads masked out as keys" if mask2 is not None else ""),
+                    + (", pads masked out as keys" if mask2 is not None and not mask2.all() else ""),
                     f"{mirrors} (packed only if position_ids given, attention_mask is None and cache is None), "
                     "padding_mask_function", _row_segments(B, T), keys)
 
@@ -259,9 +257,10 @@ def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
                         "cu_seq_lens_q/_k with max_length_q/_k (or position_ids in one flattened row) instead")
         if mask2 is not None and not mask2.all():
             seg = np.where(mask2, _row_segments(B, T), -1)
-            return made("a 2D attention_mask with pads: each row's real tokens are unpadded into one sequence",
-                        f"{fwd} -> _upad_input, _get_unpad_data", seg, mask2)
-        note = "an all-ones attention_mask is dropped (flash_attention_mask), then " if mask2 is not None else ""
+            return made("a 2D attention_mask with pads" + ids_cast + ": each row's real tokens are unpadded into "
+                        "one sequence", f"{fwd} -> _upad_input, _get_unpad_data", seg, mask2)
+        note = (f"an all-ones attention_mask{ids_cast} is dropped (flash_attention_mask), then "
+                if mask2 is not None else "")
         if t.has_varlen_kwargs:
             return made(note + "cu_seq_lens_q/_k with max_length_q/_k: varlen over the flattened batch",
                         f"{_MASKING}.flash_attention_mask, {fwd} (is_fa_with_varlen_kwargs)",
@@ -274,7 +273,7 @@ def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
                         "minimum position", f"{fwd} -> _is_packed_sequence, prepare_fa_kwargs_from_position_ids",
                         _from_cu(cu, B, T))
         why = (f"{B} rows: _is_packed_sequence needs one flattened row, batch size 1" if pos is not None and B != 1 else
-               "no position_ids" if pos is None else "positions count up once over the row")
+               "no position_ids" + rope if pos is None else "positions count up once over the row")
         if t.cu_seq_lens_q is not None and not t.has_varlen_kwargs:
             why += "; cu_seq_lens without max_length_q/_k are not used"
         return made(note + f"plain causal attention per row ({why})",
@@ -288,6 +287,25 @@ def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
                     _row_segments(B, T))
     return made("cu_seqlens over the flattened batch", "packing_core.attention.backends.attend",
                 _from_cu(t.cu_seq_lens_q, B, T))
+
+
+def _trainer_reading(t: BatchTensors, reader: str, made) -> EffectiveAttention:
+    """What a trainer's own model reads: Megatron-core's 4D mask, or OLMo-core's ``doc_lens``."""
+    B, T = t.shape
+    if reader == "megatron":
+        if t.mask_4d is not None:
+            dense, how = applied_4d_mask(t, "megatron")
+            return made(f"the 4D attention_mask as Megatron-core applies it: {how}", "megatron.core.transformer."
+                        "utils.attention_mask_func (FusedScaleMaskSoftmax)", _row_segments(B, T), dense=dense)
+        return made("no attention_mask: one causal triangle per row (attn_mask_type causal)",
+                    "megatron.core.transformer.dot_product_attention (AttnMaskType.causal)", _row_segments(B, T))
+    cu = t.doc_lens_offsets
+    if cu is None:
+        return made("no doc_lens: one causal triangle per row", "olmo_core.nn.transformer.model.Transformer",
+                    _row_segments(B, T))
+    return made("doc_lens as varlen boundaries over the flattened batch (cu_doc_lens, max_doc_len)",
+                "olmo_core.nn.transformer.model.Transformer._prepare_inputs, olmo_core.utils."
+                "get_cumulative_document_lengths", _from_cu(cu, B, T))
 
 
 def packed_attention(batch: PackedBatch, attn_implementation: str = "varlen", *,
@@ -318,66 +336,3 @@ def packed_attention(batch: PackedBatch, attn_implementation: str = "varlen", *,
     if hidden:
         key_ok &= batch.key_mask.numpy().astype(bool)
     return dataclasses.replace(eff, segment_ids=seg, key_ok=key_ok, reads_itself=hidden)
-
-
-@dataclass(frozen=True)
-class SharedAttention:
-    """Real queries that read a key of another intended document (one ``[B, T]`` bool), with an example."""
-
-    queries: np.ndarray = field(repr=False)
-    example: tuple[int, int, int, int] | None      # (row, token) reads (key row, key token)
-
-    @property
-    def count(self) -> int:
-        return int(self.queries.sum())
-
-    @property
-    def rows(self) -> tuple[int, ...]:
-        return tuple(int(r) for r in np.flatnonzero(self.queries.any(1)))
-
-
-def shared_attention(eff: EffectiveAttention, document_ids: np.ndarray) -> SharedAttention:
-    """Where ``eff`` lets a query read a key of another document (``document_ids`` [B, T], -1 on pads).
-
-    ``document_ids`` number the intended documents in flattened order, so within a contiguous
-    segment the first readable real key holds the smallest document id: a query leaks exactly
-    when that key's document is not its own.
-
-    >>> t = BatchTensors(np.zeros((1, 4), int), position_ids=np.array([[0, 1, 2, 3]]))
-    >>> shared_attention(effective_attention(t, "sdpa"), np.array([[0, 0, 1, 1]])).example
-    (0, 2, 0, 0)
-    """
-    docs = np.asarray(document_ids, dtype=np.int64)
-    B, T = docs.shape
-    real = docs >= 0
-    if eff.dense is not None:
-        reads_other = eff.dense & real[:, None, :] & (docs[:, None, :] != docs[:, :, None])
-        queries = reads_other.any(-1) & real
-        example = None
-        if queries.any():
-            r, i = np.argwhere(queries)[0]
-            j = int(np.flatnonzero(reads_other[r, i])[0])
-            example = (int(r), int(i), int(r), j)
-        return SharedAttention(queries, example)
-    seg = eff.segment_ids.reshape(-1)
-    flat_docs = docs.reshape(-1)
-    readable = (seg >= 0) & eff.key_ok.reshape(-1) & real.reshape(-1)
-    first = np.full(B * T + 1, B * T, dtype=np.int64)     # per segment (shifted by 1): its first readable key
-    idx = np.flatnonzero(readable)
-    np.minimum.at(first, seg[idx] + 1, idx) if len(idx) else None
-    key = first[np.where(seg >= 0, seg + 1, 0)]
-    has_key = (key < B * T) & (key <= np.arange(B * T))
-    queries = has_key & (seg >= 0) & real.reshape(-1) & (flat_docs[np.minimum(key, B * T - 1)] != flat_docs)
-    example = None
-    if queries.any():
-        q = int(np.flatnonzero(queries)[0])
-        k = int(key[q])
-        example = (q // T, q % T, k // T, k % T)
-    return SharedAttention(queries.reshape(B, T), example)
-
-
-def skipped_tokens(eff: EffectiveAttention, real: np.ndarray) -> np.ndarray:
-    """bool [B, T]: real tokens the kernel computes no output for (a varlen call that leaves them out)."""
-    if eff.dense is not None:
-        return np.zeros_like(real)
-    return real & (eff.segment_ids < 0)

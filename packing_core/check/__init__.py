@@ -9,9 +9,12 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .batch import check_all_implementations, check_batch, check_hf_batch, kernel_mask
-    from .files import SAVE_HINT, load_batch_bytes, load_batch_file, save_batch_file
+    from .evidence import TokenizerFacts, tokenizer_facts
+    from .files import SAVE_HINT, load_batch_bytes, load_batch_file, save_batch_file, save_error_hint, save_snippet
     from .inputs import batch_tensors
     from .result import BatchCheck
     from .rules import RULES, SEVERITIES, Finding, Rule
+    from .stream import BatchStats, StreamSummary, check_stream, stream_files, summarize_checks
+    from .trainers import TRAINERS, batch_trainer
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

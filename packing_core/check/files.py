@@ -20,13 +20,48 @@ from pathlib import Path
 
 import numpy as np
 
-from packing_core._validate import MAX_BATCH_FILE_BYTES, MAX_BATCH_TOKENS, MAX_JSON_BYTES, InputError
+from packing_core._validate import MAX_BATCH_FILE_BYTES, MAX_BATCH_TOKENS, MAX_JSON_BYTES, MAX_MASK_VALUES, InputError
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".bin", ".ckpt")
 BATCH_FILE_TYPES = ("safetensors", "npz", "json")
-SAVE_HINT = ("save the batch with: safetensors.torch.save_file({k: torch.as_tensor(v).clone().contiguous() "
-             "for k, v in batch.items() if isinstance(v, (torch.Tensor, int))}, 'batch.safetensors')")
+SAVE_SNIPPET = ("safetensors.torch.save_file({k: torch.as_tensor(v).clone().contiguous() "
+                "for k, v in batch.items() if isinstance(v, (torch.Tensor, int))}, 'batch.safetensors')")
+SAVE_HINT = f"save the batch with: {SAVE_SNIPPET}"
 _SAVE_HINT = SAVE_HINT
+# safetensors' dtype names -> numpy (BF16 is widened to float32: numpy has no bfloat16)
+_SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4",
+                       "I16": "<i2", "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?"}
+
+
+def save_snippet() -> str:
+    """The one line that saves a trainer's batch as it comes (TRL's, torchtune's), for a page to show.
+
+    >>> save_snippet().startswith("safetensors.torch.save_file(")
+    True
+    """
+    return SAVE_SNIPPET
+
+
+def save_error_hint(error: BaseException) -> str:
+    """What to do when ``safetensors.torch.save_file(batch, path)`` fails on a trainer's batch, in one line.
+
+    TRL's padding-free batch holds ``cu_seq_lens_q`` and ``_k`` as one shared tensor (safetensors
+    refuses shared memory) and ``max_length_q/_k`` as Python ints (it takes tensors only).
+
+    >>> save_error_hint(ValueError("Key `max_length_q` is invalid, expected torch.Tensor but received <class 'int'>"))[:40]
+    'max_length_q is a Python int, not a tens'
+    """
+    text = str(error)
+    if "share memory" in text:
+        cause = "some entries are one shared tensor (TRL's cu_seq_lens_q and cu_seq_lens_k), which safetensors refuses"
+    elif "expected torch.Tensor" in text or "is invalid" in text:
+        key = text.split("`")[1] if text.count("`") >= 2 else "an entry"
+        cause = f"{key} is a Python int, not a tensor (TRL's max_length_q/_k)"
+    elif "contiguous" in text:
+        cause = "some tensors are views that are not contiguous"
+    else:
+        cause = f"safetensors refused the batch ({text.strip().splitlines()[0][:120] if text.strip() else type(error).__name__})"
+    return f"{cause}: {SAVE_HINT}"
 
 
 def _refuse_pickle(name: str, why: str):
@@ -37,15 +72,15 @@ def _refuse_pickle(name: str, why: str):
 def save_batch_file(batch, path) -> list[str]:
     """Write ``batch`` (a trainer's dict) to a safetensors file; returns the entries left out.
 
-    Whole numbers become 0-d tensors, shared tensors are copied apart, tensors on an accelerator
-    come to the CPU; entries that are neither tensors nor ints (a flex ``BlockMask``, flags) are
+    Whole numbers become 0-d tensors, numpy arrays tensors, shared tensors are copied apart,
+    tensors on an accelerator come to the CPU; entries that are neither tensors nor ints (a flex ``BlockMask``, flags) are
     left out and named. Exactly the one line of ``SAVE_HINT``, plus the report.
     """
     import torch
     from safetensors.torch import save_file
 
     keep = {k: torch.as_tensor(v).detach().cpu().clone().contiguous() for k, v in batch.items()
-            if isinstance(v, (torch.Tensor, int)) and not isinstance(v, bool)}
+            if isinstance(v, (torch.Tensor, np.ndarray, int)) and not isinstance(v, bool)}
     save_file(keep, str(path))
     return [str(k) for k in batch if k not in keep]
 
@@ -107,14 +142,46 @@ def _load(data: bytes, name: str) -> dict:
                              '{"input_ids": [[...]], "labels": [[...]], ...}')
         return batch
     if safetensors or (len(head) >= 9 and head[8:9] == b"{"):   # 8-byte header size, then a JSON header
-        from safetensors import SafetensorError
-        from safetensors.numpy import load
-
-        try:
-            return load(data)
-        except (SafetensorError, ValueError, TypeError) as e:
-            raise InputError(f"{name} is not a readable safetensors file ({str(e)[:200]})") from None
+        return _load_safetensors(data, name)
     raise InputError(f"{name} is not a safetensors, .npz or JSON file; {_SAVE_HINT}")
+
+
+def _load_safetensors(data: bytes, name: str) -> dict:
+    """A safetensors file read from its header: every dtype a trainer saves, bfloat16 widened to float32.
+
+    The header (8 bytes of length, then JSON: dtype, shape and byte range per tensor) is checked
+    before any array is built: each range must lie in the file and match its shape and dtype.
+    """
+    import json
+
+    size = int.from_bytes(data[:8], "little")
+    try:
+        header = json.loads(data[8:8 + size])
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InputError(f"{name} is not a readable safetensors file ({str(e)[:200]})") from None
+    if not isinstance(header, dict):
+        raise InputError(f"{name} is not a readable safetensors file (its header is not a JSON object)")
+    body, out = memoryview(data)[8 + size:], {}
+    for key, spec in header.items():
+        if key == "__metadata__":
+            continue
+        try:
+            dtype, shape, (begin, end) = spec["dtype"], [int(n) for n in spec["shape"]], spec["data_offsets"]
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{name}: the safetensors header entry {key!r} is malformed") from None
+        if dtype not in _SAFETENSORS_DTYPES:
+            raise InputError(f"{name}: {key} is stored as {dtype}, which a batch does not use; save token ids, "
+                             "labels and positions as int64 and masks as bool or float")
+        np_dtype = np.dtype(_SAFETENSORS_DTYPES[dtype])
+        count = int(np.prod(shape, dtype=object)) if shape else 1
+        if not (0 <= begin <= end <= len(body)) or end - begin != count * np_dtype.itemsize:
+            raise InputError(f"{name}: {key} declares shape {tuple(shape)} ({dtype}) that does not match its "
+                             f"{end - begin:,} bytes")
+        arr = np.frombuffer(body[begin:end], dtype=np_dtype).reshape(shape)
+        if dtype == "BF16":          # the upper 16 bits of a float32
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        out[key] = arr
+    return out
 
 
 def _load_npz(data: bytes, name: str) -> dict:
@@ -153,15 +220,20 @@ def _check_npy_header(member, member_name: str, name: str) -> None:
     if dtype.hasobject:
         _refuse_pickle(name, f"an .npz whose {member_name!r} holds Python objects")
     elements = int(np.prod([int(n) for n in shape], dtype=object)) if shape else 1
-    if elements > MAX_BATCH_TOKENS + 1:
+    if elements > _most_values(len(shape)):
         raise InputError(f"{name}: {member_name!r} declares shape {tuple(shape)} ({elements:,} values), more than a "
                          f"batch may hold ({MAX_BATCH_TOKENS:,} tokens); check one batch at a time")
+
+
+def _most_values(ndim: int) -> int:
+    """How many values one array of a batch may hold: a 3D/4D mask is queries x keys, the rest one per token."""
+    return MAX_MASK_VALUES if ndim >= 3 else MAX_BATCH_TOKENS + 1
 
 
 def _bounded(name: str, key: str, value):
     """One array of the batch, within ``MAX_BATCH_TOKENS`` values and the int64 range."""
     if isinstance(value, np.ndarray):
-        if value.size > MAX_BATCH_TOKENS + 1:   # cu_seq_lens hold one more than the tokens
+        if value.size > _most_values(value.ndim):   # cu_seq_lens hold one more than the tokens
             raise InputError(f"{name}: {key} holds {value.size:,} values, more than a batch may hold "
                              f"({MAX_BATCH_TOKENS:,} tokens); check one batch at a time")
         if value.dtype.kind == "u" and value.dtype.itemsize == 8 and value.size:

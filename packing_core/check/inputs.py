@@ -1,9 +1,15 @@
 """A trainer's batch as arrays: the keys it may use, each entry coerced and its shape checked.
 
 Trainers name the same tensor differently: transformers' ``input_ids`` / ``position_ids`` /
-``attention_mask`` / ``labels``, torchtune's ``tokens`` / ``input_pos`` / ``mask``. Every
-entry becomes a numpy array (a tensor on an accelerator is copied to the CPU), with one clear
-:class:`~packing_core._validate.InputError` for a ragged, non-integer or misshapen one.
+``attention_mask`` / ``labels``, torchtune's ``tokens`` / ``input_pos`` / ``mask``, Megatron's
+``tokens`` / ``labels`` / ``loss_mask`` / ``attention_mask`` / ``position_ids``, OLMo-core's
+``doc_lens`` / ``max_doc_lens``; TRL 1.16 and transformers 5.24 add ``cu_seq_lens_q/_k``,
+``max_length_q/_k`` and ``seq_idx``. Every entry becomes a numpy array (a tensor on an
+accelerator is copied to the CPU, bfloat16 widened to float32), with one clear
+:class:`~packing_core._validate.InputError` for a ragged, non-integer or misshapen one. A 2D
+mask may number documents (``[1, 1, 2, 2, 0]``); a 4D mask is read once for its kind and
+convention (:func:`packing_core.attention.tensors.read_4d_mask`); 3-D / 4-D rotary
+``position_ids`` are kept whole, their text row read as the positions.
 
     >>> t, ignored = batch_tensors({"input_ids": [[5, 6, 7, 0]], "attention_mask": [[1, 1, 1, 0]]})
     >>> t.shape, batch_format(t), ignored
@@ -16,10 +22,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from packing_core._validate import InputError
-from packing_core.attention.semantics import BatchTensors, four_d_allowed
+from packing_core.attention.tensors import MASK_CONVENTIONS, BatchTensors, read_4d_mask
 
-FORMATS = ("padding-free", "padded", "packed rows", "4D mask", "plain")
-# the keys a trainer's batch may use for each tensor: transformers' first, then torchtune's
+FORMATS = ("padding-free", "padded", "packed rows", "4D mask", "document-id mask", "plain")
+# the keys a trainer's batch may use for each tensor: transformers' first, then torchtune's / Megatron's
 _ALIASES = {"input_ids": ("input_ids", "tokens"), "position_ids": ("position_ids", "input_pos"),
             "attention_mask": ("attention_mask", "mask"), "labels": ("labels",),
             "cu_seq_lens_q": ("cu_seq_lens_q",), "cu_seq_lens_k": ("cu_seq_lens_k",)}
@@ -67,8 +73,58 @@ def _pick(batch: Mapping, key: str):
     return None, None
 
 
-def batch_tensors(batch: Mapping) -> tuple[BatchTensors, tuple[str, ...]]:
+def _rows(name: str, arr: np.ndarray, key: str, B: int, T: int, *, rows_of_one: bool = True) -> np.ndarray:
+    """A ``[B, T]`` tensor (``[T]`` and, where allowed, ``[1, T]`` beside ``B`` rows are fine)."""
+    arr = arr[None] if arr.ndim == 1 else arr
+    if arr.ndim != 2 or arr.shape[1] != T or arr.shape[0] not in ((1, B) if rows_of_one else (B,)):
+        raise InputError(f"{name} has shape {tuple(arr.shape)} but {key} has {(B, T)}: pad them to the same length (a "
+                         f"collator that pads input_ids to a multiple must pad {name} too)")
+    return arr
+
+
+def _positions(name: str, arr: np.ndarray, key: str, B: int, T: int) -> dict:
+    """2-D positions as they are; 3-D / 4-D rotary positions ``[sections, B, T]`` kept whole, with the text row
+    (section 0 of 4) as the positions the mask reads, as Qwen2-VL's ``Qwen2VLTextModel.forward`` takes them."""
+    if arr.ndim == 3:
+        if arr.shape[1] not in (1, B) or arr.shape[2] != T or arr.shape[0] < 2:
+            raise InputError(f"{name} has shape {tuple(arr.shape)}: 3-D rotary positions are [sections, batch, "
+                             f"tokens] = [3 or 4, {B}, {T}]")
+        rope = np.broadcast_to(arr, (arr.shape[0], B, T))
+        return {"rope_position_ids": rope, "position_ids": rope[0] if arr.shape[0] == 4 else None}
+    return {"position_ids": _rows(name, arr, key, B, T)}
+
+
+def _attention_mask(name: str, m: np.ndarray, key: str, B: int, T: int, convention: str) -> dict:
+    if m.ndim == 1:
+        m = m[None]
+    if m.ndim == 3:            # torchtune's block mask [B, T, T]: one head
+        m = m[:, None]
+    if m.ndim == 2:
+        if m.shape != (B, T):
+            raise InputError(f"{name} has shape {tuple(m.shape)} but {key} has {(B, T)}")
+        if m.dtype.kind == "f" and not (m == np.round(m)).all() or (m < 0).any():
+            raise InputError(f"a 2D {name} holds 1 for real tokens and 0 for pads (or document numbers 1, 2, ... and "
+                             f"0 for pads), got values {np.unique(m)[:6].tolist()}")
+        out = {"attention_mask": m != 0}
+        if (m > 1).any():      # document numbers: axolotl's multipack, LLaMA-Factory's neat_packing
+            out["document_mask"] = m.astype(np.int64)
+        return out
+    if m.ndim == 4:
+        if m.shape[0] not in (1, B) or m.shape[2:] != (T, T):
+            raise InputError(f"a 4D {name} is [batch, heads, {T}, {T}] (queries x keys), got {tuple(m.shape)}")
+        if m.dtype.kind == "f" and m.dtype.itemsize < 4:
+            m = m.astype(np.float32)
+        info = read_4d_mask(m, convention)
+        return {"attention_mask": info.raw, "mask_4d_info": info}
+    raise InputError(f"{name} must be 2D [batch, tokens], 3D (torchtune) or 4D [batch, heads, q, k], "
+                     f"got shape {tuple(m.shape)}")
+
+
+def batch_tensors(batch: Mapping, mask_convention: str = "auto") -> tuple[BatchTensors, tuple[str, ...]]:
     """``(BatchTensors, ignored entry names)`` from a trainer's batch; bad shapes raise ``InputError``.
+
+    ``mask_convention`` says what True means in a boolean 4D mask where the mask cannot say it
+    itself (:func:`packing_core.attention.tensors.read_4d_mask`).
 
     >>> t, ignored = batch_tensors({"tokens": [[1, 2, 3]], "input_pos": [[0, 1, 2]], "seq_lens": [[3]], "tag": "x"})
     >>> t.position_ids.tolist(), ignored
@@ -76,10 +132,12 @@ def batch_tensors(batch: Mapping) -> tuple[BatchTensors, tuple[str, ...]]:
     """
     if not isinstance(batch, Mapping):
         raise InputError(f"a batch is a mapping of names to arrays, got {_describe(batch)}")
+    if mask_convention not in MASK_CONVENTIONS:
+        raise InputError(f"unknown mask convention {mask_convention!r}: choose one of {', '.join(MASK_CONVENTIONS)}")
     key, ids = _pick(batch, "input_ids")
     if key is None:
-        raise InputError(f"the batch has no input_ids (or torchtune's tokens); keys: {', '.join(map(str, batch)) or 'none'}: "
-                         "give the dict a trainer passes to model(**batch)")
+        raise InputError(f"the batch has no input_ids (or torchtune's / Megatron's tokens); keys: "
+                         f"{', '.join(map(str, batch)) or 'none'}: give the dict a trainer passes to model(**batch)")
     ids = _array(key, ids)
     if ids.ndim == 1:
         ids = ids[None]
@@ -88,40 +146,22 @@ def batch_tensors(batch: Mapping) -> tuple[BatchTensors, tuple[str, ...]]:
     B, T = ids.shape
     out: dict = {"input_ids": ids}
     used = {key}
-    for name in ("position_ids", "labels"):
-        k, v = _pick(batch, name)
-        if k is None:
-            continue
+    k, v = _pick(batch, "position_ids")
+    if k is not None:
         used.add(k)
-        arr = _array(k, v)
-        arr = arr[None] if arr.ndim == 1 else arr
-        if arr.ndim != 2 or arr.shape[1] != T or arr.shape[0] not in (1, B) or (name == "labels" and arr.shape[0] != B):
-            raise InputError(f"{k} has shape {tuple(arr.shape)} but {key} has {(B, T)}: pad them to the same length (a "
-                             f"collator that pads input_ids to a multiple must pad {k} too)")
-        out[name] = arr
+        out.update(_positions(k, _array(k, v), key, B, T))
+    k, v = _pick(batch, "labels")
+    if k is not None:
+        used.add(k)
+        out["labels"] = _rows(k, _array(k, v), key, B, T, rows_of_one=False)
+    if batch.get("loss_mask") is not None:
+        used.add("loss_mask")
+        out["loss_mask"] = _rows("loss_mask", _array("loss_mask", batch["loss_mask"], kind="mask"), key, B, T,
+                                 rows_of_one=False) > 0
     k, m = _pick(batch, "attention_mask")
     if k is not None:
         used.add(k)
-        m = _array(k, m, kind="mask")
-        if m.ndim == 1:
-            m = m[None]
-        if m.ndim == 3:            # torchtune's block mask [B, T, T]: one head
-            m = m[:, None]
-        if m.ndim == 2:
-            if m.shape != (B, T):
-                raise InputError(f"{k} has shape {tuple(m.shape)} but {key} has {(B, T)}")
-            if not np.isin(m, (0, 1)).all():
-                raise InputError(f"a 2D {k} holds 1 for real tokens and 0 for pads only, got values "
-                                 f"{np.unique(m)[:6].tolist()}")
-            m = m.astype(bool)
-        elif m.ndim == 4:
-            if m.shape[0] not in (1, B) or m.shape[2:] != (T, T):
-                raise InputError(f"a 4D {k} is [batch, heads, {T}, {T}] (queries x keys), got {tuple(m.shape)}")
-            m = four_d_allowed(m)
-        else:
-            raise InputError(f"{k} must be 2D [batch, tokens], 3D (torchtune) or 4D [batch, heads, q, k], "
-                             f"got shape {tuple(m.shape)}")
-        out["attention_mask"] = m
+        out.update(_attention_mask(k, _array(k, m, kind="mask"), key, B, T, mask_convention))
     for name in ("cu_seq_lens_q", "cu_seq_lens_k"):
         if batch.get(name) is not None:
             used.add(name)
@@ -136,6 +176,20 @@ def batch_tensors(batch: Mapping) -> tuple[BatchTensors, tuple[str, ...]]:
             if v.size != 1:
                 raise InputError(f"{name} is one whole number (the longest document), got {v.size} values")
             out[name] = int(v[0])
+    if batch.get("seq_idx") is not None:
+        used.add("seq_idx")
+        out["seq_idx"] = _rows("seq_idx", _array("seq_idx", batch["seq_idx"]), key, B, T)
+    if batch.get("doc_lens") is not None:
+        used.add("doc_lens")
+        lens = _array("doc_lens", batch["doc_lens"])
+        lens = lens[None] if lens.ndim == 1 else lens
+        if lens.ndim != 2 or lens.shape[0] != B or (lens < 0).any() or (lens.sum(1) > T).any():
+            raise InputError(f"doc_lens (OLMo-core) are [batch, documents] of lengths that sum to at most {T} per "
+                             f"row, got shape {tuple(lens.shape)} summing to {lens.sum(-1).tolist()[:4]}")
+        out["doc_lens"] = lens
+    if batch.get("max_doc_lens") is not None:
+        used.add("max_doc_lens")
+        out["max_doc_lens"] = tuple(int(x) for x in _array("max_doc_lens", batch["max_doc_lens"]).reshape(-1))
     ignored = tuple(str(k) for k in batch if k not in used and k not in _QUIET)
     return BatchTensors(**out), ignored
 
@@ -144,6 +198,8 @@ def batch_format(t: BatchTensors) -> str:
     """Which of ``FORMATS`` the batch's tensors make: how a trainer laid it out."""
     if t.mask_4d is not None:
         return "4D mask"
+    if t.document_mask is not None:
+        return "document-id mask"
     if t.cu_seq_lens_q is not None or t.cu_seq_lens_k is not None or (
             t.position_ids is not None and t.mask_2d is None and t.shape[0] == 1):
         return "padding-free"

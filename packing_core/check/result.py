@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from packing_core.attention.documents import IntendedDocuments
-from packing_core.attention.semantics import BatchTensors, EffectiveAttention
+from packing_core.attention.semantics import EffectiveAttention
+from packing_core.attention.tensors import BatchTensors
 from packing_core.check.rules import Finding
 
 _ORDER = {"error": 0, "warning": 1, "note": 2}
@@ -38,6 +39,8 @@ class BatchCheck:
     effective: EffectiveAttention = field(compare=False, repr=False)
     tensors: BatchTensors = field(compare=False, repr=False)
     ignored: tuple[str, ...] = ()
+    trained: np.ndarray | None = field(default=None, compare=False, repr=False)   # bool [B, T]: in the loss
+    trainer: str = ""                                                            # check.trainers.TRAINERS
 
     def _of(self, severity: str) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.severity == severity)
@@ -101,12 +104,13 @@ class BatchCheck:
         return {"attn_implementation": self.attn_implementation, "use_cache": self.use_cache, "format": self.format,
                 "shape": list(self.shape), "sound": self.sound, "documents": [[list(d) for d in row] for row in
                                                                             self.documents.per_row()],
-                "labels": self.documents.labels_reason, "attention": self.effective.to_dict(),
+                "labels": self.documents.labels_reason, "evidence": list(self.documents.decided_by),
+                "trainer": self.trainer, "attention": self.effective.to_dict(),
                 "findings": [f.to_dict() for f in self.findings], "ignored": list(self.ignored)}
 
     def format_table(self) -> str:
         rows, width = self.shape
-        sources = ", ".join(e.source for e in self.documents.evidence) or "none (each row is one document)"
+        sources = ", ".join(self.documents.decided_by) or "none (each row is one document)"
         lines = [f"{self.format} batch: {rows} row(s) x {width} tokens, {self.n_documents} intended document(s) "
                  f"from {sources}; {self.documents.labels_reason}",
                  f"read by {self.attn_implementation}{' with a cache' if self.use_cache else ''}: "

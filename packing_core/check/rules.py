@@ -53,6 +53,18 @@ _TABLE = (
          "Packed self-attention needs the same cu_seq_lens for queries and keys: pass one tensor for both."),
     Rule("kernel_cannot_read_batch", "error", "The attention implementation cannot read this batch",
          "Pass what this implementation reads (see the detail), or choose one that reads what the batch holds."),
+    Rule("mask_reads_future", "error", "Queries read later tokens",
+         "The 4D mask, as this implementation applies it, lets a query read keys after it. transformers' eager and "
+         "flex add a 4D mask to the scores: give them an additive float mask (0 where a key may be read, "
+         "torch.finfo(dtype).min where not: torch.where(mask, 0.0, torch.finfo(dtype).min)), not a boolean or 0/1 "
+         "one; sdpa reads a boolean mask as True = may read."),
+    Rule("query_reads_nothing", "error", "A query can read no key",
+         "Every query must be able to read itself. A row of all -inf gives NaN (eager) and a row of all "
+         "finfo.min spreads the weight evenly over every key, other documents and the future included: let each "
+         "token (pads too) read at least itself."),
+    Rule("max_length_too_small", "error", "max_length_q/_k are shorter than a document",
+         "flash-attention's varlen kernel sizes its work by max_length_q/_k: give the longest document's length "
+         "(int(cu_seq_lens.diff().max()))."),
     Rule("kernel_skips_tokens", "error", "The kernel computes nothing for some real tokens",
          "Start the varlen offsets at 0 and cover every real token: flash-attention infers them from the minimum "
          "position, so the row must begin at a document's first position."),
@@ -71,8 +83,16 @@ _TABLE = (
          "Train exactly the answer tokens that have a predecessor in their document (no prompts, no pads)."),
     # ---- warnings: harmless to the numbers, worth knowing
     Rule("pads_given_position_zero", "warning", "Pads are given position 0",
-         "Harmless at the end of a row, but every pad at position 0 is a one-token sequence to transformers' "
-         "packed detection and to cu_seq_lens: pad position_ids with a running arange (one dummy sequence)."),
+         "Harmless to the numbers at the end of a row, but every pad at position 0 is a one-token sequence to "
+         "transformers' packed detection and to the varlen offsets derived from it: one more sequence per pad, and "
+         "a kernel call whose shape changes with the pad count each step (recompiles under torch.compile, VeOmni "
+         "PR #746). Pad position_ids with one running arange (0, 1, 2, ...: one dummy sequence)."),
+    Rule("untrained_tokens_share_attention", "warning", "Only untrained tokens read another document",
+         "No trained position reads another document, directly or through a later layer, so the loss is "
+         "unchanged; the outputs at these positions are not those of their document alone. Give them the same "
+         "boundaries as the rest if anything reads them (evaluation, a reward model)."),
+    Rule("tokenizer_does_not_fit", "warning", "The tokenizer given did not tokenise this batch",
+         "Give the tokenizer the batch was built with (or --eos-id N): its EOS id was not used as evidence."),
     Rule("positions_do_not_restart", "warning", "Positions do not restart at the model's first position",
          "Each document's position_ids should start at the model's first position (0 for most, 2 for "
          "RoBERTa-family) and count up by 1: plain RoPE under a correct mask does not change, learned absolute "
@@ -89,6 +109,34 @@ _TABLE = (
          "If rows hold several documents separated only by EOS tokens (TRL's wrapped packing, pretraining "
          "streams), they read each other: pass --tokenizer or --eos-id so the check can find them."),
     # ---- notes: context
+    Rule("eos_inside_document", "note", "An EOS id falls inside a document",
+         "Nothing to fix: stronger evidence (cu_seq_lens, position resets, label separators, padded rows) marks the "
+         "documents, and an EOS id inside one ends a chat turn (<|im_end|> ends every turn of a ChatML template)."),
+    Rule("fixed_size_chunks", "note", "The batch cuts a stream into chunks of one length",
+         "Wrapped packing cuts the token stream every max_length tokens, not at documents: the EOS ids mark the "
+         "documents, and they read each other unless something else separates them."),
+    Rule("document_ids_in_attention_mask", "note", "The attention_mask numbers documents",
+         "transformers 5.x casts a 2D attention_mask to booleans (masking_utils._preprocess_mask_arguments) before "
+         "sdpa, eager, flex or flash sees it, so document numbers are lost unless the trainer patches the reading: "
+         "pass position_ids that restart per document and no attention_mask (padding-free), or cu_seq_lens_q/_k "
+         "with max_length_q/_k, or a 4D block mask."),
+    Rule("mask_convention_read", "note", "The 4D mask's convention was read",
+         "Nothing to fix. transformers and torch's sdpa read True = may read; Megatron-core and TransformerEngine "
+         "read True = masked: give a mask only to the code it was built for (invert it with ~mask otherwise)."),
+    Rule("rotary_positions_read", "note", "Multimodal rotary positions were read",
+         "Nothing to fix. For packed inputs to Qwen2-VL, Qwen3-VL and Qwen3.5, give [4, batch, tokens] positions "
+         "with the text positions first (row 0): transformers reads that row for the mask and for flash-attention; "
+         "[3, batch, tokens] give it none, so only cu_seq_lens keep documents apart."),
+    Rule("zero_length_documents", "note", "cu_seq_lens hold zero-length documents",
+         "Nothing to fix: offsets padded to a fixed count (a repeated offset is an empty document) keep the kernel's "
+         "shapes static for torch.compile and CUDA graphs (torchtitan PR #4158); varlen kernels skip them, though "
+         "some validators once refused them (Megatron-LM PR #3282)."),
+    Rule("signal_not_read_by_implementation", "note", "A boundary signal this implementation does not read",
+         "The batch marks documents in a tensor that this attention implementation does not read (see the detail "
+         "for who does): judge it for the layers or the trainer that read it."),
+    Rule("cross_document_targets_allowed", "note", "Targets cross documents, as allowed",
+         "Training the EOS -> next document target was declared deliberate (--allow-cross-document), as in "
+         "run_clm and Megatron's default pretraining streams."),
     Rule("leaks_under_other_implementation", "note", "Sound here, but another attention implementation leaks",
          "Keep the attention implementation this batch was checked for, or give the batch the boundaries the "
          "other one reads."),
@@ -119,6 +167,7 @@ class Finding:
     detail: str
     severity: str = ""                         # "" = the rule's own; --allow-cross-document lowers leaks to notes
     marks: tuple[tuple[int, int], ...] = ()    # (row, token) of each token it points at, for a figure
+    advice: str = ""                           # a fix for this batch's trainer, where its shape names one
 
     def __post_init__(self):
         r = rule(self.name)
@@ -133,7 +182,8 @@ class Finding:
 
     @property
     def fix(self) -> str:
-        return RULES[self.name].fix
+        """The fix for this batch's trainer where the check knows it, else the rule's general fix."""
+        return self.advice or RULES[self.name].fix
 
     def __str__(self) -> str:
         return f"{self.name}: {self.detail}"

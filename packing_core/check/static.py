@@ -1,10 +1,11 @@
 """The rules that hold for every attention implementation: offsets, positions, labels, pads.
 
 Half of a check does not depend on who reads the batch: whether ``cu_seq_lens`` rise, whether
-positions restart at each document, whether a label trains across a document edge, whether a
-pad is in the loss. :func:`static_check` computes that half once, with the intended documents
-it is judged against; :mod:`packing_core.check.batch` then adds, per implementation, what the
-kernel lets each query read. A lab ``PackedBatch`` adds the rules only it can be held to (its
+positions restart at each document, whether a label trains across a document edge
+(:mod:`.labels`), whether a pad is in the loss, what the evidence decided (:mod:`.evidence`).
+:func:`static_check` computes that half once, with the intended documents it is judged
+against; :mod:`packing_core.check.batch` then adds, per implementation, what the kernel lets
+each query read. A lab ``PackedBatch`` adds the rules only it can be held to (its
 targets, loss mask and piece ids against its plan): :func:`packed_findings`.
 
     >>> ids, pos = np.array([[5, 6, 7, 8]]), np.array([[0, 1, 0, 1]])     # two documents of two tokens
@@ -20,9 +21,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from packing_core.attention.documents import Evidence, IntendedDocuments, intended_documents
-from packing_core.attention.semantics import BatchTensors
+from packing_core.attention.tensors import BatchTensors
 from packing_core.batch.packed import IGNORE_INDEX, PackedBatch, segment_layout
+from packing_core.check.evidence import TokenizerFacts, evidence_findings, tokenizer_fit
+from packing_core.check.labels import first_hit, label_findings, marks_of, trained_positions
 from packing_core.check.rules import Finding
+
+__all__ = ["StaticCheck", "first_hit", "marks_of", "packed_findings", "static_check", "static_findings"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,8 @@ class StaticCheck:
     """The implementation-free half of a check, computed once per batch.
 
     ``findings`` hold for every reader; ``packed`` are a PackedBatch's own (empty for a
-    trainer's dict); ``ignored`` names the entries no attention reads.
+    trainer's dict); ``ignored`` names the entries no attention reads; ``trained`` marks the
+    positions whose output the loss trains (bool [B, T]).
     """
 
     tensors: BatchTensors = field(repr=False)
@@ -38,6 +44,8 @@ class StaticCheck:
     findings: tuple[Finding, ...]
     packed: tuple[Finding, ...] = ()
     ignored: tuple[str, ...] = ()
+    trained: np.ndarray | None = field(default=None, repr=False, compare=False)
+    trainer: str = ""             # the trainer the batch's shape names (check.trainers), "" when none
 
     def to_dict(self) -> dict:
         return {"documents": self.documents.count, "findings": [f.to_dict() for f in self.findings],
@@ -45,27 +53,25 @@ class StaticCheck:
 
 
 def static_check(t: BatchTensors, ignored: tuple[str, ...] = (), *, eos_ids=(), bos_ids=(), labels: str = "auto",
-                 evidence: tuple[Evidence, ...] = (), packed: tuple[Finding, ...] = ()) -> StaticCheck:
-    """The intended documents of ``t`` and every finding that does not depend on the implementation."""
-    eos_ids, bos_ids = tuple(eos_ids), tuple(bos_ids)
+                 evidence: tuple[Evidence, ...] = (), packed: tuple[Finding, ...] = (),
+                 tokenizer: TokenizerFacts | None = None, allow_cross_document: bool = False) -> StaticCheck:
+    """The intended documents of ``t`` and every finding that does not depend on the implementation.
+
+    ``tokenizer`` (:func:`packing_core.check.evidence.tokenizer_facts`) adds its EOS ids to
+    ``eos_ids`` where it fits the batch, and says so where it does not.
+    """
+    fit_eos, fit = tokenizer_fit(t, tokenizer)
+    eos_ids = tuple(dict.fromkeys((*tuple(eos_ids), *fit_eos)))
+    bos_ids = tuple(bos_ids)
     docs = intended_documents(t, eos_ids=eos_ids, bos_ids=bos_ids, labels=labels, extra=evidence)
-    found = static_findings(t, docs, eos_given=bool(eos_ids or bos_ids))
-    return StaticCheck(t, docs, tuple(found), tuple(packed), tuple(ignored))
+    found = [*fit, *static_findings(t, docs),
+             *label_findings(t, docs, eos_ids=eos_ids, allow_cross_document=allow_cross_document),
+             *evidence_findings(t, docs, eos_given=bool(eos_ids or bos_ids or tokenizer))]
+    return StaticCheck(t, docs, tuple(found), tuple(packed), tuple(ignored), trained_positions(t, docs))
 
 
-def first_hit(where: np.ndarray) -> tuple[int, int]:
-    """``(row, token)`` of the first True."""
-    r, s = np.argwhere(where)[0]
-    return int(r), int(s)
-
-
-def marks_of(where: np.ndarray, limit: int = 2000) -> tuple[tuple[int, int], ...]:
-    """``(row, token)`` of every True, up to ``limit``: what a figure marks."""
-    return tuple((int(r), int(s)) for r, s in np.argwhere(where)[:limit])
-
-
-def static_findings(t: BatchTensors, docs: IntendedDocuments, *, eos_given: bool) -> list[Finding]:
-    """Findings that do not depend on the attention implementation: offsets, positions, labels, pads."""
+def static_findings(t: BatchTensors, docs: IntendedDocuments) -> list[Finding]:
+    """Findings on offsets, positions and pads, which do not depend on the attention implementation."""
     out: list[Finding] = []
     B, T = t.shape
     real, starts = docs.real, docs.starts
@@ -73,7 +79,7 @@ def static_findings(t: BatchTensors, docs: IntendedDocuments, *, eos_given: bool
     row_start[np.arange(B), np.argmax(real, 1)] = real.any(1)
     for name in ("cu_seq_lens_q", "cu_seq_lens_k"):
         cu = getattr(t, name)
-        if cu is not None and (cu[0] != 0 or (np.diff(cu) <= 0).any() or cu[-1] > B * T):
+        if cu is not None and (cu[0] != 0 or (np.diff(cu) < 0).any() or cu[-1] > B * T):
             out.append(Finding("cu_seq_lens_malformed", f"{name} = {cu[:10].tolist()}{' ...' if len(cu) > 10 else ''} "
                                                         f"for {B * T} tokens"))
     if t.cu_seq_lens_q is not None and t.cu_seq_lens_k is not None and not np.array_equal(t.cu_seq_lens_q,
@@ -102,57 +108,10 @@ def static_findings(t: BatchTensors, docs: IntendedDocuments, *, eos_given: bool
                 seen = int((np.diff(pos[r]) != 1).sum()) + 1
                 out.append(Finding("pads_given_position_zero",
                                    f"{int(zero_pads.sum())} pads at position 0: transformers' packed detection sees "
-                                   f"{seen} sequences in row {r}, the data {len(docs.per_row()[r])} documents and a pad "
-                                   "tail (harmless: no real token reads a later pad)", marks=marks_of(zero_pads)))
-    if t.labels is not None:
-        lab, ids = t.labels, t.input_ids
-        counted = lab != IGNORE_INDEX
-        if docs.labels_mode == "unshifted":
-            crossing = starts & ~row_start & counted
-            wrong = real & counted & (lab != ids)
-            wrong_name, wrong_what = "label_is_not_the_token", "differ from their token"
-        else:
-            nxt_start = np.concatenate([starts[:, 1:] | ~real[:, 1:], np.ones((B, 1), bool)], 1)
-            crossing = real & nxt_start & counted
-            nxt = np.concatenate([ids[:, 1:], np.full((B, 1), -1)], 1)
-            wrong = real & counted & ~nxt_start & (lab != nxt)
-            wrong_name, wrong_what = "target_is_not_the_next_token", "differ from the next token"
-        if crossing.any():
-            r, s = first_hit(crossing)
-            out.append(Finding("label_crosses_boundary", f"{int(crossing.sum())} label(s) train across a document edge, "
-                                                         f"first row {r}, token {s} (label {int(lab[r, s])})",
-                               marks=marks_of(crossing)))
-        if wrong.any():
-            r, s = first_hit(wrong)
-            out.append(Finding(wrong_name, f"{int(wrong.sum())} counted label(s) {wrong_what}, first row {r}, token {s}: "
-                                           f"label {int(lab[r, s])}, token {int(ids[r, s])}", marks=marks_of(wrong)))
-        in_loss = ~real & counted
-        if in_loss.any():
-            r, s = first_hit(in_loss)
-            out.append(Finding("pad_in_loss", f"{int(in_loss.sum())} pad(s) carry a label, first row {r}, token {s}",
-                               marks=marks_of(in_loss)))
-    strong = [e for e in docs.evidence if e.source in ("cu_seq_lens", "position_ids")]
-    lines = []
-    if len(strong) == 2 and not np.array_equal(strong[0].starts & real, strong[1].starts & real):
-        lines.append(f"cu_seq_lens start documents at flattened tokens {strong[0].flat_starts()[:8]}, position_ids "
-                     f"at {strong[1].flat_starts()[:8]}")
-    known = np.zeros((B, T), bool)
-    for e in strong:
-        known |= e.starts
-    for e in docs.evidence:
-        extra = e.starts & real & ~known
-        if e.source not in ("cu_seq_lens", "position_ids") and strong and extra.any():
-            lines.append(f"{e.source} start documents at flattened tokens {np.flatnonzero(extra)[:8].tolist()} where "
-                         f"{' and '.join(s.source for s in strong)} mark none")
-    if lines:
-        out.append(Finding("boundaries_disagree", "; ".join(lines)))
-    inside = starts & ~row_start
-    # full rows (the last may be short) and no boundary in any: a wrapped stream looks just like this
-    full = real.all(1)
-    if not eos_given and not inside.any() and full[:-1].all() and (full.sum() >= 2 or (B == 1 and full[0])) and T > 1:
-        out.append(Finding("no_document_boundaries",
-                           f"no cu_seq_lens, position reset, label separator or EOS id marks a document boundary inside "
-                           f"any of the {B} row(s), which are full: each row is read as one document"))
+                                   f"{seen} sequences in row {r} (so do varlen offsets taken from them), the data "
+                                   f"{len(docs.per_row()[r])} documents and a pad tail: {int(zero_pads.sum())} "
+                                   "one-token sequences, a kernel call shaped by the pad count (it changes each step); "
+                                   "no real token reads a later pad", marks=marks_of(zero_pads)))
     return out
 
 

@@ -7,7 +7,9 @@ The guard is a forward pre-hook (``register_forward_pre_hook(..., with_kwargs=Tr
 ``config._attn_implementation`` and the ``use_cache`` the call will use (the call's own value,
 else ``config.use_cache``, which transformers' model forward falls back to), and runs
 :func:`packing_core.check.batch.check_hf_batch`. An error raises :class:`PackingCheckError` (or
-warns, with ``on_error="warn"``) before the step runs.
+warns, with ``on_error="warn"``) before the step runs. Across its batches it keeps a stream
+summary (:attr:`Guard.summary`: fill, trained share, documents per row); when the last one is
+checked and none held a document boundary, it warns that packing is off.
 """
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ from dataclasses import dataclass, field
 
 from packing_core._validate import InputError
 from packing_core.check.batch import check_hf_batch
+from packing_core.check.evidence import tokenizer_facts
 from packing_core.check.result import BatchCheck
+from packing_core.check.stream import StreamSummary, summarize_checks
 
 ON_ERROR = ("raise", "warn")
 
@@ -33,6 +37,12 @@ class Guard:
     on_error: str
     checks: list[BatchCheck] = field(default_factory=list)
     handle: object = None
+    eos_known: bool = False
+
+    @property
+    def summary(self) -> StreamSummary:
+        """The batches checked so far, as a stream: fill, trained share, whether packing is on."""
+        return summarize_checks(self.checks, eos_known=self.eos_known)
 
     @property
     def active(self) -> bool:
@@ -44,17 +54,11 @@ class Guard:
             self.handle = None
 
 
-def _eos_ids(tokenizer) -> tuple[int, ...]:
-    if tokenizer is None:
-        return ()
-    value = getattr(getattr(tokenizer, "hf", tokenizer), "eos_token_id", None)
-    return (value,) if isinstance(value, int) else ()
-
-
 def guard(model, tokenizer=None, batches: int = 3, on_error: str = "raise") -> Guard:
     """Install the check on ``model``'s next ``batches`` forward calls; returns the :class:`Guard`.
 
-    ``tokenizer`` gives the EOS id that separates documents in wrapped streams.
+    ``tokenizer`` gives the EOS id that separates documents in wrapped streams (where nothing
+    stronger marks them, and where the tokenizer fits the batch).
     """
     if on_error not in ON_ERROR:
         raise InputError(f"on_error={on_error!r}: choose one of {', '.join(ON_ERROR)}")
@@ -62,8 +66,8 @@ def guard(model, tokenizer=None, batches: int = 3, on_error: str = "raise") -> G
         raise InputError(f"batches={batches!r}: give a whole number of batches to check, at least 1")
     if not hasattr(model, "register_forward_pre_hook"):
         raise InputError(f"guard needs a torch.nn.Module, got {type(model).__name__}")
-    state = Guard(batches, on_error)
-    eos = _eos_ids(tokenizer)
+    facts = None if tokenizer is None else tokenizer_facts(tokenizer)
+    state = Guard(batches, on_error, eos_known=bool(facts and facts.eos_ids))
     config = getattr(model, "config", None)
 
     def hook(module, args, kwargs):
@@ -76,10 +80,12 @@ def guard(model, tokenizer=None, batches: int = 3, on_error: str = "raise") -> G
         if use_cache is None:
             use_cache = bool(getattr(config, "use_cache", False))
         impl = getattr(config, "_attn_implementation", None) or "sdpa"
-        check = check_hf_batch(batch, impl, use_cache=bool(use_cache), eos_ids=eos)
+        check = check_hf_batch(batch, impl, use_cache=bool(use_cache), tokenizer=facts)
         state.checks.append(check)
         if len(state.checks) >= state.batches:
             state.remove()
+            if not state.summary.packing_on:
+                warnings.warn(f"packing check, {len(state.checks)} batch(es): {state.summary.line}", stacklevel=2)
         if check.errors:
             message = f"packing check, batch {len(state.checks)}:\n{check.format_table()}"
             if state.on_error == "raise":

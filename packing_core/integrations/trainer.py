@@ -26,6 +26,11 @@ class PackingCheckCallback(TrainerCallback):
                                on_error=self.on_error)
         return control
 
+    @property
+    def summary(self):
+        """The guard's stream summary of the batches it checked (None before training starts)."""
+        return None if self.guard is None else self.guard.summary
+
     def on_train_end(self, args, state, control, **kwargs):
         if self.guard is not None:
             self.guard.remove()

@@ -10,7 +10,7 @@ import torch
 import transformers.modeling_flash_attention_utils as fa
 from transformers import LlamaConfig
 from transformers.cache_utils import DynamicCache
-from transformers.masking_utils import create_causal_mask, flash_attention_mask
+from transformers.masking_utils import create_causal_mask
 
 from packing_core.attention import semantics
 from packing_core.attention.semantics import BatchTensors, effective_attention
@@ -33,11 +33,27 @@ BATCHES = {
     "cu beside packed rows": dict(input_ids=np.ones((2, 6), int), position_ids=np.array([[0, 1, 2, 0, 1, 2]] * 2),
                                   cu_seq_lens_q=np.array([0, 3, 6, 9, 12]), cu_seq_lens_k=np.array([0, 3, 6, 9, 12]),
                                   max_length_q=3, max_length_k=3),
+    # 2D masks of document numbers (axolotl's multipack, LLaMA-Factory's neat_packing): transformers casts them
+    "document ids with a pad": dict(input_ids=np.ones((1, 6), int), document_mask=np.array([[1, 1, 1, 2, 2, 0]]),
+                                    position_ids=np.array([[0, 1, 2, 0, 1, 0]])),
+    "document ids, no pad": dict(input_ids=np.ones((1, 6), int), document_mask=np.array([[1, 1, 1, 2, 2, 2]]),
+                                 position_ids=np.array([[0, 1, 2, 0, 1, 2]])),
+    "document ids in rows": dict(input_ids=np.ones((2, 6), int), document_mask=np.array([[1, 1, 2, 2, 2, 0],
+                                                                                         [1, 2, 2, 3, 3, 3]])),
 }
 
 
 def tensors(name):
-    return BatchTensors(**BATCHES[name])
+    spec = dict(BATCHES[name])
+    if "document_mask" in spec:
+        spec["attention_mask"] = spec["document_mask"] != 0
+    return BatchTensors(**spec)
+
+
+def given_mask(t: BatchTensors):
+    """The attention_mask exactly as the trainer passed it (document numbers included)."""
+    m = t.document_mask if t.document_mask is not None else t.attention_mask
+    return None if m is None else torch.as_tensor(m)
 
 
 def config(impl):
@@ -52,8 +68,7 @@ def library_mask(t: BatchTensors, impl: str, use_cache: bool) -> np.ndarray:
     B, T = t.shape
     cfg = config(impl)
     cache = DynamicCache(config=cfg) if use_cache else None
-    mask = create_causal_mask(cfg, torch.zeros(B, T, 8), None if t.attention_mask is None else
-                              torch.as_tensor(t.attention_mask), cache,
+    mask = create_causal_mask(cfg, torch.zeros(B, T, 8), given_mask(t), cache,
                               None if t.position_ids is None else torch.as_tensor(t.position_ids))
     if mask is None:
         return np.broadcast_to(np.tril(np.ones((T, T), bool)), (B, T, T))
@@ -88,13 +103,13 @@ def library_flash_segments(t: BatchTensors, monkeypatch) -> np.ndarray:
     B, T = t.shape
     rec = Recorder()
     monkeypatch.setattr(fa, "lazy_import_flash_attention", rec.imports)
-    mask = None if t.attention_mask is None else torch.as_tensor(t.attention_mask)
-    mask = flash_attention_mask(B, T, T, attention_mask=mask)
+    pos = None if t.position_ids is None else torch.as_tensor(t.position_ids)
+    # the mask as the model builds it: create_causal_mask casts a 2D mask to booleans, then flash_attention_mask
+    mask = create_causal_mask(config("flash_attention_2"), torch.zeros(B, T, 8), given_mask(t), None, pos)
     q = torch.zeros(B, T, 1, 4)
     kw = {k: torch.as_tensor(getattr(t, k), dtype=torch.int32) for k in ("cu_seq_lens_q", "cu_seq_lens_k")
           if getattr(t, k) is not None}
     kw.update({k: getattr(t, k) for k in ("max_length_q", "max_length_k") if getattr(t, k) is not None})
-    pos = None if t.position_ids is None else torch.as_tensor(t.position_ids)
     fa._flash_attention_forward(q, q, q, mask, T, True, position_ids=pos, **kw)
     kind, cu = rec.calls[-1]
     if kind == "rows":

@@ -120,7 +120,8 @@ def test_a_packed_row_with_positions_only_is_read():
     ({"input_ids": [[1.5, 2.0]]}, "must hold integers"),
     ({"input_ids": [[1, 2], [3]]}, "ragged"),
     ({"input_ids": [[1, 2, 3, 0]], "position_ids": [[0, 1, 2]]}, "pad them to the same length"),
-    ({"input_ids": [[1, 2]], "attention_mask": [[1, 2]]}, "1 for real tokens"),
+    ({"input_ids": [[1, 2]], "attention_mask": [[1, -1]]}, "1 for real tokens"),
+    ({"input_ids": [[1, 2]], "attention_mask": [[1, 0.5]]}, "1 for real tokens"),
     ({"input_ids": np.zeros((1, 2, 2), dtype=np.int64)}, r"\[batch, tokens\]"),
 ])
 def test_bad_batches_raise_one_clear_error(batch, message):

@@ -91,3 +91,22 @@ def test_guard_reads_the_cache_the_call_will_use():
 def test_guard_refuses_a_bad_setting():
     with pytest.raises(ValueError, match="on_error"):
         guard(tiny_model(), on_error="ignore")
+
+
+def test_the_guard_says_packing_is_off_when_no_batch_carries_a_boundary(tmp_path):
+    cb = PackingCheckCallback(batches=2, on_error="warn")
+    args = SFTConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=2, packing=False,
+                     max_length=16, report_to="none", use_cpu=True, save_strategy="no", dataloader_num_workers=0)
+    trainer = SFTTrainer(model=tiny_model(), args=args, train_dataset=dataset(), processing_class=tokenizer(),
+                         callbacks=[cb])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+    assert not cb.summary.packing_on and cb.summary.line.startswith("packing is off")
+    assert any("packing is off" in str(w.message) for w in caught)
+
+
+def test_the_guard_summarises_a_packed_run(tmp_path):
+    cb = PackingCheckCallback(batches=2)
+    train(tmp_path, "bfd", cb)
+    assert cb.summary.packing_on and cb.summary.fill > 0.9 and cb.summary.documents_per_row > 1
