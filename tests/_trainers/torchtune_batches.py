@@ -22,7 +22,7 @@ SOURCE = "torchtune 0.6.1: torchtune/datasets/_packed.py PackedDataset; torchtun
 
 
 def packed(split: bool) -> Case:
-    from tests.check.conftest import _torchtune_modules   # the one loader of torchtune's two files
+    from tests.check.conftest import _torchtune_modules  # the one loader of torchtune's two files
 
     found = _torchtune_modules()
     if found is None:

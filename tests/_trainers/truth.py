@@ -159,8 +159,8 @@ def hf_calls(kwargs: Mapping, how: str = "", impls=IMPLEMENTATIONS) -> dict:
 def smollm2_tokenizer():
     """SmolLM2's real tokenizer (from the installed model), or a skip (a failure under CI) naming the install step."""
     import pytest
-    from packing_core.models.pretrained import cached_tokenizer, tokenizer_folder
 
+    from packing_core.models.pretrained import cached_tokenizer, tokenizer_folder
     from tests._support import skip_or_fail
 
     folder = tokenizer_folder()

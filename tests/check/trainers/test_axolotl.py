@@ -6,8 +6,8 @@ must be the tiny model's.
 """
 import pytest
 
-from tests._trainers import axolotl_batches as corpus
 from tests._trainers import assert_agrees, implementations, param_id, params
+from tests._trainers import axolotl_batches as corpus
 
 PARAMS = params(corpus)
 

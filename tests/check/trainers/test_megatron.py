@@ -1,4 +1,4 @@
-"""Megatron-core 0.16.1's GPT batches (_get_ltor_masks_and_position_ids and its three flags), judged as Megatron's model reads them.
+"""Megatron-core 0.16.1's GPT batches (_get_ltor_masks_and_position_ids, its three flags), as Megatron reads them.
 
 The batches, their construction and the model's truth live in tests/_trainers/megatron_batches.py. One test per
 batch kind and attention implementation (ids ``trainer-kind-implementation``): the checker's verdict
@@ -6,8 +6,8 @@ must be the tiny model's.
 """
 import pytest
 
-from tests._trainers import megatron_batches as corpus
 from tests._trainers import assert_agrees, implementations, param_id, params
+from tests._trainers import megatron_batches as corpus
 
 PARAMS = params(corpus)
 

@@ -1,4 +1,7 @@
-"""TRL 1.16's batches (pack_dataset bfd / bfd_split / wrapped, DataCollatorForLanguageModeling, SFTTrainer on chat data with assistant_only_loss), judged per implementation.
+"""TRL 1.16's batches, judged per implementation.
+
+pack_dataset (bfd, bfd_split, wrapped), DataCollatorForLanguageModeling, and SFTTrainer itself on chat
+data with assistant_only_loss.
 
 The batches, their construction and the model's truth live in tests/_trainers/trl_batches.py. One test per
 batch kind and attention implementation (ids ``trainer-kind-implementation``): the checker's verdict
@@ -6,8 +9,8 @@ must be the tiny model's.
 """
 import pytest
 
-from tests._trainers import trl_batches as corpus
 from tests._trainers import assert_agrees, implementations, param_id, params
+from tests._trainers import trl_batches as corpus
 
 PARAMS = params(corpus)
 
