@@ -240,24 +240,26 @@ def flex_uncompiled():
     """transformers' flex path with torch's ``flex_attention`` and ``create_block_mask`` run uncompiled.
 
     The same mask functions and BlockMask decide which keys are read; compiling changes the
-    speed, not that. Uncompiled, no C++ kernel is built per shape (tens of seconds on this CPU,
-    and an inductor compile error on some shapes).
+    speed, not that. Uncompiled (torch's math reference of the flex higher-order op), nothing is
+    traced or built per shape: compiled, each shape took 5 to 15 s on the 2-core CPU, and one
+    stacked-rows shape failed with an inductor C++ compile error.
     """
+    import torch.nn.attention.flex_attention as fa
     import transformers.masking_utils as mu
-    from torch.nn.attention.flex_attention import flex_attention
     from transformers.integrations.flex_attention import WrappedFlexAttention
 
     wrapper = WrappedFlexAttention(False)
-    saved = (mu.create_block_mask, wrapper._compiled_flex_attention)
-    mu.create_block_mask = functools.partial(saved[0], _compile=False)
-    wrapper._compiled_flex_attention = flex_attention
+    saved = (mu.create_block_mask, wrapper._compiled_flex_attention, fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG)
+    mu.create_block_mask = lambda *a, **kw: saved[0](*a, **{**kw, "_compile": False})   # transformers passes True
+    wrapper._compiled_flex_attention = fa.flex_attention
+    fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True       # the math reference, without a dynamo trace per call
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
             warnings.filterwarnings("ignore", message="_compile flag on create_block_mask")
             yield
     finally:
-        mu.create_block_mask, wrapper._compiled_flex_attention = saved
+        mu.create_block_mask, wrapper._compiled_flex_attention, fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = saved
 
 
 def _reading(impl: str):
