@@ -21,7 +21,7 @@ IMPLS = ("sdpa", "flex_attention")
 SOURCE = "torchtune 0.6.1: torchtune/datasets/_packed.py PackedDataset; torchtune/data/_collate.py padded_collate_packed"
 
 
-def packed(split: bool) -> Case:
+def packed(split: bool, check=None) -> Case:
     from tests.check.conftest import _torchtune_modules  # the one loader of torchtune's two files
 
     found = _torchtune_modules()
@@ -44,10 +44,12 @@ def packed(split: bool) -> Case:
               "attention_mask": batch["mask"][:, None], "use_cache": False}
     how = "torchtune's _sdpa_or_flex_attention: the boolean block mask (True = may read)"
     calls = {i: Call(kwargs, "sdpa", how) for i in IMPLS}
-    return Case(TRAINER, "", batch, np.asarray(docs), trained, crossing, calls, {}, SOURCE)
+    return Case(TRAINER, "", batch, np.asarray(docs), trained, crossing, calls, check or {}, SOURCE)
 
 
 CASES = {
     "packed": lambda: packed(False),
     "packed-split_across_pack": lambda: packed(True),
+    # checked with another tokenizer's EOS id, which is torchtune's pad id here: the pad tail is no document
+    "packed-mismatched_tokenizer_eos": lambda: packed(False, {"eos_ids": (PAD,)}),
 }
