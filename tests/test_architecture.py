@@ -11,7 +11,7 @@ import packing_core
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "packing_core"
 # DESIGN.md's data flow, left to right; a module may import only from its own layer or those before it.
-LAYERS = ["_lazy", "_validate", "_settings", "data", "packing", "batch", "attention", "check", "models", "verify",
+LAYERS = ["_lazy", "_validate", "_registry", "_settings", "data", "packing", "batch", "attention", "check", "models", "verify",
           "integrations", "analysis", "experiments", "viz", "cli"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 RANK["experiments"] = RANK["analysis"]   # side by side: neither imports the other
