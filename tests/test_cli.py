@@ -95,7 +95,7 @@ def test_verify_with_the_mask_on_exits_0_and_reports_every_document_the_same():
 def test_verify_with_the_mask_off_exits_1_and_names_the_later_documents():
     r = run("verify", "--model", "tiny-abs", "--mask", "off")
     assert r.returncode == 1, r.stderr
-    assert "NOT EQUIVALENT" in r.stdout and "document(s) 1, 2" in r.stdout
+    assert "NOT EQUIVALENT" in r.stdout and "Document(s) 1, 2" in r.stdout
 
 
 def test_verify_continuous_positions_break_absolute_embeddings_but_not_rope():

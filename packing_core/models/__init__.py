@@ -17,11 +17,15 @@ if TYPE_CHECKING:
         DEFAULT_TEXTS,
         PRETRAINED,
         ModelSpec,
+        attn_implementations_of,
         find_model,
+        is_model_path,
+        load_model,
         model_names,
         model_spec,
         model_specs,
         register_model,
+        runs_texts,
         unregister_model,
     )
     from .tiny import MODELS, TinyConfig, TinyTransformer, tiny_model

@@ -27,7 +27,8 @@ from packing_core._registry import Registry
 from packing_core._settings import PRETRAINED
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_TEXTS", "PRETRAINED", "ModelSpec", "attn_implementations_of", "find_model",
-           "is_model_path", "model_names", "model_spec", "model_specs", "register_model", "runs_texts", "unregister_model"]
+           "is_model_path", "load_model", "model_names", "model_spec", "model_specs", "register_model", "runs_texts",
+           "unregister_model"]
 
 DEFAULT_MODEL = "tiny-rope"
 
@@ -134,6 +135,21 @@ def is_model_path(model) -> bool:
     """
     return isinstance(model, os.PathLike) or (isinstance(model, str) and find_model(model) is None
                                                 and (os.sep in model or Path(model).exists()))
+
+
+def load_model(model, dtype=None, device=None):
+    """``(model, tokenizer or None)`` for a registered name or a local Hugging Face model folder."""
+    spec = find_model(model)
+    if spec is not None:
+        return spec.load(dtype=dtype, device=device)
+    if not is_model_path(model):
+        model_spec(model)   # one line naming the registered models
+    import torch
+
+    from packing_core.models.pretrained import load_local_model
+
+    net, tokenizer = load_local_model(model, dtype=dtype or torch.float32)
+    return (net if device is None else net.to(device)), tokenizer
 
 
 def runs_texts(model) -> bool:

@@ -21,21 +21,16 @@ if TYPE_CHECKING:
         verify_runner,
     )
     from .loss_lesson import LossLesson
-    from .registry import (
-        MAX_TEXT_TOKENS,
-        MAX_TEXTS,
-        MIN_TEXTS,
-        PRETRAINED_MODELS,
+    from .run import (
+        attention_of,
         drift_path,
         drift_pretrained,
-        is_model_path,
         load_causal_lm,
-        read_texts_file,
-        tokenise_texts,
         verify_hf,
         verify_model,
         verify_pretrained,
     )
+    from .texts import MAX_TEXT_TOKENS, MAX_TEXTS, MIN_TEXTS, read_texts_file, tokenise_texts
     from .zoo import (
         BREAKS,
         PLANTED,
@@ -54,7 +49,6 @@ if TYPE_CHECKING:
         reference_links,
         reproduce_bug,
         shown_batch,
-        zoo_entry,
     )
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -9,7 +9,7 @@ import pytest
 import packing_core as pc
 from app_pages import _content, _lab
 from app_pages._content import PAGES
-from packing_core.cli import _parser
+from packing_core.cli import parser
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_FILES = sorted(p for p in (ROOT / "app_pages").glob("*.py") if not p.name.startswith("_"))
@@ -79,5 +79,5 @@ def test_page_speed_times_every_page_in_lesson_order():
 
 def test_the_default_context_has_one_home():
     assert _lab.SHARED.defaults["context"] == pc.DEFAULT_CONTEXT
-    assert _parser().parse_args(["report", "--lengths", "3"]).context == pc.DEFAULT_CONTEXT
+    assert parser().parse_args(["report", "--lengths", "3"]).context == pc.DEFAULT_CONTEXT
     assert pc.DEFAULT_CONTEXT in _lab.CONTEXTS
