@@ -88,7 +88,8 @@ class Registry(Generic[T]):
 class NamesView(Sequence[str]):
     """A live, read-only tuple of names: ``in``, ``len``, slicing, ``+`` and ``==`` act as on a tuple.
 
-    A copy or a pickle is a plain tuple, so caches and workers see a value, not a view.
+    A copy or a pickle is a plain tuple, so caches and workers see a value, not a view. Hand a widget
+    or pandas ``tuple(view)``: they take the names as they are now, not a view they do not know.
     """
 
     def __init__(self, read: Callable[[], tuple[str, ...]], doc: str = "") -> None:

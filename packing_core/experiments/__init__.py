@@ -20,7 +20,7 @@ if TYPE_CHECKING:
         run_benchmark,
         segments_breakdown,
     )
-    from .train import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS, TrainResult, train_demo
+    from .train import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS, TrainPair, TrainResult, train_demo
     from .warm import WarmStatus, smollm2_converted, train_pair, use_lab_threads, warm_status
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -22,9 +22,11 @@ if TYPE_CHECKING:
     )
     from .loss_lesson import LossLesson
     from .run import (
+        attention_arguments,
         attention_of,
         drift_path,
         drift_pretrained,
+        drift_verdict,
         load_causal_lm,
         verify_hf,
         verify_model,

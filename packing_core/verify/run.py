@@ -44,6 +44,16 @@ def attention_of(backend: str = "segments", attn_implementation: str | None = No
     return attn_implementation if attn_implementation is not None else backend
 
 
+def attention_arguments(name: str) -> dict[str, str]:
+    """A picker that offers both kinds of attention: ``{"backend": name}`` for the lab's own,
+    ``{"attn_implementation": name}`` for transformers' (the inverse of :func:`attention_of`).
+
+    >>> attention_arguments("segments"), attention_arguments("sdpa")
+    ({'backend': 'segments'}, {'attn_implementation': 'sdpa'})
+    """
+    return {"backend": name} if name in BACKENDS else {"attn_implementation": name}
+
+
 def verify_hf(model, documents, *, mask: str = "on", positions: str = "reset",
               attn: str = "packing_lab_segments", use_cache: bool = False,
               dtype: torch.dtype | None = None, tolerance: float | None = None,
@@ -106,7 +116,7 @@ def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset
         raise InputError(f"{name} is the lab's tiny model: it runs the lab's backends ({', '.join(BACKENDS)}), "
                          f"not transformers' {attn}")
     if spec is not None and spec.tokenizer and seed is not None:
-        raise InputError(f"seed draws the random documents of a model without a tokenizer; {name} runs real "
+        raise InputError(f"seed draws the tiny models' random documents; {name} runs real "
                          "texts: pass texts= or documents= instead")
     if texts is not None and documents is None:
         texts = check_texts(texts)
@@ -173,6 +183,25 @@ def drift_path(attention: str, mask: str, positions: str, use_cache: bool) -> st
 def backend_mask(backend: str, mask: str) -> str:
     """The mask a backend really applies: ``causal_only`` ignores document boundaries."""
     return "off" if backend == "causal_only" else mask
+
+
+def drift_verdict(words, logits_changed: bool) -> tuple[str, str]:
+    """What a continuation shows beside the logits' verdict: ``(severity, sentence)``, severity
+    ``"warning"`` (the words part), ``"success"`` (same words, same logits) or ``"info"``
+    (same words although the logits changed: greedy decoding hides a drift).
+
+    >>> from types import SimpleNamespace as W
+    >>> drift_verdict(W(same=False, first_difference=3, steps=20, document=1), True)
+    ('warning', 'The words part at generated token 3: on this path, packing changed how document 1 goes on.')
+    """
+    if not words.same:
+        return "warning", (f"The words part at generated token {words.first_difference}: on this path, packing "
+                           f"changed how document {words.document} goes on.")
+    if not logits_changed:
+        return "success", f"The same words: on this path document {words.document} computes as it would alone."
+    return "info", (f"The same {words.steps} words this time, although the verdict above found document "
+                    f"{words.document}'s logits changed: greedy decoding keeps only the top token, so a drift can "
+                    "hide in the words. The logits are the evidence.")
 
 
 def drift_pretrained(texts=None, *, mask: str = "off", positions: str = "reset", backend: str = "segments",

@@ -287,13 +287,13 @@ def test_explorer_reads_a_real_dataset_chosen_in_the_sidebar():
 
 
 # ---------------------------------------------------------------- leakage lab
-def _lab(mask="on", positions="reset", model="tiny-rope", backend="segments") -> AppTest:
+def _lab(mask="on", positions="reset", model="tiny-rope", attention="segments") -> AppTest:
     at = open_page("leakage_lab")
     at.checkbox(key="w_leakage_lab.skip").check()
     at.radio(key="w_leakage_lab.mask").set_value(mask)
     at.radio(key="w_leakage_lab.positions").set_value(positions)
     at.selectbox(key="w_leakage_lab.model").set_value(model)
-    at.selectbox(key="w_leakage_lab.backend").set_value(backend)
+    at.selectbox(key="w_leakage_lab.attention").set_value(attention)
     at.run()
     assert_clean(at)
     return at
@@ -380,7 +380,7 @@ def test_each_page_with_steps_draws_them_as_numbered_tabs_in_lesson_order(spec):
 @pytest.mark.parametrize("settings,equivalent", [
     (dict(), True),
     (dict(mask="off"), False),
-    (dict(backend="causal_only"), False),
+    (dict(attention="causal_only"), False),
     (dict(model="tiny-abs", positions="continuous"), False),
     (dict(model="tiny-rope", positions="continuous"), True),
 ])
@@ -438,7 +438,7 @@ def test_leakage_lab_sdpa_with_cache_scenario_leaks_on_smollm2():
     at.checkbox(key="w_leakage_lab.skip").check()
     at.selectbox(key="w_leakage_lab.scenario").set_value("sdpa with cache").run(timeout=600)
     assert_clean(at)
-    assert at.selectbox(key="w_leakage_lab.backend").value == "sdpa" and at.checkbox(key="w_leakage_lab.use_cache").value
+    assert at.selectbox(key="w_leakage_lab.attention").value == "sdpa" and at.checkbox(key="w_leakage_lab.use_cache").value
     assert _verdict(at).startswith("Verdict: NOT EQUIVALENT")
     at.checkbox(key="w_leakage_lab.use_cache").uncheck().run(timeout=600)   # the same call without the cache
     assert_clean(at)
