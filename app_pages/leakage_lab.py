@@ -276,7 +276,7 @@ with train_step:
                   delta=f"{100 * (off.drift_share - on.drift_share):+.0f} points", delta_color=DELTA_COLOURS["neutral"],
                   help=f"both models read the previous document here; over {off.drift_cases} documents that "
                        "follow one on another topic, how often the first guess comes from the old topic")
-        st.markdown(f"**What the numbers say.** {esc(pair.story())}")
+        st.markdown(f"**What the numbers say.** {pair.story()}")   # library text, no user input
         st.caption(f"Held-out loss packed as in training: mask on {on.packed_loss:.3f}, mask off {off.packed_loss:.3f}; "
                    f"with the previous document visible: mask on {on.visible_loss:.3f}, mask off {off.visible_loss:.3f}. "
                    f"{on.steps} steps each, {on.seconds + off.seconds:.1f} s for both runs.")

@@ -9,7 +9,7 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .batch import BatchCheck, batch_tensors, check_all_implementations, check_batch, check_hf_batch, kernel_mask
-    from .files import SAVE_HINT, load_batch_bytes, load_batch_file, save_batch_file
+    from .files import BATCH_FILE_TYPES, PICKLE_SUFFIXES, SAVE_HINT, load_batch_bytes, load_batch_file, save_batch_file
     from .rules import RULES, SEVERITIES, Finding, Rule
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

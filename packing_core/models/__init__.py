@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         unregister_model,
     )
     from .tiny import MODELS, TinyConfig, TinyTransformer, tiny_model
+    from .tokenizers import AUTO as AUTO_TOKENIZER
     from .tokenizers import (
         BUILTIN_TOKENIZERS,
         TOKENIZER_CHOICES,
