@@ -241,3 +241,21 @@ def test_nothing_reads_transformers_private_attributes():
 
 def test_the_library_never_imports_streamlit():
     assert [p for p in PACKAGE.rglob("*.py") if re.search(r"^\s*(import|from)\s+streamlit", p.read_text(), re.M)] == []
+
+
+SCRIPTS = sorted(p for p in ROOT.glob("benchmarks/*.py") if not p.name.startswith("_"))
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_every_benchmark_records_the_one_machine_shape_with_its_load_average(path):
+    """``experiments.machine_info`` (a ``Machine``: CPUs, versions, load before and after), never a dict of its own."""
+    text = path.read_text(encoding="utf-8")
+    assert "machine_info" in text or "run_benchmark" in text, f"{path.name} records no machine"
+    assert not re.findall(r"platform\.\w+\(|os\.getloadavg|sys\.path\.(insert|append)", text), path.name
+
+
+def test_the_server_start_and_the_run_finished_frame_have_one_home():
+    helpers = ("def start_streamlit(", "def run_finished(", "def free_port(", 'f"{url}/_stcore/health"')
+    files = [p for p in [*ROOT.glob("benchmarks/*.py"), *ROOT.glob("tests/**/*.py")] if p != Path(__file__)]
+    homes = {h: [str(p.relative_to(ROOT)) for p in files if h in p.read_text(encoding="utf-8")] for h in helpers}
+    assert homes == {h: ["benchmarks/_server.py"] for h in helpers}

@@ -48,6 +48,7 @@ class Machine:
     device_name: str
     load_before: tuple[float, float, float] | None
     load_after: tuple[float, float, float] | None = None
+    memory_gb: float | None = None    # physical memory, where the OS says
 
     def finished(self) -> Machine:
         """This machine with the load average read now, after the run."""
@@ -61,7 +62,9 @@ class Machine:
         if self.load_before:
             load = f"; load average {self.load_before[0]:.2f} before"
             load += f", {self.load_after[0]:.2f} after" if self.load_after else ""
-        return f"{self.processor}, {self.cpus} CPUs, Python {self.python}, numpy {self.numpy}{torch}{device}{load}"
+        memory = f" ({self.memory_gb:g} GB)" if self.memory_gb else ""
+        return (f"{self.processor}, {self.cpus} CPUs{memory}, Python {self.python}, numpy {self.numpy}{torch}{device}"
+                f"{load}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -82,7 +85,14 @@ def machine_info(device: str = "cpu") -> Machine:
                    python=platform.python_version(), numpy=np.__version__,
                    torch=None if torch is None else torch.__version__,
                    torch_threads=None if torch is None else torch.get_num_threads(),
-                   device=str(device), device_name=name, load_before=load_average())
+                   device=str(device), device_name=name, load_before=load_average(), memory_gb=_memory_gb())
+
+
+def _memory_gb() -> float | None:
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def busy_warning(machine: Machine) -> str | None:
