@@ -71,8 +71,7 @@ def run(args, out, err) -> int:
               else [check_hf_batch(batch, args.attn_implementation, compare=True, **options)])
     verdict = None
     if args.model is not None:
-        from packing_core.verify.batch_run import run_hf_batch
-        from packing_core.verify.run import load_causal_lm
+        from packing_core.verify import load_causal_lm, run_hf_batch
 
         model, _ = load_causal_lm(args.model)
         if not every:

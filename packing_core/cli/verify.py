@@ -40,8 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args, out, err) -> int:
     vet_model(args.model)
     from packing_core.attention import BACKENDS
-    from packing_core.verify.run import verify_model
-    from packing_core.verify.texts import read_texts_file
+    from packing_core.verify import read_texts_file, verify_model
 
     backend, implementation = args.backend, args.attn_implementation
     if backend not in BACKENDS:     # transformers' name after --backend: the old spelling

@@ -10,7 +10,7 @@ from packing_core._lazy import lazy_exports
 if TYPE_CHECKING:
     from packing_core._settings import cache_dir, model_dirs, models_dir
 
-    from .hf_attention import ATTN_IMPLEMENTATIONS, HF_IMPLEMENTATIONS, hf_runner, register_attention
+    from .hf_attention import ATTN_IMPLEMENTATIONS, HF_IMPLEMENTATIONS, hf_runner
     from .pretrained import load_local_model, load_pretrained, pretrained_status
     from .registry import (
         DEFAULT_MODEL,
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from .tiny import MODELS, TinyConfig, TinyTransformer, tiny_model
     from .tokenizers import AUTO as AUTO_TOKENIZER
     from .tokenizers import (
-        BUILTIN_TOKENIZERS,
         TOKENIZER_CHOICES,
         ByteLevelCounter,
         HFTokenizer,

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from .loss_lesson import LossLesson
     from .run import (
         attention_arguments,
-        attention_of,
         drift_path,
         drift_pretrained,
         drift_verdict,
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
         plant_bug,
         reference_links,
         reproduce_bug,
-        shown_batch,
     )
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)
