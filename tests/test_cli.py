@@ -210,7 +210,7 @@ def test_plain_report_and_report_file_write_one_table_with_the_same_columns(tmp_
 
     for text in (plain, from_file):                 # the same legend and one line per strategy in both
         assert "fewest rows: all placed tokens / context" in text
-        assert all(f"{name:<12} {STRATEGY_INFO[name]}" in text for name in STRATEGIES)
+        assert all(f"  {name}: {STRATEGY_INFO[name]}" in text for name in STRATEGIES)
 
 
 def test_verify_takes_the_labs_backends_and_transformers_attention_each_in_its_own_flag():

@@ -108,7 +108,7 @@ def test_the_strategy_recipe_reaches_every_command_page_and_the_advice(tmp_path)
             return out.getvalue()
 
         worked = "120,90,300,40,55,30,210,65"
-        assert f"{toy.name:<12} {toy.info}" in cli("report", "--lengths", worked)             # report's table
+        assert f"  {toy.name}: {toy.info}" in cli("report", "--lengths", worked)              # report's table
         rows = json.loads(cli("report", "--lengths", worked, "--format", "json"))["strategies"]
         assert rows[-1]["strategy"] == toy.name
         profile = pc.LengthProfile.from_counts({100: 30, 400: 10}).save(tmp_path / "p.json")

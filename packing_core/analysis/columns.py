@@ -17,8 +17,8 @@ rows/fewest: rows against that fewest number possible; attn block: attention cel
 that skips masked blocks (a padded row: width², pads computed; a packed row: Σ len² of its pieces);
 attn dense: attention cells with a materialised mask (width² per row)
 <BLANKLINE>
-pad          Pad every sample to the context: one sample per row.
-bfd          Best-fit decreasing: longest first, into the fullest row it still fits.
+  pad: Pad every sample to the context: one sample per row.
+  bfd: Best-fit decreasing: longest first, into the fullest row it still fits.
 """
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def format_strategy_table(rows: list[StrategyRow], plans: list[CountPlan] | None
     table = ["  ".join(v.ljust(w) if c.text in ("strategy", "basis") else v.rjust(w)
                        for c, v, w in zip(columns, line, widths)).rstrip() for line in cells]
     notes = sorted({f"sampled: {p.basis}; {p.note}" for _, p in pairs if p is not None and p.basis != "counts"})
-    described = [f"{r.strategy:<12} {STRATEGY_INFO.get(r.strategy, r.description)}" for r, _ in pairs]
+    described = [f"  {r.strategy}: {STRATEGY_INFO.get(r.strategy, r.description)}" for r, _ in pairs]
     return "\n".join([*table, "", LEGEND, *notes, "", *described])
 
 
