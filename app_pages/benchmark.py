@@ -140,7 +140,7 @@ else:
                                                              for b, r in result.backends.items()],
         "share of its bound": ["baseline"] + [f"{r.speedup / bounds[b]:.0%}" for b, r in result.backends.items()],
     }, hide_index=True)
-    st.caption(f"seconds: the best of {cfg['repeats']} interleaved rounds, beside the median and the worst; "
+    st.caption(f"seconds: the best of {cfg.repeats} interleaved rounds, beside the median and the worst; "
                "a wide spread means other work shared the machine.")
     flex = result.backends.get("flex")
     if flex is not None and flex.block_mask_seconds is not None:
