@@ -117,7 +117,8 @@ class NamesView(Sequence[str]):
     def __eq__(self, other) -> bool:
         return self._read() == tuple(other) if isinstance(other, (tuple, list, NamesView)) else NotImplemented
 
-    __hash__ = None     # a view changes with the registry: hash a tuple() of it
+    def __hash__(self) -> int:
+        raise TypeError("a registry view changes as strategies register: hash tuple(view) instead")
 
     def __reduce__(self):
         return tuple, (self._read(),)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from packing_core.analysis.tables import StrategyRow
 from packing_core.packing.from_counts import CountPlan
@@ -40,7 +41,7 @@ class Column:
 
     text: str | None
     title: str | None
-    value: Callable[[StrategyRow, CountPlan | None], object]
+    value: Callable[[StrategyRow, Any], Any]     # (row, its CountPlan or None)
     fmt: str = "{}"                 # the text table's format
     page_format: str | None = None  # the page's number format (Streamlit NumberColumn), None: shown as it is
     help: str = ""
@@ -118,7 +119,7 @@ def format_strategy_table(rows: list[StrategyRow], plans: list[CountPlan] | None
     """The text table of the CLI: one line per strategy, the legend, a profile's sampling notes, what each does."""
     columns = _columns(plans, "text")
     pairs = _pairs(rows, plans)
-    cells = [[c.text for c in columns]] + [[c.fmt.format(c.value(r, p)) for c in columns] for r, p in pairs]
+    cells = [[c.text or "" for c in columns]] + [[c.fmt.format(c.value(r, p)) for c in columns] for r, p in pairs]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     table = ["  ".join(v.ljust(w) if c.text in ("strategy", "basis") else v.rjust(w)
                        for c, v, w in zip(columns, line, widths)).rstrip() for line in cells]
@@ -131,10 +132,10 @@ def strategy_frame(rows: list[StrategyRow], plans: list[CountPlan] | None = None
     """The page's table as ``{title: values}``, in :data:`COLUMNS` order (utilisation in percent)."""
     pairs = _pairs(rows, plans)
     scale = {"utilisation %": 100.0}
-    return {c.title: [c.value(r, p) * scale[c.title] if c.title in scale else c.value(r, p) for r, p in pairs]
-            for c in _columns(plans, "title")}
+    return {c.title or "": [c.value(r, p) * scale.get(c.title or "", 1) if c.title in scale else c.value(r, p)
+                            for r, p in pairs] for c in _columns(plans, "title")}
 
 
 def column_help(plans=None) -> dict[str, tuple[str | None, str]]:
     """``{title: (page number format, help)}`` of the page's columns."""
-    return {c.title: (c.page_format, c.help) for c in _columns(plans, "title") if c.page_format or c.help}
+    return {c.title or "": (c.page_format, c.help) for c in _columns(plans, "title") if c.page_format or c.help}

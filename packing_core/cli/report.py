@@ -68,7 +68,7 @@ def _lengths_report(args, strategies, out) -> int:
         dump_json({"report_version": REPORT_VERSION, "context": args.context,
                    "profile": {"kind": "lengths", "documents": int(len(lengths)), "tokens": int(lengths.sum())},
                    "loss_share": 1.0, "headline": head and head.to_dict(),
-                   "strategies": [r.metrics.to_dict() for r in rows]}, out)
+                   "strategies": [r.metrics.to_dict() for r in rows if r.metrics is not None]}, out)
         return 0
     out.write(f"{len(lengths):,} documents, {int(lengths.sum()):,} tokens, context {args.context}\n")
     out.write(f"{head.sentence}\n\n" if head else "\n")

@@ -19,7 +19,11 @@ def run(args, out, err) -> int:
     from packing_core.experiments.warm import warm, warm_status
 
     hf_logging.disable_progress_bar()
-    steps = warm(progress=lambda line: (err.write(line + "\n"), err.flush()))
+    def progress(line: str) -> None:
+        err.write(line + "\n")
+        err.flush()
+
+    steps = warm(progress=progress)
     status = warm_status()
     if args.format == "json":
         dump_json({"steps": [s.to_dict() for s in steps], "status": status.to_dict()}, out)
