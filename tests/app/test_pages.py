@@ -83,3 +83,23 @@ def test_the_default_context_has_one_home():
     assert _lab.SHARED.defaults["context"] == pc.DEFAULT_CONTEXT
     assert parser().parse_args(["report", "--lengths", "3"]).context == pc.DEFAULT_CONTEXT
     assert pc.DEFAULT_CONTEXT in _lab.CONTEXTS
+
+
+# Sentences the library computes once (verdicts, notes, captions) and the CLI prints too: a page shows them
+# as they come (VerifyReport.verdict, drift_verdict, TrainPair.story, balance_rows(fit=True).note,
+# analysis.basis_note, describe_profile, profile_sample) and never writes them again itself.
+LIBRARY_WORDS = ("EQUIVALENT", "DIFFERENT", "cannot fill", "planned from the counts", "of the tokens are in the loss",
+                 "looks better in training", "The words part at generated token", "200_000", "messages\", \"prompt")
+
+
+@pytest.mark.parametrize("path", [*PAGE_FILES, ROOT / "app_pages" / "_lab.py", ROOT / "app_pages" / "_your_data.py"],
+                         ids=lambda p: p.name)
+def test_a_page_shows_the_librarys_sentences_and_never_composes_them(path):
+    text = path.read_text(encoding="utf-8")
+    assert [w for w in LIBRARY_WORDS if w in text] == []
+    assert "spec.tokenizer" not in text and "find_model(" not in text      # the library routes every model
+
+
+def test_the_leakage_lab_stays_thin():
+    lines = (ROOT / "app_pages" / "leakage_lab.py").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 290, f"{len(lines)} lines: move logic to the library, prose to _content"
