@@ -77,17 +77,17 @@ def row_documents(width: int, instruction: bool = False) -> RowDocuments:
 # name -> (what the learner reads, the settings it sets). The free grid stays under "Advanced".
 SCENARIOS = {
     "correct": ("Correct packing: mask on, positions reset",
-                dict(mask="on", positions="reset", model="tiny-rope", backend="segments", use_cache=False)),
+                dict(mask="on", positions="reset", model="tiny-rope", attention="segments", use_cache=False)),
     "mask off": ("The mask forgotten: one causal triangle over the whole row",
-                 dict(mask="off", positions="reset", model="tiny-rope", backend="segments", use_cache=False)),
+                 dict(mask="off", positions="reset", model="tiny-rope", attention="segments", use_cache=False)),
     "continuous, RoPE": ("Positions not reset, on a RoPE model (mask on)",
-                         dict(mask="on", positions="continuous", model="tiny-rope", backend="segments",
+                         dict(mask="on", positions="continuous", model="tiny-rope", attention="segments",
                               use_cache=False)),
     "continuous, absolute": ("Positions not reset, on learned absolute positions (mask on)",
-                             dict(mask="on", positions="continuous", model="tiny-abs", backend="segments",
+                             dict(mask="on", positions="continuous", model="tiny-abs", attention="segments",
                                   use_cache=False)),
     "sdpa with cache": ("transformers' own sdpa attention, use_cache left on (SmolLM2)",
-                        dict(mask="on", positions="reset", model=PRETRAINED, backend="sdpa", use_cache=True)),
+                        dict(mask="on", positions="reset", model=PRETRAINED, attention="sdpa", use_cache=True)),
 }
 FREE = "advanced"   # the scenario name that leaves every switch to the learner
 
@@ -255,3 +255,69 @@ GLOSSARY = {
                    "rows, as tensors.",
     "finding": "A named result of a check, such as positions_do_not_restart: the rule it breaks, and where.",
 }
+
+
+# ---------------------------------------------------------------- the Leakage lab's explanations
+# The mask, the positions and the cache, shown once the learner has predicted (its terms get a tooltip);
+# {first} is the first tiny document's length.
+LEAKAGE_WHY_TERMS = ('sdpa', 'KV cache')   # defined beside the text
+LEAKAGE_WHY = (
+    "**The mask.** With the mask off, document 1 reads document 0 and its logits move by whole "
+    "units. Document 0 still matches: causality already hides everything after it.\n\n"
+    "**The positions.** Continuous positions tell document 1 it starts where it happens to sit in the "
+    "row (position {first} for the tiny models) instead of at 0. "
+    "A model with learned absolute positions sees different inputs, so its logits change. "
+    "With plain RoPE and a correct mask they do not: RoPE makes attention depend only on the "
+    "distance between two tokens, and shifting every position of an isolated document by the same "
+    "amount keeps every distance. Scaled RoPE that is a fixed function of the config (linear, YaRN, "
+    "Llama 3) keeps that property. Dynamic NTK and LongRoPE do not: they choose their frequencies from the "
+    "largest position in the row once that passes the trained length. So the rule is "
+    "model-specific: keep the positions your model expects. One practical reason to reset them anyway: "
+    "transformers' padding-free path starts a document at every step that is not +1 (sdpa/eager) or every "
+    "return to the minimum position (FlashAttention, one flattened row), so there continuous positions "
+    "remove the mask as well.\n\n"
+    "**A wrong mask never errors.** Every setting above runs without a warning. In training the loss "
+    "still falls, and it can even look better when neighbouring documents are related (the experiment "
+    "below); run alone, as at inference, the model is worse. Tensor checks catch some forms of the bug (an "
+    "all-ones mask beside packed positions, cu_seqlens that mark whole rows). The one check that catches every "
+    "form is this one: packed against alone, with a tolerance fitted to the dtype (never bitwise equality).\n\n"
+    "**transformers' own attention and its cache.** With `sdpa` and no attention mask, "
+    "transformers builds the block-diagonal mask itself from the position ids. Its sdpa/eager/flex paths skip "
+    "that step when a KV cache is in use, and a model called with `use_cache` at its config default "
+    "builds one: document 1 then reads document 0 with no warning. Turn the cache off and the same call is "
+    "correct."
+)
+# A wrong mask never errors: the two training runs ({topics} topics of {tokens} tokens each).
+LEAKAGE_TRAIN = (
+    "Two training runs of the tiny model: same starting weights, same batches, same steps. "
+    "The only difference is the mask. The documents are synthetic: each is on one of "
+    "{topics} topics (its own {tokens} tokens) and starts with a BOS token. "
+    "You choose how often a document sits next to one "
+    "on the same topic. The model starts from random weights and is small, so both runs finish in "
+    "under a minute on a CPU. Then both models are judged the same way: each document alone, as at "
+    "inference, and each document with the previous one visible."
+)
+# Is reading across documents always a bug? The Leakage lab's third step.
+LEAKAGE_DEBATE = (
+    "Not always. Much pretraining concatenates documents with an end-of-text token between them and "
+    "uses the plain causal mask on purpose: GPT-3 did so and relied on the separator token to tell "
+    "the model that the context before it is unrelated ([Brown et al. 2020, appendix B]"
+    "(https://arxiv.org/abs/2005.14165)). nanoGPT's data preparation and transformers' `run_clm.py` "
+    "example both concatenate documents under the plain causal mask (nanoGPT with an end-of-text token; "
+    "run_clm with whatever special tokens the tokenizer adds, and no separator of its own), and "
+    "Megatron-LM's `--reset-attention-mask` and "
+    "`--reset-position-ids` are off unless you ask for them.\n\n"
+    "Where the mask matters most:\n"
+    "- **Long context.** Llama 3 masks across documents and reports that this had little effect in "
+    "standard pretraining but mattered in continued pretraining on very long sequences "
+    "([Llama 3 report, section 3.2](https://arxiv.org/abs/2407.21783)). The longer the row, the more "
+    "unrelated text a token can read.\n"
+    "- **Instruction data.** Each answer should depend on its own prompt only. Hugging Face notes that "
+    "packing without example boundaries gave cross-example attention that hurt quality and "
+    "convergence ([packing with FlashAttention 2](https://huggingface.co/blog/packing-with-FA2)), and "
+    "TRL's docs warn that packed sequences can influence one another.\n"
+    "- **Measured in pretraining too.** Zhao et al. find that masking within documents removes "
+    "distracting context and improves results ([arXiv 2402.13991](https://arxiv.org/abs/2402.13991)).\n\n"
+    "This lab's tiny experiment is the clean case: documents that are unrelated by construction, "
+    "judged alone. Decide for your data which case you are in, and measure it the same way."
+)

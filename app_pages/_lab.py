@@ -21,10 +21,17 @@ import streamlit as st
 import packing_core as pc
 from app_pages import _content
 from packing_core import InputError, make_plan
-from packing_core.analysis import length_histogram, length_stats
+from packing_core.analysis import (
+    KEY_TITLES,
+    column_help,
+    length_histogram,
+    length_stats,
+    profile_sample,
+    strategy_frame,
+)
 from packing_core.data import list_sources
 from packing_core.models import PRETRAINED
-from packing_core.packing import PACKING_STRATEGIES, STRATEGIES
+from packing_core.packing import STRATEGIES
 
 log = logging.getLogger("packing_lab")
 
@@ -258,10 +265,10 @@ def dataset_label(name: str) -> str:
 
 
 def dataset_kind(name: str) -> str:
-    """'instruction' or 'pretraining': how over-long documents should be handled."""
+    """The data's purpose, 'instruction' or 'pretraining': how over-long documents should be handled."""
     if name == UPLOAD:
         return st.session_state["upload"]["kind"]
-    return "instruction" if sources()[name].kind == "instruction" else "pretraining"
+    return "instruction" if sources()[name].kind == "instruction" else "pretraining"   # a built-in's purpose
 
 
 def current_lengths() -> tuple[str, np.ndarray]:
@@ -274,7 +281,7 @@ def current_lengths() -> tuple[str, np.ndarray]:
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def _upload_sample(digest: str, _profile) -> np.ndarray:
-    return _profile.sample(200_000, 0)
+    return profile_sample(_profile)
 
 
 def sidebar() -> None:
@@ -331,63 +338,14 @@ def length_summary(lengths: np.ndarray, context: int):
 
 
 def strategy_dataframe(rows, plans=None) -> None:
-    """The side-by-side table of every strategy; with a profile's ``plans``, also their basis and trained tokens."""
-    extra = {} if plans is None else {
-        "basis": ["all documents" if p.basis == "counts" else p.basis for p in plans],
-        "trained tokens per slot": [p.trained_per_slot for p in plans]}
-    df = pd.DataFrame({
-        "strategy": [r.strategy for r in rows],
-        "kind": ["packing" if r.strategy in PACKING_STRATEGIES else "padding" for r in rows],
-        "rows": [r.rows for r in rows],
-        "slots": [r.slots for r in rows],
-        "utilisation %": [100 * r.utilisation for r in rows],
-        "pads": [r.pad_tokens for r in rows],
-        "tokens lost": [r.tokens_lost for r in rows],
-        "docs split": [r.docs_split for r in rows],
-        "rows vs fewest possible": [r.rows_over_lower_bound for r in rows],
-        **extra,
-        "linear: slot ratio": [r.slot_ratio for r in rows],
-        "attention cost": [r.attention_cost for r in rows],
-        "attention FLOP ratio": [r.attention_ratio for r in rows],
-        "dense-mask FLOP ratio": [r.dense_mask_ratio for r in rows],
-        "what it does": [r.description for r in rows],
-    })
+    """The side-by-side table of every strategy (``analysis.strategy_frame``: the columns the CLI's table has);
+    with a profile's ``plans``, also their basis and trained tokens per slot."""
+    df = pd.DataFrame(strategy_frame(rows, plans))
     # A projector shows about 560 px of table beside the sidebar: the columns a class compares come
     # first, in a table that fits; every column waits in the expander below it.
-    key = ["strategy", "utilisation %", "rows", "tokens lost", "docs split"] + (
-        ["trained tokens per slot"] if plans is not None else ["pads"])
-    config = _strategy_columns()
+    key = [*KEY_TITLES, "trained tokens per slot" if plans is not None else "pads"]
+    config = {title: st.column_config.NumberColumn(format=fmt, help=help or None) if fmt
+              else st.column_config.Column(help=help) for title, (fmt, help) in column_help(plans).items()}
     st.dataframe(df[key], hide_index=True, width="stretch", column_config=config)
     with st.expander("Every column: slots, pads, costs and FLOP ratios"):
         st.dataframe(df, hide_index=True, width="stretch", column_config=config)
-
-
-def _strategy_columns() -> dict:
-    return {
-        "utilisation %": st.column_config.NumberColumn(format="%.1f %%"),
-        "linear: slot ratio": st.column_config.NumberColumn(
-            format="%.1fx", help="slots of padding to the context / these slots: what the linear layers save"),
-        "attention cost": st.column_config.NumberColumn(
-            format="%.3e", help="cells of full squares. Padding: rows x width², with a kernel that computes the "
-                                "pads. Packing: Σ len², paid by varlen fed cu_seqlens or one call per document; "
-                                "FlexAttention, which skips only whole masked tiles, pays somewhat more"),
-        "attention FLOP ratio": st.column_config.NumberColumn(
-            format="%.1fx", help="attention FLOPs of padding to the context, run by a kernel that computes the "
-                                 "pads (SDPA with is_causal or a dense mask) / this plan's with a kernel that "
-                                 "skips masked blocks. Against an unpadding kernel (FlashAttention given an "
-                                 "attention_mask) padding also pays only Σ len², and packing's saving is the "
-                                 "slot ratio. A FLOP count, not a measured speed-up"),
-        "dense-mask FLOP ratio": st.column_config.NumberColumn(
-            format="%.1fx", help="the same plan with a materialised block-diagonal mask: every cell of each "
-                                 "row is computed, so attention pays rows x width² (baseline: padded rows, "
-                                 "pads computed)"),
-        "rows vs fewest possible": st.column_config.NumberColumn(
-            format="%.2fx", help="rows / the fewest rows possible (all tokens / context, rounded up); bucketing "
-                                 "pads each document to its bucket, one document per row, so it has many short rows"),
-        "trained tokens per slot": st.column_config.NumberColumn(
-            format="%.3f", help="tokens in the loss / slots: what one slot of compute trains"),
-        "rows": st.column_config.NumberColumn(format="localized"),
-        "slots": st.column_config.NumberColumn(format="localized"),
-        "pads": st.column_config.NumberColumn(format="localized"),
-        "tokens lost": st.column_config.NumberColumn(format="localized"),
-    }

@@ -14,7 +14,15 @@ import streamlit as st
 
 import packing_core as pc
 from app_pages._lab import UPLOAD, esc, log, pretrained_status
-from packing_core.analysis import profile_headline, profile_histogram, profile_rows, profile_stats, profile_table
+from packing_core.analysis import (
+    describe_profile,
+    profile_headline,
+    profile_histogram,
+    profile_rows,
+    profile_stats,
+    profile_table,
+    purpose_of,
+)
 from packing_core.data import (
     INPUT_SUFFIXES,
     RECORD_KINDS,
@@ -23,17 +31,16 @@ from packing_core.data import (
     profile_from_upload,
     read_budget,
 )
-from packing_core.models import PRETRAINED, tokenizer_choices
+from packing_core.models import AUTO_TOKENIZER, PRETRAINED, tokenizer_choices
 
 DETECT = "detect"
 ANY_COLUMN = "(detected from the kind)"
-AUTO = "auto"    # load_tokenizer("auto"): SmolLM2's tokenizer when installed, else UTF-8 bytes
 
 
 def _tokenizers() -> list[str]:
     """auto first (chat data works as it comes), then bytes, SmolLM2 when installed, and the configured folders."""
     smol, _ = pretrained_status()
-    return [AUTO, "bytes"] + [t for t in tokenizer_choices() if t != "bytes" and (t != PRETRAINED or smol)]
+    return [AUTO_TOKENIZER, "bytes"] + [t for t in tokenizer_choices() if t != "bytes" and (t != PRETRAINED or smol)]
 
 
 def _auto_resolves_to() -> str:
@@ -56,31 +63,16 @@ def profile_summary(digest: str, _profile, context: int):
 
 @st.cache_data(show_spinner="Planning from the counts...", max_entries=16)
 def profile_plans(digest: str, _profile, context: int, overlong: str):
-    """(plans, strategy rows, headline, a seeded sample of the lengths) of the user's profile."""
+    """(plans, strategy rows, headline) of the user's profile."""
     plans = profile_table(_profile, context, overlong=overlong)
-    return plans, profile_rows(plans), profile_headline(_profile, plans), _profile.sample(200_000, 0)
+    return plans, profile_rows(plans), profile_headline(_profile, plans)
 
 
 @st.cache_data(show_spinner="Balancing the rows...", max_entries=16)
-def balance_of(key: str, _lengths, context: int, ranks: int, micro: int, sampled: bool):
-    """The balance report of the bfd rows of ``_lengths`` (keyed by ``key``), what they are, and a note."""
-    plan = pc.make_plan(_lengths, context, "bfd")
-    basis = f"a sample of {len(_lengths):,} documents" if sampled else f"all {len(_lengths):,} documents"
-    note = ""
-    if plan.n_rows < ranks * micro:   # too few rows to fill every micro-batch: as many as they fill, said so
-        fit_ranks = min(ranks, plan.n_rows)
-        fit_micro = max(1, min(micro, plan.n_rows // fit_ranks))
-        note = (f"The {plan.n_rows:,} bfd rows cannot fill {ranks} ranks x {micro} micro-batches: shown on "
-                f"{fit_ranks} x {fit_micro}.")
-        ranks, micro = fit_ranks, fit_micro
-    return pc.balance_rows(plan, ranks, micro), basis, note
-
-
-def _caption(profile, names: list[str]) -> str:
-    shown = names[0] if len(names) == 1 else f"{len(names)} files ({names[0]}, ...)"
-    tok = "no tokenizer (counted lengths)" if profile.tokenizer == "none" else f"tokenizer {profile.tokenizer}"
-    return (f"{shown}: {profile.kind} data, {tok}, {profile.documents:,} documents, {profile.tokens:,} tokens; "
-            f"{profile.loss_share:.1%} of the tokens are in the loss")
+def balance_of(key: str, _lengths, context: int, ranks: int, micro: int):
+    """The balance report of the bfd rows of ``_lengths`` (keyed by ``key``): too few rows are shown on
+    as many ranks as they fill, and the report says so (as ``python -m packing_core balance`` does)."""
+    return pc.balance_rows(pc.make_plan(_lengths, context, "bfd"), ranks, micro, fit=True)
 
 
 def _key() -> str:
@@ -113,7 +105,7 @@ def _use_upload() -> None:
         st.session_state["upload_error"] = "choose a file first"
         return
     files = tuple((u.name, u.getvalue()) for u in ups)
-    tokenizer = st.session_state.get("w_upload_tok", AUTO)
+    tokenizer = st.session_state.get("w_upload_tok", AUTO_TOKENIZER)
     kind = st.session_state.get("w_upload_kind", DETECT)
     column = st.session_state.get("w_upload_column", ANY_COLUMN)
     kind, column = (None if kind == DETECT else kind), (None if column in (None, ANY_COLUMN) else column)
@@ -132,10 +124,10 @@ def _use_upload() -> None:
         st.session_state["upload_error"] = (f"an unexpected {type(e).__name__} while reading {names[0]}; "
                                             "it was logged on the server")
         return
-    instruction = profile.kind in ("messages", "prompt-completion")
+    shown = names[0] if len(names) == 1 else f"{len(names)} files ({names[0]}, ...)"
     st.session_state["upload"] = {"name": names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more",
-                                  "profile": profile, "digest": digest, "caption": _caption(profile, names),
-                                  "kind": "instruction" if instruction else "pretraining"}
+                                  "profile": profile, "digest": digest, "caption": f"{shown}: {describe_profile(profile)}",
+                                  "kind": purpose_of(profile.kind)}
     st.session_state["dataset"] = UPLOAD
     # a new upload starts with its own "What is this data?" answer, not the previous file's
     st.session_state.pop(f"dataset_explorer.kind_{UPLOAD}", None)

@@ -113,17 +113,17 @@ if result is None:
     st.info("Press the button: it takes from seconds (32 documents) to minutes (2,048 on a CPU).")
 else:
     cfg, machine = result.config, result.machine
-    st.caption(f"{cfg['docs']} documents of {cfg['dataset']}, context {cfg['context']}, {cfg['heads']} heads x "
-               f"{cfg['head_dim']}, {cfg['dtype']}, on {machine['device']} ({machine['device_name']}, "
-               f"{machine['torch_threads']} threads), torch {machine['torch']}. Both layouts get q, k "
+    st.caption(f"{cfg.docs} documents of {cfg.dataset}, context {cfg.context}, {cfg.heads} heads x "
+               f"{cfg.head_dim}, {cfg.dtype}, on {machine.device} ({machine.device_name}, "
+               f"{machine.torch_threads} threads), torch {machine.torch}. Both layouts get q, k "
                "and v token-major, as a model's projection leaves them.")
     warning = busy_warning(machine)
     if warning:
         st.warning(warning)
-    load = machine.get("load_before"), machine.get("load_after")
+    load = machine.load_before, machine.load_after
     if all(load):
         st.caption(f"Load average (1 minute) {load[0][0]:.2f} before the run and {load[1][0]:.2f} after, on "
-                   f"{machine['cpu_count']} CPUs; the run's own threads count in the second.")
+                   f"{machine.cpus} CPUs; the run's own threads count in the second.")
     bounds = benchmark_bounds(result)
     if view == views[1]:
         figure(benchmark_figure(result, title="Attention throughput (higher is better)"), key=S.key("fig"))
@@ -140,7 +140,7 @@ else:
                                                              for b, r in result.backends.items()],
         "share of its bound": ["baseline"] + [f"{r.speedup / bounds[b]:.0%}" for b, r in result.backends.items()],
     }, hide_index=True)
-    st.caption(f"seconds: the best of {cfg['repeats']} interleaved rounds, beside the median and the worst; "
+    st.caption(f"seconds: the best of {cfg.repeats} interleaved rounds, beside the median and the worst; "
                "a wide spread means other work shared the machine.")
     flex = result.backends.get("flex")
     if flex is not None and flex.block_mask_seconds is not None:
@@ -173,21 +173,21 @@ if st.button("Break down the segments backend", key=S.key("breakdown_run")):
                 dataset=dataset)
 breakdown = st.session_state.get(S.key("breakdown"))
 if breakdown is not None:
-    stages = breakdown["stages"]
+    stages = breakdown.stages
     labels = {
         "kernel_cached": "kernel only, each document's inputs already in the core's cache",
         "kernel_cold": "kernel only, on the real packed q, k, v",
         "copy_out": "plus copying each output into the result",
         "backend": "the whole backend: plus a fresh result tensor",
     }
-    c = breakdown["config"]
-    st.caption(f"{c['docs']} documents of {c['dataset']}, {c['heads']} heads x {c['head_dim']}, "
-               f"float32 on CPU; padded takes {breakdown['padded_seconds']:.3f} s, FLOP ratio "
-               f"{breakdown['flop_ratio']:.1f}x.")
+    c = breakdown.config
+    st.caption(f"{c.docs} documents of {c.dataset}, {c.heads} heads x {c.head_dim}, "
+               f"float32 on CPU; padded takes {breakdown.padded_seconds:.3f} s, FLOP ratio "
+               f"{breakdown.flop_ratio:.1f}x.")
     st.dataframe({
         "stage": [labels[name] for name in stages],
-        "seconds": [round(r["seconds"], 4) for r in stages.values()],
-        "speed-up over padded": [round(r["speedup"], 2) for r in stages.values()],
-        "share of the FLOP ratio": [f"{r['of_flop_ratio']:.0%}" for r in stages.values()],
+        "seconds": [round(r.seconds, 4) for r in stages.values()],
+        "speed-up over padded": [round(r.speedup, 2) for r in stages.values()],
+        "share of the FLOP ratio": [f"{r.of_flop_ratio:.0%}" for r in stages.values()],
     }, hide_index=True)
     st.markdown(describe_breakdown(breakdown))

@@ -24,7 +24,7 @@ st.markdown(
 @st.cache_data(show_spinner="Reproducing the bug, broken and fixed (SmolLM2 entries take a few seconds)...",
                max_entries=32)
 def reproduce(name: str):
-    from packing_core import reproduce_bug
+    from packing_core.verify import reproduce_bug
     return reproduce_bug(name)
 
 

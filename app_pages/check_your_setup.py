@@ -5,7 +5,7 @@ import packing_core as pc
 from app_pages import _content
 from app_pages._lab import figure, guard, lesson, page_settings, steps
 from packing_core.attention import ATTENTION_READERS
-from packing_core.check import check_all_implementations, load_batch_bytes
+from packing_core.check import BATCH_FILE_TYPES, PICKLE_SUFFIXES, check_all_implementations, load_batch_bytes
 from packing_core.viz import hf_batch_figure
 
 S = page_settings("check_your_setup", attn="sdpa")
@@ -43,7 +43,8 @@ with trainer:
     attn = st.selectbox("Attention implementation that reads the batch", ATTENTION_READERS, **S.bind("attn"),
                         help="transformers' sdpa / eager / flex_attention / flash_attention_2/3, or the lab's own "
                              "backends: each reads different tensors of the same batch.")
-    up = st.file_uploader("Batch file", type=["safetensors", "npz", "json", "pt", "bin", "pkl"],
+    # the pickle suffixes too: such a file gets the library's one-line refusal, not a silent file-picker filter
+    up = st.file_uploader("Batch file", type=[*BATCH_FILE_TYPES, *(s.lstrip(".") for s in PICKLE_SUFFIXES)],
                           key=S.key("batch_file"))
     if up is not None:
         with guard(f"check {up.name}"):

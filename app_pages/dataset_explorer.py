@@ -31,11 +31,10 @@ from app_pages._your_data import (
     profile_summary,
     upload_form,
 )
-from packing_core.analysis import balance_verdict, headline, loss_masked, order_effects
+from packing_core.analysis import PURPOSES, balance_verdict, basis_note, headline, loss_masked, order_basis, order_effects
 from packing_core.packing import OVERLONG_POLICIES
 from packing_core.viz import balance_figure, length_histogram_figure, strategy_figure
 
-KINDS = ("pretraining", "instruction")
 S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4)
 
 st.title("Dataset explorer")
@@ -60,18 +59,16 @@ st.subheader(f"{esc(dataset_label(name))} at context {context}")
 o1, o2 = st.columns(2)
 overlong = o1.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
                     **S.bind("overlong"))
-kind = o2.radio("What is this data?", KINDS, horizontal=True, key=f"dataset_explorer.kind_{name}",
-                index=KINDS.index(dataset_kind(name)),
+kind = o2.radio("What is this data?", PURPOSES, horizontal=True, key=f"dataset_explorer.kind_{name}",
+                index=PURPOSES.index(dataset_kind(name)),
                 help="instruction data (prompt + answer) must not be split; plain text may be")
 with guard("compare the strategies"):
     if yours:
-        plans, rows, head, sample = profile_plans(upload["digest"], profile, context, overlong)
-        order_basis = next((p.basis for p in plans if p.basis != "counts"), "a seeded random order")
-        order_basis = order_basis if order_basis.startswith("all") else "a " + order_basis
+        plans, rows, head = profile_plans(upload["digest"], profile, context, overlong)
     else:
         rows = strategy_table(lengths, context, overlong=overlong)
-        plans, head, sample = None, headline(rows), lengths
-        order_basis = "the documents in the dataset's order"
+        plans, head = None, headline(rows)
+    sample = current_lengths()[1]      # your data: its one seeded sample (analysis.profile_sample)
     advice = recommendation(stats, rows, kind, sample)
 
 # The header above the steps stays short, so that their tabs start on a projector's first screen.
@@ -106,10 +103,8 @@ with strategies_step:
     figure(cached_figure(strategy_figure, rows), key=S.key("strategies"))
     strategy_dataframe(rows, plans)
     if yours:
-        st.caption("pad, bucket, concat-cut, ffd and bfd are planned from the counts of every document; next-fit and "
-                   "pad-longest on a seeded random order of a sample (their basis column says which).")
-
-    st.markdown("**Order effects.** " + esc(order_effects(rows, order_basis)))
+        st.caption(esc(basis_note()))
+    st.markdown("**Order effects.** " + esc(order_effects(rows, order_basis(plans))))
 
 with advice_step:
     st.subheader("What to choose, and why")
@@ -125,9 +120,11 @@ with balance_step:
     micro = b2.number_input("Micro-batches per rank", 1, 256, **S.bind("micro_batches"))
     with guard("balance the rows"):
         key = upload["digest"] if yours else name
-        report, basis, note = balance_of(key, sample, context, int(ranks), int(micro), yours and len(sample) < stats.count)
-    if note:
-        st.caption(esc(note))
+        report = balance_of(key, sample, context, int(ranks), int(micro))
+    basis = f"a sample of {len(sample):,} documents" if yours and len(sample) < stats.count else \
+        f"all {len(sample):,} documents"
+    if report.note:
+        st.caption(esc(report.note))
     figure(cached_figure(balance_figure, report, title=f"bfd rows of {basis}, {report.rows:,} rows over {report.ranks} ranks "
                              f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
     verdict = balance_verdict(report)

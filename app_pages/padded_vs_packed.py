@@ -63,7 +63,7 @@ with rows_step:
         st.text_area("Document lengths (tokens), separated by commas or spaces", height=90,
                      **S.bind("lengths"))
     with right:
-        strategy = st.selectbox("Strategy", STRATEGIES, **S.bind("strategy"))
+        strategy = st.selectbox("Strategy", tuple(STRATEGIES), **S.bind("strategy"))   # the registry now
         st.caption(STRATEGY_INFO[strategy])
         overlong = st.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
                             **S.bind("overlong"))

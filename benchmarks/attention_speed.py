@@ -52,7 +52,7 @@ def main(argv=None) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        print(json.dumps(result, indent=2) if args.json else format_breakdown(result))
+        print(json.dumps(result.to_dict(), indent=2) if args.json else format_breakdown(result))
         return 0
     try:
         backends = args.backends

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from packing_core.experiments import machine_info  # noqa: E402
 
 TIMEOUT_S = 300
 GOALS = {"train": 15.0, "drift": 10.0, "reveal": 5.0, "other": 2.0}
@@ -138,19 +139,14 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.threads is not None:
         os.environ["PACKING_LAB_TORCH_THREADS"] = str(args.threads)
-    load = os.getloadavg()
+    machine = machine_info()
     clicks_ = measure(args.repeats)
-    import torch
-
-    result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "processor": platform.processor() or platform.machine(),
-                          "load_average_before": load[0], "load_average_after": os.getloadavg()[0]},
-              "torch_threads": torch.get_num_threads(), "clicks": clicks_,
+    result = {"machine": machine.finished().to_dict(), "clicks": clicks_,
               "all_pass": all(v["goal_pass"] for v in clicks_.values())}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"torch threads {result['torch_threads']}, load average {load[0]:.1f} -> {os.getloadavg()[0]:.1f}")
+        print(machine.finished().line())
         for name, v in clicks_.items():
             print(f"{name:<42} {v['seconds']:>7.2f} s  goal <= {v['goal_seconds']:.0f} s  "
                   f"{'PASS' if v['goal_pass'] else 'FAIL'}")

@@ -48,29 +48,24 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import re
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
+from _server import CHROMIUM, chromium_path, run_finished, start_streamlit  # benchmarks/_server.py, beside this script
 from _st_client import ProtocolError, ProtocolSession  # benchmarks/_st_client.py, beside this script
 
+from packing_core.experiments import load_average, machine_info
 from packing_core.models import DEFAULT_MODEL, PRETRAINED, model_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CHROMIUM = os.environ.get("PACKING_LAB_CHROMIUM", "/usr/bin/chromium")
-if not Path(CHROMIUM).is_file():
-    CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or CHROMIUM
+CHROMIUM = chromium_path() or CHROMIUM
 GOAL_GROWTH_MB = 1536
 GOAL_CLASS_RSS_MB = 2048     # --class: the whole server, peak
 GOAL_CLASS_P95 = 3.0         # --class: p95 click latency of the class over a lone user's
@@ -83,40 +78,7 @@ DATASETS = ("support-tickets", "bimodal")
 LOAD_BAR = re.compile(r"Loading weights:\s+0%")
 
 
-def run_finished(payload) -> bool:
-    """Is this websocket frame the server's "script finished" message (a full or fragment run)?"""
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-    if not isinstance(payload, (bytes, bytearray)):
-        return False
-    msg = ForwardMsg.FromString(payload)
-    return msg.WhichOneof("type") == "script_finished" and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN
-
-
 # ---------------------------------------------------------------- server and memory
-def start_server(log_path: Path, timeout_s: float = 90) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
-             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError(f"streamlit did not become healthy:\n{log_path.read_text(errors='replace')[-2000:]}")
-
-
 def tree_rss(pid: int) -> int:
     """Resident memory of a process and all its children, in bytes."""
     proc = psutil.Process(pid)
@@ -430,6 +392,7 @@ def run(url: str, pid: int, log_path: Path | None, users: int, model: str, round
     The first round meets a cold server (imports, model load, empty caches); a second round
     of new sessions shows the steady state.
     """
+    machine = machine_info()
     documents = expected_documents()
     log_start = log_path.stat().st_size if log_path else 0
     rss_before, cpu_before = tree_rss(pid), tree_cpu_seconds(pid)
@@ -464,8 +427,7 @@ def run(url: str, pid: int, log_path: Path | None, users: int, model: str, round
         "model_loads": loads, "server_tracebacks": new_log.count("Traceback"),
         "users_ok": sum(r["ok"] for r in results),
         "goal_growth_mb": GOAL_GROWTH_MB, "goal_model_loads": 1,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)},
+        "machine": machine.finished().to_dict(),
         "per_user": results,
     }
     summary["warm_rounds"] = [{
@@ -628,7 +590,8 @@ def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str,
     log_start = log_path.stat().st_size if log_path else 0
     sampler = PeakRss(pid)
     sampler.start()
-    load = [os.getloadavg()[0]]
+    machine = machine_info()
+    load = [load_average()]
     clients = ["protocol"] + (["browser"] if browsers else [])
     try:
         cold, cold_wall = asyncio.run(students(url, [(i, "protocol") for i in range(4)], model, one_by_one=True))
@@ -637,7 +600,7 @@ def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str,
         if browsers:   # the browsers always in their own process, alone as in the class
             lone_runs["browser"] = browsers_apart(url, [(i, "browser") for i in range(lone)], model, think, seed,
                                                   one_by_one=True).result()[0]
-        load.append(os.getloadavg()[0])
+        load.append(load_average())
         cpu_before = tree_cpu_seconds(pid)
         in_chromium = browsers_apart(url, [(i, "browser") for i in range(browsers)], model, think, seed) \
             if browsers else None
@@ -646,7 +609,7 @@ def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str,
             seen, browser_wall = in_chromium.result()
             crowd, wall = seen + crowd, max(wall, browser_wall)
         server_cpu = tree_cpu_seconds(pid) - cpu_before
-        load.append(os.getloadavg()[0])
+        load.append(load_average())
     finally:
         peak = sampler.stop()
     new_log = ""
@@ -677,8 +640,7 @@ def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str,
         "server_rss_peak_mb": round(peak / 2**20), "model_loads": loads,
         "server_tracebacks": new_log.count("Traceback"), "load_average": load,
         "goal_p95_ratio": GOAL_CLASS_P95, "goal_rss_mb": GOAL_CLASS_RSS_MB,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)},
+        "machine": machine.finished().to_dict(),
         "problems": [f"user {r['user']} ({r['client']}): {p}" for r in everyone for p in r["problems"]],
         "per_user": crowd,
     }
@@ -695,7 +657,7 @@ def _class_table(s: dict) -> str:
     lines = [f"a class of {s['users']} on model {s['model']} ({s['browsers']} in Chromium, {s['protocol_clients']} "
              f"protocol clients; think time {s['think_seconds'][0]}-{s['think_seconds'][1]} s, seed {s['seed']}): "
              f"{s['users_ok']}/{s['users']} sessions complete, wall {s['wall_seconds']} s",
-             f"load average       {' -> '.join(f'{x:.1f}' for x in s['load_average'])} (start, after the lone runs, "
+             f"load average       {' -> '.join(f'{x[0]:.1f}' for x in s['load_average'] if x)} (start, after the lone runs, "
              "after the class)"]
     for client, f in s["clients"].items():
         if "p95_ratio" not in f:
@@ -789,19 +751,15 @@ def main(argv=None) -> int:
     else:
         log = ROOT / "artifacts" / "concurrent-users-server.log"
         log.parent.mkdir(exist_ok=True)
-        proc, url = start_server(log)
-        pid = proc.pid
+        server = start_streamlit(log)
+        proc, url, pid = server, server.url, server.pid
     try:
         summary = (class_run(url, pid, log, args.users, model, args.browsers, think, args.seed, args.lone)
                    if args.class_ else
                    run(url, pid, log, args.users, model, args.rounds, bomb=args.bomb))
     finally:
         if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            proc.stop()
     print(json.dumps(summary, indent=2) if args.json else (_class_table if args.class_ else _table)(summary))
     return 0 if summary["goals_met"] else 1
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
-import platform
 import sys
 import tempfile
 from pathlib import Path
 
 import packing_core as pc
 from packing_core.data import read_budget
+from packing_core.experiments import Machine, machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,6 +34,7 @@ def catalogue():
 
 
 def measure(only: str | None, timeout: float) -> dict:
+    machine = machine_info()
     fuzz = catalogue()
     cases = [c for c in fuzz.CLI_CASES if only in (None, c.cls, c.id)]
     results = []
@@ -48,7 +48,7 @@ def measure(only: str | None, timeout: float) -> dict:
             results.append({"case": case.id, "class": case.cls, "exit": r.rc, "peak_mib": round(r.peak_mib, 1),
                             "seconds": round(r.seconds, 2), "within_limit": r.peak_mib <= fuzz.CLI_MEMORY_LIMIT_MIB,
                             "error": line[:160]})
-    return {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+    return {"machine": machine.finished().to_dict(),
             "limit_mib": fuzz.CLI_MEMORY_LIMIT_MIB, "bounds": pc.LIMITS, "budget": read_budget().to_dict(),
             "cases": results}
 
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    print(f"{out['machine']}; limit {out['limit_mib']} MiB per CLI run")
+    print(f"{Machine.from_dict(out['machine']).line()}; limit {out['limit_mib']} MiB per CLI run")
     print(f"{'class':<11} {'case':<38} {'exit':>4} {'peak MiB':>9} {'s':>6}")
     for r in out["cases"]:
         flag = "" if r["within_limit"] else "  OVER"

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 import tracemalloc
@@ -25,6 +23,7 @@ import numpy as np
 
 from packing_core import STRATEGIES, LengthProfile, make_plan, plan_from_counts
 from packing_core.data import synthetic_lengths
+from packing_core.experiments import Machine, machine_info
 
 
 def _best_time(fn, repeats: int) -> float:
@@ -66,14 +65,12 @@ def from_counts(tickets: np.ndarray, context: int, distinct: int, repeats: int) 
 
 
 def run(big: int, repeats: int, context: int, strategies, distinct: int = 100_000) -> dict:
+    machine = machine_info()
     tickets = synthetic_lengths("support-tickets")
     bfd = make_plan(tickets, context, "bfd").metrics()
     t_bfd = _best_time(lambda: make_plan(tickets, context, "bfd").metrics(), repeats)
     results = {
-        "machine": {
-            "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(), "numpy": np.__version__,
-        },
+        "machine": None,      # filled at the end, with the load average after
         "support_tickets": {
             "documents": len(tickets), "context": context, "strategy": "bfd",
             "seconds": t_bfd, "rows": bfd.rows, "lower_bound_rows": bfd.lower_bound_rows,
@@ -97,6 +94,7 @@ def run(big: int, repeats: int, context: int, strategies, distinct: int = 100_00
             "peak_bytes": peak, "bytes_per_document": peak / big,
             "goal_seconds": 3.0, "pass": secs <= 3.0,
         })
+    results["machine"] = machine.finished().to_dict()
     return results
 
 
@@ -115,7 +113,7 @@ def main(argv=None) -> int:
         print(json.dumps(r, indent=2))
         return 0
     st = r["support_tickets"]
-    print(f"machine: {r['machine']}")
+    print(f"machine: {Machine.from_dict(r['machine']).line()}")
     print(f"bfd, {st['documents']:,} support tickets, context {st['context']}: "
           f"{st['seconds'] * 1000:.1f} ms, {st['rows']:,} rows vs lower bound {st['lower_bound_rows']:,} "
           f"({st['rows_over_lower_bound']:.5f}x)  goal <= 50 ms and <= 1.001x: {'PASS' if st['pass'] else 'FAIL'}")

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 import packing_core as pc
 from packing_core.data import load_documents
+from packing_core.experiments import machine_info
 from packing_core.models import PRETRAINED, ByteLevelCounter
 
 BLOCK = 1_000_000     # documents per block of shards; larger sets link the same block again
@@ -190,7 +191,8 @@ def main(argv=None) -> int:
         return 0
     if args.memory_only:   # the 1e9 bfd still needs a real fortunes profile: count it with bytes, fast
         args.tokenizer, args.skip_datasets = "bytes", True
-    result: dict = {"docs": args.docs, "workers": args.workers, "tokenizer": args.tokenizer, "cpus": os.cpu_count(),
+    machine = machine_info()
+    result: dict = {"docs": args.docs, "workers": args.workers, "tokenizer": args.tokenizer,
                     "memory_tokenizer": args.memory_tokenizer}
     with tempfile.TemporaryDirectory() as tmp:
         folder = corpus(Path(tmp), args.docs, args.shards)
@@ -220,6 +222,7 @@ def main(argv=None) -> int:
                                   "--tokenizer", args.memory_tokenizer], capture_output=True, text=True, check=True)
         result["memory"].append(json.loads(run.stdout.strip().splitlines()[-1]))
     result["bfd_1e9"] = bfd_billion(profile, 512)
+    result["machine"] = machine.finished().to_dict()
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -246,6 +249,7 @@ def main(argv=None) -> int:
             print(f"peak RSS at {m['documents']:,} documents ({args.memory_tokenizer} tokenizer): scan process "
                   f"{m['peak_rss_scan_process_mb']} MB, largest worker {m['peak_rss_largest_worker_mb']} MB, "
                   f"all together {m['peak_rss_all_processes_mb']} MB ({m['seconds']} s)")
+        print(machine.finished().line())
         b = result["bfd_1e9"]
         print(f"bfd from counts, {b['documents']:,} documents at context {b['context']}: {b['seconds']} s, "
               f"{b['rows']:,} rows, utilisation {b['utilisation']}, {b['rows_over_lower_bound']}x the lower bound")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
@@ -22,6 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from packing_core.experiments import machine_info
 from packing_core.models import load_pretrained
 from packing_core.verify import drift_pretrained, verify_pretrained
 
@@ -48,6 +48,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    machine = machine_info()
     pre = load_pretrained()
     verify_pretrained(mask="off", texts=TEXTS, pretrained=pre)            # warm-up
     verify_s = best(lambda: verify_pretrained(mask="off", texts=TEXTS, pretrained=pre), args.repeats)
@@ -62,8 +63,7 @@ def main(argv=None) -> int:
 
     zoo_page()                                                                  # warm-up
     zoo_s = best(zoo_page, args.repeats)
-    result = {"machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                          "python": platform.python_version(), "processor": platform.processor() or platform.machine()},
+    result = {"machine": machine.finished().to_dict(),
               "verify_seconds": verify_s, "drift_seconds": drift_s,
               "verify_and_drift_seconds": verify_s + drift_s, "zoo_page_seconds": zoo_s,
               "goals": GOALS, "verify_and_drift_pass": verify_s + drift_s <= GOALS["verify_and_drift"],

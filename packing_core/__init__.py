@@ -1,6 +1,6 @@
 """Packing Lab's library: understand, measure and check sequence packing.
 
-The short public API is this module's ``__all__``, about thirty names along the data flow; each
+The short public API is this module's ``__all__``, 26 names along the data flow; each
 subpackage has its own curated ``__all__`` (``from packing_core.viz import plan_strip``). Pages,
 benchmarks and scripts import only these packages, never a module file. Names load on first
 use, so ``from packing_core import make_plan`` costs numpy alone, and torch or transformers load
@@ -21,13 +21,10 @@ from packing_core._lazy import lazy_exports
 if TYPE_CHECKING:
     from ._validate import DEFAULT_CONTEXT, LIMITS, InputError
     from .analysis.tables import recommend, strategy_table
-    from .attention.backends import attend
-    from .attention.semantics import effective_attention
-    from .batch.packed import PackedBatch, segment_layout
+    from .batch.packed import PackedBatch
     from .check.batch import check_batch, check_hf_batch
     from .check.files import load_batch_file
     from .data.builtin import load_lengths
-    from .data.intake import profile_from_inputs
     from .data.profile import LengthProfile
     from .data.scan import scan
     from .experiments.warm import warm
@@ -37,25 +34,36 @@ if TYPE_CHECKING:
     from .models.tokenizers import load_tokenizer
     from .packing.balance import balance_rows
     from .packing.from_counts import plan_from_counts
-    from .packing.plan import Plan, PlanMetrics, cu_seqlens_from_lengths
+    from .packing.plan import Plan
     from .packing.registry import STRATEGIES
-    from .packing.strategies import compare, make_plan
-    from .verify.equivalence import VerifyReport, verify_runner
+    from .packing.strategies import make_plan
+    from .verify.equivalence import VerifyReport
     from .verify.loss_lesson import loss_lesson
-    from .verify.registry import verify_model
-    from .verify.zoo import ZOO, reproduce_bug
+    from .verify.run import verify_model
+    from .verify.zoo import ZOO
 
 __all__, _getattr, _dir = lazy_exports(__name__, __file__)
 # the subpackages, each with its own curated ``__all__``: ``from packing_core.viz import plan_strip``
-SUBPACKAGES = ("analysis", "attention", "batch", "check", "data", "experiments", "integrations", "models",
+SUBPACKAGES = ("analysis", "attention", "batch", "check", "cli", "data", "experiments", "integrations", "models",
                "packing", "verify", "viz")
+# Names that left the top level for their subpackage: still importable from here for one release, with a warning.
+MOVED = {"attend": "attention", "effective_attention": "attention", "segment_layout": "batch",
+         "profile_from_inputs": "data", "PlanMetrics": "packing", "compare": "packing",
+         "cu_seqlens_from_lengths": "packing", "reproduce_bug": "verify",
+         "verify_runner": "verify"}
 
 
 def __getattr__(name: str):
-    if name in SUBPACKAGES:
-        import importlib
+    import importlib
 
+    if name in SUBPACKAGES:
         return importlib.import_module(f"packing_core.{name}")
+    if name in MOVED:
+        import warnings
+
+        warnings.warn(f"packing_core.{name} moved to packing_core.{MOVED[name]}: import it from there (the top-level "
+                      "name goes in the next release)", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(f"packing_core.{MOVED[name]}"), name)
     return _getattr(name)
 
 

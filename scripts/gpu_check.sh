@@ -86,7 +86,7 @@ echo "== the verifier on SmolLM2, bfloat16"
 import json, sys, time
 import torch
 from packing_core.models import pretrained_status
-from packing_core.verify import verify_pretrained
+from packing_core.verify import attention_arguments, verify_pretrained
 device, path = sys.argv[1], sys.argv[2]
 rows = []
 ok, why = pretrained_status()
@@ -102,7 +102,7 @@ else:
     for attn, mask in paths:
         start = time.perf_counter()
         try:
-            r = verify_pretrained(mask=mask, backend=attn, pretrained=pretrained, use_cache=False)
+            r = verify_pretrained(mask=mask, pretrained=pretrained, use_cache=False, **attention_arguments(attn))
             rows.append({"attn": attn, "mask": mask, "status": "ran", "equivalent": bool(r.equivalent),
                          "max_abs_diff": max(float(d.max_abs_diff) for d in r.documents),
                          "seconds": round(time.perf_counter() - start, 1)})

@@ -11,7 +11,7 @@ import packing_core
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "packing_core"
 # DESIGN.md's data flow, left to right; a module may import only from its own layer or those before it.
-LAYERS = ["_lazy", "_validate", "_settings", "data", "packing", "batch", "attention", "check", "models", "verify",
+LAYERS = ["_lazy", "_validate", "_registry", "_settings", "data", "packing", "batch", "attention", "check", "models", "verify",
           "integrations", "analysis", "experiments", "viz", "cli"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 RANK["experiments"] = RANK["analysis"]   # side by side: neither imports the other
@@ -131,8 +131,35 @@ SUBPACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").ex
 
 
 def test_the_top_level_is_short():
-    assert len(packing_core.__all__) <= 40, f"{len(packing_core.__all__)} top-level names: move some to a subpackage"
+    # DESIGN: about 25 names along the data flow; the rest live in their subpackage's list
+    assert len(packing_core.__all__) <= 26, f"{len(packing_core.__all__)} top-level names: move some to a subpackage"
     assert set(packing_core.SUBPACKAGES) == set(SUBPACKAGES)
+
+
+def test_a_name_moved_off_the_top_level_still_imports_for_one_release_with_a_warning():
+    for name, sub in packing_core.MOVED.items():
+        assert name not in packing_core.__all__ and name in importlib.import_module(f"packing_core.{sub}").__all__
+        with pytest.warns(DeprecationWarning, match=f"packing_core.{name} moved to packing_core.{sub}"):
+            moved = getattr(packing_core, name)
+        assert moved is getattr(importlib.import_module(f"packing_core.{sub}"), name)
+
+
+MAX_MODULE_LINES = 400
+# Modules being split in parallel work, over the limit until it lands: the list may only shrink.
+OVER_THE_LIMIT_FOR_NOW = {"packing_core/data/profile.py"}
+
+
+def test_every_library_module_is_at_most_400_lines():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.rglob("*.py")}
+    over = {p: n for p, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert set(over) <= OVER_THE_LIMIT_FOR_NOW, f"split along the data flow: {over}"
+    assert OVER_THE_LIMIT_FOR_NOW <= set(over), f"back under the limit: drop from the list {OVER_THE_LIMIT_FOR_NOW - set(over)}"
+
+
+def test_a_file_named_registry_registers_something():
+    for path in PACKAGE.rglob("registry.py"):
+        defined = {n.name for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.FunctionDef)}
+        assert any(n.startswith("register") for n in defined), f"{path.relative_to(ROOT)} registers nothing: rename it"
 
 
 @pytest.mark.parametrize("package", ["", *SUBPACKAGES])
@@ -250,7 +277,19 @@ def test_renamed_public_names_still_resolve_with_a_deprecation_warning():
     assert "PromptBlindBatch" not in verify.__all__
 
 
-@pytest.mark.parametrize("module", sorted(p for sub in ("attention", "batch", "check")
-                                          for p in (PACKAGE / sub).glob("*.py")), ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_attention_batch_and_check_modules_stay_under_400_lines(module):
-    assert len(module.read_text(encoding="utf-8").splitlines()) <= 400
+SCRIPTS = sorted(p for p in ROOT.glob("benchmarks/*.py") if not p.name.startswith("_"))
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_every_benchmark_records_the_one_machine_shape_with_its_load_average(path):
+    """``experiments.machine_info`` (a ``Machine``: CPUs, versions, load before and after), never a dict of its own."""
+    text = path.read_text(encoding="utf-8")
+    assert "machine_info" in text or "run_benchmark" in text, f"{path.name} records no machine"
+    assert not re.findall(r"platform\.\w+\(|os\.getloadavg|sys\.path\.(insert|append)", text), path.name
+
+
+def test_the_server_start_and_the_run_finished_frame_have_one_home():
+    helpers = ("def start_streamlit(", "def run_finished(", "def free_port(", 'f"{url}/_stcore/health"')
+    files = [p for p in [*ROOT.glob("benchmarks/*.py"), *ROOT.glob("tests/**/*.py")] if p != Path(__file__)]
+    homes = {h: [str(p.relative_to(ROOT)) for p in files if h in p.read_text(encoding="utf-8")] for h in helpers}
+    assert homes == {h: ["benchmarks/_server.py"] for h in helpers}

@@ -29,7 +29,7 @@ def test_report_json_has_one_object_per_strategy_with_the_worked_example_numbers
     report = json.loads(r.stdout)
     assert report["report_version"] == 1
     rows = {x["strategy"]: x for x in report["strategies"]}
-    assert list(rows) == list(STRATEGIES)
+    assert list(rows) == list(STRATEGIES)          # every registered strategy, in the registry's order
     required = {"strategy", "rows", "slots", "real_tokens", "pad_tokens", "utilisation", "tokens_lost",
                 "docs_split", "attention_cost_padded", "attention_cost_packed", "lower_bound_rows"}
     assert required <= set(rows["pad"])
@@ -96,7 +96,7 @@ def test_verify_with_the_mask_on_exits_0_and_reports_every_document_the_same():
 def test_verify_with_the_mask_off_exits_1_and_names_the_later_documents():
     r = run("verify", "--model", "tiny-abs", "--mask", "off")
     assert r.returncode == 1, r.stderr
-    assert "NOT EQUIVALENT" in r.stdout and "document(s) 1, 2" in r.stdout
+    assert "NOT EQUIVALENT" in r.stdout and "Document(s) 1, 2" in r.stdout
 
 
 def test_verify_continuous_positions_break_absolute_embeddings_but_not_rope():
@@ -136,3 +136,94 @@ def test_a_reader_that_goes_away_is_not_reported_as_an_error():
     err = io.StringIO()
     assert main(["report", "--lengths", "120,90,300"], out=ClosedPipe(), err=err) == 141   # 128 + SIGPIPE
     assert "error" not in err.getvalue()
+
+
+def call(*argv) -> tuple[int, str, str]:
+    """The CLI in this process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
+
+
+def test_the_package_docstring_names_every_command_and_each_has_its_module():
+    import packing_core.cli as cli
+    from packing_core.cli import COMMANDS, parser
+
+    folder = ROOT / "packing_core" / "cli"
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "common", "dispatch"}
+    assert [c.NAME for c in COMMANDS][:2] == ["report", "balance"] and {c.NAME for c in COMMANDS} == modules
+    for c in COMMANDS:
+        assert f"    {c.NAME} " in cli.__doc__ and f"{c.NAME}.py" in cli.__doc__, c.NAME     # the table lists it
+        assert c.__name__ == f"packing_core.cli.{c.NAME}" and c.HELP and callable(c.run)
+        assert parser(c.NAME).parse_args([c.NAME, *{"scan": ["x", "--out", "y"], "check": ["b.json"],
+                                                    "balance": ["--ranks", "2"]}.get(c.NAME, [])]).command == c.NAME
+
+
+def test_balance_is_a_command_and_report_ranks_still_runs_it_with_one_deprecation_line():
+    args = ("--synthetic", "long-tailed", "--context", "2048", "--strategy", "next-fit", "--ranks", "4",
+            "--micro-batches", "2")
+    code, new, err = call("balance", *args)
+    assert code == 0 and err == "" and "over 4 ranks x 2 micro-batches" in new
+    code, old, err = call("report", *args)
+    assert code == 0 and old == new
+    assert err.count("\n") == 1 and err.startswith("warning: `report --ranks` is deprecated") and "balance" in err
+
+
+def test_too_few_rows_get_one_answer_in_the_cli_and_the_library_fitted_and_said_so():
+    from packing_core.packing import balance_rows
+    from packing_core.packing.strategies import make_plan
+
+    report = balance_rows(make_plan([100, 200, 300], 512, "bfd"), 8, 4, fit=True)
+    code, out, _ = call("balance", "--lengths", "100,200,300", "--ranks", "8", "--micro-batches", "4", "--format", "json")
+    got = json.loads(out)
+    assert code == 0 and (got["ranks"], got["micro_batches"], got["note"]) == (report.ranks, report.micro_batches,
+                                                                              report.note)
+    assert (report.ranks, report.micro_batches) == (2, 1) and "cannot fill 8 ranks x 4 micro-batches" in report.note
+    with pytest.raises(ValueError, match="cannot fill"):        # without fit, the library refuses
+        balance_rows(make_plan([100, 200, 300], 512, "bfd"), 8, 4)
+
+
+def test_report_file_checks_the_tokenizer_once(tmp_path, monkeypatch):
+    import packing_core.models.tokenizers as tokenizers
+
+    calls = []
+    real = tokenizers.check_tokenizer
+    monkeypatch.setattr(tokenizers, "check_tokenizer", lambda spec: (calls.append(spec), real(spec))[1])
+    path = tmp_path / "t.csv"
+    path.write_text("text\nhello world\nanother line\n")
+    code, out, err = call("report", str(path), "--tokenizer", "bytes", "--format", "json")
+    assert code == 0, err
+    assert calls == ["bytes"]
+
+
+def test_plain_report_and_report_file_write_one_table_with_the_same_columns(tmp_path):
+    from packing_core.analysis import COLUMNS
+
+    path = tmp_path / "l.csv"
+    path.write_text("length\n" + "\n".join(WORKED.split(",")) + "\n")
+    _, plain, _ = call("report", "--lengths", WORKED)
+    _, from_file, _ = call("report", str(path))
+    header = lambda text: next(line.split() for line in text.splitlines() if line.startswith("strategy "))
+    every = " ".join(c.text for c in COLUMNS if c.text).split()
+    assert header(plain) == [w for w in every if w not in ("basis", "trained/slot")]
+    assert header(from_file) == every
+    from packing_core.packing import STRATEGY_INFO
+
+    for text in (plain, from_file):                 # the same legend and one line per strategy in both
+        assert "fewest rows: all placed tokens / context" in text
+        assert all(f"  {name}: {STRATEGY_INFO[name]}" in text for name in STRATEGIES)
+
+
+def test_verify_takes_the_labs_backends_and_transformers_attention_each_in_its_own_flag():
+    code, _, err = call("verify", "--model", "tiny-rope", "--attn-implementation", "sdpa")
+    assert code == 2 and "tiny model: it runs the lab's backends" in err and "sdpa" in err
+    code, _, err = call("verify", "--attn-implementation", "segments")
+    assert code == 2 and "invalid choice: 'segments'" in err
+    code, out, err = call("verify", "--model", "tiny-rope", "--backend", "dense", "--format", "json")
+    assert code == 0 and err == "" and json.loads(out)["backend"] == "dense"
+
+
+def test_verify_backend_with_a_transformers_name_still_runs_for_one_release_with_one_warning_line():
+    code, _, err = call("verify", "--model", "tiny-rope", "--backend", "sdpa")
+    lines = err.splitlines()
+    assert lines[0] == "warning: `--backend sdpa` is deprecated and goes in the next release; use `--attn-implementation sdpa`"
+    assert code == 2 and lines[1].startswith("error: tiny-rope is the lab's tiny model")   # then read as the new flag

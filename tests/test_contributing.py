@@ -29,7 +29,7 @@ BEING_BUILT = "being built"     # a recipe written against DESIGN.md's target la
 def test_every_change_a_newcomer_makes_has_a_recipe_of_five_steps_or_fewer():
     names = [n.split(" (")[0] for n in RECIPES]
     assert names == ["Add a strategy", "Add a model", "Add a page", "Add a bug to the zoo", "Add an input format",
-                     "Add a benchmark figure to the README"]
+                     "Add a command", "Add a benchmark figure to the README"]
     for name, steps in RECIPES.items():
         assert 2 <= len(steps.strip().splitlines()) <= 5, name
         assert "Fails when a step is missed" in steps, f"{name} names no test"
@@ -66,6 +66,14 @@ def rows_toy_pad(piece_lengths, pieces, context, options):        # step 2: a fr
     return count_rows.rows_pad(piece_lengths, pieces, context, options)
 
 
+def place_toy_bfd(items, context, options, rng):
+    return place.place_bfd(items, context, options, rng)
+
+
+def rows_toy_bfd(item_lengths, items, context, options):
+    return count_rows.rows_bfd(item_lengths, items, context, options)
+
+
 def test_the_strategy_recipe_on_a_toy():
     toy = Strategy("toy-pad", "Pad every sample to the context (a toy copy).", False, place_toy_pad, rows_toy_pad)
     register_strategy(toy)                                      # step 3: one entry
@@ -79,6 +87,48 @@ def test_the_strategy_recipe_on_a_toy():
     finally:
         unregister_strategy("toy-pad")
     assert "toy-pad" not in pc.STRATEGIES
+
+
+def test_the_strategy_recipe_reaches_every_command_page_and_the_advice(tmp_path):
+    """Steps 1 to 3 and nothing else: the CLI, the pages' pickers and tables and the advice all show it."""
+    import io
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    from packing_core.analysis import basis_note, length_stats
+
+    toy = Strategy("toy-bfd", "Best-fit decreasing, a toy copy registered by a test.", True, place_toy_bfd,
+                   rows_toy_bfd)
+    register_strategy(toy)
+    try:
+        def cli(*argv) -> str:
+            out, err = io.StringIO(), io.StringIO()
+            assert main(list(argv), out=out, err=err) == 0, err.getvalue()
+            return out.getvalue()
+
+        worked = "120,90,300,40,55,30,210,65"
+        assert f"  {toy.name}: {toy.info}" in cli("report", "--lengths", worked)              # report's table
+        rows = json.loads(cli("report", "--lengths", worked, "--format", "json"))["strategies"]
+        assert rows[-1]["strategy"] == toy.name
+        profile = pc.LengthProfile.from_counts({100: 30, 400: 10}).save(tmp_path / "p.json")
+        planned = json.loads(cli("report", "--profile", str(profile), "--format", "json"))["strategies"]
+        assert {p["strategy"]: p["basis"] for p in planned}[toy.name] == "counts"           # from its counts
+        assert "over 2 ranks" in cli("balance", "--lengths", worked, "--strategy", toy.name, "--ranks", "2")
+        assert toy.name in basis_note()                                                       # the explorer's note
+        lengths = pc.load_lengths("support-tickets")
+        table = pc.strategy_table(lengths, 512)
+        advice = pc.recommend(length_stats(lengths, 512), table, "pretraining", lengths=lengths)
+        assert f"pack with {toy.name}" in advice      # a packer as good as bfd, registered later, is named first
+        at = AppTest.from_file("../app.py", default_timeout=120)
+        at.switch_page("app_pages/padded_vs_packed.py").run()
+        assert toy.name in at.selectbox(key="w_padded_vs_packed.strategy").options           # the picker
+        at.switch_page("app_pages/dataset_explorer.py").run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert toy.name in list(at.dataframe[0].value["strategy"])                           # the explorer's table
+        assert any(f"pack with {toy.name}" in i.value for i in at.info)                      # and its advice
+    finally:
+        unregister_strategy(toy.name)
 
 
 # ---------------------------------------------------------------- the model recipe, followed

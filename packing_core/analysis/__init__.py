@@ -9,6 +9,7 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .balance_report import balance_verdict, format_balance, slowest_rank_cut
+    from .columns import COLUMNS, KEY_TITLES, Column, basis_note, column_help, format_strategy_table, strategy_frame
     from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
     from .costs import (
         BOUND_LABELS,
@@ -27,17 +28,22 @@ if TYPE_CHECKING:
     )
     from .isolation import AttentionCheck, alone_vs_packed_attention
     from .profile_report import (
+        PURPOSES,
         REPORT_VERSION,
         Headline,
+        describe_profile,
         format_profile_report,
         headline,
         loss_masked,
+        order_basis,
         order_effects,
         profile_headline,
         profile_histogram,
         profile_rows,
+        profile_sample,
         profile_stats,
         profile_table,
+        purpose_of,
         report_dict,
     )
     from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths

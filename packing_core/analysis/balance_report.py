@@ -31,8 +31,9 @@ def balance_verdict(report: BalanceReport) -> str:
     """
     cut = slowest_rank_cut(report)
     if cut < 0.005:
-        return ("balancing by attention cost changes the slowest rank's work by less than 1 %: "
-                "these rows are already even across the ranks")
+        why = ("these rows are already even across the ranks" if report.after.attention_imbalance < 1.05 else
+               f"{report.rows:,} rows over {report.ranks} ranks leave no row to move")
+        return f"balancing by attention cost changes the slowest rank's work by less than 1 %: {why}"
     return f"balancing by attention cost cuts the slowest rank's work by {cut:.0%}".replace("%", " %")
 
 
@@ -46,7 +47,7 @@ def format_balance(report: BalanceReport, label: str) -> str:
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in cells]
     return "\n".join([f"{label}: {report.rows:,} rows over {report.ranks} ranks x {report.micro_batches} micro-batches",
-                      "", *lines, "",
+                      *([report.note] if report.note else []), "", *lines, "",
                       f"max/mean: tokens {b.token_imbalance:.2f} -> {a.token_imbalance:.2f}, attention "
                       f"{b.attention_imbalance:.2f} -> {a.attention_imbalance:.2f} (balanced by attention cost, "
                       "equal rows per rank)", balance_verdict(report)])

@@ -168,18 +168,18 @@ def benchmark_bounds(result) -> dict[str, float]:
 
     >>> from types import SimpleNamespace
     >>> r = SimpleNamespace(flop_ratio=13.1, backends={"segments": None, "dense": None, "flex": None},
-    ...                     plans={"pad": {"rows": 128, "attention_cost": 128 * 512**2},
-    ...                            "bfd": {"rows": 27, "tiled_cells": 512 * 128**2}})
+    ...                     plans=SimpleNamespace(pad=SimpleNamespace(rows=128, attention_cost=128 * 512**2),
+    ...                                           bfd=SimpleNamespace(rows=27, tiled_cells=512 * 128**2)))
     >>> {k: round(v, 2) for k, v in benchmark_bounds(r).items()}
     {'segments': 13.1, 'dense': 4.74, 'flex': 4.0}
     """
-    pad, bfd = result.plans["pad"], result.plans["bfd"]
+    pad, bfd = result.plans.pad, result.plans.bfd
     bounds = {}
     for b in result.backends:
         if b == "dense":
-            bounds[b] = pad["rows"] / bfd["rows"]
+            bounds[b] = pad.rows / bfd.rows
         elif b == "flex":
-            bounds[b] = pad["attention_cost"] / bfd["tiled_cells"]
+            bounds[b] = pad.attention_cost / bfd.tiled_cells
         else:
             bounds[b] = float(result.flop_ratio)
     return bounds

@@ -3,16 +3,12 @@
     >>> from packing_core.data.profile import LengthProfile
     >>> p = LengthProfile.from_counts({100: 3, 400: 1}, {100: 90, 400: 100}, kind="prompt-completion")
     >>> plans = profile_table(p, 512, strategies=("pad", "bfd"))
-    >>> print(format_profile_report(p, plans))  # doctest: +NORMALIZE_WHITESPACE
+    >>> print(format_profile_report(p, plans).split(chr(10) * 2)[0])
     4 documents, 700 tokens (prompt-completion, tokenizer none); 27.1% of the tokens are in the loss
     trained tokens per slot: bfd 0.186 vs padding 0.093, 2.0x more training per step
-    <BLANKLINE>
-    strategy  basis   rows  fewest rows  rows/fewest  slots  util   trained/slot
-    pad       counts     4            2        2.000  2,048  0.342  0.093
-    bfd       counts     2            2        1.000  1,024  0.684  0.186
-    <BLANKLINE>
-    fewest rows: all placed tokens / context, rounded up (no plan of full rows needs fewer);
-    rows/fewest: rows against that fewest number possible
+
+The table under those two lines is :func:`~packing_core.analysis.columns.format_strategy_table`,
+the one writer of the strategy table (plain ``report`` and the explorer's table read it too).
 
 The JSON form (``report_dict``) is the one shape ``report FILE`` and ``report --profile``
 print, version ``REPORT_VERSION``::
@@ -28,20 +24,22 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from packing_core._validate import InputError
+from packing_core.analysis.columns import format_strategy_table
 from packing_core.analysis.stats import LengthStats, length_histogram, length_stats
 from packing_core.analysis.tables import StrategyRow, rows_from_metrics
 from packing_core.data.profile import LengthProfile
-from packing_core.packing.from_counts import CountPlan, compare_counts
+from packing_core.packing.from_counts import SAMPLE_DOCUMENTS, CountPlan, compare_counts
 from packing_core.packing.registry import STRATEGIES
 
 REPORT_VERSION = 1
 WHOLE_PACKERS = ("bfd", "ffd", "next-fit")    # packers that keep every document whole: the headline's candidates
-_COLUMNS = (("strategy", "{}"), ("basis", "{}"), ("rows", "{:,}"), ("fewest rows", "{:,}"), ("rows/fewest", "{:.3f}"),
-            ("slots", "{:,}"), ("util", "{:.3f}"), ("trained/slot", "{:.3f}"))
-_RIGHT = {"rows", "fewest rows", "rows/fewest"}
-LEGEND = ("fewest rows: all placed tokens / context, rounded up (no plan of full rows needs fewer);\n"
-          "rows/fewest: rows against that fewest number possible")
+# Record kinds whose tokens are not all in the loss: instruction data (a prompt, then what is trained).
+# Until ``data.kinds`` names this list, this is its one home.
+INSTRUCTION_KINDS = ("messages", "prompt-completion")
+PURPOSES = ("pretraining", "instruction")     # what data is for: it decides whether a document may be split
 
 
 @dataclass(frozen=True)
@@ -108,6 +106,45 @@ def profile_headline(profile: LengthProfile, plans: list[CountPlan]) -> Headline
     return headline(whole, {p.strategy: p.trained_per_slot for p in whole} if loss_masked(profile) else None)
 
 
+def purpose_of(kind: str) -> str:
+    """``"instruction"`` for chat and prompt/completion records, else ``"pretraining"`` (a purpose, not a kind).
+
+    >>> purpose_of("messages"), purpose_of("text")
+    ('instruction', 'pretraining')
+    """
+    return "instruction" if kind in INSTRUCTION_KINDS else "pretraining"
+
+
+def describe_profile(profile: LengthProfile) -> str:
+    """The profile in one sentence: its size, kind, tokenizer and what share of it is trained.
+
+    >>> describe_profile(LengthProfile.from_counts({100: 3, 400: 1}))
+    '4 documents, 700 tokens (lengths, tokenizer none); 100.0% of the tokens are in the loss'
+    """
+    text = (f"{profile.documents:,} documents, {profile.tokens:,} tokens ({profile.kind}, tokenizer "
+            f"{profile.tokenizer}); {profile.loss_share:.1%} of the tokens are in the loss")
+    if profile.cap is not None:
+        text += f"; {profile.over_cap:,} over the cap of {profile.cap:,}"
+    return text
+
+
+def profile_sample(profile: LengthProfile, seed: int = 0) -> np.ndarray:
+    """The seeded sample of a profile's lengths that every order-dependent view plans on (``SAMPLE_DOCUMENTS``)."""
+    return profile.sample(SAMPLE_DOCUMENTS, seed)
+
+
+def order_basis(plans: list[CountPlan] | None = None) -> str:
+    """Which document order an order-dependent strategy was measured on, in words (for :func:`order_effects`).
+
+    >>> order_basis()
+    "the documents in the dataset's order"
+    """
+    if plans is None:
+        return "the documents in the dataset's order"
+    basis = next((p.basis for p in plans if p.basis != "counts"), "seeded random order")
+    return basis if basis.startswith("all") else "a " + basis
+
+
 def order_effects(rows, basis: str) -> str:
     """One sentence: what document order does to the order-dependent strategies, against bfd.
 
@@ -129,7 +166,7 @@ def order_effects(rows, basis: str) -> str:
 
 
 def profile_table(profile: LengthProfile, context: int, *, strategies=None, overlong: str = "split",
-                  batch_size: int = 32, seed: int = 0, sample: int = 200_000) -> list[CountPlan]:
+                  batch_size: int = 32, seed: int = 0, sample: int = SAMPLE_DOCUMENTS) -> list[CountPlan]:
     """Every registered strategy on a profile: count-only ones exactly, order-dependent ones on a seeded sample."""
     strategies = tuple(STRATEGIES) if strategies is None else tuple(strategies)
     return compare_counts(profile, context, strategies, overlong=overlong, batch_size=batch_size, seed=seed, n=sample)
@@ -163,28 +200,13 @@ def report_dict(profile: LengthProfile, plans: list[CountPlan], context: int) ->
             "loss_share": profile.loss_share, "headline": head, "strategies": [p.to_dict() for p in plans]}
 
 
-def _cells(p: CountPlan) -> list[str]:
-    m = p.metrics
-    basis = "counts" if p.basis == "counts" else "sampled"
-    values = (m.strategy, basis, m.rows, m.lower_bound_rows, m.rows_over_lower_bound, m.slots, m.utilisation,
-              p.trained_per_slot)
-    return [fmt.format(v) for (_, fmt), v in zip(_COLUMNS, values)]
-
-
 def format_profile_report(profile: LengthProfile, plans: list[CountPlan]) -> str:
-    """The profile's totals and headline, then one line per strategy (sampled rows count the sample's documents)."""
-    head = (f"{profile.documents:,} documents, {profile.tokens:,} tokens ({profile.kind}, tokenizer "
-            f"{profile.tokenizer}); {profile.loss_share:.1%} of the tokens are in the loss")
-    if profile.cap is not None:
-        head += f"; {profile.over_cap:,} over the cap of {profile.cap:,}"
-    lines = [head]
+    """The profile's totals and headline, then the strategy table (sampled rows count the sample's documents)."""
+    lines = [describe_profile(profile)]
     try:
         lines.append(profile_headline(profile, plans).sentence)
     except ValueError:
         pass
-    cells = [[h for h, _ in _COLUMNS]] + [_cells(p) for p in plans]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(_COLUMNS))]
-    table = ["  ".join(c.rjust(w) if n in _RIGHT and k else c.ljust(w)
-                       for (n, _), c, w in zip(_COLUMNS, r, widths)).rstrip() for k, r in enumerate(cells)]
-    notes = sorted({f"sampled: {p.basis}; {p.note}" for p in plans if p.basis != "counts"})
-    return "\n".join([*lines, "", *table, "", LEGEND, *notes])
+    by = {p.strategy: p.metrics for p in plans}
+    rows = rows_from_metrics([p.metrics for p in plans], by.get("pad", plans[0].metrics))
+    return "\n".join([*lines, "", format_strategy_table(rows, plans)])

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -77,9 +77,11 @@ class StrategyRow:
     dense_mask_ratio: float      # pad's attention_cost / this dense_mask_cost
     slot_ratio: float            # pad's slots / this one: the linear layers' saving
     rows_over_lower_bound: float
+    lower_bound_rows: int = 0    # the fewest rows possible: all placed tokens / context, rounded up
+    metrics: PlanMetrics | None = field(default=None, compare=False, repr=False)   # the plan's own numbers
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "metrics"}
 
 
 def attention_cost(m: PlanMetrics) -> int:
@@ -124,7 +126,7 @@ def rows_from_metrics(metrics: list[PlanMetrics], base: PlanMetrics) -> list[Str
             attention_ratio=base_attn / (cost * scale) if cost else float("inf"),
             dense_mask_ratio=base_attn / (dense * scale) if dense else float("inf"),
             slot_ratio=base.slots / (m.slots * scale) if m.slots else float("inf"),
-            rows_over_lower_bound=m.rows_over_lower_bound,
+            rows_over_lower_bound=m.rows_over_lower_bound, lower_bound_rows=m.lower_bound_rows, metrics=m,
         ))
     return out
 

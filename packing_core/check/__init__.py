@@ -10,7 +10,16 @@ from packing_core._lazy import lazy_exports
 if TYPE_CHECKING:
     from .batch import check_all_implementations, check_batch, check_hf_batch, kernel_mask
     from .evidence import TokenizerFacts, tokenizer_facts
-    from .files import SAVE_HINT, load_batch_bytes, load_batch_file, save_batch_file, save_error_hint, save_snippet
+    from .files import (
+        BATCH_FILE_TYPES,
+        PICKLE_SUFFIXES,
+        SAVE_HINT,
+        load_batch_bytes,
+        load_batch_file,
+        save_batch_file,
+        save_error_hint,
+        save_snippet,
+    )
     from .inputs import batch_tensors
     from .result import BatchCheck
     from .rules import RULES, SEVERITIES, Finding, Rule

@@ -11,16 +11,17 @@ if TYPE_CHECKING:
     from .bench import (
         PACKED_BACKENDS,
         BackendTiming,
+        BenchmarkConfig,
+        BenchmarkPlans,
         BenchmarkResult,
+        PlanCost,
         Timing,
-        busy_warning,
-        describe_breakdown,
         format_benchmark,
-        format_breakdown,
         run_benchmark,
-        segments_breakdown,
     )
-    from .train import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS, TrainResult, train_demo
+    from .breakdown import Breakdown, Stage, describe_breakdown, format_breakdown, segments_breakdown
+    from .machine import Machine, busy_warning, load_average, machine_info
+    from .train import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS, TrainPair, TrainResult, train_demo
     from .warm import WarmStatus, smollm2_converted, train_pair, use_lab_threads, warm_status
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

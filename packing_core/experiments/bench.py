@@ -22,8 +22,6 @@ machine was shared.
 """
 from __future__ import annotations
 
-import os
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -37,6 +35,7 @@ from packing_core._validate import InputError, whole_number
 from packing_core.attention.backends import attend, available_backends
 from packing_core.attention.flex import block_mask_from_cu, compile_records
 from packing_core.attention.tiles import BOUND_LABELS, DEFAULT_TILE, tile_spans
+from packing_core.experiments.machine import Machine, busy_warning, machine_info
 from packing_core.packing.plan import cu_seqlens_from_lengths
 
 GOAL_FACTOR = 0.8
@@ -44,9 +43,6 @@ PACKED_BACKENDS = ("varlen", "flex", "segments", "dense")
 # What run_benchmark times when no backends are named. flex is left out: its first call
 # compiles for seconds to tens of seconds, so callers ask for it (the script and the page do).
 DEFAULT_BACKENDS = ("varlen", "segments", "dense")
-# A 1-minute load average above this share of the CPUs, before the run, means someone
-# else was computing (after the run our own threads are in it too).
-BUSY_LOAD_SHARE = 0.5
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Bytes of q, k, v and output held at once by the padded baseline (it runs in chunks).
 _PADDED_CHUNK_BYTES = 512 * 2**20
@@ -88,12 +84,44 @@ class BackendTiming(Timing):
 
 
 @dataclass(frozen=True)
+class BenchmarkConfig:
+    """What was timed: the data, the shapes, the dtype and how often."""
+
+    dataset: str
+    docs: int
+    context: int
+    heads: int
+    head_dim: int
+    repeats: int
+    dtype: str
+    seed: int
+    padded_layout: str
+    tile: int
+
+
+@dataclass(frozen=True)
+class PlanCost:
+    """A plan's rows and attention cells (bfd also its tiles: what flex computes)."""
+
+    rows: int
+    attention_cost: int
+    tile: int | None = None
+    tiled_cells: int | None = None
+
+
+@dataclass(frozen=True)
+class BenchmarkPlans:
+    pad: PlanCost           # padding to the context: the baseline
+    bfd: PlanCost           # the packed plan every backend runs
+
+
+@dataclass(frozen=True)
 class BenchmarkResult:
     """What :func:`run_benchmark` measured; ``to_dict()`` is the ``--json`` shape."""
 
-    machine: dict           # torch, device, device_name, cpu_count, torch_threads, python
-    config: dict            # dataset, docs, context, heads, head_dim, repeats, dtype, seed, padded_layout
-    plans: dict             # {"pad": {"rows", "attention_cost"}, "bfd": {"rows", "attention_cost"}}
+    machine: Machine
+    config: BenchmarkConfig
+    plans: BenchmarkPlans
     tokens: int
     flop_ratio: float
     goal_factor: float
@@ -108,8 +136,9 @@ class BenchmarkResult:
         """Back from ``to_dict()`` (or the script's ``--json``)."""
         def rounds(t: dict) -> dict:
             return {**t, "rounds": tuple(t.get("rounds", ()))}
-        return cls(machine=d["machine"], config=d["config"], plans=d["plans"], tokens=d["tokens"],
-                   flop_ratio=d["flop_ratio"], goal_factor=d["goal_factor"],
+        return cls(machine=Machine.from_dict(d["machine"]), config=BenchmarkConfig(**d["config"]),
+                   plans=BenchmarkPlans(PlanCost(**d["plans"]["pad"]), PlanCost(**d["plans"]["bfd"])),
+                   tokens=d["tokens"], flop_ratio=d["flop_ratio"], goal_factor=d["goal_factor"],
                    padded=Timing(**rounds(d["padded"])),
                    backends={k: BackendTiming(**rounds(v)) for k, v in d["backends"].items()})
 
@@ -134,41 +163,6 @@ def _time_round(fns: dict[str, Callable[[], object]], device: torch.device) -> d
         _sync(device)
         seconds[name] = time.perf_counter() - start
     return seconds
-
-
-def load_average() -> list[float] | None:
-    """The 1, 5 and 15-minute load averages, or None where the OS has none."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
-
-
-def busy_warning(machine: dict) -> str | None:
-    """A sentence when the load average says the machine was shared during a run, else None.
-
-    >>> busy_warning({"cpu_count": 2, "load_before": [0.2, 0.3, 0.3], "load_after": [2.1, 1, 1]})
-    >>> busy_warning({"cpu_count": 2, "load_before": [3.5, 2, 1], "load_after": [4.0, 3, 2]})[:70]
-    'The machine was busy: load average 3.5 before the run and 4.0 after, o'
-    """
-    before, after, cpus = machine.get("load_before"), machine.get("load_after"), machine.get("cpu_count") or 1
-    if not before or not after:
-        return None
-    # Our own threads raise the load during the run: only load beyond them counts afterwards.
-    own = machine.get("torch_threads") or cpus
-    if before[0] <= BUSY_LOAD_SHARE * cpus and after[0] <= own + BUSY_LOAD_SHARE * cpus:
-        return None
-    return (f"The machine was busy: load average {before[0]:.1f} before the run and {after[0]:.1f} "
-            f"after, on {cpus} CPUs. Other work shares the cores, so the times are slower and noisier "
-            "than on a quiet machine; compare the best rounds, or run again later.")
-
-
-def machine_info(device: torch.device) -> dict:
-    name = (torch.cuda.get_device_name(device) if device.type == "cuda"
-            else platform.processor() or platform.machine())
-    return {"torch": torch.__version__, "device": str(device), "device_name": name,
-            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "python": platform.python_version()}
 
 
 def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
@@ -234,7 +228,7 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
     time it too, with ``tile``-token tiles (its block-mask build and its first, compiling
     call are timed apart). ``progress(fraction, message)`` is called as each stage starts.
     """
-    from packing_core.data.lengths import synthetic_lengths
+    from packing_core.data import synthetic_lengths
     from packing_core.packing.strategies import make_plan
 
     _check_arguments(heads, head_dim, repeats, padded_layout)
@@ -244,7 +238,7 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
         raise InputError(f"device {device!r} requested but CUDA is not available: use --device cpu")
     dt = resolve_dtype(dtype, dev)
     usable = available_backends(dev)
-    load_before = load_average()
+    machine = machine_info(str(dev))
     if backends is None:
         backends = [b for b in DEFAULT_BACKENDS if b in usable]
     for b in backends:
@@ -326,18 +320,13 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
             bound=BOUND_LABELS[backend], rounds=tuple(rounds[backend]), **extra,
         )
     report(1.0, "done")
-    machine = {**machine_info(dev), "load_before": load_before, "load_after": load_average()}
     return BenchmarkResult(
-        machine=machine,
-        config={"dataset": dataset, "docs": int(docs), "context": context, "heads": heads,
-                "head_dim": head_dim, "repeats": repeats,
-                "dtype": str(dt).replace("torch.", ""), "seed": seed,
-                "padded_layout": padded_layout, "tile": tile},
-        plans={
-            "pad": {"rows": pad_m.rows, "attention_cost": pad_m.attention_cost_padded},
-            "bfd": {"rows": bfd_m.rows, "attention_cost": bfd_m.attention_cost_packed,
-                    "tile": tile, "tiled_cells": tiled},
-        },
+        machine=machine.finished(),
+        config=BenchmarkConfig(dataset=dataset, docs=int(docs), context=context, heads=heads, head_dim=head_dim,
+                               repeats=repeats, dtype=str(dt).replace("torch.", ""), seed=seed,
+                               padded_layout=padded_layout, tile=tile),
+        plans=BenchmarkPlans(PlanCost(pad_m.rows, pad_m.attention_cost_padded),
+                             PlanCost(bfd_m.rows, bfd_m.attention_cost_packed, tile, int(tiled))),
         tokens=tokens,
         flop_ratio=flop_ratio,
         goal_factor=GOAL_FACTOR,
@@ -346,119 +335,17 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
     )
 
 
-def segments_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16,
-                       head_dim: int = 64, repeats: int = 3, dataset: str = "support-tickets",
-                       seed: int = 0, padded_layout: str = "model") -> dict:
-    """Where the CPU ``segments`` backend's time goes, stage by stage (float32, CPU).
-
-    Each stage adds one cost to the one before; its ``of_flop_ratio`` is the share of
-    the FLOP ratio it would reach if that were all the backend paid:
-
-    - ``kernel_cached``: each document's SDPA call repeated on its own inputs, so they
-      sit in the core's cache, summed over the documents: the kernel's own cost, an
-      estimate no real step reaches (a step's inputs were just written, and a batch's
-      q, k, v do not fit in a core's cache).
-    - ``kernel_cold``: the same calls over the real packed tensors, outputs dropped.
-    - ``copy_out``: plus copying each output into a result tensor that is reused.
-    - ``backend``: ``attend(..., "segments")``: plus a fresh result tensor per call,
-      whose first touch costs a page fault per 4 KiB page.
-    """
-    from packing_core.data.lengths import synthetic_lengths
-    from packing_core.packing.strategies import make_plan
-
-    _check_arguments(heads, head_dim, repeats, padded_layout)
-    lengths = synthetic_lengths(dataset, n=docs, seed=seed)
-    pad, bfd = make_plan(lengths, context, "pad"), make_plan(lengths, context, "bfd")
-    flop_ratio = pad.metrics().attention_cost_padded / bfd.metrics().attention_cost_packed
-    g = torch.Generator().manual_seed(seed)
-    cpu = torch.device("cpu")
-    padded, _ = _padded_baseline(pad.n_rows, context, heads, head_dim, torch.float32, cpu, g,
-                                 padded_layout)
-    piece_len = bfd.piece_len
-    cu = cu_seqlens_from_lengths(piece_len).tolist()
-    q, k, v = (torch.randn(int(cu[-1]), heads, head_dim, generator=g) for _ in range(3))
-    reused = torch.zeros_like(q)
-    spans = list(zip(cu[:-1], cu[1:]))
-
-    def per_document(copy: bool):
-        def run():
-            for a, b in spans:
-                o = F.scaled_dot_product_attention(
-                    *(t[a:b][None].transpose(1, 2) for t in (q, k, v)), is_causal=True)
-                if copy:
-                    reused[a:b] = o[0].transpose(0, 1)
-        return run
-
-    def cached_kernel() -> float:
-        """Sum over documents of one call on inputs in cache (best of four repeats)."""
-        per = {}
-        for n in np.unique(piece_len).tolist():
-            # A small token-major copy: the backend's layout, small enough to stay cached.
-            x = [t[:n].clone()[None].transpose(1, 2) for t in (q, k, v)]
-            F.scaled_dot_product_attention(*x, is_causal=True)
-            times = []
-            for _ in range(4):
-                start = time.perf_counter()
-                F.scaled_dot_product_attention(*x, is_causal=True)
-                times.append(time.perf_counter() - start)
-            per[n] = min(times)
-        return sum(per[n] for n in piece_len.tolist())
-
-    cu_t = torch.tensor(cu, dtype=torch.int32)
-    fns = {
-        "padded": padded,
-        "kernel_cold": per_document(copy=False),
-        "copy_out": per_document(copy=True),
-        "backend": lambda: attend(q, k, v, cu_t, int(piece_len.max()), "segments"),
-    }
-    for fn in fns.values():
-        fn()
-    best = {name: float("inf") for name in fns}
-    for _ in range(repeats):
-        for name, seconds in _time_round(fns, cpu).items():
-            best[name] = min(best[name], seconds)
-    best["kernel_cached"] = cached_kernel()
-    padded_s = best.pop("padded")
-    order = ("kernel_cached", "kernel_cold", "copy_out", "backend")
-    return {
-        "machine": machine_info(cpu),
-        "config": {"dataset": dataset, "docs": int(docs), "context": context, "heads": heads,
-                   "head_dim": head_dim, "repeats": repeats, "seed": seed,
-                   "padded_layout": padded_layout},
-        "flop_ratio": flop_ratio,
-        "padded_seconds": padded_s,
-        "stages": {name: {"seconds": best[name], "speedup": padded_s / best[name],
-                          "of_flop_ratio": padded_s / best[name] / flop_ratio}
-                   for name in order},
-    }
-
-
-def format_breakdown(result: dict) -> str:
-    """Plain-text table of a :func:`segments_breakdown` result."""
-    c = result["config"]
-    lines = [f"segments on CPU, {c['docs']} {c['dataset']}, {c['heads']} heads x "
-             f"{c['head_dim']}, {result['machine']['torch_threads']} threads; padded "
-             f"({c['padded_layout']} layout) {result['padded_seconds']:.3f} s, FLOP ratio "
-             f"{result['flop_ratio']:.2f}",
-             f"{'stage':<14} {'seconds':>8} {'speedup':>8} {'of FLOP ratio':>14}"]
-    for name, r in result["stages"].items():
-        lines.append(f"{name:<14} {r['seconds']:>8.3f} {r['speedup']:>8.2f} "
-                     f"{r['of_flop_ratio']:>14.2f}")
-    return "\n".join(lines)
-
-
 def format_benchmark(result: BenchmarkResult | dict) -> str:
     """Plain-text table of a :func:`run_benchmark` result (or of its ``to_dict()``)."""
     r = result if isinstance(result, BenchmarkResult) else BenchmarkResult.from_dict(result)
     m, c = r.machine, r.config
     lines = [
-        f"{c['dataset']}: {c['docs']} documents, {r.tokens} tokens, context "
-        f"{c['context']}, {c['heads']} heads x {c['head_dim']}, {c['dtype']}",
-        f"torch {m['torch']} on {m['device']} ({m['device_name']}, {m['cpu_count']} CPUs, "
-        f"{m['torch_threads']} threads)",
+        f"{c.dataset}: {c.docs} documents, {r.tokens} tokens, context "
+        f"{c.context}, {c.heads} heads x {c.head_dim}, {c.dtype}",
+        f"torch {m.torch} on {m.device} ({m.device_name}, {m.cpus} CPUs, {m.torch_threads} threads)",
         f"FLOP ratio padded/packed (block-skipping kernels): {r.flop_ratio:.2f} "
-        f"(pad {r.plans['pad']['rows']} rows, bfd {r.plans['bfd']['rows']} rows)",
-        f"padded q, k, v in the {c.get('padded_layout', 'model')} layout",
+        f"(pad {r.plans.pad.rows} rows, bfd {r.plans.bfd.rows} rows)",
+        f"padded q, k, v in the {c.padded_layout} layout",
         "",
         f"{'layout':<10} {'seconds':>9} {'median':>8} {'worst':>8} {'tokens/s':>12} {'speedup':>8} "
         f"{'goal':>7}  result",
@@ -478,37 +365,11 @@ def format_benchmark(result: BenchmarkResult | dict) -> str:
                      + (f"{flex.compile_seconds:.1f} s on the first call" if flex.compile_seconds
                         else "done earlier in this process"))
     lines.append(f"goal: speedup >= {r.goal_factor} x each backend's own FLOP bound")
-    if m.get("load_before"):
-        lines.append(f"load average {m['load_before'][0]:.2f} before, {m['load_after'][0]:.2f} after")
+    if m.load_before and m.load_after:
+        lines.append(f"load average {m.load_before[0]:.2f} before, {m.load_after[0]:.2f} after")
     warning = busy_warning(m)
     if warning:
         lines.append("warning: " + warning)
     return "\n".join(lines)
 
 
-def describe_breakdown(result: dict) -> str:
-    """The sentence under a :func:`segments_breakdown` table, only as far as its numbers bear out.
-
-    Each stage adds a cost, so its share of the FLOP ratio should fall stage by stage. When
-    the measured shares do not (a noisy neighbour slowed an earlier stage), the sentence
-    says so instead of narrating a fall the table contradicts.
-
-    >>> stages = lambda *s: {"stages": {n: {"of_flop_ratio": x} for n, x in
-    ...     zip(("kernel_cached", "kernel_cold", "copy_out", "backend"), s)}}
-    >>> describe_breakdown(stages(0.95, 0.78, 0.73, 0.63))[:61]
-    'With its inputs in cache the kernel alone would reach **95%**'
-    >>> describe_breakdown(stages(0.70, 0.78, 0.73, 0.63))[:61]
-    'These stages should each cost more than the last, but here **'
-    """
-    shares = [result["stages"][n]["of_flop_ratio"]
-              for n in ("kernel_cached", "kernel_cold", "copy_out", "backend")]
-    cached, cold, copy, whole = shares
-    if all(a >= b for a, b in zip(shares, shares[1:])):
-        return (f"With its inputs in cache the kernel alone would reach **{cached:.0%}** of the bound. "
-                f"Reading the real inputs brings it to **{cold:.0%}**; writing the result, to "
-                f"**{copy:.0%}**; a fresh result tensor, to **{whole:.0%}**. No real step keeps a whole "
-                "batch in a core's cache, so the first figure is a limit, not a target.")
-    return ("These stages should each cost more than the last, but here **"
-            + "**, **".join(f"{x:.0%}" for x in shares)
-            + "** do not fall in that order: other work on the machine slowed some rounds more than "
-            "others, so this run cannot say where the time goes. Run it again when the machine is quiet.")

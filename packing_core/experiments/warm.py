@@ -30,7 +30,7 @@ import torch
 import packing_core.experiments.train as _train
 from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir
 from packing_core._validate import InputError
-from packing_core.experiments.train import TOPICS, TrainResult, train_demo
+from packing_core.experiments.train import TOPICS, TrainPair, TrainResult, train_demo
 
 THREADS_ENV = "PACKING_LAB_TORCH_THREADS"
 NEIGHBOURS = {"related": _train.SAME_TOPIC, "independent": 1 / TOPICS}
@@ -123,7 +123,7 @@ def cached_pair(seed: int, neighbours: str = "related") -> tuple[TrainResult, Tr
 
 
 def train_pair(seed: int = 0, neighbours: str = "related",
-               progress: Progress | None = None) -> tuple[TrainResult, TrainResult]:
+               progress: Progress | None = None) -> TrainPair:
     """The training demo, mask on then mask off, from the cache or trained now.
 
     One session trains a given pair at a time; another asking for it meanwhile waits and
@@ -134,7 +134,7 @@ def train_pair(seed: int = 0, neighbours: str = "related",
     key = (int(seed), neighbours)
     pair = cached_pair(seed, neighbours)
     if pair is not None:
-        return pair
+        return TrainPair(*pair)
     with _locks_lock:
         lock = _locks.setdefault(key, threading.Lock())
     if lock.locked() and progress:
@@ -142,7 +142,7 @@ def train_pair(seed: int = 0, neighbours: str = "related",
     with lock:
         pair = cached_pair(seed, neighbours)
         if pair is not None:
-            return pair
+            return TrainPair(*pair)
         runs = []
         for i, mask in enumerate(("on", "off")):
             def step(done: int, total: int, i=i, mask=mask):
@@ -150,7 +150,7 @@ def train_pair(seed: int = 0, neighbours: str = "related",
                     progress((i + done / total) / 2, f"Training the tiny model with the mask {mask}: "
                                                       f"step {done} of {total} (run {i + 1} of 2)")
             runs.append(train_demo(mask, seed=int(seed), same_topic=same, progress=step))
-        pair = (runs[0], runs[1])
+        pair = TrainPair(runs[0], runs[1])
         path = _demo_path(seed, neighbours)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")

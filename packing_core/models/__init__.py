@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from packing_core._settings import cache_dir, model_dirs, models_dir
 
     from .folders import config_model_type
-    from .hf_attention import ATTN_IMPLEMENTATIONS, HF_IMPLEMENTATIONS, hf_runner, register_attention
+    from .hf_attention import ATTN_IMPLEMENTATIONS, HF_IMPLEMENTATIONS, hf_runner
     from .hybrid import HybridConfig, HybridLeak, HybridModel, hybrid_model, layer_leaks
     from .pretrained import load_local_model, load_pretrained, pretrained_status
     from .registry import (
@@ -19,16 +19,20 @@ if TYPE_CHECKING:
         DEFAULT_TEXTS,
         PRETRAINED,
         ModelSpec,
+        attn_implementations_of,
         find_model,
+        is_model_path,
+        load_model,
         model_names,
         model_spec,
         model_specs,
         register_model,
+        runs_texts,
         unregister_model,
     )
     from .tiny import MODELS, TinyConfig, TinyTransformer, tiny_model
+    from .tokenizers import AUTO as AUTO_TOKENIZER
     from .tokenizers import (
-        BUILTIN_TOKENIZERS,
         TOKENIZER_CHOICES,
         ByteLevelCounter,
         HFTokenizer,

@@ -18,6 +18,14 @@ for the slowest rank::
 consecutive micro-batches); ``after`` is longest-processing-time first with equal row
 counts: rows sorted by cost, each round of R rows dealt heaviest to the lightest rank.
 Every rank gets the same number of micro-batches, and every row lands exactly once.
+
+Too few rows to fill every micro-batch is refused, or with ``fit=True`` shown on as many
+ranks and micro-batches as the rows fill, and said so in ``note`` (the CLI and the pages
+both fit, so one input gets one answer):
+
+    >>> r = balance_rows(make_plan([100, 200, 300], 512, "bfd"), ranks=8, micro_batches=4, fit=True)
+    >>> (r.ranks, r.micro_batches), r.note
+    ((2, 1), 'The 2 rows cannot fill 8 ranks x 4 micro-batches: shown on 2 x 1.')
 """
 from __future__ import annotations
 
@@ -60,10 +68,11 @@ class BalanceReport:
     rows: int
     before: RankSplit
     after: RankSplit
+    note: str = ""              # fit=True with too few rows: what was asked and what is shown instead
 
     def to_dict(self) -> dict:
         return {"ranks": self.ranks, "micro_batches": self.micro_batches, "rows": self.rows,
-                "before": self.before.to_dict(), "after": self.after.to_dict()}
+                "before": self.before.to_dict(), "after": self.after.to_dict(), "note": self.note}
 
 
 def _imbalance(load: np.ndarray) -> float:
@@ -99,12 +108,23 @@ def _split(rank: np.ndarray, micro: np.ndarray, tokens, cost, ranks) -> RankSpli
                      np.bincount(rank, weights=cost.astype(np.float64), minlength=ranks).astype(np.int64))
 
 
-def balance_rows(plan_or_loads, ranks: int, micro_batches: int = 1) -> BalanceReport:
-    """Split a plan's rows (or ``(tokens, attention)`` arrays per row) over ranks x micro-batches."""
+def balance_rows(plan_or_loads, ranks: int, micro_batches: int = 1, *, fit: bool = False) -> BalanceReport:
+    """Split a plan's rows (or ``(tokens, attention)`` arrays per row) over ranks x micro-batches.
+
+    With fewer rows than micro-batches: refused, or with ``fit=True`` shown on as many ranks (then
+    micro-batches per rank) as the rows fill, with a ``note`` that says so.
+    """
     ranks = whole_number(ranks, "ranks", hint="the data-parallel world size, e.g. 8")
     micro_batches = whole_number(micro_batches, "micro_batches", hint="gradient-accumulation steps, e.g. 4")
     tokens, cost = row_loads(plan_or_loads) if isinstance(plan_or_loads, Plan) else map(np.asarray, plan_or_loads)
     n = len(tokens)
+    note = ""
+    if n < ranks * micro_batches and fit and n > 0:
+        fit_ranks = min(ranks, n)
+        fit_micro = max(1, min(micro_batches, n // fit_ranks))
+        note = (f"The {n:,} rows cannot fill {ranks} ranks x {micro_batches} micro-batches: shown on "
+                f"{fit_ranks} x {fit_micro}.")
+        ranks, micro_batches = fit_ranks, fit_micro
     if n < ranks * micro_batches:
         raise InputError(f"{n:,} rows cannot fill {ranks} ranks x {micro_batches} micro-batches = "
                          f"{ranks * micro_batches:,} micro-batches; use fewer ranks or micro-batches, or more data")
@@ -121,4 +141,4 @@ def balance_rows(plan_or_loads, ranks: int, micro_batches: int = 1) -> BalanceRe
     for r in range(ranks):
         mine = np.flatnonzero(rank == r)
         micro[mine] = _deal(cost[mine], micro_batches)
-    return BalanceReport(ranks, micro_batches, n, before, _split(rank, micro, tokens, cost, ranks))
+    return BalanceReport(ranks, micro_batches, n, before, _split(rank, micro, tokens, cost, ranks), note)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import packing_core.packing.count_rows as C
 import packing_core.packing.optimal as O
 import packing_core.packing.place as P
-from packing_core._validate import InputError
+from packing_core._registry import Registry
 
 __all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO", "Strategy",
            "get_strategy", "register_strategy", "strategies", "unregister_strategy"]
@@ -55,112 +55,37 @@ class Strategy:
                 "counts_exact": self.counts_exact, "cuts": self.cuts}
 
 
-_REGISTRY: dict[str, Strategy] = {}
+_REGISTRY: Registry[Strategy] = Registry("strategy")
 
 
 def register_strategy(strategy: Strategy) -> Strategy:
     """Add ``strategy`` to the list (after the others); a name may be registered once."""
     if not isinstance(strategy, Strategy):
         raise TypeError(f"register_strategy() takes a Strategy, got {type(strategy).__name__}")
-    if strategy.name in _REGISTRY:
-        raise InputError(f"a strategy named {strategy.name!r} is already registered; pick another name")
-    _REGISTRY[strategy.name] = strategy
-    _sync()
-    return strategy
+    return _REGISTRY.register(strategy.name, strategy)
 
 
 def unregister_strategy(name: str) -> Strategy:
     """Remove a strategy (tests register throwaway ones); returns it."""
-    s = _REGISTRY.pop(name)
-    _sync()
-    return s
-
-
-def _sync() -> None:
-    for view in globals().get("_VIEWS", ()):
-        view._sync()
+    return _REGISTRY.unregister(name)
 
 
 def get_strategy(name) -> Strategy:
     """The registered strategy called ``name``, or one line naming the choices."""
-    if not isinstance(name, str) or name not in _REGISTRY:
-        raise InputError(f"strategy must be one of {', '.join(map(repr, _REGISTRY))}, got {name!r}")
-    return _REGISTRY[name]
+    return _REGISTRY.get(name)
 
 
 def strategies() -> tuple[Strategy, ...]:
     """Every registered strategy, in the lab's order (padding first, then packing)."""
-    return tuple(_REGISTRY.values())
+    return _REGISTRY.entries()
 
 
-def _refuse(self, *args, **kwargs):
-    raise TypeError("the strategy lists follow the registry: change them with register_strategy()")
-
-
-class _Names(list):
-    """A read-only list of names, kept in step with the registry (so every importer sees a new one).
-
-    A list, so Streamlit, pandas and json take it as they are; ``+`` and ``==`` behave as on the
-    tuples it replaces, and a copy or a pickle is a plain tuple.
-    """
-
-    def __init__(self, keep: Callable[[Strategy], bool], doc: str):
-        super().__init__()
-        self._keep, self.__doc__ = keep, doc
-
-    def _sync(self) -> None:
-        list.clear(self)
-        list.extend(self, (s.name for s in _REGISTRY.values() if self._keep(s)))
-
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
-
-    def __getitem__(self, i):
-        item = list.__getitem__(self, i)
-        return tuple(item) if isinstance(i, slice) else item
-
-    def __add__(self, other) -> tuple:
-        return tuple(self) + tuple(other)
-
-    def __radd__(self, other) -> tuple:
-        return tuple(other) + tuple(self)
-
-    def __eq__(self, other) -> bool:
-        return tuple(self) == tuple(other) if isinstance(other, (tuple, list)) else NotImplemented
-
-    def __ne__(self, other) -> bool:
-        eq = self.__eq__(other)
-        return eq if eq is NotImplemented else not eq
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __reduce__(self):
-        return tuple, (tuple(self),)
-
-    def __repr__(self) -> str:
-        return repr(tuple(self))
-
-
-class _Info(dict):
-    """name -> one-line description, kept in step with the registry; read-only."""
-
-    def _sync(self) -> None:
-        dict.clear(self)
-        dict.update(self, {s.name: s.info for s in _REGISTRY.values()})
-
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
-
-    def __reduce__(self):
-        return dict, (dict(self),)
-
-
-STRATEGIES = _Names(lambda s: True, "Every registered strategy's name, in order.")
-PACKING_STRATEGIES = _Names(lambda s: s.packs, "Strategies whose rows hold several documents.")
-COUNT_STRATEGIES = _Names(lambda s: s.from_counts is not None, "Strategies planned from length counts alone.")
-ORDER_STRATEGIES = _Names(lambda s: s.from_counts is None, "Strategies that depend on order: planned on a sample.")
-STRATEGY_INFO = _Info()
-_VIEWS = (STRATEGIES, PACKING_STRATEGIES, COUNT_STRATEGIES, ORDER_STRATEGIES, STRATEGY_INFO)
+STRATEGIES = _REGISTRY.names_view(doc="Every registered strategy's name, in order.")
+PACKING_STRATEGIES = _REGISTRY.names_view(lambda s: s.packs, "Strategies whose rows hold several documents.")
+COUNT_STRATEGIES = _REGISTRY.names_view(lambda s: s.from_counts is not None, "Strategies planned from length counts alone.")
+ORDER_STRATEGIES = _REGISTRY.names_view(lambda s: s.from_counts is None,
+                                        "Strategies that depend on order: planned on a sample.")
+STRATEGY_INFO = _REGISTRY.mapping_view(lambda s: s.info, "name -> one-line description.")
 
 for _s in (
     Strategy("pad", "Pad every sample to the context: one sample per row.", False, P.place_pad, C.rows_pad),
@@ -180,4 +105,3 @@ for _s in (
 ):
     register_strategy(_s)
 del _s
-_sync()

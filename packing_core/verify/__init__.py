@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .batch_run import BatchVerdict, run_hf_batch
+    from .batch_run import BatchVerdict, Reconciled, reconcile, run_hf_batch
     from .drift import Continuations, continuations
     from .equivalence import (
         DEFAULT_LENGTHS,
@@ -25,21 +25,17 @@ if TYPE_CHECKING:
     from .families_run import measure_family
     from .families_table import measure_all
     from .loss_lesson import LossLesson
-    from .registry import (
-        MAX_TEXT_TOKENS,
-        MAX_TEXTS,
-        MIN_TEXTS,
-        PRETRAINED_MODELS,
+    from .run import (
+        attention_arguments,
         drift_path,
         drift_pretrained,
-        is_model_path,
+        drift_verdict,
         load_causal_lm,
-        read_texts_file,
-        tokenise_texts,
         verify_hf,
         verify_model,
         verify_pretrained,
     )
+    from .texts import MAX_TEXT_TOKENS, MAX_TEXTS, MIN_TEXTS, read_texts_file, tokenise_texts
     from .zoo import (
         BREAKS,
         PLANTED,
@@ -56,8 +52,6 @@ if TYPE_CHECKING:
         plant_bug,
         reference_links,
         reproduce_bug,
-        shown_batch,
-        zoo_entry,
     )
 
 __all__, _lazy_getattr, __dir__ = lazy_exports(__name__, __file__)

@@ -64,12 +64,25 @@ class DocumentResult:
     max_abs_diff: float   # max |logit alone - logit packed| over its tokens and the vocab
     equivalent: bool      # max_abs_diff <= tolerance
 
+    @property
+    def verdict(self) -> str:
+        """One word, as every table shows it: ``same`` or ``DIFFERENT``."""
+        return "same" if self.equivalent else "DIFFERENT"
+
 
 @dataclass(frozen=True)
 class VerifyReport:
+    """One packed-vs-alone run. ``verdict`` is its sentence, the one the CLI and the pages print.
+
+    >>> r = VerifyReport("on", "reset", "segments", "float32", 1e-4, "", (DocumentResult(0, 0, 3, 0.0, True),
+    ...                  DocumentResult(1, 3, 2, 2.5, False)), (0, 3, 5), np.zeros(5))
+    >>> r.verdict
+    'NOT EQUIVALENT. Document(s) 1 differ by up to 2.50e+00, more than the tolerance 1.0e-04.'
+    """
+
     mask: str                     # "on" | "off"
     positions: str                # "reset" | "continuous"
-    backend: str
+    backend: str                  # the lab's backend that ran ("" when transformers' own attention ran)
     dtype: str
     tolerance: float
     tolerance_reason: str
@@ -79,6 +92,7 @@ class VerifyReport:
     model: str = ""
     texts: tuple[str, ...] = ()            # the documents as text, when they came from text
     changes: tuple[TokenChange, ...] | None = None  # top-1 changes; None when not decoded
+    attn_implementation: str = ""          # transformers' own attention that ran (sdpa, eager), else ""
 
     @property
     def equivalent(self) -> bool:
@@ -89,11 +103,27 @@ class VerifyReport:
     def max_abs_diff(self) -> float:
         return max(d.max_abs_diff for d in self.documents)
 
+    @property
+    def verdict(self) -> str:
+        """The verdict in one sentence: computed here once; the CLI and the pages show it as it is."""
+        if self.equivalent:
+            return f"EQUIVALENT. Every document matches its alone run within {self.tolerance:.1e}."
+        bad = ", ".join(str(d.index) for d in self.documents if not d.equivalent)
+        return (f"NOT EQUIVALENT. Document(s) {bad} differ by up to {self.max_abs_diff:.2e}, more than the "
+                f"tolerance {self.tolerance:.1e}.")
+
+    @property
+    def attention(self) -> str:
+        """What attended, in the words of the flags: ``backend=segments`` or ``attn_implementation=sdpa``."""
+        return (f"attn_implementation={self.attn_implementation}" if self.attn_implementation
+                else f"backend={self.backend}")
+
     def to_dict(self) -> dict:
         return {
             "model": self.model, "mask": self.mask, "positions": self.positions,
-            "backend": self.backend, "dtype": self.dtype, "tolerance": self.tolerance,
-            "tolerance_reason": self.tolerance_reason, "equivalent": self.equivalent,
+            "backend": self.backend, "attn_implementation": self.attn_implementation, "dtype": self.dtype,
+            "tolerance": self.tolerance,
+            "tolerance_reason": self.tolerance_reason, "equivalent": self.equivalent, "verdict": self.verdict,
             "max_abs_diff": self.max_abs_diff, "cu_seqlens": list(self.cu_seqlens),
             "documents": [asdict(d) for d in self.documents],
             "token_diffs": [float(x) for x in self.token_diffs],
@@ -103,19 +133,10 @@ class VerifyReport:
 
     def format_table(self) -> str:
         head = (f"{self.model + ' ' if self.model else ''}mask={self.mask} "
-                f"positions={self.positions} backend={self.backend} dtype={self.dtype}")
+                f"positions={self.positions} {self.attention} dtype={self.dtype}")
         lines = [head, f"{'doc':>4} {'start':>6} {'length':>6} {'max |dlogit|':>13}  verdict"]
-        for d in self.documents:
-            lines.append(f"{d.index:>4} {d.start:>6} {d.length:>6} {d.max_abs_diff:>13.3e}  "
-                         f"{'same' if d.equivalent else 'DIFFERENT'}")
-        if self.equivalent:
-            verdict = (f"EQUIVALENT: every document matches its alone run within "
-                       f"{self.tolerance:.1e}")
-        else:
-            bad = [str(d.index) for d in self.documents if not d.equivalent]
-            verdict = (f"NOT EQUIVALENT: document(s) {', '.join(bad)} differ by up to "
-                       f"{self.max_abs_diff:.2e} > tolerance {self.tolerance:.1e}")
-        lines.append(verdict)
+        lines += [f"{d.index:>4} {d.start:>6} {d.length:>6} {d.max_abs_diff:>13.3e}  {d.verdict}" for d in self.documents]
+        lines.append(self.verdict)
         if self.texts:
             lines.append("")
             lines += [f"text {i}: {t[:70]!r}{'...' if len(t) > 70 else ''} ({d.length} tokens)"
@@ -154,10 +175,11 @@ def verify_runner(runner: Runner, documents: Sequence[Sequence[int]], *, mask: M
            positions: Positions = "reset", dtype: torch.dtype = torch.float32,
            backend_name: str = "segments", tolerance: float | None = None,
            device="cpu", model_name: str = "", decode: Callable[[list[int]], str] | None = None,
-           texts: Sequence[str] = ()) -> VerifyReport:
+           texts: Sequence[str] = (), attn_implementation: str = "") -> VerifyReport:
     """Compare each document's logits alone and packed in one row.
 
     ``dtype`` is the dtype the runner computes in; it picks the default tolerance.
+    ``backend_name`` or ``attn_implementation`` names the attention the runner uses.
     With ``decode`` (a tokenizer's), the report also lists every token whose top-1 next
     token differs alone vs packed, read from the same logits (no second forward pass).
     """
@@ -185,7 +207,7 @@ def verify_runner(runner: Runner, documents: Sequence[Sequence[int]], *, mask: M
     token_diffs = (torch.cat(alone) - packed).abs().amax(-1).double().cpu().numpy()
     logit_scale = max(float(a.abs().max()) for a in alone)
     if tolerance is None:
-        tolerance, reason = default_tolerance(dtype, backend_name, logit_scale)
+        tolerance, reason = default_tolerance(dtype, backend_name or attn_implementation, logit_scale)
     else:
         reason = f"{tolerance:.2e}, set by the caller."
     results = tuple(
@@ -200,7 +222,8 @@ def verify_runner(runner: Runner, documents: Sequence[Sequence[int]], *, mask: M
                         dtype=str(dtype).replace("torch.", ""), tolerance=float(tolerance),
                         tolerance_reason=reason, documents=results,
                         cu_seqlens=tuple(int(c) for c in cu), token_diffs=token_diffs,
-                        model=model_name, texts=tuple(texts), changes=changes)
+                        model=model_name, texts=tuple(texts), changes=changes,
+                        attn_implementation=attn_implementation)
 
 
 def _top1_changes(documents, alone, packed, cu, decode) -> tuple[TokenChange, ...]:

@@ -66,8 +66,8 @@ def test_short_tickets_in_128_token_tiles_bound_flex_well_below_sum_of_squares()
 def test_benchmark_bounds_judge_flex_by_its_tiles_and_label_every_bound():
     from types import SimpleNamespace
     r = SimpleNamespace(flop_ratio=13.1, backends={"segments": 0, "dense": 0, "flex": 0},
-                        plans={"pad": {"rows": 100, "attention_cost": 100 * 512**2},
-                               "bfd": {"rows": 25, "tiled_cells": 10 * 512**2}})
+                        plans=SimpleNamespace(pad=SimpleNamespace(rows=100, attention_cost=100 * 512**2),
+                                              bfd=SimpleNamespace(rows=25, tiled_cells=10 * 512**2)))
     assert benchmark_bounds(r) == {"segments": 13.1, "dense": 4.0, "flex": 10.0}
     assert set(BOUND_LABELS) >= {"padded", "segments", "dense", "flex", "varlen"}
 

@@ -115,7 +115,7 @@ def test_attention_cells_name_the_kernel_and_refuse_an_unknown_one():
 def test_benchmark_bounds_measure_dense_against_its_rows_and_segments_against_the_squares():
     from types import SimpleNamespace
     result = SimpleNamespace(flop_ratio=13.1, backends={"segments": None, "dense": None},
-                             plans={"pad": {"rows": 128}, "bfd": {"rows": 27}})
+                             plans=SimpleNamespace(pad=SimpleNamespace(rows=128), bfd=SimpleNamespace(rows=27)))
     bounds = benchmark_bounds(result)
     assert bounds == {"segments": 13.1, "dense": pytest.approx(128 / 27)}
 

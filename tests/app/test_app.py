@@ -67,7 +67,7 @@ def test_attention_cost_is_quadratic_padded_rows_against_sum_of_squares():
     assert "speed-up" not in text.lower()
     assert any("splits 1 document" in c.value or "cuts 1 document" in c.value for c in at.caption)
     table = at.dataframe[0].value
-    assert list(table["strategy"]) == list(pc.STRATEGIES)
+    assert list(table["strategy"]) == list(pc.STRATEGIES)      # every registered strategy, in its order
 
 
 def test_end_to_end_flops_show_the_formula_and_follow_the_slot_ratio_on_a_7b_shape():
@@ -287,13 +287,13 @@ def test_explorer_reads_a_real_dataset_chosen_in_the_sidebar():
 
 
 # ---------------------------------------------------------------- leakage lab
-def _lab(mask="on", positions="reset", model="tiny-rope", backend="segments") -> AppTest:
+def _lab(mask="on", positions="reset", model="tiny-rope", attention="segments") -> AppTest:
     at = open_page("leakage_lab")
     at.checkbox(key="w_leakage_lab.skip").check()
     at.radio(key="w_leakage_lab.mask").set_value(mask)
     at.radio(key="w_leakage_lab.positions").set_value(positions)
     at.selectbox(key="w_leakage_lab.model").set_value(model)
-    at.selectbox(key="w_leakage_lab.backend").set_value(backend)
+    at.selectbox(key="w_leakage_lab.attention").set_value(attention)
     at.run()
     assert_clean(at)
     return at
@@ -380,7 +380,7 @@ def test_each_page_with_steps_draws_them_as_numbered_tabs_in_lesson_order(spec):
 @pytest.mark.parametrize("settings,equivalent", [
     (dict(), True),
     (dict(mask="off"), False),
-    (dict(backend="causal_only"), False),
+    (dict(attention="causal_only"), False),
     (dict(model="tiny-abs", positions="continuous"), False),
     (dict(model="tiny-rope", positions="continuous"), True),
 ])
@@ -422,11 +422,11 @@ def test_benchmark_breaks_down_the_segments_time_on_live_numbers():
     table = at.dataframe[0].value
     assert len(table) == 4 and table["stage"][3].startswith("the whole backend")
     assert (pd.to_numeric(table["seconds"]) > 0).all()
-    stages = at.session_state["benchmark.breakdown"]["stages"]
+    stages = at.session_state["benchmark.breakdown"].stages
     text = markdown(at)
     # The sentence quotes the measured shares, not fixed numbers.
     for name in ("kernel_cached", "kernel_cold", "backend"):
-        assert f"**{stages[name]['of_flop_ratio']:.0%}**" in text
+        assert f"**{stages[name].of_flop_ratio:.0%}**" in text
 
 
 def test_leakage_lab_sdpa_with_cache_scenario_leaks_on_smollm2():
@@ -438,7 +438,7 @@ def test_leakage_lab_sdpa_with_cache_scenario_leaks_on_smollm2():
     at.checkbox(key="w_leakage_lab.skip").check()
     at.selectbox(key="w_leakage_lab.scenario").set_value("sdpa with cache").run(timeout=600)
     assert_clean(at)
-    assert at.selectbox(key="w_leakage_lab.backend").value == "sdpa" and at.checkbox(key="w_leakage_lab.use_cache").value
+    assert at.selectbox(key="w_leakage_lab.attention").value == "sdpa" and at.checkbox(key="w_leakage_lab.use_cache").value
     assert _verdict(at).startswith("Verdict: NOT EQUIVALENT")
     at.checkbox(key="w_leakage_lab.use_cache").uncheck().run(timeout=600)   # the same call without the cache
     assert_clean(at)

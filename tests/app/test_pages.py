@@ -9,7 +9,7 @@ import pytest
 import packing_core as pc
 from app_pages import _content, _lab
 from app_pages._content import PAGES
-from packing_core.cli import _parser
+from packing_core.cli import parser
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_FILES = sorted(p for p in (ROOT / "app_pages").glob("*.py") if not p.name.startswith("_"))
@@ -70,14 +70,36 @@ def test_a_page_not_in_the_list_is_named_with_the_fix():
         _content.page("app_pages/not_a_page.py")
 
 
-def test_page_speed_times_every_page_in_lesson_order():
-    spec = importlib.util.spec_from_file_location("page_speed", ROOT / "benchmarks" / "page_speed.py")
+def test_page_speed_times_every_page_in_lesson_order_read_from_the_app_without_a_path_trick():
+    script = ROOT / "benchmarks" / "page_speed.py"
+    assert "sys.path" not in script.read_text(encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("page_speed", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert list(module.PAGES) == [p.name for p in PAGES] and "bug_zoo" in module.PAGES
+    assert list(module.page_specs()) == [p.name for p in PAGES] and "bug_zoo" in module.page_specs()
 
 
 def test_the_default_context_has_one_home():
     assert _lab.SHARED.defaults["context"] == pc.DEFAULT_CONTEXT
-    assert _parser().parse_args(["report", "--lengths", "3"]).context == pc.DEFAULT_CONTEXT
+    assert parser().parse_args(["report", "--lengths", "3"]).context == pc.DEFAULT_CONTEXT
     assert pc.DEFAULT_CONTEXT in _lab.CONTEXTS
+
+
+# Sentences the library computes once (verdicts, notes, captions) and the CLI prints too: a page shows them
+# as they come (VerifyReport.verdict, drift_verdict, TrainPair.story, balance_rows(fit=True).note,
+# analysis.basis_note, describe_profile, profile_sample) and never writes them again itself.
+LIBRARY_WORDS = ("EQUIVALENT", "DIFFERENT", "cannot fill", "planned from the counts", "of the tokens are in the loss",
+                 "looks better in training", "The words part at generated token", "200_000", "messages\", \"prompt")
+
+
+@pytest.mark.parametrize("path", [*PAGE_FILES, ROOT / "app_pages" / "_lab.py", ROOT / "app_pages" / "_your_data.py"],
+                         ids=lambda p: p.name)
+def test_a_page_shows_the_librarys_sentences_and_never_composes_them(path):
+    text = path.read_text(encoding="utf-8")
+    assert [w for w in LIBRARY_WORDS if w in text] == []
+    assert "spec.tokenizer" not in text and "find_model(" not in text      # the library routes every model
+
+
+def test_the_leakage_lab_stays_thin():
+    lines = (ROOT / "app_pages" / "leakage_lab.py").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 290, f"{len(lines)} lines: move logic to the library, prose to _content"

@@ -125,9 +125,10 @@ def test_W7_pad_is_the_baseline_not_padded_to_a_batchs_longest_sample():
 def test_M1_the_continuation_is_labelled_with_the_verdicts_own_path():
     source = (ROOT / "app_pages/leakage_lab.py").read_text()
     assert "with the mask on, document 1 cannot read document 0" not in source
-    assert "drift_pretrained(texts, mask=mask, positions=positions, backend=backend, use_cache=use_cache" in source
+    assert "drift_pretrained(texts, mask=mask, positions=positions, use_cache=use_cache" in source
+    assert "**attention_arguments(attention)" in source.split("def drift(")[1].split("def ")[0]
     params = inspect.signature(drift_pretrained).parameters
-    assert {"backend", "use_cache", "positions"} <= set(params)
+    assert {"backend", "attn_implementation", "use_cache", "positions"} <= set(params)
 
 
 @pytest.mark.slow_model
@@ -262,11 +263,11 @@ def test_I9_longrope_also_depends_on_the_row():
     # nested in dynamic_rope_update: LongRoPE picks its factors from the row's largest position
     assert "seq_len = torch.max(position_ids) + 1" in inspect.getsource(modeling_rope_utils.dynamic_rope_update)
     assert "LongRoPE" in RULES["positions_do_not_restart"].fix
-    assert "Dynamic NTK and LongRoPE do not" in (ROOT / "app_pages/leakage_lab.py").read_text()
+    assert "Dynamic NTK and LongRoPE do not" in _content.LEAKAGE_WHY     # the Leakage lab's explanation
 
 
 def test_I10_nanogpt_and_run_clm_are_not_said_to_build_the_same_stream():
-    source = (ROOT / "app_pages/leakage_lab.py").read_text()
+    source = _content.LEAKAGE_DEBATE      # the Leakage lab's debate step
     assert "build the same stream" not in source and "no separator of its own" in source
 
 
@@ -325,7 +326,7 @@ def test_S3_the_padded_vs_packed_question_quotes_the_live_ratios(context):
 
 # ---------------------------------------------------------------- issue 21: missing teaching, words, predictions
 def test_numbers_the_pages_state_come_from_the_library():
-    source = (ROOT / "app_pages/leakage_lab.py").read_text()
+    source = (ROOT / "app_pages/leakage_lab.py").read_text() + (ROOT / "app_pages/_content.py").read_text()
     for literal in ("position 40", "8 topics", "9 in 10", "positions 40"):
         assert literal not in source, literal
     assert "positions 40.." not in (ROOT / "packing_core/verify/zoo/positions.py").read_text()

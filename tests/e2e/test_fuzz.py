@@ -711,7 +711,7 @@ def _one_error_line(r: subprocess.CompletedProcess) -> str:
 def test_verify_with_flash_attention_names_the_missing_package_not_the_model(tmp_path):
     """Even with no model installed at all, the missing kernel package is the first cause named."""
     env = {**CLI_ENV, "PACKING_LAB_CACHE": str(tmp_path / "cache"), "PACKING_LAB_MODELS": str(tmp_path / "models")}
-    r = subprocess.run([sys.executable, "-m", "packing_core", "verify", "--model", "smollm2", "--backend",
+    r = subprocess.run([sys.executable, "-m", "packing_core", "verify", "--model", "smollm2", "--attn-implementation",
                         "flash_attention_2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     line = _one_error_line(r)
     assert "flash-attn package, which is not installed" in line and "not installed (and no" not in line

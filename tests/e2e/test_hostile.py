@@ -438,7 +438,7 @@ CASES: list[Case] = [
          r"Python objects"),
     Case("config-auto-map-remote-code-never-runs", "pickles",
          lambda d, a: ["verify", "--model", str(_remote_code(d, a))],
-         check=lambda r, d: "every document matches" in r.stdout),   # trust_remote_code=False: the stock Llama
+         check=lambda r, d: "Every document matches" in r.stdout),   # trust_remote_code=False: the stock Llama
 
     # ------------------------------------------------ 3. wrong numbers: exact, or refused
     Case("profile-2-to-the-62-documents", "numbers",

@@ -239,7 +239,7 @@ def test_your_data_reads_at_1024_by_768_in_every_step(app_page, tmp_path):
 @pytest.mark.parametrize("bug", ["continuous-absolute-positions", "row-cu-seqlens"])
 def test_a_bug_zoo_reproduction_reads_at_1024_by_768(app_page, bug):
     """A reproduction's figures (a tiny model's logit diffs; a planted fault's mask): titles, labels inside."""
-    from packing_core.verify import zoo_entry
+    from packing_core.verify.zoo import zoo_entry
 
     entry = zoo_entry(bug)
     app_page.open("bug_zoo")

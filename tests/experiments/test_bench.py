@@ -39,14 +39,14 @@ def test_each_cpu_backend_reports_throughput_and_a_goal_verdict(result):
     # each backend against its own bound: dense computes every cell of each packed row
     assert result.backends["segments"].flop_ratio == result.flop_ratio
     assert result.backends["dense"].flop_ratio == pytest.approx(
-        result.plans["pad"]["rows"] / result.plans["bfd"]["rows"])
+        result.plans.pad.rows / result.plans.bfd.rows)
     assert result.backends["dense"].flop_ratio < result.flop_ratio
 
 
 def test_machine_info_names_torch_and_the_cpus(result):
-    assert result.machine["torch"] == torch.__version__
-    assert result.machine["cpu_count"] == os.cpu_count()
-    assert result.machine["torch_threads"] == torch.get_num_threads()
+    assert result.machine.torch == torch.__version__
+    assert result.machine.cpus == os.cpu_count()
+    assert result.machine.torch_threads == torch.get_num_threads()
     assert BenchmarkResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
 
 
@@ -84,16 +84,15 @@ def test_cli_turns_a_bad_dtype_into_one_line(capsys):
 def test_breakdown_names_every_stage_and_its_share_of_the_flop_ratio():
     from packing_core.experiments import format_breakdown, segments_breakdown
     r = segments_breakdown(docs=12, context=64, heads=2, head_dim=8, repeats=1)
-    assert list(r["stages"]) == ["kernel_cached", "kernel_cold", "copy_out", "backend"]
-    assert r["flop_ratio"] == pytest.approx(
+    assert list(r.stages) == ["kernel_cached", "kernel_cold", "copy_out", "backend"]
+    assert r.flop_ratio == pytest.approx(
         make_plan(synthetic_lengths("support-tickets", n=12, seed=0), 64, "pad")
         .metrics().attention_cost_padded
         / make_plan(synthetic_lengths("support-tickets", n=12, seed=0), 64, "bfd")
         .metrics().attention_cost_packed)
-    for s in r["stages"].values():
-        assert s["seconds"] > 0
-        assert s["of_flop_ratio"] == pytest.approx(r["padded_seconds"] / s["seconds"]
-                                                   / r["flop_ratio"])
+    for s in r.stages.values():
+        assert s.seconds > 0
+        assert s.of_flop_ratio == pytest.approx(r.padded_seconds / s.seconds / r.flop_ratio)
     assert "kernel_cold" in format_breakdown(r)
 
 
@@ -129,7 +128,7 @@ def test_gpu_check_rehearses_every_step_on_cpu(tmp_path):
     assert "CPU rehearsal" in (out / "gpu.txt").read_text()
     assert "skipped" in (out / "tests.log").read_text()      # the CUDA tests, cleanly
     result = BenchmarkResult.from_dict(json.loads((out / "attention_8.json").read_text()))
-    assert result.config["docs"] == 8 and result.machine["device"] == "cpu"
+    assert result.config.docs == 8 and result.machine.device == "cpu"
     assert "FLOP ratio" in r.stdout and "rehearsal on cpu" in r.stdout
 
 
@@ -146,7 +145,7 @@ def test_padded_q_k_v_lie_token_major_like_a_models_projection_unless_asked():
 
 def test_padded_layout_is_recorded_and_a_bad_one_is_refused():
     r = run_benchmark(**SMALL, backends=["segments"], padded_layout="contiguous")
-    assert r.config["padded_layout"] == "contiguous"
+    assert r.config.padded_layout == "contiguous"
     assert "contiguous layout" in format_benchmark(r)
     with pytest.raises(ValueError, match="model or contiguous"):
         run_benchmark(**SMALL, padded_layout="rows")

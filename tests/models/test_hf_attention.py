@@ -208,9 +208,9 @@ def test_smollm2_without_the_mask_changes_the_second_texts_predictions(smollm2):
 
 
 def test_smollm2_sdpa_with_cache_leaks_on_real_text(smollm2):
-    result = verify_pretrained(mask="off", backend="sdpa", use_cache=True, pretrained=smollm2)
+    result = verify_pretrained(mask="off", attn_implementation="sdpa", use_cache=True, pretrained=smollm2)
     assert not result.equivalent
-    clean = verify_pretrained(mask="off", backend="sdpa", use_cache=False, pretrained=smollm2)
+    clean = verify_pretrained(mask="off", attn_implementation="sdpa", use_cache=False, pretrained=smollm2)
     assert clean.equivalent, clean.format_table()
 
 

@@ -106,7 +106,7 @@ def test_best_fit_from_counts_stays_near_linear_in_distinct_lengths():
 def test_a_name_registers_once_and_unknown_names_are_one_line(registered):
     with pytest.raises(ValueError, match="already registered"):
         register_strategy(toy())
-    with pytest.raises(ValueError, match="strategy must be one of 'pad'.*'toy-reverse-fit', got 'nope'"):
+    with pytest.raises(ValueError, match="unknown strategy 'nope': choose one of pad, .*toy-reverse-fit"):
         make_plan([3, 2], 8, "nope")
 
 

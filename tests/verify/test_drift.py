@@ -6,7 +6,7 @@ import torch
 import packing_core as pc
 from app_pages import _content
 from packing_core.models import tiny_model
-from packing_core.verify import default_documents, drift_path, drift_pretrained, model_runner
+from packing_core.verify import attention_arguments, default_documents, drift_path, drift_pretrained, model_runner
 from packing_core.verify.drift import continuations
 
 TINY_SCENARIOS = [n for n, (_, cfg) in _content.SCENARIOS.items() if cfg["model"] in ("tiny-rope", "tiny-abs")]
@@ -44,8 +44,8 @@ def test_a_runner_that_reads_the_neighbour_drifts_and_one_that_does_not_stays():
 def test_each_tiny_scenario_drifts_exactly_when_its_verdict_says_document_1_changed(scenario):
     cfg = _content.SCENARIOS[scenario][1]
     net = tiny_model(cfg["model"])
-    report = pc.verify_model(net, mask=cfg["mask"], positions=cfg["positions"], backend=cfg["backend"])
-    words = continuations(model_runner(net, cfg["backend"]), default_documents(vocab_size=net.cfg.vocab_size),
+    report = pc.verify_model(net, mask=cfg["mask"], positions=cfg["positions"], backend=cfg["attention"])
+    words = continuations(model_runner(net, cfg["attention"]), default_documents(vocab_size=net.cfg.vocab_size),
                           str, mask=cfg["mask"], positions=cfg["positions"], steps=6)
     assert words.same == report.documents[1].equivalent
 
@@ -61,7 +61,7 @@ def test_drift_path_names_the_backend_the_cache_and_the_positions():
 def test_the_sdpa_cache_scenario_drifts_in_words_as_its_verdict_leaks(smollm2_pair):
     """The old drift always passed its own block mask, so it showed 'the same words' under a leaking path."""
     cfg = _content.SCENARIOS["sdpa with cache"][1]
-    settings = dict(mask=cfg["mask"], positions=cfg["positions"], backend=cfg["backend"])
+    settings = dict(mask=cfg["mask"], positions=cfg["positions"], **attention_arguments(cfg["attention"]))
     leak = drift_pretrained(use_cache=True, steps=2, pretrained=smollm2_pair, **settings)
     assert not leak.same and "use_cache=True" in leak.path
     fixed = drift_pretrained(use_cache=False, steps=2, pretrained=smollm2_pair, **settings)

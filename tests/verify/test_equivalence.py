@@ -7,11 +7,18 @@ import pytest
 import torch
 from transformers import BloomConfig, BloomForCausalLM
 
-from packing_core import VerifyReport, verify_model, verify_runner
+from packing_core import VerifyReport, verify_model
 from packing_core.cli import main
 from packing_core.data import byte_tokenizer
 from packing_core.models import load_local_model, load_pretrained, pretrained_status, tiny_model
-from packing_core.verify import default_documents, default_tolerance, drift_pretrained, model_runner, tokenise_texts
+from packing_core.verify import (
+    default_documents,
+    default_tolerance,
+    drift_pretrained,
+    model_runner,
+    tokenise_texts,
+    verify_runner,
+)
 from tests._support import save_tiny_llama
 
 TINY = ["tiny-rope", "tiny-abs"]

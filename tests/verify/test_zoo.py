@@ -9,7 +9,7 @@ import packing_core as pc
 from packing_core.batch import LOSS_RULES
 from packing_core.cli import main
 from packing_core.models import pretrained_status
-from packing_core.verify import REPRODUCED, ZOO_NAMES
+from packing_core.verify import REPRODUCED, ZOO_NAMES, reproduce_bug
 from tests._support import skip_or_fail
 
 NEEDS_SMOLLM2 = {"mask-hides-packing", "cache-hides-packing", "positions-without-mask", "labels-over-row",
@@ -33,7 +33,7 @@ def test_the_zoo_has_at_least_eight_cited_entries_with_a_fix():
 def test_each_bug_reproduces_is_caught_and_the_fix_is_clean(name):
     if name in NEEDS_SMOLLM2 and not pretrained_status()[0]:
         skip_or_fail("SmolLM2 is not installed")
-    r = pc.reproduce_bug(name)
+    r = reproduce_bug(name)
     assert r.name == name and r.caught and r.silent_on_fix, r
     if r.broken_max_abs_diff is not None:          # a leak: whole logits apart, the fix within rounding
         assert r.broken_max_abs_diff > 0.1 and r.fixed_max_abs_diff < 1e-3
@@ -71,7 +71,8 @@ def assert_arrays_agree_with_the_sentences(r):
 
 @pytest.mark.parametrize("name", [b.name for b in pc.ZOO if b.planted])
 def test_a_planted_fault_draws_only_what_it_changes_and_its_verdict_follows_caught_by(name):
-    from packing_core.verify import plant_bug, zoo_entry
+    from packing_core.verify import plant_bug
+    from packing_core.verify.zoo import zoo_entry
 
     r = plant_bug(name)
     bug = zoo_entry(name)
@@ -88,12 +89,12 @@ def test_a_planted_fault_draws_only_what_it_changes_and_its_verdict_follows_caug
 def test_labels_over_the_row_train_one_extra_target_per_boundary():
     if not pretrained_status()[0]:
         skip_or_fail("SmolLM2 is not installed")
-    r = pc.reproduce_bug("labels-over-row")
+    r = reproduce_bug("labels-over-row")
     assert r.symptom.startswith("71 targets instead of 70") and r.check_says == "label_crosses_boundary (error)"
 
 
 def test_loss_per_row_overweights_the_short_document():
-    r = pc.reproduce_bug("loss-per-row")
+    r = reproduce_bug("loss-per-row")
     assert "weighs 0.500 of the gradient" in r.symptom
 
 

@@ -3,7 +3,8 @@ import pytest
 
 import packing_core as pc
 from packing_core.check import RULES
-from packing_core.verify import PLANTED, REPRODUCED, Bug, broken_batch, example_checks, zoo_entry
+from packing_core.verify import PLANTED, REPRODUCED, Bug, broken_batch, example_checks
+from packing_core.verify.zoo import zoo_entry
 
 
 def instruction_batch():

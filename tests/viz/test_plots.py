@@ -268,7 +268,7 @@ def test_benchmark_figure_draws_each_backend_beside_its_own_flop_bound():
     padded = result.padded.tokens_per_s
     by = dict(zip(bound.x, bound.y))
     assert by["segments"] == pytest.approx(padded * result.flop_ratio)
-    assert by["dense"] == pytest.approx(padded * result.plans["pad"]["rows"] / result.plans["bfd"]["rows"])
+    assert by["dense"] == pytest.approx(padded * result.plans.pad.rows / result.plans.bfd.rows)
     assert by["dense"] < by["segments"]
     assert list(goal.y) == pytest.approx([y * result.goal_factor for y in bound.y])
 

@@ -8,7 +8,8 @@
 A reader knows its format and nothing of the limits; ``_base`` applies them to every
 format alike (see the table in ``_base``). To add a format: write one reader (``columns``
 and ``batches``) in a file of its own here, and register it below by its suffixes; the
-CLI, the scan, the explorer's uploader and ``INPUT_SUFFIXES`` then read it.
+CLI, the scan, the explorer's uploader and ``INPUT_SUFFIXES`` (a live view of ``FORMATS``,
+the one :class:`~packing_core._registry.Registry` of formats) then read it.
 
     >>> src = open_source(b'{"text": "hi"}\\n{"text": "hello"}\\n', fmt="jsonl")
     >>> [(b.column(0).to_pylist(), where(1)) for b, where in read_batches(src, ["text"])]
@@ -17,6 +18,8 @@ CLI, the scan, the explorer's uploader and ``INPUT_SUFFIXES`` then read it.
 from packing_core.data.sources import _arrow, _csv, _jsonl, _parquet, _txt
 from packing_core.data.sources._base import (
     BATCH_BYTES,
+    FORMATS,
+    INPUT_SUFFIXES,
     READERS,
     SUFFIXES,
     WHOLE,
@@ -48,9 +51,7 @@ register("parquet", (".parquet",), _parquet.PARQUET)
 register("arrow", (".arrow",), _arrow.ARROW)
 register("txt", (".txt",), _txt.TXT)
 
-INPUT_SUFFIXES = input_suffixes()   # what the uploaders and the CLI help offer: the registry's suffixes
-
-__all__ = ["BATCH_BYTES", "INPUT_SUFFIXES", "MAX_SHARDS", "READERS", "SUFFIXES", "WHOLE", "Reader", "Source",
+__all__ = ["BATCH_BYTES", "FORMATS", "INPUT_SUFFIXES", "MAX_SHARDS", "READERS", "SUFFIXES", "WHOLE", "Reader", "Source",
            "SourceError", "Where", "check_budget", "check_regular", "columns", "display", "find_shards", "fmt_of",
            "input_suffixes", "kind_of_file", "load_json", "open_source", "read_batches", "register", "split_parquet",
            "unregister"]

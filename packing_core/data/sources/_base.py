@@ -31,6 +31,7 @@ from typing import BinaryIO, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from packing_core._registry import MappingView, NamesView, Registry
 from packing_core._settings import ReadBudget, read_budget
 from packing_core._validate import MAX_TEXT_BYTES, InputError
 
@@ -174,26 +175,41 @@ class Reader(Protocol):
         ...
 
 
-READERS: dict[str, Reader] = {}     # format -> its reader
-SUFFIXES: dict[str, str] = {}       # suffix -> format, e.g. ".jsonl.gz" -> "jsonl.gz"
+@dataclass(frozen=True)
+class Format:
+    """One registered input format: its name, its file suffixes (lower case) and its reader."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    reader: Reader
 
 
-def register(fmt: str, suffixes: tuple[str, ...], reader: Reader) -> None:
+FORMATS: Registry[Format] = Registry("input format")
+READERS = FORMATS.mapping_view(lambda f: f.reader, "format -> its reader, live")
+SUFFIXES = MappingView(lambda: {s: f.name for f in FORMATS.entries() for s in f.suffixes},
+                       "suffix -> format, live, e.g. '.jsonl.gz' -> 'jsonl.gz'")
+
+
+def register(fmt: str, suffixes: tuple[str, ...], reader: Reader) -> Format:
     """Register ``reader`` for ``fmt`` and its file suffixes: report, scan and the uploader then read it."""
-    READERS[fmt] = reader
-    for s in suffixes:
-        SUFFIXES[s.lower()] = fmt
+    suffixes = tuple(s.lower() for s in suffixes)
+    taken = [s for s in suffixes if s in SUFFIXES]
+    if taken:
+        raise ValueError(f"the suffixes {taken} already belong to {sorted({SUFFIXES[s] for s in taken})}")
+    return FORMATS.register(fmt, Format(fmt, suffixes, reader))
 
 
 def unregister(fmt: str) -> None:
-    READERS.pop(fmt, None)
-    for s in [s for s, f in SUFFIXES.items() if f == fmt]:
-        del SUFFIXES[s]
+    if fmt in FORMATS:
+        FORMATS.unregister(fmt)
 
 
 def input_suffixes() -> tuple[str, ...]:
     """Every suffix a reader is registered for, in registration order."""
     return tuple(SUFFIXES)
+
+
+INPUT_SUFFIXES = NamesView(input_suffixes, "Every registered suffix, live: what the uploaders and the CLI help offer.")
 
 
 def fmt_of(name: str) -> str | None:

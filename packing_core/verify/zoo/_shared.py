@@ -18,7 +18,8 @@ def smollm2():
 
 
 def texts_documents(tokenizer) -> list[list[int]]:
-    from packing_core.verify.registry import DEFAULT_TEXTS, tokenise_texts
+    from packing_core.models.registry import DEFAULT_TEXTS
+    from packing_core.verify.texts import tokenise_texts
 
     return tokenise_texts(tokenizer, DEFAULT_TEXTS)
 

@@ -49,7 +49,7 @@ def _cache_example():
 
 
 def _positions_without_mask() -> ZooResult:
-    from packing_core.verify.registry import verify_pretrained
+    from packing_core.verify.run import verify_pretrained
 
     pre = smollm2()
     docs = texts_documents(pre[1])

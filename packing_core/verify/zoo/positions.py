@@ -102,7 +102,7 @@ def _positions_not_padded() -> ZooResult:
 
 
 def _continuous_absolute() -> ZooResult:
-    from packing_core.verify.registry import verify_model
+    from packing_core.verify.run import verify_model
 
     broken = verify_model("tiny-abs", positions="continuous")
     fixed = verify_model("tiny-abs", positions="reset")

@@ -1,0 +1,141 @@
+"""The strategy table, written once: its columns, their formats and what each one means.
+
+Plain ``report``, ``report FILE`` (and ``--profile``) and the Dataset explorer's table all read
+:data:`COLUMNS`: a column has one meaning, one text header, one page title and one help text,
+so the command line and the page cannot drift apart. A profile's plans add two columns (the
+basis a plan was measured on, and trained tokens per slot).
+
+>>> from packing_core.analysis.tables import strategy_table
+>>> print(format_strategy_table(strategy_table([120, 90, 300, 40, 55, 30, 210, 65], 512, ("pad", "bfd"))))
+... # doctest: +NORMALIZE_WHITESPACE
+strategy  rows  fewest rows  rows/fewest  slots   pads   util  lost  split  attn block  attn dense
+pad          8            2        4.000  4,096  3,186  0.222     0      0     2.1e+06     2.1e+06
+bfd          2            2        1.000  1,024    114  0.889     0      0    1.66e+05    5.24e+05
+<BLANKLINE>
+fewest rows: all placed tokens / context, rounded up (no plan of full rows needs fewer);
+rows/fewest: rows against that fewest number possible; attn block: attention cells with a kernel
+that skips masked blocks (a padded row: width², pads computed; a packed row: Σ len² of its pieces);
+attn dense: attention cells with a materialised mask (width² per row)
+<BLANKLINE>
+  pad: Pad every sample to the context: one sample per row.
+  bfd: Best-fit decreasing: longest first, into the fullest row it still fits.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from packing_core.analysis.tables import StrategyRow
+from packing_core.packing.from_counts import CountPlan
+from packing_core.packing.registry import COUNT_STRATEGIES, ORDER_STRATEGIES, PACKING_STRATEGIES, STRATEGY_INFO
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: a text header and format (the CLI), a page title and format (the explorer), its meaning.
+
+    ``value(row, plan)`` reads a :class:`StrategyRow` and, for a profile, its :class:`CountPlan`
+    (else ``None``); ``text`` or ``title`` is ``None`` where that table leaves the column out.
+    """
+
+    text: str | None
+    title: str | None
+    value: Callable[[StrategyRow, Any], Any]     # (row, its CountPlan or None)
+    fmt: str = "{}"                 # the text table's format
+    page_format: str | None = None  # the page's number format (Streamlit NumberColumn), None: shown as it is
+    help: str = ""
+    profile_only: bool = False      # only a profile's plans carry it
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("strategy", "strategy", lambda r, p: r.strategy),
+    Column(None, "kind", lambda r, p: "packing" if r.strategy in PACKING_STRATEGIES else "padding"),
+    Column("basis", None, lambda r, p: "counts" if p.basis == "counts" else "sampled", profile_only=True),
+    Column("rows", "rows", lambda r, p: r.rows, "{:,}", "localized"),
+    Column("fewest rows", None, lambda r, p: r.lower_bound_rows, "{:,}",
+           help="all placed tokens / context, rounded up (no plan of full rows needs fewer)"),
+    Column("rows/fewest", "rows vs fewest possible", lambda r, p: r.rows_over_lower_bound, "{:.3f}", "%.2fx",
+           "rows against that fewest number possible; bucketing pads each document to its bucket, one document "
+           "per row, so it has many short rows"),
+    Column("slots", "slots", lambda r, p: r.slots, "{:,}", "localized"),
+    Column("pads", "pads", lambda r, p: r.pad_tokens, "{:,}", "localized"),
+    Column("util", "utilisation %", lambda r, p: r.utilisation, "{:.3f}", "%.1f %%"),
+    Column("lost", "tokens lost", lambda r, p: r.tokens_lost, "{:,}", "localized"),
+    Column("split", "docs split", lambda r, p: r.docs_split, "{:,}"),
+    Column(None, "basis", lambda r, p: "all documents" if p.basis == "counts" else p.basis, profile_only=True),
+    Column("trained/slot", "trained tokens per slot", lambda r, p: p.trained_per_slot, "{:.3f}", "%.3f",
+           "tokens in the loss / slots: what one slot of compute trains", profile_only=True),
+    Column(None, "linear: slot ratio", lambda r, p: r.slot_ratio, page_format="%.1fx",
+           help="slots of padding to the context / these slots: what the linear layers save"),
+    Column("attn block", "attention cost", lambda r, p: r.attention_cost, "{:.3g}", "%.3e",
+           "cells of full squares. Padding: rows x width², with a kernel that computes the pads. Packing: Σ len², "
+           "paid by varlen fed cu_seqlens or one call per document; FlexAttention, which skips only whole masked "
+           "tiles, pays somewhat more"),
+    Column("attn dense", None, lambda r, p: r.dense_mask_cost, "{:.3g}",
+           help="attention cells with a materialised mask (width² per row)"),
+    Column(None, "attention FLOP ratio", lambda r, p: r.attention_ratio, page_format="%.1fx",
+           help="attention FLOPs of padding to the context, run by a kernel that computes the pads (SDPA with "
+                "is_causal or a dense mask) / this plan's with a kernel that skips masked blocks. Against an "
+                "unpadding kernel (FlashAttention given an attention_mask) padding also pays only Σ len², and "
+                "packing's saving is the slot ratio. A FLOP count, not a measured speed-up"),
+    Column(None, "dense-mask FLOP ratio", lambda r, p: r.dense_mask_ratio, page_format="%.1fx",
+           help="the same plan with a materialised block-diagonal mask: every cell of each row is computed, so "
+                "attention pays rows x width² (baseline: padded rows, pads computed)"),
+    Column(None, "what it does", lambda r, p: r.description),
+)
+# The columns a class compares first (the page's narrow table; every column waits below it).
+KEY_TITLES = ("strategy", "utilisation %", "rows", "tokens lost", "docs split")
+LEGEND = ("fewest rows: all placed tokens / context, rounded up (no plan of full rows needs fewer);\n"
+          "rows/fewest: rows against that fewest number possible; attn block: attention cells with a kernel\n"
+          "that skips masked blocks (a padded row: width², pads computed; a packed row: Σ len² of its pieces);\n"
+          "attn dense: attention cells with a materialised mask (width² per row)")
+
+
+def _columns(plans, where: str) -> list[Column]:
+    return [c for c in COLUMNS if getattr(c, where) is not None and (plans is not None or not c.profile_only)]
+
+
+def _pairs(rows, plans) -> list[tuple[StrategyRow, CountPlan | None]]:
+    if plans is not None and [p.strategy for p in plans] != [r.strategy for r in rows]:
+        raise ValueError("rows and plans must list the same strategies in the same order")
+    return list(zip(rows, plans if plans is not None else [None] * len(rows)))
+
+
+def basis_note() -> str:
+    """How a profile's strategies are planned, read from the registry (one sentence).
+
+    >>> basis_note()[:60]
+    'pad, bucket, concat-cut, ffd and bfd are planned from the co'
+    """
+    def names(xs) -> str:
+        xs = list(xs)
+        return ", ".join(xs[:-1]) + f" and {xs[-1]}" if len(xs) > 1 else "".join(xs)
+    return (f"{names(COUNT_STRATEGIES)} are planned from the counts of every document; {names(ORDER_STRATEGIES)} "
+            "on a seeded random order of a sample (their basis column says which).")
+
+
+def format_strategy_table(rows: list[StrategyRow], plans: list[CountPlan] | None = None) -> str:
+    """The text table of the CLI: one line per strategy, the legend, a profile's sampling notes, what each does."""
+    columns = _columns(plans, "text")
+    pairs = _pairs(rows, plans)
+    cells = [[c.text or "" for c in columns]] + [[c.fmt.format(c.value(r, p)) for c in columns] for r, p in pairs]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    table = ["  ".join(v.ljust(w) if c.text in ("strategy", "basis") else v.rjust(w)
+                       for c, v, w in zip(columns, line, widths)).rstrip() for line in cells]
+    notes = sorted({f"sampled: {p.basis}; {p.note}" for _, p in pairs if p is not None and p.basis != "counts"})
+    described = [f"  {r.strategy}: {STRATEGY_INFO.get(r.strategy, r.description)}" for r, _ in pairs]
+    return "\n".join([*table, "", LEGEND, *notes, "", *described])
+
+
+def strategy_frame(rows: list[StrategyRow], plans: list[CountPlan] | None = None) -> dict[str, list]:
+    """The page's table as ``{title: values}``, in :data:`COLUMNS` order (utilisation in percent)."""
+    pairs = _pairs(rows, plans)
+    scale = {"utilisation %": 100.0}
+    return {c.title or "": [c.value(r, p) * scale.get(c.title or "", 1) if c.title in scale else c.value(r, p)
+                            for r, p in pairs] for c in _columns(plans, "title")}
+
+
+def column_help(plans=None) -> dict[str, tuple[str | None, str]]:
+    """``{title: (page number format, help)}`` of the page's columns."""
+    return {c.title or "": (c.page_format, c.help) for c in _columns(plans, "title") if c.page_format or c.help}

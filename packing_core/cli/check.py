@@ -1,0 +1,115 @@
+"""``check``: a trainer's batch file (safetensors, ``.npz``, JSON; never a pickle), judged for the attention
+implementation that will read it; ``--attn-implementation all`` judges it for each, computing the
+implementation-free half once (``check.check_all_implementations``); ``--model`` also runs it, and one
+reconciled line says whether the run and the static verdict agree (the run decides the exit code). Several
+files, or a folder, are a stream: is packing on at all, and how full are the rows."""
+from __future__ import annotations
+
+import argparse
+
+from packing_core._validate import InputError
+from packing_core.cli.common import dump_json, vet_model
+from packing_core.models.registry import is_model_path, model_names
+
+NAME = "check"
+HELP = "check a trainer's batch file (safetensors, .npz, JSON; never pickle), or a stream of them"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from packing_core.attention import IMPLEMENTATIONS, TRAINER_READERS
+
+    with_texts = ", ".join(model_names(tokenizer=True))
+    p.add_argument("file", nargs="+", help="the batch: input_ids, labels, position_ids, attention_mask, "
+                                           "cu_seq_lens_q/k; several files or a folder: a stream (is packing on, "
+                                           "how full are the rows)")
+    p.add_argument("--model", help=f"also run it: {with_texts} or a local HF model folder (safetensors)")
+    p.add_argument("--attn-implementation", default="sdpa", choices=(*IMPLEMENTATIONS, *TRAINER_READERS, "all"),
+                   help="the attention that will read the batch (default sdpa); all: a verdict for each")
+    p.add_argument("--tokenizer", help=f"{with_texts} or a tokenizer folder: its EOS id ends documents where nothing "
+                                       "stronger marks them (with --model: the model folder's)")
+    p.add_argument("--eos-id", type=int, action="append", metavar="N", help="a token id that ends a document (repeat)")
+    p.add_argument("--labels", default="auto", choices=("unshifted", "shifted", "auto"),
+                   help="unshifted: transformers' labels (the model shifts); shifted: targets (torchtune recipes, "
+                        "Megatron, nanoGPT); auto decides and says so")
+    p.add_argument("--allow-cross-document", action="store_true",
+                   help="reading across documents, and EOS -> next-document targets, are deliberate (pretraining "
+                        "streams): both become notes")
+    p.add_argument("--mask-convention", default="auto", choices=("auto", "may-read", "masked"),
+                   help="what True means in a boolean 4D mask that does not say it itself: may-read (transformers) "
+                        "or masked (Megatron)")
+    p.add_argument("--use-cache", action="store_true", help="the forward call uses a cache (use_cache=True)")
+    p.add_argument("--strict", action="store_true", help="warnings exit 1 too")
+    p.add_argument("--format", default="table", choices=("table", "json"))
+
+
+def special_ids(args):
+    """``(EOS ids, tokenizer facts)`` from --eos-id, --tokenizer, or the --model folder's tokenizer.
+
+    Only the EOS id: chat templates open every turn with the BOS-like token, so it would split
+    one conversation into turns. An EOS id decides documents only where nothing stronger marks them.
+    """
+    eos = tuple(dict.fromkeys(args.eos_id or ()))
+    spec = args.tokenizer or args.model
+    if not args.tokenizer and args.model and is_model_path(args.model):
+        from pathlib import Path
+
+        folder = Path(args.model).expanduser()
+        if not any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+            spec = None      # a model folder without a tokenizer: no EOS evidence (say --eos-id to give one)
+    if not spec or args.eos_id:
+        return eos, None
+    from packing_core.check import tokenizer_facts
+    from packing_core.models.tokenizers import load_tokenizer
+
+    facts = tokenizer_facts(load_tokenizer(spec), spec)
+    if not facts.eos_ids:
+        raise InputError(f"the tokenizer {spec} has no EOS id: give --eos-id N")
+    return eos, facts
+
+
+def run(args, out, err) -> int:
+    vet_model(args.model)
+    from pathlib import Path
+
+    from packing_core.check import check_all_implementations, check_hf_batch, check_stream, load_batch_file
+
+    eos, facts = special_ids(args)
+    options = dict(use_cache=args.use_cache, eos_ids=eos, labels=args.labels,
+                   allow_cross_document=args.allow_cross_document, tokenizer=facts,
+                   mask_convention=args.mask_convention)
+    if len(args.file) > 1 or Path(args.file[0]).is_dir():     # a stream: packing on?, fill, the worst batch
+        impl = "sdpa" if args.attn_implementation == "all" else args.attn_implementation
+        summary = check_stream(args.file, impl, **options)
+        if args.format == "json":
+            dump_json(summary.to_dict(), out)
+        else:
+            out.write(summary.format_table() + "\n")
+        return 1 if any(b.errors or (args.strict and b.warnings) for b in summary.batches) else 0
+    batch = load_batch_file(args.file[0])
+    every = args.attn_implementation == "all"
+    checks = (list(check_all_implementations(batch, **options)) if every
+              else [check_hf_batch(batch, args.attn_implementation, compare=True, **options)])
+    verdict = reconciled = None
+    if args.model is not None:
+        from packing_core.verify import load_causal_lm, reconcile, run_hf_batch
+
+        model, _ = load_causal_lm(args.model)
+        if not every:
+            model.config._attn_implementation = args.attn_implementation
+        verdict = run_hf_batch(model, checks[0], model_name=args.model, use_cache=args.use_cache)
+        reconciled = reconcile(checks[0], verdict, strict=args.strict)
+    if args.format == "json":
+        dump_json({"checks": [c.to_dict() for c in checks], "model_run": verdict and verdict.to_dict(),
+                   "reconciled": reconciled and reconciled.to_dict()}, out)
+    else:
+        if len(checks) == 1:
+            out.write(checks[0].format_table() + "\n")
+        else:
+            out.write("\n".join(c.verdict for c in checks) + "\n\n")
+            out.write("\n\n".join(c.format_table() for c in checks if not c.sound or c.warnings) + "\n")
+        if verdict is not None:
+            out.write("\n" + verdict.format_table() + "\n" + reconciled.line + "\n")
+    codes = [c.exit_code(args.strict) for c in checks]
+    if reconciled is not None:          # the run decides for the implementation it ran
+        codes[0] = reconciled.exit_code
+    return max(codes)

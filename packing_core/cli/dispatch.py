@@ -1,0 +1,68 @@
+"""The parser, built from ``COMMANDS``, and ``main``: one line for bad input, a bug report for anything else.
+
+Only the command being run declares its arguments, so starting the CLI costs what that command
+imports (``report`` never loads torch to describe ``verify``'s backends).
+
+>>> [c.NAME for c in COMMANDS]
+['report', 'balance', 'scan', 'check', 'verify', 'zoo', 'warm']
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from packing_core._validate import InputError
+from packing_core.cli import balance, check, report, scan, verify, warm, zoo
+from packing_core.cli.common import EXIT_BAD_INPUT, EXIT_BUG, Parser, escaped, quiet_libraries
+from packing_core.models.registry import model_names
+
+COMMANDS = (report, balance, scan, check, verify, zoo, warm)
+
+
+def parser(command: str | None = None) -> Parser:
+    """The CLI's parser; given ``command``, only that command declares its arguments (the others just their help)."""
+    p = Parser(prog="python -m packing_core", description="Packing Lab: measure and check sequence packing.")
+    sub = p.add_subparsers(dest="command", required=True)
+    for c in COMMANDS:
+        s = sub.add_parser(c.NAME, help=c.HELP, description=(c.__doc__ or "").split("\n\n")[0])
+        if command is None or command == c.NAME:
+            c.add_arguments(s)
+    return p
+
+
+def main(argv=None, out=None, err=None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        command = next((a for a in argv if not a.startswith("-")), None)
+        args = parser(command if command in {c.NAME for c in COMMANDS} else None).parse_args(argv)
+        if args.command in ("verify", "check") and args.model not in (None, *model_names(tokenizer=False)):
+            quiet_libraries()   # a real model loads through transformers
+        return next(c for c in COMMANDS if c.NAME == args.command).run(args, out, err)
+    except InputError as e:
+        err.write(f"error: {escaped(e)}\n")
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:   # the reader went away (``check ... | head``): not an error of the input
+        if out is sys.stdout:   # the real stdout: no second error when the interpreter flushes it at exit
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass
+        return 141   # 128 + SIGPIPE, what a shell tool killed by the closed pipe returns
+    except RecursionError:   # a structure nested past Python's limit, wherever it was parsed
+        err.write("error: the input is nested too deeply to read; flatten it\n")
+        return EXIT_BAD_INPUT
+    except (OSError, MemoryError) as e:  # unreadable paths and the like: still one line
+        err.write(f"error: {e.__class__.__name__}: {escaped(e)}\n")
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:   # Ctrl-C: writes are atomic, so nothing half-done is left behind
+        err.write("error: interrupted; nothing was written\n")
+        return 130
+    except Exception as e:  # noqa: BLE001  anything else is a bug of the lab, not of the input: say so, keep the traceback
+        import traceback
+
+        err.write("".join(traceback.format_exception(e)))
+        err.write(f"error: an unexpected {type(e).__name__} inside Packing Lab: a bug, not a problem with your input; "
+                  "the traceback above says where (please report it)\n")
+        return EXIT_BUG
