@@ -63,15 +63,6 @@ FUNCTION_KINDS = {
     "torch_chunk_gated_delta_rule": "recurrence", "chunk_kimi_delta_attention": "recurrence",
     "rwkv_linear_attention": "recurrence",
 }
-# module classes that mix tokens without softmax attention (a class with "Attention" in its name is
-# softmax attention unless listed in NOT_ATTENTION)
-MODULE_KINDS = {
-    "Conv1d": "convolution",             # torch.nn.Conv1d called as a module (RG's conv_1d, ...)
-    "ZeroPad2d": "convolution",          # RWKV's token shift: a width-2 causal convolution
-    "RecurrentGemmaRglru": "recurrence", "MiniMaxLightningAttention": "recurrence", "xLSTMBackend": "recurrence",
-}
-NOT_ATTENTION = ("MiniMaxLightningAttention", "KimiLinearDeltaAttention", "BailingHybridDeltaAttention",
-                 "RwkvSelfAttention")
 # batch signal -> the kwarg names it arrives under at a kernel call
 _ARRIVES_AS = {"cu_seq_lens": ("cu_seqlens", "cu_seq_lens_q"), "seq_idx": ("seq_idx",)}
 _REFUSED_BY_REFERENCE = ("cu_seqlens", "seq_idx")   # hub_kernels' fallback raises on these

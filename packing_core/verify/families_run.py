@@ -32,8 +32,6 @@ import torch
 from packing_core.attention.families import (
     FUNCTION_KINDS,
     KINDS,
-    MODULE_KINDS,
-    NOT_ATTENTION,
     SETUPS,
     TOLERANCE,
     Family,
@@ -51,6 +49,16 @@ from packing_core.verify.families_build import (
 from packing_core.verify.families_code import kernel_names, mask_facts, modeling_source
 
 LENGTHS = (7, 9, 5)
+
+# module classes that mix tokens without softmax attention (a class with "Attention" in its name is
+# softmax attention unless listed in NOT_ATTENTION)
+MODULE_KINDS = {
+    "Conv1d": "convolution",             # torch.nn.Conv1d called as a module (RG's conv_1d, ...)
+    "ZeroPad2d": "convolution",          # RWKV's token shift: a width-2 causal convolution
+    "RecurrentGemmaRglru": "recurrence", "MiniMaxLightningAttention": "recurrence", "xLSTMBackend": "recurrence",
+}
+NOT_ATTENTION = ("MiniMaxLightningAttention", "KimiLinearDeltaAttention", "BailingHybridDeltaAttention",
+                 "RwkvSelfAttention")
 
 
 @dataclass
