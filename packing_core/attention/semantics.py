@@ -12,6 +12,10 @@ boolean or 0/1 mask masks nothing there. This module mirrors those code paths (t
 5.24), rule by rule, and gives the result as the *effective segmentation*: per token the
 segment the kernel attends within. Two trainers' own models read their batches too:
 ``megatron`` (Megatron-core: a 4D mask with True = masked) and ``olmo_core`` (``doc_lens``).
+One convention for every batch: a transformers implementation's name means a transformers model
+given the batch's tensors (a trainer's keys under transformers' names), a trainer reader's name
+(``TRAINER_READERS``) that trainer's own model; so a Megatron batch checked for ``sdpa`` says what
+a transformers model would make of Megatron's mask, and for ``megatron`` what Megatron's does.
 
 Packed rows ``[2, 4]`` with resetting positions, no mask, no cache::
 
@@ -295,15 +299,18 @@ def _trainer_reading(t: BatchTensors, reader: str, made) -> EffectiveAttention:
     if reader == "megatron":
         if t.mask_4d is not None:
             dense, how = applied_4d_mask(t, "megatron")
-            return made(f"the 4D attention_mask as Megatron-core applies it: {how}", "megatron.core.transformer."
-                        "utils.attention_mask_func (FusedScaleMaskSoftmax)", _row_segments(B, T), dense=dense)
-        return made("no attention_mask: one causal triangle per row (attn_mask_type causal)",
+            return made(f"the 4D attention_mask as Megatron-core's local DotProductAttention applies it with the "
+                        f"PyTorch softmax: {how}", "megatron.core.transformer.utils.attention_mask_func "
+                        "(FusedScaleMaskSoftmax.forward_torch_softmax)", _row_segments(B, T), dense=dense)
+        return made("no attention_mask: one causal triangle per row (attn_mask_type causal), as Megatron's fused "
+                    "softmax and Transformer Engine also read a batch with one",
                     "megatron.core.transformer.dot_product_attention (AttnMaskType.causal)", _row_segments(B, T))
     cu = t.doc_lens_offsets
     if cu is None:
         return made("no doc_lens: one causal triangle per row", "olmo_core.nn.transformer.model.Transformer",
                     _row_segments(B, T))
-    return made("doc_lens as varlen boundaries over the flattened batch (cu_doc_lens, max_doc_len)",
+    return made("doc_lens as varlen boundaries over the flattened batch (cu_doc_lens, max_doc_len), as OLMo-core's "
+                "flash_2, flash_3 and te backends read them (its torch backend raises on them)",
                 "olmo_core.nn.transformer.model.Transformer._prepare_inputs, olmo_core.utils."
                 "get_cumulative_document_lengths", _from_cu(cu, B, T))
 

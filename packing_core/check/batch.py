@@ -120,7 +120,27 @@ def leak_findings(eff: EffectiveAttention, docs: IntendedDocuments, allow_cross_
                            marks=marks_of(skipped)))
     if t is not None:
         out += _reader_notes(eff, t)
+        if eff.attn_implementation == "megatron" and eff.dense is not None and not allow_cross_document:
+            out += _megatron_fused(eff, t, docs, trained)
     return out
+
+
+def _megatron_fused(eff: EffectiveAttention, t: BatchTensors, docs: IntendedDocuments,
+                    trained: np.ndarray) -> list[Finding]:
+    """Where Megatron's mask keeps apart documents that its fused and Transformer Engine paths let meet.
+
+    Those paths attend causally over each row (``attn_mask_type=causal``), which is Megatron's
+    reading of the same batch without its mask.
+    """
+    causal = effective_attention(BatchTensors(t.input_ids), "megatron")
+    hit = reached(causal, shared_attention(causal, docs.document_ids).queries) & trained
+    hit &= ~(reached(eff, shared_attention(eff, docs.document_ids).queries) & trained)
+    if not hit.any():
+        return []
+    return [Finding("megatron_mask_needs_unfused_softmax",
+                    f"the mask keeps documents apart only where it is applied: under attn_mask_type=causal with the "
+                    f"fused softmax or Transformer Engine, {int(hit.sum())} trained position(s) would see another "
+                    f"document, first {_where(hit, t.shape[1], 1)}", marks=marks_of(hit))]
 
 
 def _reader_notes(eff: EffectiveAttention, t: BatchTensors) -> list[Finding]:
@@ -207,8 +227,11 @@ def check_hf_batch(batch: Mapping, attn_implementation: str = "sdpa", *, use_cac
     """Every finding of a trainer's batch, for the attention implementation that will read it.
 
     ``batch`` maps names to arrays, lists or tensors, as a trainer passes to ``model(**batch)``
-    (transformers', torchtune's, Megatron's and OLMo-core's keys). ``use_cache`` is the value the
-    forward call uses (Trainer and TRL pass False). ``eos_ids`` / ``bos_ids``, or a ``tokenizer``
+    (transformers', torchtune's, Megatron's and OLMo-core's keys). ``attn_implementation`` names
+    the reader: one of transformers' five (a transformers model given these tensors) or a trainer
+    reader, ``megatron`` / ``olmo_core`` (that trainer's own model); the loss is read as the
+    batch's labels (and Megatron's ``loss_mask``) say, whoever reads the attention. ``use_cache``
+    is the value the forward call uses (Trainer and TRL pass False). ``eos_ids`` / ``bos_ids``, or a ``tokenizer``
     (its EOS id, where it fits the batch), find documents separated only by EOS tokens: EOS ids
     decide only where nothing stronger marks the documents. ``labels`` is ``unshifted``
     (transformers), ``shifted`` (targets) or ``auto``. ``mask_convention`` (``may-read`` /

@@ -10,7 +10,10 @@ with ``eod_mask_loss``, at every EOD token, whose target is the next document's 
 A row's last target predicts a token the row does not hold: in Megatron's batch it is the next
 token of the stream (each sample is ``seq_length + 1`` tokens, ``tokens = text[:-1]``,
 ``labels = text[1:]``). It crosses a document edge only where the document ends there: the
-row's last token is an EOS id, or the next row starts a new document with exactly that token.
+row's last token is an EOS id, or the next row starts a new document with exactly that token. A
+row that starts with an EOS id starts no document: the EOS ends the one the row before was in
+(Megatron's stream ends each document with its EOD, and ``_get_ltor_masks_and_position_ids``
+restarts positions at every sample, so a row cut just before an EOD begins at position 0 with it).
 
     >>> from packing_core.attention.documents import intended_documents
     >>> t = BatchTensors(np.array([[5, 6, 7, 8]]), np.array([[0, 1, 0, 1]]), labels=np.array([[6, -100, 8, 9]]))
@@ -79,7 +82,9 @@ def _row_end_crossings(t: BatchTensors, docs: IntendedDocuments, counted: np.nda
         if pos is not None:
             p0 = int(pos[real].min()) if real.any() else 0
             starts_new = pos[np.arange(1, B), firsts[1:]] == p0
-        nxt_first[:-1] = np.where(starts_new & real[1:].any(1), ids[np.arange(1, B), firsts[1:]], -1)
+        first_ids = ids[np.arange(1, B), firsts[1:]]
+        starts_new &= ~np.isin(first_ids, list(eos_ids))          # an EOS ends the document it continues
+        nxt_first[:-1] = np.where(starts_new & real[1:].any(1), first_ids, -1)
     into_next = lab == nxt_first[:, None]
     return last & (ends_doc | into_next)
 

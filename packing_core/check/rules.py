@@ -91,6 +91,13 @@ _TABLE = (
          "No trained position reads another document, directly or through a later layer, so the loss is "
          "unchanged; the outputs at these positions are not those of their document alone. Give them the same "
          "boundaries as the rest if anything reads them (evaluation, a reward model)."),
+    Rule("megatron_mask_needs_unfused_softmax", "warning", "Only Megatron's unfused attention applies this mask",
+         "Megatron-core applies a 4D attention_mask only in its local DotProductAttention with the PyTorch softmax "
+         "(FusedScaleMaskSoftmax.forward_torch_softmax: masked_fill(mask, -10000.0)). Every GPT layer spec builds "
+         "self-attention with attn_mask_type=causal, and then the fused softmax kernel (masked_softmax_fusion with "
+         "fp16/bf16: ScaledUpperTriangMaskedSoftmax) and Transformer Engine apply the causal triangle and ignore the "
+         "mask (NVIDIA/Megatron-LM #415): documents read each other there. For document masking on those backends "
+         "pass packed_seq_params (PackedSeqParams with cu_seqlens_q/_kv, max_seqlen_q/_kv, qkv_format='thd')."),
     Rule("tokenizer_does_not_fit", "warning", "The tokenizer given did not tokenise this batch",
          "Give the tokenizer the batch was built with (or --eos-id N): its EOS id was not used as evidence."),
     Rule("positions_do_not_restart", "warning", "Positions do not restart at the model's first position",

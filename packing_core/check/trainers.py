@@ -63,6 +63,10 @@ def advise(name: str, trainer: str, t: BatchTensors, eff: EffectiveAttention | N
         if trainer == "olmo_core" and impl != "olmo_core":
             return ("OLMo-core's own model reads doc_lens (check with attn_implementation='olmo_core'); a "
                     "transformers model needs cu_seq_lens_q/_k with max_length_q/_k, or position_ids that restart.")
+        if trainer == "torchtune" and impl in ("eager", "flex_attention"):
+            return ("torchtune's own model reads this boolean mask with sdpa (_sdpa_or_flex_attention; flex only with "
+                    "a BlockMask). A transformers model under eager or flex adds a 4D mask to the scores: give it "
+                    "torch.where(mask, 0.0, torch.finfo(dtype).min)[:, None], or use sdpa.")
         if "a cache is in use" in eff.path:
             return "Call the model with use_cache=False, as Trainer and TRL do (a hand-written loop must say so)."
         if "2D attention_mask is given" in eff.path and t.mask_2d is not None and t.mask_2d.all() \

@@ -2,8 +2,17 @@
 
 Support for ``tests/check/trainers/`` (shared builders live here: no test module imports
 another). One module per trainer lists its batch kinds in ``CASES`` (kind -> builder) and the
-attention implementations its model has in ``IMPLS`` (transformers' five where the trainer runs
-transformers' models):
+readers it is judged for in ``IMPLS`` (transformers' five by default).
+
+One convention, the checker's too (:mod:`.truth` says it in full): a transformers implementation
+name (``sdpa``, ``eager``, ``flex_attention``, ``flash_attention_2/3``) means a transformers model
+given the batch; a trainer reader (``megatron``, ``olmo_core``: the checker's ``TRAINER_READERS``)
+means that trainer's own model, emulated on the tiny model from the trainer's cited code. So
+Megatron's and OLMo-core's batches are judged for their own model *and* for what a transformers
+model would do with them; torchtune's own model reads its boolean mask with
+``F.scaled_dot_product_attention`` (``torchtune/modules/attention_utils.py``
+``_sdpa_or_flex_attention``: a tensor mask goes to sdpa in both branches), which is the ``sdpa``
+reading, so torchtune needs no reader of its own:
 
     trl_batches            TRL 1.16 (installed)            hf_collators        transformers 5.24 (installed)
     torchtune_batches      torchtune 0.6.1 (.vendor/)      axolotl_batches     axolotl 0.19.0 (.vendor/)
@@ -55,7 +64,7 @@ def assert_agrees(module, kind: str, impl: str, *, all_implementations: bool = F
     from tests._trainers.truth import agrees, truth, verdict
 
     c = case(module, kind)
-    t, v = truth(c, impl), verdict(c, impl, all_implementations=all_implementations)
+    t, v = truth(c, impl), verdict(c, impl, all_implementations=all_implementations, readers=implementations(module))
     entry = "check_all_implementations" if all_implementations else "check_hf_batch"
     assert agrees(t, v), (f"{c.id} under {impl}: the model says {t.label}{' (' + t.derived + ')' if t.derived else ''}"
                           f"{'; refused: ' + t.refused if t.refused else ''}; {entry} says {v.label}")

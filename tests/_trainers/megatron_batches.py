@@ -4,23 +4,28 @@ Rows are cut from one token stream as ``GPTDataset.__getitem__`` cuts them
 (``add_extra_token_to_sequence``: ``tokens = text[:-1]``, ``labels = text[1:]``: targets, shifted),
 and the flags ``reset_position_ids`` / ``reset_attention_mask`` / ``eod_mask_loss`` decide the
 mask (``[1, L, L]``, True = masked), ``loss_mask`` and positions. ``loss_mask`` decides which
-targets train. Megatron's model is not transformers', so its reading is emulated:
+targets train (with ``eod_mask_loss`` it is 0 at every EOD, whose target is the next document's
+first token). Each batch is judged for two kinds of reader (see ``tests._trainers``):
 
-- eager: Megatron's local ``DotProductAttention`` (megatron/core/transformer/dot_product_attention.py)
-  masks the scores where the mask is True (``attention_mask_func``: ``masked_fill(mask, -10000.0)``),
-  then softmax: transformers' eager with the same mask as an additive one does exactly that;
-- flash_attention_2/3: Megatron's flash path (Transformer Engine / flash-attn with
-  ``attn_mask_type=causal``) ignores the mask and attends causally over each row (NVIDIA/Megatron-LM
-  #415, Dao-AILab/flash-attention #161): transformers' flash path given the rows alone.
-
-Megatron has no sdpa or flex reading of this batch: those are not in its corpus.
+- ``megatron``, Megatron's own model: its local ``DotProductAttention``
+  (megatron/core/transformer/dot_product_attention.py) hands the mask to ``FusedScaleMaskSoftmax``,
+  whose PyTorch path (``forward_torch_softmax``; the only one unless ``masked_softmax_fusion`` and a
+  half-precision input) applies ``attention_mask_func``: ``masked_fill(mask, -10000.0)``, then
+  softmax. Emulated by transformers' eager given the same mask as an additive one (-10000 where
+  True): the same weights. With ``attn_mask_type=causal`` (every GPT layer spec,
+  models/gpt/gpt_layer_specs.py) the fused kernel (``ScaledUpperTriangMaskedSoftmax``) and
+  Transformer Engine attend causally and ignore the mask (NVIDIA/Megatron-LM #415); the checker
+  warns of that (``megatron_mask_needs_unfused_softmax``);
+- transformers' five implementations: the same tensors given to a transformers model
+  (``tokens`` as ``input_ids``, the boolean mask as it is): sdpa reads True as *may read*, eager and
+  flex add it to the scores, flash refuses a 4D mask.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from tests._trainers.truth import Call, Case
+from tests._trainers.truth import IMPLEMENTATIONS, Call, Case, hf_calls, model_kwargs
 from tests._trainers.vendor import library_functions
 
 TRAINER = "megatron"
@@ -28,7 +33,7 @@ EOD = 2
 DOCS = [[11, 12, 13, EOD], [21, 22, 23, 24, 25, EOD], [31, 32, EOD], [41, 42, 43, 44, EOD], [51, 52, 53, EOD],
         [61, 62, EOD]]
 WIDTH, ROWS = 12, 2
-IMPLS = ("eager", "flash_attention_2", "flash_attention_3")
+IMPLS = ("megatron", *IMPLEMENTATIONS)
 SOURCE = "megatron-core 0.16.1: megatron/core/datasets/gpt_dataset.py _get_ltor_masks_and_position_ids, GPTDataset"
 
 
@@ -52,11 +57,11 @@ def gpt_batch(reset_position_ids: bool, reset_attention_mask: bool, eod_mask_los
     trained = batch["loss_mask"].numpy() > 0
     crossing = trained & (target_docs != docs)
     additive = torch.zeros(batch["attention_mask"].shape).masked_fill(batch["attention_mask"], -10000.0)
-    calls = {"eager": Call({"input_ids": batch["tokens"], "position_ids": batch["position_ids"],
-                            "attention_mask": additive, "use_cache": False}, "eager",
-                           "Megatron's DotProductAttention: scores masked where the mask is True"),
-             **{f: Call({"input_ids": batch["tokens"], "use_cache": False}, f,
-                        "Megatron's flash path: causal per row, the mask ignored") for f in IMPLS[1:]}}
+    calls = {"megatron": Call({"input_ids": batch["tokens"], "position_ids": batch["position_ids"],
+                               "attention_mask": additive, "use_cache": False}, "eager",
+                              "Megatron's DotProductAttention, unfused softmax: scores masked where the mask is True"),
+             **hf_calls(model_kwargs(batch, drop=("labels", "loss_mask"), rename={"tokens": "input_ids"},
+                                     use_cache=False), "a transformers model given Megatron's tensors")}
     check = {"labels": "shifted", "eos_ids": (EOD,)}
     if allow_cross_document:
         check["allow_cross_document"] = True

@@ -3,17 +3,20 @@
 A fixed-length instance is cut from a token stream; ``get_document_lengths(input_ids, eos)``
 (olmo_core/data/utils.py) gives its ``doc_lens`` when the dataset generates them; ``DataCollator``
 (olmo_core/data/collator.py) pads ``doc_lens`` per row with zeros and lists ``max_doc_lens``; the
-train module computes ``labels = get_labels(batch)`` (shifted targets, the EOS target kept) and calls
-the model with them. OLMo-core's model is its own, so its reading is emulated:
+train module computes ``labels = get_labels(batch)`` (``input_ids`` shifted left, the EOS target
+kept: it trains the EOS -> next-document target) and calls the model with them. Each batch is
+judged for two kinds of reader (see ``tests._trainers``):
 
-- flash_attention_2/3 (OLMo's ``flash_2`` / ``flash_3`` backends): ``Transformer.forward`` turns
-  ``doc_lens`` into ``cu_doc_lens = get_cumulative_document_lengths(doc_lens)`` and the kernel runs
-  varlen over the flattened batch, with RoPE restarted per document (olmo_core/nn/rope.py): here
-  transformers' flash path given ``cu_seq_lens_q/_k`` and per-document positions;
-- sdpa (OLMo's ``torch`` backend): ``TorchAttentionBackend.forward`` raises "doesn't support
-  intra-document masking" for any ``cu_doc_lens`` (olmo_core/nn/attention/backend.py).
-
-Without ``doc_lens`` both attend causally over each row. OLMo-core has no eager or flex backend.
+- ``olmo_core``, OLMo-core's own model: ``Transformer.forward`` (olmo_core/nn/transformer/model.py)
+  pops ``doc_lens`` / ``max_doc_lens`` into ``cu_doc_lens = get_cumulative_document_lengths(doc_lens)``
+  and ``max_doc_len``; its ``flash_2`` / ``flash_3`` / ``te`` backends run varlen over the flattened
+  batch, with RoPE restarted per document (olmo_core/nn/rope.py: ``pos_idx = flat_idx -
+  cu_doc_lens[doc_id]``). Emulated by transformers' flash path given ``cu_seq_lens_q/_k`` and those
+  positions. (Its ``torch`` backend raises "doesn't support intra-document masking" for any
+  ``cu_doc_lens``, olmo_core/nn/attention/backend.py: the checker's reader names the backends that
+  read them.) Without ``doc_lens``: causal over each row;
+- transformers' five implementations: a transformers model given the batch (``doc_lens`` and
+  ``max_doc_lens`` reach its attention as unread keyword arguments): causal over each row.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tests._trainers.truth import Call, Case, Refuses
+from tests._trainers.truth import IMPLEMENTATIONS, Call, Case, hf_calls, model_kwargs
 from tests._trainers.vendor import library_functions, library_module
 
 TRAINER = "olmo_core"
@@ -32,7 +35,7 @@ EOS = 2
 DOCS = [[11, 12, 13, EOS], [21, 22, 23, 24, 25, EOS], [31, 32, EOS], [41, 42, 43, 44, EOS], [51, 52, 53, EOS],
         [61, 62, 63, EOS], [71, 72, EOS]]
 WIDTH, ROWS = 14, 2
-IMPLS = ("sdpa", "flash_attention_2", "flash_attention_3")
+IMPLS = ("olmo_core", *IMPLEMENTATIONS)
 SOURCE = "ai2-olmo-core 3.0.0: olmo_core/data/utils.py, olmo_core/data/collator.py DataCollator"
 
 
@@ -60,13 +63,13 @@ def olmo_batch(doc_lens: bool, allow_cross_document: bool = False) -> Case:
         cu = utils["get_cumulative_document_lengths"](batch["doc_lens"])
         flat = torch.arange(ids.numel())
         pos = (flat - cu[torch.bucketize(flat, cu[1:], right=True)]).view(ids.shape)   # rope.py's intra-document positions
-        flash = {"input_ids": ids, "position_ids": pos, "cu_seq_lens_q": cu, "cu_seq_lens_k": cu,
-                 "max_length_q": max(batch["max_doc_lens"]), "max_length_k": max(batch["max_doc_lens"]),
-                 "use_cache": False}
-        calls = {"sdpa": Refuses("OLMo-core's TorchAttentionBackend raises: doesn't support intra-document masking"),
-                 **{f: Call(flash, f, "OLMo-core's flash backend: varlen over cu_doc_lens") for f in IMPLS[1:]}}
+        own = Call({"input_ids": ids, "position_ids": pos, "cu_seq_lens_q": cu, "cu_seq_lens_k": cu,
+                    "max_length_q": max(batch["max_doc_lens"]), "max_length_k": max(batch["max_doc_lens"]),
+                    "use_cache": False}, "flash_attention_2", "OLMo-core's flash backends: varlen over cu_doc_lens")
     else:
-        calls = {i: Call({"input_ids": ids, "use_cache": False}, i, "causal over each row") for i in IMPLS}
+        own = Call({"input_ids": ids, "use_cache": False}, "sdpa", "OLMo-core's model: causal over each row")
+    calls = {"olmo_core": own, **hf_calls(model_kwargs(batch, use_cache=False),
+                                          "a transformers model given OLMo-core's batch")}
     check = {"labels": "shifted", "eos_ids": (EOS,)}
     if allow_cross_document:
         check["allow_cross_document"] = True

@@ -1,23 +1,29 @@
-"""torchtune 0.6.1's batches: ``PackedDataset`` and ``padded_collate_packed``, read as torchtune's model reads them.
+"""torchtune 0.6.1's batches: ``PackedDataset`` and ``padded_collate_packed``, and what reads them.
 
-torchtune's attention (``torchtune/modules/attention_utils.py``, ``_sdpa_or_flex_attention``)
-calls ``F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])`` with the boolean
-block mask (True = may read) on a machine without CUDA flex, and ``flex_attention`` with a
-``BlockMask`` built from the same ``seq_lens`` (``packed_block_causal_mask``) where flex runs: the
-same blocks. Both are emulated by transformers' sdpa given that mask as a 4D boolean. torchtune
-has no eager or flash-attention path that reads a packed batch: those are not in its corpus.
+``padded_collate_packed`` (torchtune/data/_collate.py) turns each pack's ``seq_lens`` into its mask
+with ``packed_block_causal_mask`` (torchtune/modules/attention_utils.py): a ``BlockMask`` for flex
+where ``_SUPPORTS_FLEX_ATTENTION`` (CUDA, compute capability >= 7.5), else
+``create_block_causal_mask``'s boolean ``[B, T, T]`` block-causal tensor (True = may read): the
+batch here, built on a CPU. torchtune's model (``_sdpa_or_flex_attention``) hands a tensor mask to
+``F.scaled_dot_product_attention(attn_mask=mask[:, None])`` in both of its branches (flex only
+takes a ``BlockMask``): exactly transformers' ``sdpa`` given the same ``[B, 1, T, T]`` mask, so
+torchtune's own reading is the ``sdpa`` column. The other four columns are a transformers model
+given the batch (``tokens`` as ``input_ids``, ``input_pos`` as ``position_ids``): eager and flex
+*add* a 4D mask to the scores (``modeling_llama.eager_attention_forward``;
+``integrations/flex_attention.py`` ``flex_attention_forward``: ``score + score_mask[b][0][q][kv]``,
+no block mask), so a boolean one masks nothing there; flash refuses a 4D mask.
 The recipe shifts labels itself (``labels = hstack(labels[..., 1:], ignore)``): they are unshifted.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from tests._trainers.truth import Call, Case, documents_from_lengths, hf_targets
+from tests._trainers.truth import IMPLEMENTATIONS, Case, documents_from_lengths, hf_calls, hf_targets
 
 TRAINER = "torchtune"
 EOS, PAD = 2, 0
 SAMPLES = [[1, 11, 12, 13, EOS], [1, 21, 22, EOS], [1, 31, 32, 33, EOS]]
-IMPLS = ("sdpa", "flex_attention")
+IMPLS = IMPLEMENTATIONS
 SOURCE = "torchtune 0.6.1: torchtune/datasets/_packed.py PackedDataset; torchtune/data/_collate.py padded_collate_packed"
 
 
@@ -42,8 +48,7 @@ def packed(split: bool, check=None) -> Case:
     trained, crossing = hf_targets(batch["labels"], docs)
     kwargs = {"input_ids": batch["tokens"], "position_ids": batch["input_pos"],
               "attention_mask": batch["mask"][:, None], "use_cache": False}
-    how = "torchtune's _sdpa_or_flex_attention: the boolean block mask (True = may read)"
-    calls = {i: Call(kwargs, "sdpa", how) for i in IMPLS}
+    calls = hf_calls(kwargs, "the boolean block mask as [B, 1, T, T]; sdpa is torchtune's own _sdpa_or_flex_attention")
     return Case(TRAINER, "", batch, np.asarray(docs), trained, crossing, calls, check or {}, SOURCE)
 
 

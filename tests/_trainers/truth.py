@@ -1,13 +1,32 @@
-"""The truth about a trainer's batch: a tiny model run as the trainer calls it, against each document alone.
+"""The truth about a trainer's batch: a tiny model run as each reader reads it, against the intended reading.
 
 A :class:`Case` is one batch a trainer's own code built, with what its construction says (the
 document of every token, the positions whose output enters the loss, the targets that land in
-another document) and, per attention implementation, how the trainer's model reads it (a
-:class:`Call`: the keyword arguments ``model(**kwargs)`` gets, or :class:`Refuses` where the
-trainer's kernel raises). :func:`truth` runs a random-init Llama (hidden 32, 2 layers: the point
-is speed) on the batch as called, and on every document piece alone (sdpa, no mask, the same
-position ids), and compares the logits on the trained positions. A difference above ``TOL`` is
-a leak: some trained token's output depends on another document.
+another document) and, per *reader*, how that reader's model reads it (a :class:`Call`: the
+keyword arguments ``model(**kwargs)`` gets, or :class:`Refuses` where the reader's kernel raises).
+
+**The convention, shared with the checker** (``packing_core.check``; its readers are
+``packing_core.attention.semantics.ATTENTION_READERS``):
+
+- a transformers implementation (``sdpa``, ``eager``, ``flex_attention``, ``flash_attention_2/3``)
+  means *a transformers model* given the batch's tensors as ``model(**kwargs)`` (a trainer's own
+  names renamed to transformers': ``tokens`` -> ``input_ids``, ``input_pos`` -> ``position_ids``,
+  torchtune's ``[B, T, T]`` mask as ``[B, 1, T, T]``; every other tensor as given, labels and
+  ``loss_mask`` left to the loss). Its truth is the tiny transformers model under that implementation;
+- a trainer reader (``megatron``, ``olmo_core``: ``TRAINER_READERS``) means *that trainer's own
+  model*. Its truth is the tiny model made to read the batch as the trainer's model does (each
+  corpus module cites the trainer's code it emulates);
+- the loss is the trainer's for every reader: ``trained`` and ``crossing`` come from the batch's
+  labels (and Megatron's ``loss_mask``), as the checker reads them with the ``check`` arguments.
+
+:func:`truth` runs a random-init Llama (hidden 32, 2 layers: the point is speed) on the batch as
+called, and on each document piece alone (sdpa, no mask, the same position ids), and compares
+the logits on the trained positions. A difference above ``TOL`` (or a NaN) is a leak: some
+trained token's output is not its document's alone (it read another document, a later token, or
+nothing). For a deliberate stream (``allow_cross_document``) the intended reading is either
+reference: each document alone, or the whole row read causally (the stream as pretraining reads
+it); reading across documents and EOS -> next-document targets are then no fault, reading a later
+token or nothing still is, and so is a kernel that refuses the batch.
 
 flash_attention_2/3 cannot run on this CPU. Their truth is *derived*: transformers' own flash
 code path (``modeling_flash_attention_utils._flash_attention_forward``: the varlen kwargs, the
@@ -16,9 +35,9 @@ unchanged, with the flash-attn kernels replaced by a reference written in torch
 (:func:`reference_varlen`: per sequence, causal scaled-dot-product attention). flex_attention runs
 transformers' flex path with torch's ``flex_attention`` uncompiled (:func:`flex_uncompiled`).
 
-The verdict is the checker's (``packing_core.check.check_hf_batch``) for the same batch; the
-tests assert that the two agree on *sound*, and that an unsound verdict names the right kind of
-error.
+The verdict is the checker's (``packing_core.check.check_hf_batch``) for the same batch and
+reader; the tests assert that the two agree on *sound*, and that an unsound verdict names the
+right kind of error.
 """
 from __future__ import annotations
 
@@ -31,22 +50,28 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from packing_core.attention.semantics import TRAINER_READERS
+
 IMPLEMENTATIONS = ("sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3")
+READERS = IMPLEMENTATIONS + TRAINER_READERS     # the grid's columns: transformers' five, then trainers' own models
 FLASH = ("flash_attention_2", "flash_attention_3")
 TOL = 1e-4
 VOCAB = 49280          # SmolLM2's tokenizer (49152 ids) fits; the corpus' own ids are small
-ATTENTION_ERRORS = ("documents_share_attention", "kernel_cannot_read_batch", "kernel_skips_tokens")
+# the checker's errors that say a query reads what its document alone would not: the model shows each as a leak
+# (its reference reads each document causally, so a later token or no key at all changes the logits too) or a refusal
+ATTENTION_ERRORS = ("documents_share_attention", "kernel_cannot_read_batch", "kernel_skips_tokens", "mask_reads_future",
+                    "query_reads_nothing")
 DERIVED = ("derived: transformers' flash path (modeling_flash_attention_utils._flash_attention_forward) run with a "
            "reference varlen kernel in torch")
 
 
 @dataclass(frozen=True)
 class Call:
-    """How the trainer's model reads the batch under one implementation: ``model(**kwargs)``.
+    """How one reader's model reads the batch: ``model(**kwargs)`` on the tiny transformers model.
 
-    ``attn_implementation`` is the transformers implementation that runs it (the same name, or
-    for a trainer with its own model, the one that applies the mask as that model does); ``how``
-    says what the trainer's code does, with its citation.
+    ``attn_implementation`` is the transformers implementation that runs it: for a transformers
+    reader, the same name; for a trainer reader (``megatron``, ``olmo_core``), the one that reads
+    the batch as that trainer's own model does. ``how`` says what the code does, with its citation.
     """
 
     kwargs: Mapping
@@ -69,7 +94,8 @@ class Case:
     ``documents`` [B, T]: the document of each token in the tensors the model reads (-1 on
     pads), numbered over the batch. ``trained`` [B, T]: positions whose output enters the loss.
     ``crossing`` [B, T]: trained positions whose target is a token of another document.
-    ``calls`` has one entry per implementation the trainer's model has; ``check`` holds the
+    ``calls`` has one entry per reader (see the module: transformers' implementations mean a
+    transformers model given the batch, a trainer reader that trainer's own model); ``check`` holds the
     keyword arguments of ``check_hf_batch`` a user would give (eos ids, label convention, cache,
     ``allow_cross_document`` for a deliberate cross-document stream).
     """
@@ -95,21 +121,25 @@ class Case:
 
 @dataclass(frozen=True)
 class Truth:
-    """What the model run says: sound, or why not (a leak of ``leak`` on trained logits, a refusal, labels)."""
+    """What the model run says: sound, or why not (a leak of ``leak`` on trained logits, a refusal, labels).
+
+    ``crossing``: a trained target lies in another document and that is a fault; in a deliberate
+    stream such targets are allowed (``crossing_allowed``) and no fault.
+    """
 
     sound: bool
     leak: float = 0.0
     refused: str = ""
     crossing: bool = False
     derived: str = ""
+    crossing_allowed: bool = False
 
     @property
     def label(self) -> str:
         parts = (["REFUSED"] if self.refused else []) + ([f"LEAK {self.leak:.2g}"] if self.leak > TOL else []) + (
             ["LABELS"] if self.crossing else [])
-        if self.sound:
-            return "SOUND" + (f" (deliberate: {', '.join(parts)})" if parts else "")
-        return " + ".join(parts)
+        allowed = " (deliberate: LABELS)" if self.crossing_allowed else ""
+        return "SOUND" + allowed if self.sound else " + ".join(parts) + allowed
 
 
 # ---- building blocks for the corpus
@@ -300,20 +330,42 @@ def _alone(ids: tuple, positions: tuple) -> torch.Tensor:
         return model(input_ids=torch.tensor([ids]), position_ids=torch.tensor([positions]), use_cache=False).logits[0]
 
 
+def _pieces(row_docs: np.ndarray, whole: bool):
+    """``(start, end)`` of each run of one document in a row (pads skipped); with ``whole``, of the row's real tokens."""
+    real = np.flatnonzero(row_docs >= 0)
+    if whole:
+        return [(int(real[0]), int(real[-1]) + 1)] if len(real) else []
+    edges = np.flatnonzero(np.r_[True, row_docs[1:] != row_docs[:-1]])
+    return [(int(s), int(e)) for s, e in zip(edges, np.r_[edges[1:], len(row_docs)]) if row_docs[s] >= 0]
+
+
+def _differences(case: Case, ids, pos, logits: torch.Tensor, r: int, whole: bool) -> np.ndarray:
+    """Per token of row ``r``: the largest logit change against its piece run alone (inf where NaN; 0 off pieces)."""
+    out = np.zeros(ids.shape[1])
+    for s, e in _pieces(case.documents[r], whole):      # the pieces of one tiny row
+        alone = _alone(tuple(int(x) for x in ids[r, s:e]), tuple(int(x) for x in pos[r, s:e]))
+        diff = (logits[r, s:e] - alone).abs().amax(-1)
+        out[s:e] = torch.nan_to_num(diff, nan=float("inf")).numpy()
+    return out
+
+
 def leak(case: Case, call: Call, logits: torch.Tensor) -> float:
-    """The largest change, on a trained position, between the packed run and its document piece alone."""
+    """The largest change, on a trained position, between the run and its intended reading.
+
+    The intended reading is each document piece alone; for a deliberate stream, whichever is
+    closer of that and the whole row read causally. A NaN logit is an infinite change.
+    """
     ids = np.asarray(call.kwargs["input_ids"])
     pos = _positions(call.kwargs, ids.shape)
-    docs, worst = case.documents, 0.0
-    for r in range(docs.shape[0]):                 # rows and pieces of one tiny batch
-        d = docs[r]
-        edges = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
-        for s, e in zip(edges, np.r_[edges[1:], len(d)]):
-            if d[s] < 0 or not case.trained[r, s:e].any():
-                continue
-            alone = _alone(tuple(int(x) for x in ids[r, s:e]), tuple(int(x) for x in pos[r, s:e]))
-            diff = (logits[r, s:e] - alone).abs().amax(-1)[torch.as_tensor(case.trained[r, s:e])]
-            worst = max(worst, float(diff.max()))
+    worst = 0.0
+    for r in range(case.documents.shape[0]):           # rows of one tiny batch
+        trained = case.trained[r]
+        if not trained.any():
+            continue
+        diff = _differences(case, ids, pos, logits, r, whole=False)
+        if case.deliberate:
+            diff = np.minimum(diff, _differences(case, ids, pos, logits, r, whole=True))
+        worst = max(worst, float(diff[trained].max()))
     return worst
 
 
@@ -322,17 +374,18 @@ _TRUTHS: dict[tuple[str, str], Truth] = {}
 
 def _truth(case: Case, impl: str) -> Truth:
     call = case.calls[impl]
-    crossing = bool((case.crossing & case.trained).any())
-    derived = DERIVED if impl in FLASH and isinstance(call, Call) and call.attn_implementation in FLASH else ""
+    across = bool((case.crossing & case.trained).any())
+    crossing, allowed = across and not case.deliberate, across and case.deliberate
+    derived = DERIVED if isinstance(call, Call) and call.attn_implementation in FLASH else ""
     if isinstance(call, Refuses):
-        return Truth(False, refused=call.how, crossing=crossing, derived=derived)
+        return Truth(False, refused=call.how, crossing=crossing, derived=derived, crossing_allowed=allowed)
     try:
         logits = run(call)
     except Exception as e:                          # the trainer's model raises: the kernel cannot read it
-        return Truth(False, refused=f"{type(e).__name__}: {str(e)[:160]}", crossing=crossing, derived=derived)
+        return Truth(False, refused=f"{type(e).__name__}: {str(e)[:160]}", crossing=crossing, derived=derived,
+                     crossing_allowed=allowed)
     worst = leak(case, call, logits)
-    sound = case.deliberate or (worst <= TOL and not crossing)
-    return Truth(sound, worst, crossing=crossing, derived=derived)
+    return Truth(worst <= TOL and not crossing, worst, crossing=crossing, derived=derived, crossing_allowed=allowed)
 
 
 def truth(case: Case, impl: str) -> Truth:
@@ -359,14 +412,15 @@ class Verdict:
         return "SOUND" if self.sound else "NOT SOUND: " + ", ".join(errors or self.names)
 
 
-def verdict(case: Case, impl: str, *, all_implementations: bool = False) -> Verdict:
-    """``check_hf_batch`` (or ``check_all_implementations``) on the case's batch, for ``impl``."""
+def verdict(case: Case, impl: str, *, all_implementations: bool = False, readers=IMPLEMENTATIONS) -> Verdict:
+    """``check_hf_batch`` (or ``check_all_implementations`` over ``readers``) on the case's batch, for ``impl``."""
     from packing_core._validate import InputError
     from packing_core.check import check_all_implementations, check_hf_batch
 
     try:
         if all_implementations:
-            c = {x.attn_implementation: x for x in check_all_implementations(case.batch, **case.check)}[impl]
+            c = {x.attn_implementation: x for x in check_all_implementations(case.batch, tuple(readers),
+                                                                              **case.check)}[impl]
         else:
             c = check_hf_batch(case.batch, impl, compare=False, **case.check)
     except InputError as e:

@@ -172,6 +172,26 @@ def test_a_rows_last_target_crosses_only_where_the_document_ends_there():
     assert marks == {(0, 7)}
 
 
+def test_a_row_that_starts_with_an_eos_continues_the_document_before_it():
+    # Megatron restarts positions at every sample, so a row cut just before an EOD starts at position 0 with it:
+    # the row before's last target is that EOD, the end of its own document, not a new document's first token
+    batch = megatron_batch([[5, 6, EOS, 7, 8, 9, 10, 11, EOS], [EOS, 12, 13, 14, EOS, 15, 16, 17, 18]], reset=True,
+                           eod_mask_loss=True)
+    assert batch["tokens"][1, 0] == EOS and batch["labels"][0, -1] == EOS and batch["position_ids"][1, 0] == 0
+    check = pc.check_hf_batch(batch, "megatron", eos_ids=(EOS,))
+    assert "label_crosses_boundary" not in check.names, check.format_table()
+
+
+def test_megatrons_document_mask_is_applied_only_by_its_unfused_softmax():
+    # models/gpt/gpt_layer_specs.py: attn_mask_type=causal; fusions/fused_softmax.py: the fused causal kernel
+    # (ScaledUpperTriangMaskedSoftmax) takes no mask, forward_torch_softmax applies it
+    reset = pc.check_hf_batch(megatron_batch(STREAM, reset=True, eod_mask_loss=True), "megatron", eos_ids=(EOS,))
+    assert reset.sound and [f.name for f in reset.warnings] == ["megatron_mask_needs_unfused_softmax"]
+    assert "packed_seq_params" in reset.warnings[0].fix
+    plain = pc.check_hf_batch(megatron_batch(STREAM, eod_mask_loss=True), "megatron", eos_ids=(EOS,))
+    assert "megatron_mask_needs_unfused_softmax" not in plain.names      # the mask keeps nothing apart: nothing lost
+
+
 # ---------------------------------------------------------------- 3-D rotary positions (Qwen2-VL, Qwen3.5)
 def rope(sections: int, positions) -> np.ndarray:
     return np.broadcast_to(np.asarray(positions)[None, None], (sections, 1, len(positions))).copy()

@@ -131,6 +131,15 @@ def test_torchtune_split_across_pack_is_sound_for_sdpa_with_a_continuation_warni
     assert pc.check_hf_batch(batch, "flash_attention_2").errors[0].name == "kernel_cannot_read_batch"
 
 
+@pytest.mark.parametrize("impl", ["eager", "flex_attention"])
+def test_torchtunes_boolean_mask_under_eager_or_flex_is_fixed_for_torchtune(torchtune_packing, impl):
+    # a transformers model adds a 4D mask under eager and flex; torchtune's own model reads it with sdpa
+    # (torchtune/modules/attention_utils.py _sdpa_or_flex_attention: flex only with a BlockMask)
+    check = pc.check_hf_batch(torchtune_batch(torchtune_packing, split=False), impl)
+    assert not check.sound and check.trainer == "torchtune"
+    assert all("torchtune's own model reads this boolean mask with sdpa" in f.fix for f in check.errors)
+
+
 def test_torchtune_text_completion_labels_cross_documents_once_the_recipe_shifts_them(torchtune_packing):
     PackedDataset, collate = torchtune_packing
     ds = [{"tokens": s, "labels": list(s)} for s in ([11, 12, EOS], [21, 22, 23, EOS])]   # labels = tokens

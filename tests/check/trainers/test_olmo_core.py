@@ -1,8 +1,13 @@
-"""OLMo-core 3.0.0's batches (DataCollator with doc_lens / max_doc_lens), judged as OLMo-core's model reads them.
+"""OLMo-core 3.0.0's batches (DataCollator with doc_lens / max_doc_lens), judged for OLMo-core's own model (the
+``olmo_core`` reader) and for a transformers model given the same batch (transformers' five names).
 
 The batches, their construction and the model's truth live in tests/_trainers/olmo_batches.py. One test per
-batch kind and attention implementation (ids ``trainer-kind-implementation``): the checker's verdict
-must be the tiny model's.
+batch kind and reader (ids ``trainer-kind-reader``): the checker's verdict must be the tiny model's.
+
+The corpus once named OLMo-core's flash backends ``flash_attention_2/3`` and its torch backend ``sdpa``, while the
+checker reads those names as transformers' implementations (which read no ``doc_lens``). Now OLMo-core's own model is
+``olmo_core``: ``Transformer.forward`` turns ``doc_lens`` into ``cu_doc_lens`` (olmo_core/nn/transformer/model.py)
+for its varlen backends; its torch backend raises on them (olmo_core/nn/attention/backend.py), as the reader says.
 """
 import pytest
 

@@ -1,8 +1,13 @@
-"""torchtune 0.6.1's PackedDataset batches, judged as torchtune's model reads them.
+"""torchtune 0.6.1's PackedDataset batches, judged for every transformers implementation given the batch.
 
 The batches, their construction and the model's truth live in tests/_trainers/torchtune_batches.py. One test per
-batch kind and attention implementation (ids ``trainer-kind-implementation``): the checker's verdict
-must be the tiny model's.
+batch kind and implementation (ids ``trainer-kind-implementation``): the checker's verdict must be the tiny model's.
+
+The corpus once let ``flex_attention`` mean torchtune's own flex path. That path takes only a ``BlockMask``
+(torchtune/modules/attention_utils.py ``_sdpa_or_flex_attention``; ``packed_block_causal_mask`` builds one only on
+CUDA): a batch holding the boolean ``[B, T, T]`` mask is read by ``F.scaled_dot_product_attention`` in both branches,
+which is transformers' ``sdpa`` column. transformers' flex adds a 4D mask in its ``score_mod``
+(integrations/flex_attention.py ``flex_attention_forward``), so there the boolean mask masks nothing: a leak.
 """
 import pytest
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests._trainers import case, hf_collators, megatron_batches
+from tests._trainers import case, hf_collators, megatron_batches, olmo_batches, torchtune_batches
 from tests._trainers.truth import (
     Call,
     Case,
@@ -14,10 +14,12 @@ from tests._trainers.truth import (
     flash_reference,
     hf_calls,
     hf_targets,
+    leak,
     reference_varlen,
+    run,
     truth,
 )
-from tests._trainers.vendor import library_functions, vendor_dir
+from tests._trainers.vendor import library_functions, library_module, vendor_dir
 
 
 def test_the_reference_varlen_kernel_is_sdpa_under_a_block_causal_mask():
@@ -103,3 +105,59 @@ def test_library_functions_run_the_installed_files_own_text():
 def test_a_sound_padding_free_batch_is_sound(impl):
     c = case(hf_collators, "flattening")
     assert truth(c, impl).sound and truth(c, impl).leak < 1e-4
+
+
+def test_a_nan_logit_on_a_trained_position_is_a_leak_not_a_match():
+    c = _case({"input_ids": ROW["input_ids"], "labels": ROW["labels"], "position_ids": np.array([[0, 1, 2, 0, 1, 2, 3]])},
+              [[3, 4]])
+    call = c.calls["sdpa"]
+    logits = run(call).clone()
+    assert leak(c, call, logits) < 1e-4
+    logits[0, 5] = float("nan")                       # max(0.0, nan) is 0.0 in Python: the leak must not hide it
+    assert leak(c, call, logits) == float("inf")
+
+
+def test_torchtunes_own_attention_is_transformers_sdpa_given_the_same_mask():
+    """torchtune's ``_sdpa_or_flex_attention`` (no CUDA: its sdpa branch; with CUDA a tensor mask takes it too) gives
+    exactly what transformers' ``sdpa_attention_forward`` gives for ``mask[:, None]``: the corpus' sdpa column."""
+    import logging
+
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    tt = library_module("torchtune/modules/attention_utils.py", "torchtune.modules.attention_utils",
+                        {"torchtune": {}, "torchtune.utils": {},
+                         "torchtune.utils._import_guard": {"_SUPPORTS_FLEX_ATTENTION": False},
+                         "torchtune.utils._logging": {"get_logger": logging.getLogger,
+                                                      "log_once": lambda *a, **k: None}})
+    mask = tt.create_block_causal_mask([torch.tensor([3, 2, 1]), torch.tensor([2, 4])])
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(2, 4, 6, 8) for _ in range(3))
+    theirs = tt._sdpa_or_flex_attention()(q, k, v, mask, 0.0, False)
+    ours, _ = sdpa_attention_forward(torch.nn.Module(), q, k, v, mask[:, None])
+    assert torch.allclose(theirs, ours.transpose(1, 2), atol=1e-6)
+
+
+@pytest.mark.parametrize("impl", ["eager", "flex_attention"])
+def test_transformers_eager_and_flex_add_torchtunes_boolean_mask_so_it_masks_nothing(impl):
+    # integrations/flex_attention.py flex_attention_forward: score + score_mask[b][0][q][kv], no block mask;
+    # modeling_llama.eager_attention_forward: attn_weights + attention_mask. A boolean mask adds 1 or 0.
+    c = case(torchtune_batches, "packed")
+    assert truth(c, "sdpa").sound
+    t = truth(c, impl)
+    assert not t.sound and t.leak > 0.01, t
+
+
+def test_a_deliberate_stream_excuses_reading_across_documents_not_misreading_the_mask():
+    c = case(megatron_batches, "default-deliberate_stream")
+    own = truth(c, "megatron")                   # Megatron's causal stream: reads across documents, as declared
+    assert own.sound and own.crossing_allowed and not own.crossing
+    eager = truth(c, "eager")                    # a transformers model adds the boolean mask: reads later tokens
+    assert not eager.sound and eager.leak > 0.01
+
+
+def test_a_trainer_reader_is_its_own_model_and_a_transformers_name_a_transformers_model():
+    c = case(olmo_batches, "doc_lens")
+    own, hf = truth(c, "olmo_core"), truth(c, "flash_attention_2")
+    assert own.sound is False and own.leak < 1e-4 and own.crossing      # doc_lens read: only the EOS targets cross
+    assert hf.leak > 0.01                       # transformers reads no doc_lens: each row is one causal triangle
+    assert c.calls["flash_attention_2"].kwargs["doc_lens"] is c.batch["doc_lens"]
