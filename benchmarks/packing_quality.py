@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from packing_core.data import load_documents, load_lengths, synthetic_lengths
-from packing_core.models import load_tokenizer
+from packing_core.models import PRETRAINED, load_tokenizer
 from packing_core.packing import bounds_from_counts, make_plan, optimal_from_counts, piece_histogram, plan_from_counts
 
 WIKIPEDIA = Path(__file__).resolve().parent / "data" / "wikipedia_512_hist.txt"
@@ -87,14 +87,14 @@ def best_time(fn, repeats: int):
 
 def chat_lengths() -> np.ndarray:
     """GSM8K test questions and answers, each one chat (user, assistant) in SmolLM2's template."""
-    hf = load_tokenizer("smollm2").hf
+    hf = load_tokenizer(PRETRAINED).hf
     chats = [[{"role": "user", "content": d.prompt}, {"role": "assistant", "content": d.text[len(d.prompt) + 1:]}]
              for d in load_documents("gsm8k")]
     return np.array([len(x) for x in hf.apply_chat_template(chats, tokenize=True)["input_ids"]])
 
 
 def fortune_lengths() -> np.ndarray:
-    return load_lengths("fortunes", tokenizer=load_tokenizer("smollm2"))
+    return load_lengths("fortunes", tokenizer=load_tokenizer(PRETRAINED))
 
 
 def histograms() -> list[tuple[str, dict, int, np.ndarray | None]]:

@@ -106,7 +106,7 @@ def basis_note() -> str:
     """How a profile's strategies are planned, read from the registry (one sentence).
 
     >>> basis_note()[:60]
-    'pad, bucket, concat-cut, ffd and bfd are planned from the co'
+    'pad, bucket, concat-cut, ffd, bfd and optimal are planned fr'
     """
     def names(xs) -> str:
         xs = list(xs)

@@ -33,6 +33,7 @@ import torch
 import torch.nn as nn
 
 from packing_core.attention.backends import attend
+from packing_core.attention.masks import causal, materialise
 
 KINDS = ("attention", "convolution", "recurrence")
 
@@ -135,7 +136,7 @@ class GatedRecurrence(nn.Module):
         n = x.shape[0]
         L = torch.cumsum(log_a, 0)                                   # [n, C]
         decay = (L[:, None, :] - L[None, :, :]).clamp(max=0.0).exp()  # [t, s, C]
-        decay = decay * torch.ones(n, n).tril()[:, :, None]
+        decay = decay * materialise(causal, n)[:, :, None]                # the one causal rule (attention.masks)
         return torch.einsum("tsc,sc->tc", decay, (1 - log_a.exp()) * x)
 
     def forward(self, x, cu_seqlens=None):

@@ -23,6 +23,7 @@ from transformers import AutoConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from packing_core.attention.families import SETUP_SIGNALS
+from packing_core.attention.masks import block_causal_mask
 
 MAX_TINY_PARAMETERS = 3_000_000     # counted on the meta device, before any weight is allocated
 VOCAB = 256
@@ -233,8 +234,7 @@ def setup_inputs(setup: str, lengths, input_ids: torch.Tensor) -> dict:
         kw["seq_idx"] = torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32),
                                                 torch.tensor(lengths))[None]
     if "mask_4d" in signals:
-        doc = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
-        allowed = (doc[:, None] == doc[None, :]) & torch.ones(T, T, dtype=torch.bool).tril()
+        allowed = block_causal_mask(torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()]), T)
         additive = torch.zeros(T, T).masked_fill(~allowed, torch.finfo(torch.float32).min)
         kw["attention_mask"] = additive[None, None]
     return kw

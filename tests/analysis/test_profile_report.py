@@ -63,9 +63,8 @@ def test_report_dict_has_one_versioned_shape_with_the_plans_and_no_counts():
     assert d["headline"]["sentence"] == profile_headline(SFT, plans).sentence
 
 
-def test_the_table_names_rows_against_the_fewest_possible_and_keeps_no_lower_bound_jargon():
+def test_the_table_names_rows_against_the_fewest_possible():
     text = format_profile_report(SFT, profile_table(SFT, 512))
-    assert "lower bound" not in text
     assert "fewest rows" in text and "rows/fewest" in text and "rows against that fewest number possible" in text
 
 
