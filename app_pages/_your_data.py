@@ -23,11 +23,10 @@ from packing_core.data import (
     profile_from_upload,
     read_budget,
 )
-from packing_core.models import PRETRAINED, tokenizer_choices
+from packing_core.models import AUTO, PRETRAINED, tokenizer_choices
 
 DETECT = "detect"
 ANY_COLUMN = "(detected from the kind)"
-AUTO = "auto"    # load_tokenizer("auto"): SmolLM2's tokenizer when installed, else UTF-8 bytes
 
 
 def _tokenizers() -> list[str]:

@@ -323,7 +323,7 @@ def _check(args, out) -> int:
 def _scan(args, out, err) -> int:
     import functools
 
-    from packing_core.data.readers import check_output
+    from packing_core.data.files import check_output
     from packing_core.data.scan import scan
     from packing_core.data.sources import find_shards
     from packing_core.models.tokenizers import check_tokenizer, load_tokenizer

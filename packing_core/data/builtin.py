@@ -190,7 +190,7 @@ def load_lengths(name: str, tokenizer=None) -> np.ndarray:
     ids = tokenizer(texts)
     out = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     if path is not None:   # atomic (a concurrent reader sees all or nothing), no temporary left on failure
-        from packing_core.data.readers import write_atomic
+        from packing_core.data.files import write_atomic
 
         write_atomic(path, lambda f: np.save(f, out))
     return out

@@ -1,20 +1,23 @@
-"""Records of each kind to (length, loss tokens): chat rendering, prompt + completion, counted lengths.
+"""Supervised records, one at a time: a chat checked and rendered within the lab's limits, and
+prompt + completion pairs counted with their completion's tokens.
 
-The kind itself is detected in :mod:`packing_core.data.kinds`.
+A chat is a list of ``{role, content}`` messages (``CHAT_ROLES``); a ShareGPT chat's
+``{from, value}`` messages are read the same way, with its roles mapped (``SHAREGPT_ROLES``)::
 
-A chat sample's length is the templated token count, the same number
-``tokenizer.apply_chat_template(messages, tokenize=True)`` gives. Its loss tokens are
-found by rendering turn by turn: an assistant turn adds ``len(up to and including
-it) - len(up to it, with the generation prompt)`` tokens, the answer and its
-end-of-turn marker. A prompt/completion pair is tokenised as ``prompt + completion``
-and the completion's tokens are those past ``len(prompt)``, as TRL does.
+    >>> check_messages([{"from": "human", "value": "2+2?"}, {"from": "gpt", "value": "4"}], "line 1")
+    [{'role': 'user', 'content': '2+2?'}, {'role': 'assistant', 'content': '4'}]
+
+A chat is rendered by the tokenizer's own template (``tokenizer.apply_chat_template``) under a
+timer and a size bound (:func:`render_chat`); :func:`chat_texts` gives the renderings that a
+chat's length and trained tokens come from. :mod:`packing_core.data.chats` counts whole
+batches of chats with them. A prompt/completion pair is tokenised as ``prompt + completion``
+and the completion's tokens are those past ``len(prompt)``, as TRL does::
 
     >>> from packing_core.data.lengths import byte_tokenizer
-    >>> record_lengths({"text": ["hi", " ", "hello"]}, "text", byte_tokenizer, str)
-    (array([2, 0, 5]), None)
+    >>> prompt_completion_lengths(["Q: 2+2? "], ["A: 4"], byte_tokenizer, str)
+    (array([12]), array([4]))
 
-The tokenizer is passed in (this layer never imports transformers): a callable
-``list[str] -> list[list[int]]``, plus ``apply_chat_template`` for chat data.
+The tokenizer is passed in (this layer never imports transformers).
 """
 from __future__ import annotations
 
@@ -22,16 +25,21 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from packing_core._validate import MAX_LENGTH, MAX_TEMPLATE_SECONDS, MAX_TEXT_BYTES, MAX_TURNS, InputError
-from packing_core.data.kinds import COUNTED_KINDS
+from packing_core._validate import MAX_TEMPLATE_SECONDS, MAX_TEXT_BYTES, MAX_TURNS, InputError
 from packing_core.data.lengths import count_tokens
 
-ROLES = ("system", "user", "assistant", "tool")
+__all__ = ["CHAT_ROLES", "SHAREGPT_ROLES", "chat_texts", "check_messages", "prompt_completion_lengths", "render_chat"]
+
+CHAT_ROLES = ("system", "user", "assistant", "tool")
+SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "system": "system"}   # ShareGPT's ``from`` -> role
+_ROLE_HELP = ", ".join(CHAT_ROLES) + " (ShareGPT's human, gpt, system are read as user, assistant, system)"
 
 
 def _text(value, what: str, where: str) -> str:
@@ -42,22 +50,33 @@ def _text(value, what: str, where: str) -> str:
     return value
 
 
-def _check_messages(messages, where: str) -> list[dict]:
+def message_fields(m: Mapping) -> tuple[object, object]:
+    """``(role, content)`` of one message: ``role``/``content``, else ShareGPT's ``from``/``value``."""
+    role = m.get("role") if m.get("role") is not None else m.get("from")
+    content = m.get("content") if m.get("content") is not None else m.get("value")
+    return SHAREGPT_ROLES.get(role, role) if isinstance(role, str) else role, content
+
+
+def check_messages(messages, where: str) -> list[dict]:
+    """One chat as ``[{role, content}]``, or the one line that refuses it (naming the message)."""
     if not isinstance(messages, list) or not messages:
         raise InputError(f"{where}: messages must be a non-empty list of {{role, content}}, got "
                          f"{type(messages).__name__}")
     if len(messages) > MAX_TURNS:   # each answer renders the chat up to it: turns^2 work
         raise InputError(f"{where}: {len(messages):,} messages in one chat, more than the lab renders "
                          f"({MAX_TURNS:,}); split the conversation into shorter samples")
+    out = []
     for turn, m in enumerate(messages):
-        if not isinstance(m, Mapping) or m.get("role") is None:
-            raise InputError(f"{where}: message {turn} has no role; every message needs a role "
-                             f"({', '.join(ROLES)}) and a content")
-        if m["role"] not in ROLES:
-            raise InputError(f"{where}: message {turn} has an unknown role {m['role']!r}; use one of {', '.join(ROLES)}")
-        if not isinstance(m.get("content"), str):
-            raise InputError(f"{where}: message {turn} ({m['role']}) has no text content")
-    return [{"role": m["role"], "content": m["content"]} for m in messages]
+        role, content = message_fields(m) if isinstance(m, Mapping) else (None, None)
+        if role is None:
+            raise InputError(f"{where}: message {turn} has no role; every message needs a role ({_ROLE_HELP}) "
+                             "and a content")
+        if role not in CHAT_ROLES:
+            raise InputError(f"{where}: message {turn} has an unknown role {role!r}; use one of {_ROLE_HELP}")
+        if not isinstance(content, str):
+            raise InputError(f"{where}: message {turn} ({role}) has no text content")
+        out.append({"role": role, "content": content})
+    return out
 
 
 class _TemplateTimeout(BaseException):   # not Exception: a library's `except Exception` must not swallow it
@@ -65,7 +84,7 @@ class _TemplateTimeout(BaseException):   # not Exception: a library's `except Ex
 
 
 @contextmanager
-def _time_limit(seconds: float):
+def _time_limit(seconds: float) -> Iterator[None]:
     """Raise ``_TemplateTimeout`` in this thread after ``seconds``.
 
     The main thread (the CLI, scan workers) uses a signal timer, which costs nothing until
@@ -92,16 +111,16 @@ def _time_limit(seconds: float):
     def expire(signum, frame):
         raise _TemplateTimeout
 
-    previous = signal.signal(signal.SIGALRM, expire)
+    before = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGALRM, before)
 
 
-def _render(tokenizer, messages, where: str, generation: bool = False) -> str:
+def render_chat(tokenizer, messages: list[dict], where: str, generation: bool = False) -> str:
     """The chat rendered by the tokenizer's template, within ``MAX_TEMPLATE_SECONDS`` and ``MAX_TEXT_BYTES``.
 
     A template is code from a file: a loop nested in a loop can run for hours or print
@@ -128,72 +147,44 @@ def _render(tokenizer, messages, where: str, generation: bool = False) -> str:
     return text
 
 
-def chat_texts(tokenizer, messages: list[dict], where: str) -> tuple[str, list[tuple[str, str]]]:
-    """The templated conversation, and (before, after) texts around each assistant turn."""
-    messages = _check_messages(messages, where)
-    spans = [(_render(tokenizer, messages[:i], where, generation=True), _render(tokenizer, messages[: i + 1], where))
+def chat_texts(tokenizer, messages, where: str) -> tuple[str, list[tuple[str, str]]]:
+    """The templated conversation, and (before, after) texts around each assistant turn.
+
+    ``before`` is the chat up to the turn with the generation prompt, ``after`` the chat up to
+    and including it: the turn trains ``count(after) - count(before)`` tokens.
+    """
+    messages = check_messages(messages, where)
+    spans = [(render_chat(tokenizer, messages[:i], where, generation=True), render_chat(tokenizer, messages[: i + 1], where))
              for i, m in enumerate(messages) if m["role"] == "assistant"]
-    return _render(tokenizer, messages, where), spans
+    return render_chat(tokenizer, messages, where), spans
 
 
-def record_lengths(batch: dict[str, list], kind: str, tokenizer, where) -> tuple[np.ndarray, np.ndarray | None]:
-    """``(lengths, loss_tokens)`` of one batch of records; ``loss_tokens`` None for plain text.
-
-    A blank text gets length 0: it is no document, and the scan skips it (as ``lengths_from_file`` does).
-    """
-    if kind == "text":   # blank texts get length 0: no document, skipped by the scan
-        (values,) = batch.values()
-        texts = [v if isinstance(v, str) and v.strip() else "" for v in values]
-        return count_tokens(tokenizer, texts), None
-    if kind in COUNTED_KINDS:
-        return _counted(next(iter(batch.values())), kind, where), None
-    if kind == "prompt-completion":
-        prompts = [_text(p, "prompt", where(i)) for i, p in enumerate(batch["prompt"])]
-        completions = [_text(c, "completion", where(i)) for i, c in enumerate(batch["completion"])]
-        full = count_tokens(tokenizer, [p + c for p, c in zip(prompts, completions)])
-        prompt = count_tokens(tokenizer, prompts)
-        return full, np.maximum(full - prompt, 0)
-    if not callable(getattr(tokenizer, "apply_chat_template", None)) or not getattr(tokenizer, "chat_template", None):
-        name = getattr(tokenizer, "name", getattr(tokenizer, "__name__", "this tokenizer"))
-        raise InputError(f"chat data needs a tokenizer with a chat template, and {name} has none; "
-                         "choose the smollm2 tokenizer (--tokenizer smollm2) or a tokenizer folder that ships one")
-    texts, pairs = [], []
-    for i, messages in enumerate(batch["messages"]):
-        full, spans = chat_texts(tokenizer, messages, where(i))
-        texts.append(full)
-        pairs.append(spans)
-    lengths = count_tokens(tokenizer, texts)
-    flat = [t for spans in pairs for span in spans for t in span]
-    counts = count_tokens(tokenizer, flat)
-    per_turn = counts[1::2] - counts[0::2]
-    owner = np.repeat(np.arange(len(pairs)), [len(s) for s in pairs])
-    loss = np.bincount(owner, weights=per_turn, minlength=len(pairs)).astype(np.int64)
-    return lengths, np.clip(loss, 0, lengths)
+def _texts(values, what: str, where: Callable[[int], str]) -> pa.Array:
+    """A column of texts as an Arrow string array; the first missing or non-text value refused."""
+    arr = values if isinstance(values, pa.Array) else None
+    if arr is None:
+        try:
+            arr = pa.array(list(values), pa.string())
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            arr = None
+    if arr is not None and pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if arr is None or not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
+                           or pa.types.is_null(arr.type)):
+        items = values.to_pylist() if isinstance(values, pa.Array) else list(values)
+        i = next(i for i, v in enumerate(items) if not isinstance(v, str))
+        _text(items[i], what, where(i))
+    assert arr is not None
+    if arr.null_count:
+        _text(None, what, where(int(np.argmax(arr.is_null().to_numpy(zero_copy_only=False)))))
+    return arr.cast(pa.string())
 
 
-def _counted(values: list, kind: str, where) -> np.ndarray:
-    """Lengths of records that are already counted: token-id lists, or integer lengths (>= 1).
-
-    >>> _counted([[5, 9], [1, 2, 3]], "token-ids", str).tolist(), _counted(["7", 3], "lengths", str).tolist()
-    ([2, 3], [7, 3])
-    """
-    out = np.zeros(len(values), np.int64)
-    for i, v in enumerate(values):
-        if kind == "token-ids":
-            if not isinstance(v, (list, tuple)) or not all(type(t) is int for t in v):
-                raise InputError(f"{where(i)}: input_ids is {type(v).__name__}, not a list of token ids; "
-                                 "store one list of integers per record")
-            n = len(v)
-        else:
-            text = v.strip() if isinstance(v, str) else None
-            if type(v) is int:
-                n = v
-            elif text and text.lstrip("+").isdigit() and len(text) <= len(str(MAX_LENGTH)):
-                n = int(text)
-            else:
-                raise InputError(f"{where(i)}: the length {str(v)[:40]!r} is not a whole number; lengths must "
-                                 "be whole numbers >= 1: fix or drop that record")
-        if n < 1 or n > MAX_LENGTH:
-            raise InputError(f"{where(i)}: the length {n:,} is outside 1..{MAX_LENGTH:,}; fix or drop that record")
-        out[i] = n
-    return out
+def prompt_completion_lengths(prompts, completions, tokenizer, where: Callable[[int], str]
+                              ) -> tuple[np.ndarray, np.ndarray]:
+    """``(lengths, completion tokens)`` of prompt/completion pairs: ``count(prompt + completion)`` and
+    that minus ``count(prompt)``, clipped at 0 (a merge across the seam can take a token back)."""
+    p, c = _texts(prompts, "prompt", where), _texts(completions, "completion", where)
+    full = count_tokens(tokenizer, pc.binary_join_element_wise(p, c, "").to_pylist())
+    prompt = count_tokens(tokenizer, p.to_pylist())
+    return full, np.maximum(full - prompt, 0)

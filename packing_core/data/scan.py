@@ -33,18 +33,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 
 import packing_core.data.sources as sources
 from packing_core._settings import ReadBudget, read_budget
 from packing_core._validate import InputError, as_workers, whole_number
-from packing_core.data.formats import record_lengths
-from packing_core.data.kinds import COUNTED_KINDS, detect_kind, kind_columns
-from packing_core.data.lengths import byte_tokenizer
+from packing_core.data.chats import chat_lengths
+from packing_core.data.columns import column_batches
+from packing_core.data.kinds import COUNTED_KINDS, ONE_COLUMN_KINDS, detect_kind, kind_columns
+from packing_core.data.lengths import byte_tokenizer, token_lengths
 from packing_core.data.profile import MAX_OVER_CAP_EXAMPLES, LengthProfile, OverCap, SourceCount
+from packing_core.data.records import prompt_completion_lengths
 
 ENGINES = ("local", "ray")
-BATCH_ROWS = 4096           # records per call of the counter: bounds the memory of one batch's Python values
+BATCH_ROWS = 4096           # records per call of the counter: bounds the memory of one batch
 TASKS_PER_WORKER = 4        # tasks per worker when files are few: keeps every worker busy to the end
 _worker_tokenizer = None     # one per worker process, set by _init_worker
 
@@ -109,40 +110,53 @@ def plan_scan(inputs, kind: str | None = None, column: str | None = None) -> tup
     return shards, first_kind, columns
 
 
-def _values(col) -> list:
-    """A column as Python values; a dictionary column is decoded in Arrow first (ten times faster than per value)."""
-    return (col.dictionary_decode() if pa.types.is_dictionary(col.type) else col).to_pylist()
+def _batches(shard: sources.Source, kind: str, columns: list[str], tokenizer, budget: ReadBudget):
+    """``(lengths, trained or None, where, kind seen)`` per batch of a shard, read through the one reader.
 
-
-def _records(shard: sources.Source, columns: list[str], budget: ReadBudget):
-    """``({column: values}, where)`` in slices of ``BATCH_ROWS``, read through the one reader with its defences."""
+    One-column kinds go through ``columns.column_batches`` (what ``report FILE`` reads too), so a
+    value is a length or a text by one rule; chats and prompt/completion pairs are counted here
+    in slices of ``BATCH_ROWS`` records.
+    """
+    if kind in ONE_COLUMN_KINDS:
+        for seen, values, where in column_batches(shard, columns[0], budget=budget):
+            lengths = values if seen == "lengths" else token_lengths(values, tokenizer, where)
+            yield lengths, None, where, seen
+        return
     for batch, where in sources.read_batches(shard, columns, budget):
         for start in range(0, batch.num_rows, BATCH_ROWS):
             part = batch.slice(start, BATCH_ROWS)
-            data = {c: _values(part.column(c)) for c in columns}
-            yield data, (lambda i, o=start, w=where: f"{shard.name} {w(o + i)}")
+            named = (lambda i, o=start, w=where: f"{shard.name} {w(o + i)}")
+            if kind == "messages":
+                lengths, loss = chat_lengths(part.column(0), tokenizer, named)
+            else:
+                lengths, loss = prompt_completion_lengths(part.column("prompt"), part.column("completion"), tokenizer,
+                                                          named)
+            yield lengths, loss, (lambda i, o=start, w=where: w(o + i)), kind
 
 
 def scan_shard(shard: sources.Source, kind: str, columns: list[str], tokenizer, cap: int | None = None,
                budget: ReadBudget | None = None) -> LengthProfile:
-    """Count one shard within ``budget`` (default: the environment's): its lengths (and loss tokens) as a profile."""
+    """Count one shard within ``budget`` (default: the environment's): its lengths (and loss tokens) as a profile.
+
+    A one-column kind records what its values turned out to be: ``lengths`` (counted, no
+    tokenizer) or ``text``.
+    """
     start = time.perf_counter()
-    parts, losses, examples = [], [], []
-    for batch, where in _records(shard, columns, budget or read_budget()):
-        lengths, loss = record_lengths(batch, kind, tokenizer, where)
-        keep = lengths > 0
+    parts, losses, examples, seen = [], [], [], kind
+    for lengths, loss, where, batch_kind in _batches(shard, kind, columns, tokenizer, budget or read_budget()):
+        seen, keep = batch_kind, lengths > 0
         if cap is not None and len(examples) < MAX_OVER_CAP_EXAMPLES:
             for i in np.flatnonzero(keep & (lengths > cap))[: MAX_OVER_CAP_EXAMPLES - len(examples)].tolist():
-                examples.append(OverCap(shard.label, where(i), int(lengths[i])))
+                examples.append(OverCap(shard.label, f"{shard.name} {where(i)}", int(lengths[i])))
         parts.append(lengths[keep])
         if loss is not None:
             losses.append(loss[keep])
     lengths = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     loss = np.concatenate(losses) if losses else None
-    counted = kind in COUNTED_KINDS     # lengths as stored: no tokenizer was involved
+    counted = seen in COUNTED_KINDS     # lengths as stored: no tokenizer was involved
     identity = {"tokenizer": "none", "vocab_hash": None, "chat_template_hash": None} if counted \
         else tokenizer_identity(tokenizer)
-    profile = LengthProfile.from_lengths(lengths, loss, kind="lengths" if counted else kind, **identity,
+    profile = LengthProfile.from_lengths(lengths, loss, kind="lengths" if counted else seen, **identity,
                                          sources=(SourceCount(shard.label, int(len(lengths))),), cap=cap,
                                          over_cap_examples=tuple(examples))
     return dataclasses.replace(profile, scan_seconds=time.perf_counter() - start)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from .tiny import MODELS, TinyConfig, TinyTransformer, tiny_model
     from .tokenizers import (
+        AUTO,
         BUILTIN_TOKENIZERS,
         TOKENIZER_CHOICES,
         ByteLevelCounter,

@@ -30,8 +30,9 @@ import numpy as np
 
 from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs, word_counter_enabled
 from packing_core._validate import InputError
+from packing_core.data.chat_template import render, renders_alone
+from packing_core.data.files import TOKENIZER_FILES, vet_tokenizer_folder
 from packing_core.data.lengths import byte_tokenizer
-from packing_core.data.readers import TOKENIZER_FILES, vet_tokenizer_folder
 
 BUILTIN_TOKENIZERS = (PRETRAINED, "bytes")
 AUTO = "auto"   # the pretrained model's tokenizer when installed, else bytes
@@ -135,6 +136,7 @@ class HFTokenizer:
     folder: Path | None = None
     _hf: list = field(default_factory=list, repr=False)
     _counter: list = field(default_factory=list, repr=False)   # [ByteLevelCounter | None], built on first count
+    _split: list = field(default_factory=list, repr=False)     # [(added tokens, split tokens)], found on first use
 
     @property
     def hf(self):
@@ -195,12 +197,42 @@ class HFTokenizer:
         if self.fast is not None:
             return self.fast.decode(list(ids), skip_special_tokens=False)
         return self.hf.decode(ids)
+
     def prepare_chat_template(self) -> None:
-        """Load transformers' tokenizer now, so that no time budget on a rendering pays for the import."""
-        _ = self.hf
+        """Load transformers' tokenizer now (unless the template renders without it), so that no time
+        budget on a rendering pays for the import."""
+        if not renders_alone(self.chat_template):
+            _ = self.hf
 
     def apply_chat_template(self, messages, tokenize: bool = False, add_generation_prompt: bool = False):
+        """transformers' ``apply_chat_template``; a template that reads only the messages is rendered by
+        ``data.chat_template.render`` (the same text, without importing transformers and torch)."""
+        if not tokenize and renders_alone(self.chat_template):
+            return render(self.chat_template, messages, add_generation_prompt)
         return self.hf.apply_chat_template(messages, tokenize=tokenize, add_generation_prompt=add_generation_prompt)
+
+    @property
+    def added_tokens(self) -> tuple[str, ...]:
+        """The texts of the added tokens (``<|im_start|>`` ...), which the tokenizer matches before anything else."""
+        return self._splitting()[0]
+
+    @property
+    def split_tokens(self) -> tuple[str, ...]:
+        """Added tokens at which a count is additive: ``count(a + t + b) == count(a) + 1 + count(b)``.
+
+        The Rust tokenizer first cuts a text at its added tokens (``tokenizers``' ``AddedVocabulary::
+        extract_and_normalize``, leftmost-longest) and then normalizes, pre-tokenizes and encodes each
+        piece on its own, so the pieces' counts add up. Not when a token strips the spaces beside it
+        (``lstrip``/``rstrip``), matches single words only, or a pre-tokenizer treats the first piece
+        apart (Metaspace's ``prepend_scheme="first"``): then none. Each token is also checked on
+        ``PROBES``, with the counter's own counting.
+        """
+        return self._splitting()[1]
+
+    def _splitting(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        if not self._split:
+            self._split.append(_split_tokens(self))
+        return self._split[0]
 
     @classmethod
     def wrap(cls, name: str, hf, folder: Path | None = None) -> HFTokenizer:
@@ -227,6 +259,29 @@ class HFTokenizer:
                              "again with tokenizer.save_pretrained()") from None
         vocab = json.dumps(sorted(fast.get_vocab(with_added_tokens=True).items()), ensure_ascii=False)
         return cls(name, _sha(vocab), template, _sha(template) if template else None, fast=fast, folder=folder)
+
+
+def _split_tokens(tok: HFTokenizer) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(added tokens, split tokens)`` of a tokenizer (see ``HFTokenizer.split_tokens``)."""
+    fast = tok._rust()
+    if fast is None:
+        return (), ()
+    tokens = list(fast.get_added_tokens_decoder().values())
+    added = tuple(sorted({t.content for t in tokens if t.content}, key=len, reverse=True))
+    plain = all(not (t.lstrip or t.rstrip or t.single_word) for t in tokens)
+    if not added or not plain or "Metaspace" in json.dumps(json.loads(fast.to_str()).get("pre_tokenizer")):
+        return added, ()
+    sides = ["", "x", " x ", "\n", "Hello, world!", "é ü", "  two  spaces\n\n\tand tabs\t", "12345"]
+    texts = [a + t + b for t in added for a in sides for b in sides]
+    whole = tok.count(texts)
+    alone = dict(zip(sides, tok.count(sides).tolist()))
+    ok, i = [], 0
+    for t in added:
+        expected = [alone[a] + 1 + alone[b] for a in sides for b in sides]
+        if whole[i:i + len(expected)].tolist() == expected:
+            ok.append(t)
+        i += len(expected)
+    return added, tuple(ok)
 
 
 def _folder_template(folder: Path):

@@ -11,10 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from packing_core.cli import main
-from packing_core.data.formats import record_lengths
+from packing_core.data.chats import chat_lengths
 from packing_core.data.kinds import detect_kind
 from packing_core.data.lengths import byte_tokenizer
 from packing_core.data.profile import LengthProfile
+from packing_core.data.records import prompt_completion_lengths
 from packing_core.data.scan import plan_scan, scan
 from packing_core.data.sources import find_shards
 from packing_core.models.tokenizers import load_tokenizer
@@ -56,13 +57,13 @@ def test_the_kind_comes_from_the_columns_and_can_be_overridden():
 
 
 def test_a_templated_length_equals_the_tokenizers_own(smollm2):
-    lengths, _ = record_lengths({"messages": CHATS}, "messages", smollm2, str)
+    lengths, _ = chat_lengths(CHATS, smollm2, str)
     own = [len(smollm2.hf.apply_chat_template(m, tokenize=True)["input_ids"]) for m in CHATS]
     assert lengths.tolist() == own
 
 
 def test_loss_tokens_are_the_assistant_turns(smollm2):
-    _, loss = record_lengths({"messages": CHATS}, "messages", smollm2, str)
+    _, loss = chat_lengths(CHATS, smollm2, str)
     # each assistant turn trains its answer and the end-of-turn marker after it
     answers = [[m["content"] + "<|im_end|>\n" for m in chat if m["role"] == "assistant"] for chat in CHATS]
     expected = [sum(len(ids) for ids in smollm2(a)) for a in answers]
@@ -70,8 +71,7 @@ def test_loss_tokens_are_the_assistant_turns(smollm2):
 
 
 def test_prompt_completion_trains_the_completion():
-    lengths, loss = record_lengths({"prompt": ["Q: 2+2? ", "Hi"], "completion": ["A: 4", "!"]},
-                                   "prompt-completion", byte_tokenizer, str)
+    lengths, loss = prompt_completion_lengths(["Q: 2+2? ", "Hi"], ["A: 4", "!"], byte_tokenizer, str)
     assert lengths.tolist() == [12, 3] and loss.tolist() == [4, 1]
 
 

@@ -609,7 +609,7 @@ CLI_CASES = [
     CliCase("float-text-in-csv", "answers", lambda d: [_write(d, "f.csv", "length\n12.0\n")], r"f.csv.*holds '12.0'"),
     CliCase("float-in-jsonl", "answers", lambda d: [_write(d, "f.jsonl", '{"length": 12.0}\n')], r"f.jsonl.*holds 12.0"),
     CliCase("float-in-parquet", "answers", lambda d: [_pq(d, "f.parquet", pa.table({"length": [12.0]}))], r"holds 12.0, a"),
-    CliCase("float-in-lengths", "answers", lambda d: ["--lengths", "12.0"], r"could not read '12.0'"),
+    CliCase("float-in-lengths", "answers", lambda d: ["--lengths", "12.0"], r"item 1 holds '12.0'"),
     CliCase("plus-sign-in-csv", "answers", lambda d: [_write(d, "p.csv", "length\n+7\n5\n")],
             check=lambda r: _one(r, "real_tokens") == 12),
     CliCase("plus-sign-in-lengths", "answers", lambda d: ["--lengths", "+7,5"], check=lambda r: _one(r, "real_tokens") == 12),

@@ -10,7 +10,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 import packing_core.models.tokenizers as toks
 from packing_core.data.builtin import load_documents
-from packing_core.data.formats import count_tokens
+from packing_core.data.lengths import count_tokens
 from packing_core.models.tokenizers import ByteLevelCounter, load_tokenizer
 
 

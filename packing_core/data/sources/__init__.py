@@ -28,9 +28,9 @@ from packing_core.data.sources._base import (
     check_regular,
     columns,
     display,
+    file_type,
     fmt_of,
     input_suffixes,
-    kind_of_file,
     open_source,
     read_batches,
     register,
@@ -52,5 +52,5 @@ INPUT_SUFFIXES = input_suffixes()   # what the uploaders and the CLI help offer:
 
 __all__ = ["BATCH_BYTES", "INPUT_SUFFIXES", "MAX_SHARDS", "READERS", "SUFFIXES", "WHOLE", "Reader", "Source",
            "SourceError", "Where", "check_budget", "check_regular", "columns", "display", "find_shards", "fmt_of",
-           "input_suffixes", "kind_of_file", "load_json", "open_source", "read_batches", "register", "split_parquet",
+           "input_suffixes", "file_type", "load_json", "open_source", "read_batches", "register", "split_parquet",
            "unregister"]

@@ -38,7 +38,7 @@ BATCH_BYTES = 8 << 20       # about this much of a file per batch, in every form
 WHOLE = "file"              # open_source(..., fmt=WHOLE): a file read whole (a batch, a config), no reader
 MAX_NESTED_BATCH_BYTES = 64 * MAX_TEXT_BYTES   # a batch of nested values (chats) stays bounded as a whole
 Where = Callable[[int], str]
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
+_FILE_TYPES = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 _LIBRARY_ERRORS = (pa.ArrowException, OSError, EOFError, zlib.error, UnicodeDecodeError)
 
@@ -59,9 +59,9 @@ def display(name: str) -> str:
     return repr(str(name))[1:-1]
 
 
-def kind_of_file(mode: int) -> str:
+def file_type(mode: int) -> str:
     """What a non-regular file is, in words ("a FIFO (named pipe)", "a folder", ...)."""
-    return next((w for test, w in _KINDS if test(mode)), "not a regular file")
+    return next((w for test, w in _FILE_TYPES if test(mode)), "not a regular file")
 
 
 def check_regular(path, name: str | None = None) -> None:
@@ -84,7 +84,7 @@ def check_regular(path, name: str | None = None) -> None:
         raise SourceError(f"cannot open {shown} ({e.strerror}); check that it is a readable file") from None
     if not stat.S_ISREG(mode):
         fix = "pass one file inside it" if stat.S_ISDIR(mode) else "save the data to a regular file first"
-        raise SourceError(f"{shown} is {kind_of_file(mode)}, not a regular file; {fix}")
+        raise SourceError(f"{shown} is {file_type(mode)}, not a regular file; {fix}")
 
 
 @dataclass(frozen=True)
