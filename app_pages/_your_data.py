@@ -21,6 +21,7 @@ from packing_core.data import (
     describe_columns,
     looks_like_profile,
     profile_from_upload,
+    purpose_of,
     read_budget,
 )
 from packing_core.models import AUTO, PRETRAINED, tokenizer_choices
@@ -131,10 +132,9 @@ def _use_upload() -> None:
         st.session_state["upload_error"] = (f"an unexpected {type(e).__name__} while reading {names[0]}; "
                                             "it was logged on the server")
         return
-    instruction = profile.kind in ("messages", "prompt-completion")
     st.session_state["upload"] = {"name": names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more",
                                   "profile": profile, "digest": digest, "caption": _caption(profile, names),
-                                  "kind": "instruction" if instruction else "pretraining"}
+                                  "purpose": purpose_of(profile.kind)}
     st.session_state["dataset"] = UPLOAD
     # a new upload starts with its own "What is this data?" answer, not the previous file's
     st.session_state.pop(f"dataset_explorer.kind_{UPLOAD}", None)

@@ -32,7 +32,7 @@ from packing_core._validate import InputError
 from packing_core.analysis.stats import LengthStats, length_histogram, length_stats
 from packing_core.analysis.tables import StrategyRow, rows_from_metrics
 from packing_core.data.profile import LengthProfile
-from packing_core.packing.from_counts import CountPlan, compare_counts
+from packing_core.packing.from_counts import SAMPLE_DOCUMENTS, CountPlan, compare_counts
 from packing_core.packing.registry import STRATEGIES
 
 REPORT_VERSION = 1
@@ -129,7 +129,7 @@ def order_effects(rows, basis: str) -> str:
 
 
 def profile_table(profile: LengthProfile, context: int, *, strategies=None, overlong: str = "split",
-                  batch_size: int = 32, seed: int = 0, sample: int = 200_000) -> list[CountPlan]:
+                  batch_size: int = 32, seed: int = 0, sample: int = SAMPLE_DOCUMENTS) -> list[CountPlan]:
     """Every registered strategy on a profile: count-only ones exactly, order-dependent ones on a seeded sample."""
     strategies = tuple(STRATEGIES) if strategies is None else tuple(strategies)
     return compare_counts(profile, context, strategies, overlong=overlong, batch_size=batch_size, seed=seed, n=sample)
