@@ -185,6 +185,10 @@ def length_values(values, where, fix: str = LENGTH_FIX) -> np.ndarray:
         raise InputError(f"{where(i)} {problem}; {fix}")
 
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if isinstance(arr, (list, tuple)):   # Python values: a bool is refused as one, not read as 1
+        flag = next((i for i, v in enumerate(arr) if isinstance(v, (bool, np.bool_))), None)
+        if flag is not None:
+            fail(flag, f"holds {arr[flag]!r}, a boolean")
     if not isinstance(arr, pa.Array):
         try:
             arr = pa.array(arr)

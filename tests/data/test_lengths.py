@@ -1,15 +1,18 @@
 """Specification of packing_core.data.lengths: every source ends as int64 lengths >= 1."""
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import packing_core.data.sources._base as sources_base
 from packing_core import make_plan, segment_layout
+from packing_core._validate import InputError, length_values
 from packing_core.analysis import length_stats
 from packing_core.data import SYNTHETIC, as_lengths, byte_tokenizer, parse_lengths, synthetic_lengths
 
@@ -222,3 +225,25 @@ def test_synthetic_generates_ten_million_lengths_in_under_a_second(name):
 
 def test_byte_tokenizer_yields_utf8_bytes():
     assert byte_tokenizer(["hé", ""]) == [[104, 195, 169], []]
+
+
+# --- the one rule for a length read from a file or typed ------------------------------
+
+@pytest.mark.parametrize("values", [
+    pa.array(["+7", " 12 ", "3"]), np.array(["+7", " 12 ", "3"]), ["+7", " 12 ", 3],
+    pa.chunked_array([["+7"], [" 12 ", "3"]]), pa.array(["+7", " 12 ", "3"]).dictionary_encode(),
+    pa.array([7, 12, 3], pa.uint8()), np.array([7, 12, 3], np.uint64)])
+def test_length_values_reads_every_container_and_spelling_alike(values):
+    assert length_values(values, str).tolist() == [7, 12, 3]
+
+
+@pytest.mark.parametrize("values, problem", [
+    (["3", "\u0663"], "holds '\u0663'"), (["3", "\uff13"], "holds '\uff13'"),   # Arabic-Indic and full-width threes
+    (["3", "1e3"], "holds '1e3'"), (["3", "12.0"], "holds '12.0'"), (["3", ""], "has no value"),
+    (["3", None], "has no value"), (["3", "\u00a05"], "holds '\\xa05'"),           # a no-break space is no ASCII space
+    ([3, True], "holds True, a boolean"), (pa.array([True, False]), "holds True, a boolean"),
+    (pa.array([3.0, 4.0]), "holds 3.0, a double number"), (np.array([3, 2**64 - 1], np.uint64), "holds 18,446,744"),
+    (["3", "9" * 30], f"holds '{'9' * 30}', above the largest length"), (["3", "-3"], "holds -3"), ([3, 0], "holds 0")])
+def test_length_values_refuses_the_first_bad_value_by_its_place(values, problem):
+    with pytest.raises(InputError, match="^row [01] " + re.escape(problem)):
+        length_values(values, lambda i: f"row {i}")
