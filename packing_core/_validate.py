@@ -147,9 +147,9 @@ def as_lengths(values, where=None, *, copy: bool = True) -> np.ndarray:
         i = int(np.argmax(too_big))
         raise InputError(f"length {int(arr[i]):,} at {where(i)} is above the largest length the lab accepts "
                          f"({MAX_LENGTH:,} tokens); fix that value or drop the document")
-    bad = arr < 1
-    if bad.any():
-        i = int(np.argmax(bad))
+    below = arr < 1
+    if below.any():
+        i = int(np.argmax(below))
         raise InputError(f"length {arr[i].item()!r} at {where(i)} is not >= 1; every document needs "
                          "at least one token: drop empty documents or fix the value")
     # a copy by default (callers may keep editing their input); planning passes copy=False so

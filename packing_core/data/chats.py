@@ -170,7 +170,8 @@ def cut_frames(frames: tuple[str, ...], split: tuple[str, ...], added: tuple[str
     (4, (('',), ('u:', 0), ('',), ('a:', 1), ('',)))
     """
     split = tuple(sorted(split, key=len, reverse=True))
-    cuts, pieces, current = 0, [], []
+    cuts, pieces = 0, []
+    current: list[str | int] = []   # the piece being built: texts and message indices
     last = len(frames) - 1
     for i, frame in enumerate(frames):
         parts = _cut(frame, split, added, i > 0, i < last)
@@ -305,7 +306,7 @@ def chat_lengths(column, tokenizer, where: Where) -> tuple[np.ndarray, np.ndarra
             stop, failure = int(chats[0]), e
             break
         if done is None:    # the stand-ins did not come out intact: this shape chat by chat
-            part = _one_by_one(column.take(pa.array(chats)).to_pylist(), tokenizer, lambda i, c=chats: where(int(c[i])))
+            part = _one_by_one(column.take(pa.array(chats)).to_pylist(), tokenizer, _within(where, chats))
             done = (*part, np.zeros(len(chats), np.int64))
         lengths[chats], trained[chats], longest[chats] = done
     over = np.flatnonzero(longest[:stop] > MAX_TEXT_BYTES)
@@ -316,6 +317,11 @@ def chat_lengths(column, tokenizer, where: Where) -> tuple[np.ndarray, np.ndarra
         _one_by_one([column[i].as_py()], tokenizer, lambda _: where(i))
         raise AssertionError(f"chat {i} was flagged, yet it renders: the batch and the chat-by-chat checks disagree")
     return lengths, trained
+
+
+def _within(where: Where, rows: np.ndarray) -> Where:
+    """``where`` for a subset: item ``i`` of it is row ``rows[i]``."""
+    return lambda i: where(int(rows[i]))
 
 
 _FRAMES: dict[tuple, dict] = {}

@@ -105,14 +105,22 @@ def column_batches(src: sources.Source, column: str, *, text_only: bool = False,
                              f"{where(0)}; a column must hold only integer lengths or only text")
         kind = batch_kind
         if kind == "lengths":
-            named = (lambda i, w=where: f"{src.name}: column {sources.display(column)!r} at {w(i)}")
-            yield kind, length_values(values, named), where
+            yield kind, length_values(values, _named(src, column, where)), where
         else:
             values = values.cast(pa.string())   # each value already held to MAX_TEXT_BYTES by the reader
             blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(values), ""), True)
             keep = np.flatnonzero(~blank.to_numpy(zero_copy_only=False))
             # blank texts (empty, whitespace, missing) are no documents and are skipped
-            yield kind, values.take(pa.array(keep)), (lambda i, k=keep, w=where: w(int(k[i])))
+            yield kind, values.take(pa.array(keep)), _kept(where, keep)
+
+
+def _named(src: sources.Source, column: str, where: sources.Where) -> sources.Where:
+    return lambda i: f"{src.name}: column {sources.display(column)!r} at {where(i)}"
+
+
+def _kept(where: sources.Where, keep: np.ndarray) -> sources.Where:
+    """``where`` after blanks are dropped: item ``i`` is row ``keep[i]``."""
+    return lambda i: where(int(keep[i]))
 
 
 def _looks_like_lengths(values: pa.Array, column: str, sniff: bool) -> bool:
@@ -194,6 +202,7 @@ def texts_from_file(source, column: str | None = None, fmt: str | None = None,
         if kind != "text":
             raise InputError(f"{src.name}: column {column!r} holds lengths, not text; pass a text "
                              f"column as column= (columns: {names})")
+        assert isinstance(values, pa.Array)
         texts.extend((values if limit is None else values[: limit - len(texts)]).to_pylist())
         if limit is not None and len(texts) >= limit:
             break

@@ -105,7 +105,8 @@ def kind_columns(kind: str, columns) -> list[str]:
     if kind == "lengths":
         found = _length_column(columns)
         return [found] if found is not None else list(columns)[:1]
-    if kind == "messages" and _chat_column(columns) is not None:
-        return [_chat_column(columns)]
+    chat = _chat_column(columns) if kind == "messages" else None
+    if chat is not None:
+        return [chat]
     needed = list(KIND_COLUMNS[kind])
     return needed if all(c in columns for c in needed) else list(columns)[:1]

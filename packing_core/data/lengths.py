@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -130,7 +131,7 @@ def count_tokens(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
     count = getattr(tokenizer, "count", None)
     if callable(count):
         return np.asarray(count(texts), dtype=np.int64)
-    ids = tokenizer(texts)
+    ids: Any = tokenizer(texts)
     if isinstance(ids, Mapping) and "input_ids" in ids:  # a Hugging Face BatchEncoding
         ids = ids["input_ids"]
     if len(ids) != len(texts):

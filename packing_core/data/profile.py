@@ -140,20 +140,18 @@ class LengthProfile:
     @classmethod
     def from_counts(cls, counts: dict, loss_tokens: dict | None = None, **meta) -> LengthProfile:
         """A profile from ``{length: documents}`` (and ``{length: trained tokens}``)."""
-        keys = sorted(field_number(k, "length", "the counts", MAX_LENGTH, minimum=1) for k in counts)
-        if len(set(keys)) < len(keys):
+        given = sorted(field_number(k, "length", "the counts", MAX_LENGTH, minimum=1) for k in counts)
+        if len(set(given)) < len(given):
             raise InputError("the counts hold one length twice (as 7 and '7', say); give each length once")
         by_key = {field_number(k, "length", "the counts", MAX_LENGTH): v for k, v in counts.items()}
-        c = np.array([field_number(by_key[k], f"count of length {k:,}", "the counts", MAX_DOCUMENTS) for k in keys],
+        c = np.array([field_number(by_key[k], f"count of length {k:,}", "the counts", MAX_DOCUMENTS) for k in given],
                      dtype=np.int64)
-        keys = np.array(keys, dtype=np.int64)
         loss = None
         if loss_tokens is not None:
-            by_len = {field_number(k, "length", "the loss tokens", MAX_LENGTH): field_number(v, "loss tokens", "the loss tokens",
-                                                                             MAX_TOTAL_TOKENS)
-                      for k, v in loss_tokens.items()}
-            loss = np.array([by_len.get(int(k), 0) for k in keys], dtype=np.int64)
-        return cls(keys, c, loss, **meta)
+            by_len = {field_number(k, "length", "the loss tokens", MAX_LENGTH):
+                      field_number(v, "loss tokens", "the loss tokens", MAX_TOTAL_TOKENS) for k, v in loss_tokens.items()}
+            loss = np.array([by_len.get(k, 0) for k in given], dtype=np.int64)
+        return cls(np.array(given, dtype=np.int64), c, loss, **meta)
 
     def merge(self, *others: LengthProfile) -> LengthProfile:
         """The profile of all inputs together: counts add, sources and examples concatenate."""
@@ -170,7 +168,7 @@ class LengthProfile:
         for p in every:
             at = np.searchsorted(lengths, p.lengths)
             counts[at] += p.counts
-            if has_loss:
+            if loss is not None:
                 loss[at] += p.lengths * p.counts if p.loss_tokens is None else p.loss_tokens
         examples = tuple(e for p in every for e in p.over_cap_examples)[:MAX_OVER_CAP_EXAMPLES]
         return LengthProfile(lengths, counts, loss, kind=self.kind, tokenizer=self.tokenizer,

@@ -93,7 +93,8 @@ def plan_scan(inputs, kind: str | None = None, column: str | None = None) -> tup
     ``column`` reads that one column (as text, lengths or token-id lists, by its name or ``kind``).
     """
     shards = sources.find_shards(inputs)
-    first, first_kind = None, None
+    first: tuple[sources.Source, list[str]] | None = None
+    first_kind, columns = "", []
     for shard in shards:
         cols = sources.columns(shard)
         if column is not None:
@@ -142,7 +143,8 @@ def scan_shard(shard: sources.Source, kind: str, columns: list[str], tokenizer, 
     tokenizer) or ``text``.
     """
     start = time.perf_counter()
-    parts, losses, examples, seen = [], [], [], kind
+    parts, losses, seen = [], [], kind
+    examples: list[OverCap] = []
     for lengths, loss, where, batch_kind in _batches(shard, kind, columns, tokenizer, budget or read_budget()):
         seen, keep = batch_kind, lengths > 0
         if cap is not None and len(examples) < MAX_OVER_CAP_EXAMPLES:

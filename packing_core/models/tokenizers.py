@@ -179,15 +179,17 @@ class HFTokenizer:
             return out
         if not self._counter:
             self._counter.append(ByteLevelCounter.build(fast))
-        counter, rest = self._counter[0] if word_counter_enabled() else None, range(len(texts))
+        counter = self._counter[0] if word_counter_enabled() else None
+        rest: list[int] | range = range(len(texts))
         if counter is not None:
-            rest = []
+            left: list[int] = []
             for i, text in enumerate(texts):
                 n = counter.count(text)
                 if n is None:
-                    rest.append(i)
+                    left.append(i)
                 else:
                     out[i] = n
+            rest = left
         if len(rest):
             encodings = fast.encode_batch_fast([texts[i] for i in rest], add_special_tokens=False)
             out[list(rest)] = [len(e) for e in encodings]
@@ -207,8 +209,9 @@ class HFTokenizer:
     def apply_chat_template(self, messages, tokenize: bool = False, add_generation_prompt: bool = False):
         """transformers' ``apply_chat_template``; a template that reads only the messages is rendered by
         ``data.chat_template.render`` (the same text, without importing transformers and torch)."""
-        if not tokenize and renders_alone(self.chat_template):
-            return render(self.chat_template, messages, add_generation_prompt)
+        template = self.chat_template
+        if not tokenize and template is not None and renders_alone(template):
+            return render(template, messages, add_generation_prompt)
         return self.hf.apply_chat_template(messages, tokenize=tokenize, add_generation_prompt=add_generation_prompt)
 
     @property
@@ -221,11 +224,10 @@ class HFTokenizer:
         """Added tokens at which a count is additive: ``count(a + t + b) == count(a) + 1 + count(b)``.
 
         The Rust tokenizer first cuts a text at its added tokens (``tokenizers``' ``AddedVocabulary::
-        extract_and_normalize``, leftmost-longest) and then normalizes, pre-tokenizes and encodes each
-        piece on its own, so the pieces' counts add up. Not when a token strips the spaces beside it
-        (``lstrip``/``rstrip``), matches single words only, or a pre-tokenizer treats the first piece
-        apart (Metaspace's ``prepend_scheme="first"``): then none. Each token is also checked on
-        ``PROBES``, with the counter's own counting.
+        extract_and_normalize``, leftmost-longest), then normalizes, pre-tokenizes and encodes each
+        piece on its own, so the pieces' counts add up. None when a token strips the spaces beside it
+        (``lstrip``/``rstrip``) or matches single words only, or a pre-tokenizer treats the first piece
+        apart (Metaspace's ``prepend_scheme="first"``); each token is also checked on probe texts.
         """
         return self._splitting()[1]
 

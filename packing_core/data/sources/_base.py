@@ -110,14 +110,14 @@ class Source:
     @contextmanager
     def open(self) -> Iterator[BinaryIO]:
         """The file as a binary stream at byte 0 (paths are opened, uploads rewound)."""
+        f: BinaryIO
         if self.path is not None:
             try:
                 f = open(self.path, "rb")
             except OSError as e:
                 raise SourceError(f"cannot open {self.name} ({e.strerror}); check that it is a readable file") from None
         else:
-            f = self.data
-            f.seek(0)
+            f = self.memory()
         self._handles.append(f)
         try:
             if self.path is not None:
@@ -127,6 +127,13 @@ class Source:
                 yield f
         finally:
             self._handles.remove(f)
+
+    def memory(self) -> BinaryIO:
+        """An upload's bytes as a stream rewound to byte 0 (a Source read from a path has none)."""
+        if self.data is None:
+            raise SourceError(f"{self.name} is a file on disk, not an upload held in memory")
+        self.data.seek(0)
+        return self.data
 
     def position(self) -> int:
         """Bytes read so far through the streams now open (what the budget counts as read)."""
@@ -281,8 +288,7 @@ def columns(src: Source) -> list[str]:
     except _LIBRARY_ERRORS as e:
         raise unreadable(src, e) from None
     if len(set(names)) < len(names):
-        seen: set[str] = set()
-        twice = next(n for n in names if n in seen or seen.add(n))
+        twice = next(n for i, n in enumerate(names) if n in names[:i])
         raise SourceError(f"{src.name} has two columns named {display(twice)!r}; rename one so that "
                           "the column to read is unambiguous")
     return names

@@ -56,7 +56,8 @@ def json_object(line: str, lineno: int, src: Named) -> dict:
 
 
 def _what(value) -> str:
-    return {dict: "an object", list: "an array"}.get(type(value), f"a boolean ({value})")
+    names: dict[type, str] = {dict: "an object", list: "an array"}
+    return names.get(type(value), f"a boolean ({value})")
 
 
 def _token_ids(value) -> bool:

@@ -21,7 +21,8 @@ from packing_core._validate import MAX_TEXT_BYTES
 class Named(Protocol):
     """What a reader needs of its source here: the name to show in messages."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
 
 def chunks(f, src: Named) -> Iterator[tuple[bytes, int]]:
@@ -56,7 +57,7 @@ def _newlines(block: bytes) -> tuple[bytes, int]:
     return block, block.count(b"\n")
 
 
-def utf8_error(chunk: bytes, first: int, src: Named, e: UnicodeDecodeError) -> ValueError:
+def utf8_error(chunk: bytes, first: int, src: Named, e: UnicodeDecodeError) -> base.SourceError:
     line_start = chunk.rfind(b"\n", 0, e.start) + 1
     lineno = first + chunk.count(b"\n", 0, e.start)
     return base.SourceError(f"{src.name} is not UTF-8 text (line {lineno}, "
