@@ -212,9 +212,9 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, column: s
     files, kind, columns = plan_scan(inputs, kind, column)
     if kind in COUNTED_KINDS:
         load_tokenizer = _no_tokenizer
-    # fewer files than tasks to go round: big Parquet files become ranges of row groups
+    # fewer files than tasks to go round: a big file becomes ranges (Parquet row groups, lines of JSONL or text)
     pieces = -(-TASKS_PER_WORKER * workers // len(files)) if workers and len(files) < TASKS_PER_WORKER * workers else 1
-    split = [sources.split_parquet(f, pieces) for f in files]
+    split = [sources.split_shard(f, pieces) for f in files]
     shards = [piece for parts in split for piece in parts]
     done: dict[int, LengthProfile] = {}     # task index -> its counts (a file given twice counts twice)
     total_bytes = sum(s.size for s in shards)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Protocol, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -100,6 +100,7 @@ class Source:
     data: BinaryIO | None = field(default=None, compare=False, repr=False)
     size: int = 0
     row_groups: tuple[int, int] | None = None
+    lines: tuple[int, int, int] | None = None     # (start byte, end byte, its first line's number)
     _handles: list = field(default_factory=list, compare=False, repr=False)
 
     @property
@@ -118,6 +119,8 @@ class Source:
                 raise SourceError(f"cannot open {self.name} ({e.strerror}); check that it is a readable file") from None
         else:
             f = self.memory()
+        if self.lines is not None:   # a range of whole lines, read as if it were the whole file
+            f = cast(BinaryIO, _Range(f, self.lines[0], self.lines[1]))
         self._handles.append(f)
         try:
             if self.path is not None:
@@ -165,6 +168,35 @@ class Source:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+
+
+class _Range:
+    """Bytes ``start`` to ``end`` of a binary stream, read (and told, and rewound) as a whole file."""
+
+    def __init__(self, raw, start: int, end: int):
+        self.raw, self.start, self.end = raw, start, end
+        raw.seek(start)
+
+    def read(self, n: int = -1) -> bytes:
+        left = max(0, self.end - self.raw.tell())
+        return self.raw.read(left if n is None or n < 0 else min(n, left))
+
+    def tell(self) -> int:
+        return self.raw.tell() - self.start
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence != 0:
+            raise ValueError("a range of lines is rewound from its start only")
+        return self.raw.seek(self.start + offset) - self.start
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class Reader(Protocol):

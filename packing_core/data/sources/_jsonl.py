@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import pyarrow as pa
 
 import packing_core.data.sources._base as base
-from packing_core.data.sources._lines import Named, check_text_head, chunks, decode
+from packing_core.data.sources._lines import Named, check_text_head, chunks, decode, first_line
 
 _NESTED = (dict, list)
 _ARROW_CONVERSION = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
@@ -131,7 +131,7 @@ class JsonLines:
     def columns(self, src: base.Source) -> list[str]:
         """The keys of the first batch of lines (about ``BATCH_BYTES``)."""
         with self._stream(src) as f:
-            for chunk, first in chunks(f, src):
+            for chunk, first in chunks(f, src, first_line(src)):
                 keys: dict[str, None] = {}
                 for i, line in enumerate(decode(chunk, first, src).split("\n")):
                     if line.strip():
@@ -141,7 +141,7 @@ class JsonLines:
 
     def batches(self, src: base.Source, columns: list[str], budget):
         with self._stream(src) as f:
-            for chunk, first in chunks(f, src):
+            for chunk, first in chunks(f, src, first_line(src)):
                 data: dict[str, list] = {c: [] for c in columns}
                 linenos: list[int] = []
                 for i, line in enumerate(decode(chunk, first, src).split("\n")):
