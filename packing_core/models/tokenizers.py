@@ -273,7 +273,7 @@ def _split_tokens(tok: HFTokenizer) -> tuple[tuple[str, ...], tuple[str, ...]]:
     plain = all(not (t.lstrip or t.rstrip or t.single_word) for t in tokens)
     if not added or not plain or "Metaspace" in json.dumps(json.loads(fast.to_str()).get("pre_tokenizer")):
         return added, ()
-    sides = ["", "x", " x ", "\n", "Hello, world!", "é ü", "  two  spaces\n\n\tand tabs\t", "12345"]
+    sides = ["", " x ", "\n\n", "Hello, world!", "é  ü\t"]
     texts = [a + t + b for t in added for a in sides for b in sides]
     whole = tok.count(texts)
     alone = dict(zip(sides, tok.count(sides).tolist()))
