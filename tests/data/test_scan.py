@@ -281,3 +281,33 @@ def test_ctrl_c_during_a_scan_is_one_line_and_leaves_no_file(tmp_path, monkeypat
     code, _, err = _cli("scan", str(tmp_path / "a.txt"), "--tokenizer", "bytes", "--out", str(out))
     assert (code, err) == (130, "error: interrupted; nothing was written\n")
     assert list(tmp_path.iterdir()) == [tmp_path / "a.txt"]
+
+
+def test_workers_fork_from_a_one_thread_process_with_the_tokenizer_loaded_and_spawn_otherwise(monkeypatch):
+    import packing_core.data.scan as scan_module
+
+    calls = []
+    loader = lambda: calls.append("loaded") or byte_tokenizer  # noqa: E731
+    monkeypatch.setattr(scan_module.sys, "platform", "linux")
+    monkeypatch.setattr(scan_module.threading, "active_count", lambda: 1)
+    assert scan_module._start_method(loader) == "fork" and calls == ["loaded"]
+    monkeypatch.setattr(scan_module.threading, "active_count", lambda: 3)   # a server's threads: no fork
+    assert scan_module._start_method(loader) == "spawn" and calls == ["loaded"]
+    monkeypatch.setattr(scan_module.sys, "platform", "darwin")
+    monkeypatch.setattr(scan_module.threading, "active_count", lambda: 1)
+    assert scan_module._start_method(loader) == "spawn"
+
+
+def test_forked_workers_count_chats_as_this_process_does(tmp_path):
+    import subprocess
+    import sys
+
+    path = _jsonl(tmp_path / "chat.jsonl", [{"messages": c} for c in CHATS * 200])
+    code = ("import functools, threading, packing_core as pc\n"
+            "import packing_core.data.scan as s\n"
+            "load = functools.partial(pc.load_tokenizer, 'smollm2')\n"
+            f"a = pc.scan([{str(path)!r}], load, workers=2); b = pc.scan([{str(path)!r}], load, workers=0)\n"
+            "print(threading.active_count(), a.count_dict() == b.count_dict(), a.trained_tokens == b.trained_tokens)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["1", "True", "True"] and "forked" not in run.stderr
