@@ -248,6 +248,10 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, column: s
         ordered.append(dataclasses.replace(profile, sources=(SourceCount(f.label, profile.documents),)))
         i += len(parts)
     merged = ordered[0].merge(*ordered[1:])
+    if merged.documents == 0:   # blank lines, a header alone, empty files: nothing to plan
+        where = files[0].name if len(files) == 1 else f"{len(files)} files ({files[0].name}, ...)"
+        raise InputError(f"no documents found in {where} (column {', '.join(map(repr, columns))}); "
+                         "check that the file holds records")
     return dataclasses.replace(merged, scan_seconds=time.perf_counter() - start)
 
 

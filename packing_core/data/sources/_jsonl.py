@@ -18,6 +18,7 @@ import json
 import re
 from contextlib import contextmanager
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
@@ -32,6 +33,7 @@ _ARROW_CONVERSION = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedE
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 _BLANK_LINE = re.compile(rb"(?:\A|\n)[ \t\r\f\v]*(?:\n|\Z)")
+MAX_FAST_OPENS = 256   # brackets opened on one line, past which it is read line by line
 _PLAIN = (pa.types.is_string, pa.types.is_null, pa.types.is_int64, pa.types.is_float64, pa.types.is_boolean)
 
 
@@ -151,6 +153,11 @@ def _arrow_table(chunk: bytes) -> pa.Table | None:
         body.decode("utf-8")   # Arrow's reader does not check: a bad byte is named line by line
     except UnicodeDecodeError:
         return None
+    raw = np.frombuffer(body, np.uint8)
+    line = np.cumsum(raw == 10)
+    opens = np.bincount(line, weights=(raw == 123) | (raw == 91))    # "{" and "["
+    if opens.max(initial=0) > MAX_FAST_OPENS:
+        return None    # Arrow's parser recurses: nesting 30,000 deep crashes the process (measured)
     try:
         table = pa_json.read_json(io.BytesIO(body), read_options=pa_json.ReadOptions(
             use_threads=False, block_size=len(body) + 1))
