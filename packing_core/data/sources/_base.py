@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from packing_core._settings import ReadBudget, read_budget
 from packing_core._validate import MAX_TEXT_BYTES, InputError
+from packing_core.data.sources._range import ByteRange
 
 BATCH_BYTES = 8 << 20       # about this much of a file per batch, in every format
 WHOLE = "file"              # open_source(..., fmt=WHOLE): a file read whole (a batch, a config), no reader
@@ -120,7 +121,7 @@ class Source:
         else:
             f = self.memory()
         if self.lines is not None:   # a range of whole lines, read as if it were the whole file
-            f = cast(BinaryIO, _Range(f, self.lines[0], self.lines[1]))
+            f = cast(BinaryIO, ByteRange(f, self.lines[0], self.lines[1]))
         self._handles.append(f)
         try:
             if self.path is not None:
@@ -168,35 +169,6 @@ class Source:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-
-
-class _Range:
-    """Bytes ``start`` to ``end`` of a binary stream, read (and told, and rewound) as a whole file."""
-
-    def __init__(self, raw, start: int, end: int):
-        self.raw, self.start, self.end = raw, start, end
-        raw.seek(start)
-
-    def read(self, n: int = -1) -> bytes:
-        left = max(0, self.end - self.raw.tell())
-        return self.raw.read(left if n is None or n < 0 else min(n, left))
-
-    def tell(self) -> int:
-        return self.raw.tell() - self.start
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        if whence != 0:
-            raise ValueError("a range of lines is rewound from its start only")
-        return self.raw.seek(self.start + offset) - self.start
-
-    def close(self) -> None:
-        self.raw.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 class Reader(Protocol):
