@@ -179,13 +179,14 @@ def _init_worker(load_tokenizer: Callable) -> None:
         _worker_tokenizer = load_tokenizer()
     except Exception as e:  # noqa: BLE001  (whatever the loader raised, the task names it)
         first = (str(e).strip().splitlines() or [""])[0][:300]
-        _worker_tokenizer = ValueError(first if isinstance(e, ValueError) else
+        # the user's tokenizer (a folder, a spec) did not load: input to fix, whatever the library raised
+        _worker_tokenizer = InputError(first if isinstance(e, ValueError) else
                                        f"could not load the tokenizer ({type(e).__name__}: {first})")
 
 
 def _scan_task(shard: sources.Source, kind: str, columns: list[str], cap: int | None,
                budget: ReadBudget) -> LengthProfile:
-    if isinstance(_worker_tokenizer, ValueError):
+    if isinstance(_worker_tokenizer, InputError):
         raise _worker_tokenizer
     return scan_shard(shard, kind, columns, _worker_tokenizer, cap, budget)
 
@@ -201,7 +202,7 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, column: s
 
     ``load_tokenizer`` is a picklable zero-argument callable returning the tokenizer.
     ``kind`` overrides the detected record kind, ``column`` picks one column to read.
-    ``progress`` is called after each shard. A failed shard raises a ``ValueError`` that
+    ``progress`` is called after each shard. A failed shard raises an ``InputError`` that
     names it, and nothing is returned: a partial profile never looks complete. Each shard
     is read within ``budget`` (default: the ``PACKING_LAB_MAX_*`` settings), on every engine.
     """
