@@ -264,11 +264,11 @@ def dataset_label(name: str) -> str:
     return name
 
 
-def dataset_kind(name: str) -> str:
-    """The data's purpose, 'instruction' or 'pretraining': how over-long documents should be handled."""
+def dataset_purpose(name: str) -> str:
+    """'instruction' or 'pretraining' (``packing_core.data.PURPOSES``): how over-long documents should be handled."""
     if name == UPLOAD:
-        return st.session_state["upload"]["kind"]
-    return "instruction" if sources()[name].kind == "instruction" else "pretraining"   # a built-in's purpose
+        return st.session_state["upload"]["purpose"]
+    return sources()[name].purpose
 
 
 def current_lengths() -> tuple[str, np.ndarray]:

@@ -21,7 +21,6 @@ from packing_core.analysis import (
     profile_rows,
     profile_stats,
     profile_table,
-    purpose_of,
 )
 from packing_core.data import (
     INPUT_SUFFIXES,
@@ -29,6 +28,7 @@ from packing_core.data import (
     describe_columns,
     looks_like_profile,
     profile_from_upload,
+    purpose_of,
     read_budget,
 )
 from packing_core.models import AUTO_TOKENIZER, PRETRAINED, tokenizer_choices
@@ -127,7 +127,7 @@ def _use_upload() -> None:
     shown = names[0] if len(names) == 1 else f"{len(names)} files ({names[0]}, ...)"
     st.session_state["upload"] = {"name": names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more",
                                   "profile": profile, "digest": digest, "caption": f"{shown}: {describe_profile(profile)}",
-                                  "kind": purpose_of(profile.kind)}
+                                  "purpose": purpose_of(profile.kind)}
     st.session_state["dataset"] = UPLOAD
     # a new upload starts with its own "What is this data?" answer, not the previous file's
     st.session_state.pop(f"dataset_explorer.kind_{UPLOAD}", None)

@@ -27,7 +27,7 @@ st.markdown(
 
 context = SHARED.get("context")
 dataset = SHARED.get("dataset")
-if sources().get(dataset) is None or sources()[dataset].kind != "synthetic":
+if sources().get(dataset) is None or not sources()[dataset].synthetic:
     st.caption(f"The benchmark draws lengths from a synthetic dataset; {dataset} is not one, "
                "so it uses support-tickets.")
     dataset = "support-tickets"

@@ -11,8 +11,8 @@ from app_pages._lab import (
     UPLOAD,
     cached_figure,
     current_lengths,
-    dataset_kind,
     dataset_label,
+    dataset_purpose,
     esc,
     figure,
     guard,
@@ -31,7 +31,8 @@ from app_pages._your_data import (
     profile_summary,
     upload_form,
 )
-from packing_core.analysis import PURPOSES, balance_verdict, basis_note, headline, loss_masked, order_basis, order_effects
+from packing_core.analysis import balance_verdict, basis_note, headline, loss_masked, order_basis, order_effects
+from packing_core.data import PURPOSES
 from packing_core.packing import OVERLONG_POLICIES
 from packing_core.viz import balance_figure, length_histogram_figure, strategy_figure
 
@@ -59,9 +60,9 @@ st.subheader(f"{esc(dataset_label(name))} at context {context}")
 o1, o2 = st.columns(2)
 overlong = o1.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
                     **S.bind("overlong"))
-kind = o2.radio("What is this data?", PURPOSES, horizontal=True, key=f"dataset_explorer.kind_{name}",
-                index=PURPOSES.index(dataset_kind(name)),
-                help="instruction data (prompt + answer) must not be split; plain text may be")
+purpose = o2.radio("What is this data?", PURPOSES, horizontal=True, key=f"dataset_explorer.kind_{name}",
+                   index=PURPOSES.index(dataset_purpose(name)),
+                   help="instruction data (prompt + answer) must not be split; plain text may be")
 with guard("compare the strategies"):
     if yours:
         plans, rows, head = profile_plans(upload["digest"], profile, context, overlong)
@@ -69,7 +70,7 @@ with guard("compare the strategies"):
         rows = strategy_table(lengths, context, overlong=overlong)
         plans, head = None, headline(rows)
     sample = current_lengths()[1]      # your data: its one seeded sample (analysis.profile_sample)
-    advice = recommendation(stats, rows, kind, sample)
+    advice = recommendation(stats, rows, purpose, sample)
 
 # The header above the steps stays short, so that their tabs start on a projector's first screen.
 lengths_step, strategies_step, advice_step, balance_step = steps(__file__)

@@ -3,8 +3,9 @@
     python benchmarks/scan_speed.py                   # 1M documents, 2 workers, SmolLM2's tokenizer
     python benchmarks/scan_speed.py --json
     python benchmarks/scan_speed.py --docs 100000 --memory-docs 100000,1000000 --skip-datasets
+    python benchmarks/scan_speed.py --chat-only --json   # only the chat case (20,000 conversations)
 
-Three measurements:
+Four measurements:
 - throughput: ``scan`` with the local engine against ``datasets.Dataset.map(batched=True,
   num_proc=2)`` computing the same lengths with the same tokenizer (the profiles must agree);
   the scan runs twice, with SmolLM2's word counter (the default) and with every text through
@@ -12,7 +13,17 @@ Three measurements:
   word counter alone, cold, on the distinct fortunes texts (a fresh cache, one process);
 - memory: peak RSS of the scanning process and of its largest worker at each ``--memory-docs``
   size (each in a fresh subprocess), flat when nothing grows with the documents;
-- planning from counts: bfd on the fortunes profile scaled to 1,000,000,000 documents.
+- planning from counts: bfd on the fortunes profile scaled to 1,000,000,000 documents;
+- chat data (``--chat N``, default 20,000; 0 skips it): N conversations in a ``messages`` JSONL,
+  built from the GSM8K questions and worked answers (a system prompt or none, one or two rounds,
+  every question numbered so that no two conversations are equal), scanned with SmolLM2's chat
+  template and the assistant-only loss tokens, beside ``datasets.map(apply_chat_template,
+  num_proc=2)`` on the same file. The peer runs two ways: lengths alone (the goal's reference), and
+  with ``return_assistant_tokens_mask`` on SmolLM2's template with ``{% generation %}`` around each
+  answer and its end of turn (what TRL's ``assistant_only_loss`` reads). Both must give the
+  lab's lengths and trained tokens; the lab (each scan in a fresh process, its worker start-up and
+  tokenizer load on the clock; the peer's dataset and tokenizer loaded before it) must be at least
+  ``CHAT_GOAL``x the faster peer, fastest run against fastest run (``--chat-repeat``, default 2).
 """
 from __future__ import annotations
 
@@ -38,6 +49,9 @@ from packing_core.experiments import machine_info
 from packing_core.models import PRETRAINED, ByteLevelCounter
 
 BLOCK = 1_000_000     # documents per block of shards; larger sets link the same block again
+CHAT_GOAL = 2.0       # the chat scan's conversations/s against datasets.map(apply_chat_template, num_proc=2)
+SYSTEM_PROMPTS = (None, "You are a patient maths tutor. Explain every step, then give the answer after ####.",
+                  "Solve the problem.")
 
 
 def write_block(folder: Path, docs: int, shards: int) -> list[Path]:
@@ -157,6 +171,121 @@ def cold_counter(tokenizer: str) -> dict | None:
             "speedup": round(rust_s / counter_s, 2), "same": all(n is None or n == r for n, r in zip(mine, rust))}
 
 
+def chat_conversations(n: int) -> list[list[dict]]:
+    """``n`` distinct chats from the GSM8K test set: a system prompt (two of three), one or two rounds."""
+    docs = load_documents("gsm8k")
+    out = []
+    for i in range(n):
+        system = SYSTEM_PROMPTS[i % len(SYSTEM_PROMPTS)]
+        messages = [] if system is None else [{"role": "system", "content": system}]
+        for r in range(1 + (i % 4 == 3)):
+            d = docs[(i + 611 * r) % len(docs)]
+            messages += [{"role": "user", "content": f"Problem {i + 1}.{r + 1}: {d.prompt}"},
+                         {"role": "assistant", "content": d.answer}]
+        out.append(messages)
+    return out
+
+
+def tagged_template(template: str) -> str:
+    """SmolLM2's template with ``{% generation %}`` around each answer and its end of turn.
+
+    The lab trains an answer's tokens and the ``<|im_end|>`` + newline after it (rendered up to
+    and including the turn, minus rendered up to it with the generation prompt).
+    """
+    answer = "message['content'] + '<|im_end|>' + '\n'"
+    head = "{{'<|im_start|>' + message['role'] + '\n' + "
+    if head + answer + "}}" not in template:
+        raise SystemExit("SmolLM2's template changed: update tagged_template()")
+    return template.replace(head + answer + "}}", "{{'<|im_start|>' + message['role'] + '\n'}}{% if message['role'] "
+                            "== 'assistant' %}{% generation %}{{" + answer + "}}{% endgeneration %}{% else %}{{"
+                            + answer + "}}{% endif %}")
+
+
+def chat_peer(ds, hf, workers: int, masks: bool) -> tuple[np.ndarray, np.ndarray, float]:
+    """``datasets.map(apply_chat_template, batched=True, num_proc=workers)``: (lengths, trained, map seconds).
+
+    The dataset and the tokenizer are loaded before the clock starts (as the text case does), and
+    the map's cache is off, so that every run computes.
+    """
+    template = tagged_template(hf.chat_template) if masks else None
+
+    def apply(batch):
+        out = hf.apply_chat_template(batch["messages"], tokenize=True, chat_template=template,
+                                     return_assistant_tokens_mask=masks)
+        lengths = [len(ids) for ids in out["input_ids"]]
+        return {"length": lengths, "trained": [sum(m) for m in out["assistant_masks"]] if masks else lengths}
+
+    start = time.perf_counter()
+    result = ds.map(apply, batched=True, num_proc=workers, remove_columns=ds.column_names, load_from_cache_file=False)
+    lengths = np.asarray(result["length"], dtype=np.int64)
+    trained = np.asarray(result["trained"], dtype=np.int64)
+    return lengths, trained, time.perf_counter() - start
+
+
+def chat_lab(path: Path, tokenizer: str, workers: int, out: Path) -> float:
+    """One ``scan`` in a fresh process, as a program (the CLI) runs it once: its seconds, the profile in ``out``."""
+    run = subprocess.run([sys.executable, __file__, "--chat-child", str(path), "--chat-out", str(out),
+                          "--workers", str(workers), "--tokenizer", tokenizer], capture_output=True, text=True)
+    if run.returncode:
+        raise SystemExit(run.stderr[-2000:])
+    return json.loads(run.stdout.strip().splitlines()[-1])["seconds"]
+
+
+def chat_child(path: str, out: str, workers: int, tokenizer: str) -> dict:
+    scan = pc.scan   # the lab's modules imported first, as in a running program
+    start = time.perf_counter()
+    profile = scan([path], functools.partial(pc.load_tokenizer, tokenizer), workers=workers)
+    seconds = time.perf_counter() - start
+    profile.save(out)
+    return {"seconds": seconds}
+
+
+def chat_case(n: int, tokenizer: str, workers: int, repeat: int = 2) -> dict:
+    """The chat scan beside the peer on the same ``n`` conversations, in one run: each side ``repeat``
+    times, alternating, the fastest of each compared (the machine is shared: the slowest runs show the
+    neighbours, not the code)."""
+    import datasets
+
+    convs = chat_conversations(n)
+    load = os.getloadavg()
+    lab, peer, masked = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "chats.jsonl"
+        path.write_text("".join(json.dumps({"messages": m}) + "\n" for m in convs), encoding="utf-8")
+        hf = pc.load_tokenizer(tokenizer).hf
+        datasets.disable_progress_bars()
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"   # one thread per process on both sides
+        ds = datasets.Dataset.from_json(str(path), cache_dir=str(Path(tmp) / "hf-cache"))
+        for _ in range(repeat):
+            lab.append(chat_lab(path, tokenizer, workers, Path(tmp) / "profile.json"))
+            peer_l, _, seconds = chat_peer(ds, hf, workers, masks=False)
+            peer.append(seconds)
+            mask_l, mask_t, seconds = chat_peer(ds, hf, workers, masks=True)
+            masked.append(seconds)
+        profile = pc.LengthProfile.load(Path(tmp) / "profile.json")
+    load = [round(x, 2) for x in (*load, *os.getloadavg())]
+    theirs = pc.LengthProfile.from_lengths(mask_l, mask_t, kind="messages")
+    lab_s, peer_s, mask_s = min(lab), min(peer), min(masked)
+    ratio = min(peer_s, mask_s) / lab_s
+    return {"conversations": n, "file_mb": round(path_size_mb(convs), 1), "repeat": repeat,
+            "lab_seconds": round(lab_s, 2), "lab_conversations_per_second": round(n / lab_s),
+            "peer_seconds": round(peer_s, 2), "peer_conversations_per_second": round(n / peer_s),
+            "peer_with_masks_seconds": round(mask_s, 2), "peer_with_masks_conversations_per_second": round(n / mask_s),
+            "all_seconds": {"lab": [round(x, 2) for x in lab], "peer": [round(x, 2) for x in peer],
+                            "peer_with_masks": [round(x, 2) for x in masked]},
+            "ratio": round(ratio, 2), "goal": CHAT_GOAL, "verdict": "PASS" if ratio >= CHAT_GOAL else "FAIL",
+            "tokens": profile.tokens, "trained_tokens": profile.trained_tokens,
+            "same_lengths": profile.count_dict() == pc.LengthProfile.from_lengths(peer_l).count_dict(),
+            "same_trained_tokens": bool(profile.loss_tokens is not None and theirs.loss_tokens is not None
+                                        and np.array_equal(profile.lengths, theirs.lengths)
+                                        and np.array_equal(profile.loss_tokens, theirs.loss_tokens)),
+            "load_average_before_after": load}
+
+
+def path_size_mb(convs: list[list[dict]]) -> float:
+    return sum(len(json.dumps({"messages": m})) + 1 for m in convs) / 2**20
+
+
 def bfd_billion(profile, context: int, rounds: int = 3) -> dict:
     scale = -(-10**9 // profile.documents)
     big = pc.LengthProfile(profile.lengths, profile.counts * scale)
@@ -183,11 +312,23 @@ def main(argv=None) -> int:
     p.add_argument("--rust-only", action=argparse.BooleanOptionalAction, default=True,
                    help="also time the scan with the word counter off ($PACKING_LAB_WORD_COUNTER=0)")
     p.add_argument("--memory-only", action="store_true", help="only the RSS runs and the 1e9 bfd")
+    p.add_argument("--chat", type=int, default=20_000, help="conversations of the chat case (0: skip it)")
+    p.add_argument("--chat-repeat", type=int, default=2, help="runs of each side of the chat case (the fastest counts)")
+    p.add_argument("--chat-only", action="store_true", help="only the chat case")
+    p.add_argument("--chat-child", help=argparse.SUPPRESS)
+    p.add_argument("--chat-out", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child_scan(args.child, args.workers, args.tokenizer)))
+        return 0
+    if args.chat_child:
+        print(json.dumps(chat_child(args.chat_child, args.chat_out, args.workers, args.tokenizer)))
+        return 0
+    if args.chat_only:
+        chat = chat_case(args.chat, args.tokenizer, args.workers, args.chat_repeat)
+        print(json.dumps({"chat": chat}, indent=2) if args.json else chat_line(chat, args.workers))
         return 0
     if args.memory_only:   # the 1e9 bfd still needs a real fortunes profile: count it with bytes, fast
         args.tokenizer, args.skip_datasets = "bytes", True
@@ -222,6 +363,8 @@ def main(argv=None) -> int:
                                   "--tokenizer", args.memory_tokenizer], capture_output=True, text=True, check=True)
         result["memory"].append(json.loads(run.stdout.strip().splitlines()[-1]))
     result["bfd_1e9"] = bfd_billion(profile, 512)
+    if args.chat and args.tokenizer != "bytes":
+        result["chat"] = chat_case(args.chat, args.tokenizer, args.workers, args.chat_repeat)
     result["machine"] = machine.finished().to_dict()
     if args.json:
         print(json.dumps(result, indent=2))
@@ -253,7 +396,21 @@ def main(argv=None) -> int:
         b = result["bfd_1e9"]
         print(f"bfd from counts, {b['documents']:,} documents at context {b['context']}: {b['seconds']} s, "
               f"{b['rows']:,} rows, utilisation {b['utilisation']}, {b['rows_over_lower_bound']}x the lower bound")
+        if "chat" in result:
+            print(chat_line(result["chat"], args.workers))
     return 0
+
+
+def chat_line(c: dict, workers: int) -> str:
+    return (f"chat, {c['conversations']:,} conversations ({c['file_mb']} MB messages JSONL), fastest of {c['repeat']} "
+            f"runs each: scan {c['lab_seconds']} s "
+            f"({c['lab_conversations_per_second']:,} conversations/s); datasets.map(apply_chat_template, "
+            f"num_proc={workers}) {c['peer_seconds']} s ({c['peer_conversations_per_second']:,}/s), with "
+            f"return_assistant_tokens_mask {c['peer_with_masks_seconds']} s "
+            f"({c['peer_with_masks_conversations_per_second']:,}/s); scan / faster peer {c['ratio']}x "
+            f"(goal >= {c['goal']}x): {c['verdict']}; same lengths: {c['same_lengths']}, same trained tokens: "
+            f"{c['same_trained_tokens']}; load average (1, 5, 15 min) before {c['load_average_before_after'][:3]}, "
+            f"after {c['load_average_before_after'][3:]}")
 
 
 if __name__ == "__main__":

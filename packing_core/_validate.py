@@ -26,6 +26,7 @@ packing_core._validate.InputError: context must be at most 268,435,456, got 10,0
 """
 from __future__ import annotations
 
+import re
 from typing import Literal, get_args
 
 import numpy as np
@@ -59,9 +60,13 @@ MAX_LAYERS = 256               # layers in a local model's config.json
 MAX_MODEL_WIDTH = 65_536       # hidden size, intermediate size, heads in a local model's config.json
 MAX_VOCAB = 2**21              # vocabulary of a local model or tokenizer (2,097,152 tokens)
 MAX_MODEL_PARAMETERS = 2**31   # parameters estimated from a local model's config.json, before building it
-# A length written as text: optional spaces, an optional sign, digits. "12.0" and "1e3" are
-# not lengths in any format (a float column is refused too); "+7" is 7 everywhere.
-INTEGER_TEXT = r"^\s*[+-]?[0-9]+\s*$"
+# A length written as text: ASCII spaces around, an optional sign, ASCII digits. "+7" is 7 and
+# " 12 " is 12 everywhere; "12.0", "1e3" and "٣" (an Arabic-Indic three) are lengths nowhere.
+# Spelled out so that Python's re and Arrow's RE2 read it alike (Python's \s and \d are Unicode).
+INTEGER_TEXT = r"^[ \t\n\r\f\v]*[+-]?[0-9]+[ \t\n\r\f\v]*$"
+LENGTH_FIX = "lengths must be whole numbers >= 1: fix or drop that row, or pick a text column"
+_DIGITS = len(str(MAX_LENGTH))   # a length text with more digits can only be too large
+_INTEGER = re.compile(INTEGER_TEXT)
 _INT64_SAFE = 2**62
 POSITIONS: tuple[str, ...] = get_args(Positions)
 
@@ -144,9 +149,9 @@ def as_lengths(values, where=None, *, copy: bool = True) -> np.ndarray:
         i = int(np.argmax(too_big))
         raise InputError(f"length {int(arr[i]):,} at {where(i)} is above the largest length the lab accepts "
                          f"({MAX_LENGTH:,} tokens); fix that value or drop the document")
-    bad = arr < 1
-    if bad.any():
-        i = int(np.argmax(bad))
+    below = arr < 1
+    if below.any():
+        i = int(np.argmax(below))
         raise InputError(f"length {arr[i].item()!r} at {where(i)} is not >= 1; every document needs "
                          "at least one token: drop empty documents or fix the value")
     # a copy by default (callers may keep editing their input); planning passes copy=False so
@@ -157,6 +162,92 @@ def as_lengths(values, where=None, *, copy: bool = True) -> np.ndarray:
         raise InputError(f"the lengths add up to {total:,.0f} tokens, more than the lab accepts "
                          f"({MAX_TOTAL_TOKENS:,}); analyse a sample or a shard of the dataset")
     return out
+
+
+def length_values(values, where, fix: str = LENGTH_FIX) -> np.ndarray:
+    """Lengths read from a file's column (or typed as text) as int64: the one rule for every reader.
+
+    ``values`` is an Arrow array (a column of one batch), a numpy array or a list. Kept:
+    integers, and text spelling one (:data:`INTEGER_TEXT`: ASCII digits, an optional sign,
+    spaces around). Refused, naming the first bad value as ``where(i)`` followed by ``fix``:
+    booleans, floats (even ``12.0``), any other text (``"12.0"``, ``"1e3"``, ``"٣"``, ``""``),
+    missing values, and lengths outside 1..``MAX_LENGTH``. The checks run over the whole
+    column at once (Arrow compute and numpy), never one value at a time in Python.
+
+    >>> length_values(["+7", " 12 ", "3"], str).tolist()
+    [7, 12, 3]
+    >>> length_values(["3", "٣"], lambda i: f"line {i + 1}")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    packing_core._validate.InputError: line 2 holds '٣'; lengths must be whole numbers >= 1: fix or drop that row, ...
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def fail(i: int, problem: str):
+        raise InputError(f"{where(i)} {problem}; {fix}")
+
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if isinstance(arr, (list, tuple)):   # Python values: a bool is refused as one, not read as 1
+        flag = next((i for i, v in enumerate(arr) if isinstance(v, (bool, np.bool_))), None)
+        if flag is not None:
+            fail(flag, f"holds {arr[flag]!r}, a boolean")
+    if not isinstance(arr, pa.Array):
+        try:
+            arr = pa.array(arr)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # mixed Python values: compared as text
+            arr = pa.array([None if v is None else str(v) for v in arr], pa.string())
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    kind = arr.type
+    if len(arr) and arr.null_count == len(arr):
+        fail(0, "has no value")
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        ok = pc.fill_null(pc.match_substring_regex(arr, INTEGER_TEXT), False).to_numpy(zero_copy_only=False)
+        if not ok.all():
+            i = int(np.argmin(ok))
+            text = arr[i].as_py()
+            fail(i, f"holds {text[:40]!r}" if text else "has no value")
+        digits = pc.utf8_trim(arr, characters=" \t\r\n\v\f+")
+        width = pc.utf8_length(pc.utf8_ltrim(digits, characters="-0")).to_numpy(zero_copy_only=False)
+        if (width > _DIGITS).any():
+            i = int(np.argmax(width > _DIGITS))
+            fail(i, f"holds {arr[i].as_py().strip()[:40]!r}, above the largest length the lab accepts ({MAX_LENGTH:,})")
+        arr = pc.cast(digits, pa.int64())
+    elif pa.types.is_boolean(kind):
+        i = int(np.argmax(arr.is_valid().to_numpy(zero_copy_only=False)))
+        fail(i, f"holds {arr[i].as_py()!r}, a boolean")
+    elif pa.types.is_floating(kind):
+        i = int(np.argmax(arr.is_valid().to_numpy(zero_copy_only=False)))
+        fail(i, f"holds {arr[i].as_py()!r}, a {kind} number; lengths are integers: store the column as integers")
+    elif not pa.types.is_integer(kind):
+        fail(0, f"holds values of type {kind}, neither integers nor text")
+    if arr.null_count:
+        fail(int(np.argmax(arr.is_null().to_numpy(zero_copy_only=False))), "has no value")
+    out = arr.to_numpy(zero_copy_only=False)
+    big = out > MAX_LENGTH  # in the column's own dtype: a uint64 2**64-1 keeps its value
+    if big.any():
+        i = int(np.argmax(big))
+        fail(i, f"holds {int(out[i]):,}, above the largest length the lab accepts ({MAX_LENGTH:,})")
+    small = out < 1
+    if small.any():
+        i = int(np.argmax(small))
+        fail(i, f"holds {out[i].item()!r}")
+    return out.astype(np.int64)
+
+
+def whole_number_text(value) -> int | None:
+    """A whole number written as an int or as :data:`INTEGER_TEXT` (a JSON key), else None; never a bool or float.
+
+    >>> whole_number_text("+7"), whole_number_text(" 12 "), whole_number_text("٣"), whole_number_text(12.0)
+    (7, 12, None, None)
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, str) and len(value) <= 64 and _INTEGER.match(value):
+        return int(value.strip())
+    return None
 
 
 def exact_sum_of_squares(x: np.ndarray) -> int:

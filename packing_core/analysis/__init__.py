@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     )
     from .isolation import AttentionCheck, alone_vs_packed_attention
     from .profile_report import (
-        PURPOSES,
         REPORT_VERSION,
         Headline,
         describe_profile,
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
         profile_sample,
         profile_stats,
         profile_table,
-        purpose_of,
         report_dict,
     )
     from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths

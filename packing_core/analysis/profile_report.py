@@ -38,8 +38,6 @@ REPORT_VERSION = 1
 WHOLE_PACKERS = ("bfd", "ffd", "next-fit")    # packers that keep every document whole: the headline's candidates
 # Record kinds whose tokens are not all in the loss: instruction data (a prompt, then what is trained).
 # Until ``data.kinds`` names this list, this is its one home.
-INSTRUCTION_KINDS = ("messages", "prompt-completion")
-PURPOSES = ("pretraining", "instruction")     # what data is for: it decides whether a document may be split
 
 
 @dataclass(frozen=True)
@@ -104,15 +102,6 @@ def profile_headline(profile: LengthProfile, plans: list[CountPlan]) -> Headline
     """
     whole = [p for p in plans if p.basis == "counts"]
     return headline(whole, {p.strategy: p.trained_per_slot for p in whole} if loss_masked(profile) else None)
-
-
-def purpose_of(kind: str) -> str:
-    """``"instruction"`` for chat and prompt/completion records, else ``"pretraining"`` (a purpose, not a kind).
-
-    >>> purpose_of("messages"), purpose_of("text")
-    ('instruction', 'pretraining')
-    """
-    return "instruction" if kind in INSTRUCTION_KINDS else "pretraining"
 
 
 def describe_profile(profile: LengthProfile) -> str:

@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args, out, err) -> int:
     from packing_core.data import find_shards
-    from packing_core.data.readers import check_output
+    from packing_core.data.files import check_output
     from packing_core.data.scan import scan
 
     check_tokenizer(args.tokenizer)

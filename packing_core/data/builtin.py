@@ -20,6 +20,7 @@ import hashlib
 import importlib.util
 import json
 import re
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -45,13 +46,25 @@ REAL = {
 
 @dataclass(frozen=True)
 class SourceInfo:
-    """One entry of :func:`list_sources`: whether it can be loaded here, and if not, why."""
+    """One entry of :func:`list_sources`: whether it can be loaded here, and if not, why.
+
+    ``purpose`` is ``"pretraining"`` (every token trained, a document may be split) or
+    ``"instruction"`` (prompt + answer); ``synthetic`` sets hold lengths only, no text.
+    """
 
     name: str
     description: str
-    kind: str        # "synthetic" (lengths only), "pretraining" (text) or "instruction" (prompt + answer)
+    purpose: str     # one of kinds.PURPOSES
+    synthetic: bool
     available: bool
     reason: str      # what it is loaded from, or the install command
+
+    @property
+    def kind(self) -> str:
+        """Deprecated: ``"synthetic"`` or the purpose; read ``synthetic`` and ``purpose`` instead."""
+        warnings.warn("SourceInfo.kind is deprecated: read SourceInfo.synthetic and SourceInfo.purpose",
+                      DeprecationWarning, stacklevel=2)
+        return "synthetic" if self.synthetic else self.purpose
 
 
 @dataclass(frozen=True)
@@ -98,13 +111,13 @@ def _install(name: str) -> str:
 
 def list_sources() -> list[SourceInfo]:
     """Every built-in source, available or not."""
-    out = [SourceInfo(name, desc, "synthetic", True, "generated (seeded)")
+    out = [SourceInfo(name, desc, "pretraining", True, True, "generated (seeded)")
            for name, desc in _lengths.SYNTHETIC.items()]
-    for name, (desc, kind) in REAL.items():
+    for name, (desc, purpose) in REAL.items():
         files = _files(name)
         reason = (f"read from {files[0].parent}" if files
                   else f"not installed: {_install(name)}")
-        out.append(SourceInfo(name, desc, kind, bool(files), reason))
+        out.append(SourceInfo(name, desc, purpose, False, bool(files), reason))
     return out
 
 
@@ -190,7 +203,7 @@ def load_lengths(name: str, tokenizer=None) -> np.ndarray:
     ids = tokenizer(texts)
     out = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     if path is not None:   # atomic (a concurrent reader sees all or nothing), no temporary left on failure
-        from packing_core.data.readers import write_atomic
+        from packing_core.data.files import write_atomic
 
         write_atomic(path, lambda f: np.save(f, out))
     return out

@@ -8,14 +8,13 @@ Whatever comes in, a profile comes out, and every strategy is then planned from 
     lengths.csv, texts.txt        ──┘
     profile.json (from ``scan``)  ────> LengthProfile.load
 
-The kind comes from the columns (``kinds.detect_kind``): messages, prompt + completion,
-text, token-id lists (``input_ids``) or a length column. Every file, of every registered
-format, is read by :mod:`packing_core.data.sources` with its defences (regular files only,
-escaped names, bytes per value, the ``ReadBudget``). Chat and prompt/completion records
-are counted by the scan's own engine (``scan(..., workers=0)``), so their length and their
-tokens in the loss both come from the same templated text; one column of text or lengths
-is counted by ``lengths.column_lengths``. An upload is never written to disk: its bytes
-are a Source in memory.
+The kind comes from the columns (``kinds.detect_kind``, once per file): messages (or ShareGPT
+conversations), prompt + completion, text, token-id lists (``input_ids``) or a length column.
+Every file, of every registered format, is read by :mod:`packing_core.data.sources` with its
+defences (regular files only, escaped names, bytes per value, the ``ReadBudget``), and every
+input is counted by the scan's own engine (``scan(..., workers=0)``): one file, a folder and an
+upload give one answer. The header of each file is read once. An upload is never written to
+disk: its bytes are a Source in memory.
 
     >>> from packing_core.data.lengths import byte_tokenizer
     >>> p = profile_from_upload([("lengths.csv", b"length\\n5\\n3\\n5\\n")], lambda: byte_tokenizer)
@@ -32,13 +31,10 @@ from pathlib import Path
 
 import packing_core.data.sources as sources
 from packing_core._settings import ReadBudget, read_budget
-from packing_core._validate import InputError
-from packing_core.data.kinds import RECORD_KINDS, detect_kind, kind_columns
-from packing_core.data.lengths import column_lengths, count_tokens
-from packing_core.data.profile import LengthProfile, SourceCount
-from packing_core.data.scan import scan, tokenizer_identity
-
-MAX_PROFILE_BYTES = 64 << 20     # a profile is counts per length: megabytes at most
+from packing_core._validate import MAX_PROFILE_BYTES, InputError
+from packing_core.data.kinds import INSTRUCTION_KINDS, RECORD_KINDS
+from packing_core.data.profile import LengthProfile
+from packing_core.data.scan import scan
 
 
 def looks_like_profile(data: bytes) -> bool:
@@ -57,34 +53,6 @@ def looks_like_profile(data: bytes) -> bool:
     return isinstance(d, dict) and "counts" in d
 
 
-class _Lazy:
-    """A tokenizer loaded on its first use: a length column never loads one (nor imports transformers)."""
-
-    def __init__(self, load):
-        self._load, self.loaded = load, None
-
-    def _get(self):
-        if self.loaded is None:
-            self.loaded = self._load()
-        return self.loaded
-
-    def __call__(self, texts):
-        return self._get()(texts)
-
-    def count(self, texts):
-        return count_tokens(self._get(), texts)
-
-
-def _column_profile(src: sources.Source, column: str, load, budget: ReadBudget | None) -> LengthProfile:
-    """One column of a single file: counted lengths or tokenised text."""
-    lazy = _Lazy(load)
-    lengths, seen = column_lengths(src, column, lazy, budget=budget)
-    counts = (SourceCount(src.label, len(lengths)),)
-    if seen == "lengths":
-        return LengthProfile.from_lengths(lengths, kind="lengths", sources=counts)
-    return LengthProfile.from_lengths(lengths, kind="text", **tokenizer_identity(lazy._get()), sources=counts)
-
-
 def _single_file(inputs) -> Path | None:
     """The one input when it is a file (or names nothing: the reader says so), not a folder or a glob."""
     if isinstance(inputs, (str, os.PathLike)):
@@ -98,20 +66,12 @@ def _single_file(inputs) -> Path | None:
     return path
 
 
-def _from_source(src: sources.Source, load, kind, column, budget, scan_input) -> LengthProfile:
-    """A single file: a text or length column counted directly; records (chats, pairs, token ids) by the scan."""
+def _from_source(src: sources.Source, kind, column, scan_input) -> LengthProfile:
+    """A single file, through the scan (which reads its header once and detects its kind once)."""
     _check_kind(kind)
-    if column is None:
-        cols = sources.columns(src)
-        if not cols:
-            raise InputError(f"no documents found in {src.name}")
-        detected = detect_kind(cols, kind, name=src.name)
-        if detected in ("messages", "prompt-completion"):
-            return scan_input(detected, None)
-        column = kind_columns(detected, cols)[0]
-    elif kind in ("messages", "prompt-completion"):
+    if column is not None and kind in INSTRUCTION_KINDS:
         raise InputError(f"--column reads one column; kind {kind!r} reads its own columns: drop --column")
-    return _column_profile(src, column, load, budget)
+    return scan_input(kind, column, [src])
 
 
 def _check_kind(kind) -> None:
@@ -127,8 +87,8 @@ def profile_from_inputs(inputs, load_tokenizer: Callable, *, kind: str | None = 
     ``functools.partial(load_tokenizer, "smollm2")``); it is called only when text must be
     counted. A profile written by ``scan`` (``.json`` with ``schema_version``) is loaded as it is.
     """
-    def scan_input(k, c):
-        return scan(inputs, load_tokenizer, kind=k, column=c, workers=0, budget=budget)
+    def scan_input(k, c, given=inputs):
+        return scan(given, load_tokenizer, kind=k, column=c, workers=0, budget=budget)
 
     path = _single_file(inputs)
     if path is None:
@@ -139,7 +99,7 @@ def profile_from_inputs(inputs, load_tokenizer: Callable, *, kind: str | None = 
         data = src.read_all(MAX_PROFILE_BYTES, "the profile")
         if looks_like_profile(data):
             return LengthProfile.load(data)
-    return _from_source(src, load_tokenizer, kind, column, budget, scan_input)
+    return _from_source(src, kind, column, scan_input)
 
 
 def profile_from_upload(files: list[tuple[str, bytes]], load_tokenizer: Callable, *, kind: str | None = None,
@@ -165,11 +125,11 @@ def profile_from_upload(files: list[tuple[str, bytes]], load_tokenizer: Callable
     opened = [sources.open_source(io.BytesIO(d), name=shard + sources.display(n), fmt=sources.fmt_of(n) or _unknown(n))
               for n, (_, d) in zip(names, files)]
 
-    def scan_input(k, c):
-        return scan(opened, load_tokenizer, kind=k, column=c, workers=0, budget=budget)
+    def scan_input(k, c, given=opened):
+        return scan(given, load_tokenizer, kind=k, column=c, workers=0, budget=budget)
 
     if len(opened) == 1:
-        return _from_source(opened[0], load_tokenizer, kind, column, budget, scan_input)
+        return _from_source(opened[0], kind, column, scan_input)
     _check_kind(kind)
     return scan_input(kind, column)
 

@@ -28,6 +28,8 @@ import concurrent.futures as cf
 import dataclasses
 import multiprocessing
 import os
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,13 +40,15 @@ import pyarrow as pa
 import packing_core.data.sources as sources
 from packing_core._settings import ReadBudget, read_budget
 from packing_core._validate import InputError, as_workers, whole_number
-from packing_core.data.formats import record_lengths
-from packing_core.data.kinds import COUNTED_KINDS, detect_kind, kind_columns
-from packing_core.data.lengths import byte_tokenizer
+from packing_core.data.chats import chat_lengths
+from packing_core.data.columns import column_batches
+from packing_core.data.kinds import COUNTED_KINDS, ONE_COLUMN_KINDS, detect_kind, kind_columns
+from packing_core.data.lengths import byte_tokenizer, token_lengths
 from packing_core.data.profile import MAX_OVER_CAP_EXAMPLES, LengthProfile, OverCap, SourceCount
+from packing_core.data.records import prompt_completion_lengths
 
 ENGINES = ("local", "ray")
-BATCH_ROWS = 4096           # records per call of the counter: bounds the memory of one batch's Python values
+BATCH_ROWS = 4096           # records per call of the counter: bounds the memory of one batch
 TASKS_PER_WORKER = 4        # tasks per worker when files are few: keeps every worker busy to the end
 _worker_tokenizer = None     # one per worker process, set by _init_worker
 
@@ -92,7 +96,8 @@ def plan_scan(inputs, kind: str | None = None, column: str | None = None) -> tup
     ``column`` reads that one column (as text, lengths or token-id lists, by its name or ``kind``).
     """
     shards = sources.find_shards(inputs)
-    first, first_kind = None, None
+    first: tuple[sources.Source, list[str]] | None = None
+    first_kind, columns = "", []
     for shard in shards:
         cols = sources.columns(shard)
         if column is not None:
@@ -109,40 +114,54 @@ def plan_scan(inputs, kind: str | None = None, column: str | None = None) -> tup
     return shards, first_kind, columns
 
 
-def _values(col) -> list:
-    """A column as Python values; a dictionary column is decoded in Arrow first (ten times faster than per value)."""
-    return (col.dictionary_decode() if pa.types.is_dictionary(col.type) else col).to_pylist()
+def _batches(shard: sources.Source, kind: str, columns: list[str], tokenizer, budget: ReadBudget):
+    """``(lengths, trained or None, where, kind seen)`` per batch of a shard, read through the one reader.
 
-
-def _records(shard: sources.Source, columns: list[str], budget: ReadBudget):
-    """``({column: values}, where)`` in slices of ``BATCH_ROWS``, read through the one reader with its defences."""
+    One-column kinds go through ``columns.column_batches`` (what ``report FILE`` reads too), so a
+    value is a length or a text by one rule; chats and prompt/completion pairs are counted here
+    in slices of ``BATCH_ROWS`` records.
+    """
+    if kind in ONE_COLUMN_KINDS:
+        for seen, values, where in column_batches(shard, columns[0], budget=budget):
+            lengths = values if seen == "lengths" else token_lengths(values, tokenizer, where)
+            yield lengths, None, where, seen
+        return
     for batch, where in sources.read_batches(shard, columns, budget):
         for start in range(0, batch.num_rows, BATCH_ROWS):
             part = batch.slice(start, BATCH_ROWS)
-            data = {c: _values(part.column(c)) for c in columns}
-            yield data, (lambda i, o=start, w=where: f"{shard.name} {w(o + i)}")
+            named = (lambda i, o=start, w=where: f"{shard.name} {w(o + i)}")
+            if kind == "messages":
+                lengths, loss = chat_lengths(part.column(0), tokenizer, named)
+            else:
+                lengths, loss = prompt_completion_lengths(part.column("prompt"), part.column("completion"), tokenizer,
+                                                          named)
+            yield lengths, loss, (lambda i, o=start, w=where: w(o + i)), kind
 
 
 def scan_shard(shard: sources.Source, kind: str, columns: list[str], tokenizer, cap: int | None = None,
                budget: ReadBudget | None = None) -> LengthProfile:
-    """Count one shard within ``budget`` (default: the environment's): its lengths (and loss tokens) as a profile."""
+    """Count one shard within ``budget`` (default: the environment's): its lengths (and loss tokens) as a profile.
+
+    A one-column kind records what its values turned out to be: ``lengths`` (counted, no
+    tokenizer) or ``text``.
+    """
     start = time.perf_counter()
-    parts, losses, examples = [], [], []
-    for batch, where in _records(shard, columns, budget or read_budget()):
-        lengths, loss = record_lengths(batch, kind, tokenizer, where)
-        keep = lengths > 0
+    parts, losses, seen = [], [], kind
+    examples: list[OverCap] = []
+    for lengths, loss, where, batch_kind in _batches(shard, kind, columns, tokenizer, budget or read_budget()):
+        seen, keep = batch_kind, lengths > 0
         if cap is not None and len(examples) < MAX_OVER_CAP_EXAMPLES:
             for i in np.flatnonzero(keep & (lengths > cap))[: MAX_OVER_CAP_EXAMPLES - len(examples)].tolist():
-                examples.append(OverCap(shard.label, where(i), int(lengths[i])))
+                examples.append(OverCap(shard.label, f"{shard.name} {where(i)}", int(lengths[i])))
         parts.append(lengths[keep])
         if loss is not None:
             losses.append(loss[keep])
     lengths = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     loss = np.concatenate(losses) if losses else None
-    counted = kind in COUNTED_KINDS     # lengths as stored: no tokenizer was involved
+    counted = seen in COUNTED_KINDS     # lengths as stored: no tokenizer was involved
     identity = {"tokenizer": "none", "vocab_hash": None, "chat_template_hash": None} if counted \
         else tokenizer_identity(tokenizer)
-    profile = LengthProfile.from_lengths(lengths, loss, kind="lengths" if counted else kind, **identity,
+    profile = LengthProfile.from_lengths(lengths, loss, kind="lengths" if counted else seen, **identity,
                                          sources=(SourceCount(shard.label, int(len(lengths))),), cap=cap,
                                          over_cap_examples=tuple(examples))
     return dataclasses.replace(profile, scan_seconds=time.perf_counter() - start)
@@ -160,7 +179,8 @@ def _init_worker(load_tokenizer: Callable) -> None:
         _worker_tokenizer = load_tokenizer()
     except Exception as e:  # noqa: BLE001  (whatever the loader raised, the task names it)
         first = (str(e).strip().splitlines() or [""])[0][:300]
-        _worker_tokenizer = InputError(first if isinstance(e, InputError) else
+        # the user's tokenizer (a folder, a spec) did not load: input to fix, whatever the library raised
+        _worker_tokenizer = InputError(first if isinstance(e, ValueError) else
                                        f"could not load the tokenizer ({type(e).__name__}: {first})")
 
 
@@ -182,7 +202,7 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, column: s
 
     ``load_tokenizer`` is a picklable zero-argument callable returning the tokenizer.
     ``kind`` overrides the detected record kind, ``column`` picks one column to read.
-    ``progress`` is called after each shard. A failed shard raises a ``ValueError`` that
+    ``progress`` is called after each shard. A failed shard raises an ``InputError`` that
     names it, and nothing is returned: a partial profile never looks complete. Each shard
     is read within ``budget`` (default: the ``PACKING_LAB_MAX_*`` settings), on every engine.
     """
@@ -196,9 +216,9 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, column: s
     files, kind, columns = plan_scan(inputs, kind, column)
     if kind in COUNTED_KINDS:
         load_tokenizer = _no_tokenizer
-    # fewer files than tasks to go round: big Parquet files become ranges of row groups
+    # fewer files than tasks to go round: a big file becomes ranges (Parquet row groups, lines of JSONL or text)
     pieces = -(-TASKS_PER_WORKER * workers // len(files)) if workers and len(files) < TASKS_PER_WORKER * workers else 1
-    split = [sources.split_parquet(f, pieces) for f in files]
+    split = [sources.split_shard(f, pieces) for f in files]
     shards = [piece for parts in split for piece in parts]
     done: dict[int, LengthProfile] = {}     # task index -> its counts (a file given twice counts twice)
     total_bytes = sum(s.size for s in shards)
@@ -229,11 +249,32 @@ def scan(inputs, load_tokenizer: Callable, *, kind: str | None = None, column: s
         ordered.append(dataclasses.replace(profile, sources=(SourceCount(f.label, profile.documents),)))
         i += len(parts)
     merged = ordered[0].merge(*ordered[1:])
+    if merged.documents == 0:   # blank lines, a header alone, empty files: nothing to plan
+        where = files[0].name if len(files) == 1 else f"{len(files)} files ({files[0].name}, ...)"
+        raise InputError(f"no documents found in {where} (column {', '.join(map(repr, columns))}); "
+                         "check that the file holds records")
     return dataclasses.replace(merged, scan_seconds=time.perf_counter() - start)
 
 
+def _start_method(load_tokenizer: Callable) -> str:
+    """``fork`` where it is safe: Linux, and this process runs one Python thread, so that no lock is
+    held mid-flight; the tokenizer is loaded here first (without tokenising anything, so the Rust
+    tokenizer has started no threads) and pyarrow imports pandas on its first conversion, so every
+    worker starts with both in hand (datasets' ``map(num_proc=...)`` forks too). Elsewhere ``spawn``:
+    each worker a fresh interpreter, always safe, and about 1.5 s of start-up each on 2 cores.
+    """
+    if sys.platform != "linux" or threading.active_count() != 1:
+        return "spawn"
+    try:
+        load_tokenizer()   # cached by load_tokenizer: the workers inherit it
+    except Exception:  # noqa: BLE001  (each worker loads again and reports the failure as one line)
+        pass
+    pa.array(np.zeros(1))
+    return "fork"
+
+
 def _scan_local(shards, kind, columns, load_tokenizer, cap, workers, finished, budget) -> None:
-    context = multiprocessing.get_context("spawn")   # fork would copy a tokenizer's threads mid-flight
+    context = multiprocessing.get_context(_start_method(load_tokenizer))
     pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(shards)), mp_context=context,
                                   initializer=_init_worker, initargs=(load_tokenizer,))
     try:

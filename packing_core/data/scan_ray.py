@@ -40,13 +40,16 @@ class ShardScanner:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         profiles, errors = [], []
-        for path, fmt, name, first, stop in zip(batch["path"], batch["fmt"], batch["name"], batch["first"], batch["stop"]):
+        for path, fmt, name, first, stop, lines in zip(batch["path"], batch["fmt"], batch["name"], batch["first"],
+                                                       batch["stop"], batch["lines"]):
             try:
                 if self.error:
                     raise InputError(self.error)
                 # opened again here, on the worker: the regular-file check holds on every node
                 shard = dataclasses.replace(sources.open_source(str(path), str(fmt), name=str(name)),
-                                            row_groups=None if first < 0 else (int(first), int(stop)), _handles=[])
+                                            row_groups=None if first < 0 else (int(first), int(stop)),
+                                            lines=None if lines[0] < 0 else (int(lines[0]), int(lines[1]), int(lines[2])),
+                                            _handles=[])
                 profile = self.scan_shard(shard, self.kind, self.columns, self.tokenizer, self.cap, self.budget)
                 profiles.append(json.dumps(profile.to_dict()))
                 errors.append("")
@@ -81,7 +84,8 @@ def scan_ray(shards: list[sources.Source], kind: str, columns: list[str], load_t
             raise InputError("--engine ray reads files by their paths; an upload in memory is scanned with "
                              "--engine local")
         ds = ray.data.from_items([{"index": i, "path": str(s.path), "fmt": s.fmt, "name": s.name,
-                                   "first": (s.row_groups or (-1, -1))[0], "stop": (s.row_groups or (-1, -1))[1]}
+                                   "first": (s.row_groups or (-1, -1))[0], "stop": (s.row_groups or (-1, -1))[1],
+                                   "lines": list(s.lines or (-1, -1, -1))}
                                   for i, s in enumerate(shards)],
                                  override_num_blocks=len(shards))
         out = ds.map_batches(ShardScanner, fn_constructor_args=(load_tokenizer, scan_shard, kind, columns, cap, budget),

@@ -157,7 +157,7 @@ def load_local_model(path, dtype: torch.dtype = torch.float32):
     from safetensors import SafetensorError
     from transformers import AutoConfig
 
-    from packing_core.data.readers import display, vet_tokenizer_folder
+    from packing_core.data.files import display, vet_tokenizer_folder
 
     folder = Path(path).expanduser()
     vet_model_folder(folder)

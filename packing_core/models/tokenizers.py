@@ -30,8 +30,9 @@ import numpy as np
 
 from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs, word_counter_enabled
 from packing_core._validate import InputError
+from packing_core.data.chat_template import render, renders_alone
+from packing_core.data.files import TOKENIZER_FILES, vet_tokenizer_folder
 from packing_core.data.lengths import byte_tokenizer
-from packing_core.data.readers import TOKENIZER_FILES, vet_tokenizer_folder
 
 BUILTIN_TOKENIZERS = (PRETRAINED, "bytes")
 AUTO = "auto"   # the pretrained model's tokenizer when installed, else bytes
@@ -95,6 +96,7 @@ class ByteLevelCounter:
 
     words: _WordCounts = field(repr=False)
     added: re.Pattern | None = field(repr=False)
+    leads: str = ""    # the first characters of the added tokens: a text without any holds none of them
 
     @classmethod
     def build(cls, fast, limit: int = 200_000) -> ByteLevelCounter | None:
@@ -107,13 +109,14 @@ class ByteLevelCounter:
             return None
         added = sorted({t.content for t in fast.get_added_tokens_decoder().values() if t.content}, key=len, reverse=True)
         counter = cls(_WordCounts(lambda w: sum(len(model.tokenize(p)) for p, _ in pre.pre_tokenize_str(w)), limit),
-                      re.compile("|".join(map(re.escape, added))) if added else None)
+                      re.compile("|".join(map(re.escape, added))) if added else None, "".join({t[0] for t in added}))
         expected = [len(e) for e in fast.encode_batch_fast(list(PROBES), add_special_tokens=False)]
         return counter if [counter.count(t) for t in PROBES] == expected else None
 
     def count(self, text: str) -> int | None:
         """The text's token count, or None when the Rust tokenizer must count it."""
-        if not text.isascii() or (self.added is not None and self.added.search(text)):
+        if not text.isascii() or (self.added is not None and any(c in text for c in self.leads)
+                                  and self.added.search(text)):
             return None
         return sum(map(self.words.__getitem__, _ASCII_WORDS.findall(text)))
 
@@ -135,6 +138,7 @@ class HFTokenizer:
     folder: Path | None = None
     _hf: list = field(default_factory=list, repr=False)
     _counter: list = field(default_factory=list, repr=False)   # [ByteLevelCounter | None], built on first count
+    _split: list = field(default_factory=list, repr=False)     # [(added tokens, split tokens)], found on first use
 
     @property
     def hf(self):
@@ -177,15 +181,17 @@ class HFTokenizer:
             return out
         if not self._counter:
             self._counter.append(ByteLevelCounter.build(fast))
-        counter, rest = self._counter[0] if word_counter_enabled() else None, range(len(texts))
+        counter = self._counter[0] if word_counter_enabled() else None
+        rest: list[int] | range = range(len(texts))
         if counter is not None:
-            rest = []
+            left: list[int] = []
             for i, text in enumerate(texts):
                 n = counter.count(text)
                 if n is None:
-                    rest.append(i)
+                    left.append(i)
                 else:
                     out[i] = n
+            rest = left
         if len(rest):
             encodings = fast.encode_batch_fast([texts[i] for i in rest], add_special_tokens=False)
             out[list(rest)] = [len(e) for e in encodings]
@@ -195,12 +201,42 @@ class HFTokenizer:
         if self.fast is not None:
             return self.fast.decode(list(ids), skip_special_tokens=False)
         return self.hf.decode(ids)
+
     def prepare_chat_template(self) -> None:
-        """Load transformers' tokenizer now, so that no time budget on a rendering pays for the import."""
-        _ = self.hf
+        """Load transformers' tokenizer now (unless the template renders without it), so that no time
+        budget on a rendering pays for the import."""
+        if not renders_alone(self.chat_template):
+            _ = self.hf
 
     def apply_chat_template(self, messages, tokenize: bool = False, add_generation_prompt: bool = False):
+        """transformers' ``apply_chat_template``; a template that reads only the messages is rendered by
+        ``data.chat_template.render`` (the same text, without importing transformers and torch)."""
+        template = self.chat_template
+        if not tokenize and template is not None and renders_alone(template):
+            return render(template, messages, add_generation_prompt)
         return self.hf.apply_chat_template(messages, tokenize=tokenize, add_generation_prompt=add_generation_prompt)
+
+    @property
+    def added_tokens(self) -> tuple[str, ...]:
+        """The texts of the added tokens (``<|im_start|>`` ...), which the tokenizer matches before anything else."""
+        return self._splitting()[0]
+
+    @property
+    def split_tokens(self) -> tuple[str, ...]:
+        """Added tokens at which a count is additive: ``count(a + t + b) == count(a) + 1 + count(b)``.
+
+        The Rust tokenizer first cuts a text at its added tokens (``tokenizers``' ``AddedVocabulary::
+        extract_and_normalize``, leftmost-longest), then normalizes, pre-tokenizes and encodes each
+        piece on its own, so the pieces' counts add up. None when a token strips the spaces beside it
+        (``lstrip``/``rstrip``) or matches single words only, or a pre-tokenizer treats the first piece
+        apart (Metaspace's ``prepend_scheme="first"``); each token is also checked on probe texts.
+        """
+        return self._splitting()[1]
+
+    def _splitting(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        if not self._split:
+            self._split.append(_split_tokens(self))
+        return self._split[0]
 
     @classmethod
     def wrap(cls, name: str, hf, folder: Path | None = None) -> HFTokenizer:
@@ -227,6 +263,24 @@ class HFTokenizer:
                              "again with tokenizer.save_pretrained()") from None
         vocab = json.dumps(sorted(fast.get_vocab(with_added_tokens=True).items()), ensure_ascii=False)
         return cls(name, _sha(vocab), template, _sha(template) if template else None, fast=fast, folder=folder)
+
+
+def _split_tokens(tok: HFTokenizer) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(added tokens, split tokens)`` of a tokenizer (see ``HFTokenizer.split_tokens``)."""
+    fast = tok._rust()
+    if fast is None:
+        return (), ()
+    tokens = list(fast.get_added_tokens_decoder().values())
+    added = tuple(sorted({t.content for t in tokens if t.content}, key=len, reverse=True))
+    plain = all(not (t.lstrip or t.rstrip or t.single_word) for t in tokens)
+    pre = fast.pre_tokenizer.__getstate__() if fast.pre_tokenizer is not None else b""
+    if not added or not plain or b"Metaspace" in pre:
+        return added, ()
+    parts = ["x", " y ", "\n\n", "Hello, world!", "é  ü\t", ""]    # each token joins them all: one text each
+    alone = int(tok.count(parts).sum())
+    whole = tok.count([t.join(parts) for t in added])
+    ok = [t for t, n in zip(added, whole.tolist()) if n == alone + len(parts) - 1]
+    return added, tuple(ok)
 
 
 def _folder_template(folder: Path):

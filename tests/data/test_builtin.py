@@ -49,9 +49,11 @@ def cache(tmp_path, monkeypatch):
 def test_sources_list_every_synthetic_set_and_both_real_sets():
     infos = {s.name: s for s in list_sources()}
     assert set(SYNTHETIC) | {"gsm8k", "fortunes"} == set(infos)
-    assert all(infos[n].kind == "synthetic" and infos[n].available for n in SYNTHETIC)
-    assert infos["gsm8k"].kind == "instruction"
-    assert infos["fortunes"].kind == "pretraining"
+    assert all(infos[n].synthetic and infos[n].available for n in SYNTHETIC)
+    assert infos["gsm8k"].purpose == "instruction" and not infos["gsm8k"].synthetic
+    assert infos["fortunes"].purpose == "pretraining" and not infos["fortunes"].synthetic
+    with pytest.warns(DeprecationWarning, match="SourceInfo.kind is deprecated"):
+        assert infos["gsm8k"].kind == "instruction" and infos["bimodal"].kind == "synthetic"
 
 
 def test_synthetic_source_gives_the_lengths_module_numbers():

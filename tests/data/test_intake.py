@@ -12,10 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from packing_core._validate import InputError
 from packing_core.cli import main
 from packing_core.data.intake import looks_like_profile, profile_from_inputs, profile_from_upload
 from packing_core.data.kinds import detect_kind
 from packing_core.data.lengths import byte_tokenizer
+from packing_core.data.scan import scan
 from packing_core.models.tokenizers import load_tokenizer
 from tests._support import write_your_data
 
@@ -142,3 +144,91 @@ def test_an_upload_the_scan_reads_is_held_to_the_read_budget_bytes(corpora):
     data = corpora["chats"].read_bytes()
     with pytest.raises(ValueError, match=rf"chats.jsonl is larger than one analysis may read: {len(data):,} bytes"):
         profile_from_upload([("chats.jsonl", data)], SMOLLM2, budget=ReadBudget(rows=10**6, bytes=1000, seconds=60))
+
+
+# --- one answer per input: the hostile length values through every entry point -------------------------
+
+# value on line 2 (line 1 holds "12") -> the lengths read, or the words of the refusal
+HOSTILE = [("٣", "line 2 holds '٣'; lengths must be whole numbers >= 1"),   # an Arabic-Indic three
+           ("+7", [12, 7]), (" 12 ", [12, 12]),
+           ("1e3", "line 2 holds '1e3'; lengths must be whole numbers >= 1"),
+           ("12.0", "line 2 holds '12.0'; lengths must be whole numbers >= 1"),
+           ("", "line 2 has no value; lengths must be whole numbers >= 1"),
+           ("-3", "line 2 holds -3; lengths must be whole numbers >= 1"),
+           ("0", "line 2 holds 0; lengths must be whole numbers >= 1"),
+           (True, "line 2: 'length' holds a boolean (True); pick a column that holds plain text or an integer length")]
+
+
+def _entry_points(path):
+    """The four ways a file becomes a profile, each run -> sorted lengths (the CLI: its totals) or the refusal."""
+    def lengths_of(run):
+        try:
+            profile = run()
+        except InputError as e:
+            return str(e)
+        return sorted(np.repeat(profile.lengths, profile.counts).tolist())
+
+    def report(target):
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["report", str(target), "--tokenizer", "bytes", "--format", "json", "--strategy", "pad"], out, err)
+        if code:
+            assert code == 2, err.getvalue()     # 2: bad input, said in one line (3 would be a bug)
+            return err.getvalue().removeprefix("error: ").strip()
+        totals = json.loads(out.getvalue())["profile"]
+        return {"documents": totals["documents"], "tokens": totals["tokens"]}
+
+    return [("report FILE", lambda: report(path)),
+            ("report FOLDER", lambda: report(path.parent)),
+            ("scan, local engine", lambda: lengths_of(lambda: scan([path], BYTES, engine="local", workers=0))),
+            ("upload (the explorer)", lambda: lengths_of(lambda: profile_from_upload([(path.name, path.read_bytes())],
+                                                                                       BYTES)))]
+
+
+@pytest.mark.parametrize("value, answer", HOSTILE, ids=[repr(v) for v, _ in HOSTILE])
+def test_a_hostile_length_gets_one_answer_at_every_entry_point(tmp_path, value, answer):
+    folder = tmp_path / "lenfolder"
+    folder.mkdir()
+    path = folder / "one.jsonl"
+    path.write_text(json.dumps({"length": "12"}) + "\n" + json.dumps({"length": value}) + "\n", encoding="utf-8")
+    for name, run in _entry_points(path):
+        got = run()
+        if not isinstance(answer, list):   # the same refusal, naming the file (each entry point spells its path)
+            assert isinstance(got, str) and answer in got and "one.jsonl" in got.split(answer)[0], (name, got)
+        elif isinstance(got, dict):
+            assert got == {"documents": len(answer), "tokens": sum(answer)}, (name, got)
+        else:
+            assert got == sorted(answer), (name, got)
+
+
+def test_the_scan_s_worker_processes_read_lengths_by_the_same_rule(tmp_path):
+    for value, answer in (("+7", [7, 12]), ("٣", "holds '٣'")):
+        path = tmp_path / f"{len(str(value))}.jsonl"
+        path.write_text(json.dumps({"length": "12"}) + "\n" + json.dumps({"length": value}) + "\n", encoding="utf-8")
+        if isinstance(answer, list):
+            profile = scan([path], BYTES, workers=1)
+            assert sorted(np.repeat(profile.lengths, profile.counts).tolist()) == answer
+        else:
+            with pytest.raises(InputError, match=answer):
+                scan([path], BYTES, workers=1)
+
+
+@pytest.mark.parametrize("name, tokenizer", [("data.jsonl", "bytes"), ("chats.jsonl", "smollm2")])
+def test_report_file_reads_the_header_once_and_detects_the_kind_once(tmp_path, corpora, monkeypatch, name, tokenizer):
+    import packing_core.data.kinds as kinds
+    import packing_core.data.scan as scan_module
+    from packing_core.data.sources import _base, _jsonl
+
+    path = tmp_path / name
+    if name == "chats.jsonl":
+        path.write_bytes(corpora["chats"].read_bytes())
+    else:
+        path.write_text("".join(json.dumps({"text": f"document {i} " * (1 + i % 5)}) + "\n" for i in range(2000)))
+    headers, detections, opens = [], [], []
+    columns, detect, open_ = _jsonl.JsonLines.columns, kinds.detect_kind, _base.Source.open
+    monkeypatch.setattr(_jsonl.JsonLines, "columns", lambda self, src: headers.append(src.name) or columns(self, src))
+    monkeypatch.setattr(scan_module, "detect_kind", lambda *a, **k: detections.append(a) or detect(*a, **k))
+    monkeypatch.setattr(_base.Source, "open", lambda self: opens.append(self.name) or open_(self))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["report", str(path), "--tokenizer", tokenizer], out, err) == 0, err.getvalue()
+    assert len(headers) == 1 and len(detections) == 1
+    assert opens.count(str(path)) == 2          # the header, then the data

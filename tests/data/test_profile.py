@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from packing_core._validate import InputError
 from packing_core.data.profile import SCHEMA_VERSION, LengthProfile, SourceCount
 from packing_core.packing.from_counts import compare_counts, plan_from_counts, sampled_plan
 from packing_core.packing.strategies import make_plan
@@ -130,3 +131,12 @@ def test_sample_draws_documents_in_proportion():
     sample = profile.sample(2000, seed=0)
     assert len(sample) == 2000 and set(np.unique(sample)) == {10, 20}
     assert 150 < (sample == 20).sum() < 250
+
+
+@pytest.mark.parametrize("key, count", [("٣", 1), ("3", 1.0), ("3", True), ("3.0", 1)])
+def test_a_profile_file_reads_whole_numbers_by_the_one_rule(key, count):
+    """A count or a length in a profile is an int or its ASCII digits, as everywhere in the lab."""
+    d = {"schema_version": 1, "kind": "lengths", "tokenizer": {"name": "none"}, "counts": {key: count}, "sources": []}
+    with pytest.raises(InputError, match="not a whole number; the file was edited by hand"):
+        LengthProfile.from_dict(d, "p.json")
+    assert LengthProfile.from_dict({**d, "counts": {" 3": 2}}, "p.json").count_dict() == {3: 2}

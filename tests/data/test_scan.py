@@ -11,10 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from packing_core.cli import main
-from packing_core.data.formats import record_lengths
+from packing_core.data.chats import chat_lengths
 from packing_core.data.kinds import detect_kind
 from packing_core.data.lengths import byte_tokenizer
 from packing_core.data.profile import LengthProfile
+from packing_core.data.records import prompt_completion_lengths
 from packing_core.data.scan import plan_scan, scan
 from packing_core.data.sources import find_shards
 from packing_core.models.tokenizers import load_tokenizer
@@ -56,13 +57,13 @@ def test_the_kind_comes_from_the_columns_and_can_be_overridden():
 
 
 def test_a_templated_length_equals_the_tokenizers_own(smollm2):
-    lengths, _ = record_lengths({"messages": CHATS}, "messages", smollm2, str)
+    lengths, _ = chat_lengths(CHATS, smollm2, str)
     own = [len(smollm2.hf.apply_chat_template(m, tokenize=True)["input_ids"]) for m in CHATS]
     assert lengths.tolist() == own
 
 
 def test_loss_tokens_are_the_assistant_turns(smollm2):
-    _, loss = record_lengths({"messages": CHATS}, "messages", smollm2, str)
+    _, loss = chat_lengths(CHATS, smollm2, str)
     # each assistant turn trains its answer and the end-of-turn marker after it
     answers = [[m["content"] + "<|im_end|>\n" for m in chat if m["role"] == "assistant"] for chat in CHATS]
     expected = [sum(len(ids) for ids in smollm2(a)) for a in answers]
@@ -70,8 +71,7 @@ def test_loss_tokens_are_the_assistant_turns(smollm2):
 
 
 def test_prompt_completion_trains_the_completion():
-    lengths, loss = record_lengths({"prompt": ["Q: 2+2? ", "Hi"], "completion": ["A: 4", "!"]},
-                                   "prompt-completion", byte_tokenizer, str)
+    lengths, loss = prompt_completion_lengths(["Q: 2+2? ", "Hi"], ["A: 4", "!"], byte_tokenizer, str)
     assert lengths.tolist() == [12, 3] and loss.tolist() == [4, 1]
 
 
@@ -281,3 +281,33 @@ def test_ctrl_c_during_a_scan_is_one_line_and_leaves_no_file(tmp_path, monkeypat
     code, _, err = _cli("scan", str(tmp_path / "a.txt"), "--tokenizer", "bytes", "--out", str(out))
     assert (code, err) == (130, "error: interrupted; nothing was written\n")
     assert list(tmp_path.iterdir()) == [tmp_path / "a.txt"]
+
+
+def test_workers_fork_from_a_one_thread_process_with_the_tokenizer_loaded_and_spawn_otherwise(monkeypatch):
+    import packing_core.data.scan as scan_module
+
+    calls = []
+    loader = lambda: calls.append("loaded") or byte_tokenizer  # noqa: E731
+    monkeypatch.setattr(scan_module.sys, "platform", "linux")
+    monkeypatch.setattr(scan_module.threading, "active_count", lambda: 1)
+    assert scan_module._start_method(loader) == "fork" and calls == ["loaded"]
+    monkeypatch.setattr(scan_module.threading, "active_count", lambda: 3)   # a server's threads: no fork
+    assert scan_module._start_method(loader) == "spawn" and calls == ["loaded"]
+    monkeypatch.setattr(scan_module.sys, "platform", "darwin")
+    monkeypatch.setattr(scan_module.threading, "active_count", lambda: 1)
+    assert scan_module._start_method(loader) == "spawn"
+
+
+def test_forked_workers_count_chats_as_this_process_does(tmp_path):
+    import subprocess
+    import sys
+
+    path = _jsonl(tmp_path / "chat.jsonl", [{"messages": c} for c in CHATS * 200])
+    code = ("import functools, threading, packing_core as pc\n"
+            "import packing_core.data.scan as s\n"
+            "load = functools.partial(pc.load_tokenizer, 'smollm2')\n"
+            f"a = pc.scan([{str(path)!r}], load, workers=2); b = pc.scan([{str(path)!r}], load, workers=0)\n"
+            "print(threading.active_count(), a.count_dict() == b.count_dict(), a.trained_tokens == b.trained_tokens)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["1", "True", "True"] and "forked" not in run.stderr

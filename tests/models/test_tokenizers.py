@@ -10,7 +10,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 import packing_core.models.tokenizers as toks
 from packing_core.data.builtin import load_documents
-from packing_core.data.formats import count_tokens
+from packing_core.data.lengths import count_tokens
 from packing_core.models.tokenizers import ByteLevelCounter, load_tokenizer
 
 
@@ -138,7 +138,7 @@ def test_the_scan_benchmark_reports_both_scans_and_the_map_on_the_same_lengths()
 
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "scan_speed.py"
     run = subprocess.run([sys.executable, str(script), "--docs", "3000", "--shards", "2", "--memory-docs", "2000",
-                          "--json"], capture_output=True, text=True, timeout=600)
+                          "--chat", "300", "--json"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(run.stdout)
     assert result["scan"]["tokens"] > 3000
@@ -149,6 +149,9 @@ def test_the_scan_benchmark_reports_both_scans_and_the_map_on_the_same_lengths()
     assert result["bfd_1e9"]["documents"] >= 10**9
     cold = result["word_counter_cold"]
     assert cold["same"] is True and cold["counted_by_the_counter"] > 0.99 * cold["texts"]
+    chat = result["chat"]   # the chat case: the same lengths and trained tokens as the peer, a verdict and the load
+    assert chat["conversations"] == 300 and chat["same_lengths"] is True and chat["same_trained_tokens"] is True
+    assert chat["verdict"] in ("PASS", "FAIL") and len(chat["load_average_before_after"]) == 6
 
 
 def test_long_words_are_counted_right_and_never_kept(smollm2):
@@ -159,3 +162,26 @@ def test_long_words_are_counted_right_and_never_kept(smollm2):
     assert [counter.count(t) for t in texts] == _rust(smollm2, texts)
     assert max(map(len, counter.words)) <= MAX_CACHED_WORD
     assert " tail" in counter.words                                        # the short words are kept
+
+
+def test_a_count_adds_up_across_the_split_tokens_in_the_rust_tokenizer(smollm2):
+    """tokenizers cuts a text at its added tokens first and encodes each piece alone: counts add up there."""
+    assert {"<|im_start|>", "<|im_end|>"} <= set(smollm2.split_tokens) <= set(smollm2.added_tokens)
+    texts = [d.text for d in load_documents("gsm8k")[:60]] + ["", " ", "\n\n", "end with space "]
+    for token in ("<|im_start|>", "<|im_end|>", "<|endoftext|>"):
+        joined = [a + token + b for a, b in zip(texts, texts[1:] + texts[:1])]
+        whole = _rust(smollm2, joined)
+        parts = _rust(smollm2, texts)
+        assert whole == [a + 1 + b for a, b in zip(parts, parts[1:] + parts[:1])]
+
+
+def test_no_split_tokens_when_an_added_token_strips_the_spaces_beside_it(smollm2):
+    from tokenizers import AddedToken
+
+    fast = Tokenizer.from_str(smollm2.fast.to_str())
+    fast.add_special_tokens([AddedToken("<mask>", lstrip=True)])
+    tok = toks.HFTokenizer("stripping", "sha256:x", smollm2.chat_template, None, fast=fast)
+    assert "<mask>" in tok.added_tokens and tok.split_tokens == ()
+    # and the reason is real: the space before "<mask>" is absorbed, so the counts do not add up
+    assert len(fast.encode("a <mask>", add_special_tokens=False)) != \
+        len(fast.encode("a ", add_special_tokens=False)) + 1

@@ -31,9 +31,9 @@ from packing_core.data.sources._base import (
     check_regular,
     columns,
     display,
+    file_type,
     fmt_of,
     input_suffixes,
-    kind_of_file,
     open_source,
     read_batches,
     register,
@@ -41,7 +41,7 @@ from packing_core.data.sources._base import (
 )
 from packing_core.data.sources._parquet import split as split_parquet
 from packing_core.data.sources._safe_json import load_json
-from packing_core.data.sources._shards import MAX_SHARDS, find_shards
+from packing_core.data.sources._shards import MAX_SHARDS, find_shards, split_shard
 
 register("csv", (".csv",), _csv.CSV)
 register("tsv", (".tsv",), _csv.TSV)
@@ -53,5 +53,5 @@ register("txt", (".txt",), _txt.TXT)
 
 __all__ = ["BATCH_BYTES", "FORMATS", "INPUT_SUFFIXES", "MAX_SHARDS", "READERS", "SUFFIXES", "WHOLE", "Reader", "Source",
            "SourceError", "Where", "check_budget", "check_regular", "columns", "display", "find_shards", "fmt_of",
-           "input_suffixes", "kind_of_file", "load_json", "open_source", "read_batches", "register", "split_parquet",
+           "input_suffixes", "file_type", "load_json", "open_source", "read_batches", "register", "split_parquet", "split_shard",
            "unregister"]

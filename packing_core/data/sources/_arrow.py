@@ -13,8 +13,7 @@ def _reader(src: base.Source):
     if src.path is not None:
         source = pa.memory_map(str(src.path))
     else:
-        src.data.seek(0)
-        source = pa.BufferReader(pa.py_buffer(src.data.read()))
+        source = pa.BufferReader(pa.py_buffer(src.memory().read()))
     try:
         return pa.ipc.open_stream(source)
     except pa.ArrowInvalid:

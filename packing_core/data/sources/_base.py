@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Protocol, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,12 +34,13 @@ import pyarrow.compute as pc
 from packing_core._registry import MappingView, NamesView, Registry
 from packing_core._settings import ReadBudget, read_budget
 from packing_core._validate import MAX_TEXT_BYTES, InputError
+from packing_core.data.sources._range import ByteRange
 
 BATCH_BYTES = 8 << 20       # about this much of a file per batch, in every format
 WHOLE = "file"              # open_source(..., fmt=WHOLE): a file read whole (a batch, a config), no reader
 MAX_NESTED_BATCH_BYTES = 64 * MAX_TEXT_BYTES   # a batch of nested values (chats) stays bounded as a whole
 Where = Callable[[int], str]
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
+_FILE_TYPES = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 _LIBRARY_ERRORS = (pa.ArrowException, OSError, EOFError, zlib.error, UnicodeDecodeError)
 
@@ -60,9 +61,9 @@ def display(name: str) -> str:
     return repr(str(name))[1:-1]
 
 
-def kind_of_file(mode: int) -> str:
+def file_type(mode: int) -> str:
     """What a non-regular file is, in words ("a FIFO (named pipe)", "a folder", ...)."""
-    return next((w for test, w in _KINDS if test(mode)), "not a regular file")
+    return next((w for test, w in _FILE_TYPES if test(mode)), "not a regular file")
 
 
 def check_regular(path, name: str | None = None) -> None:
@@ -85,7 +86,7 @@ def check_regular(path, name: str | None = None) -> None:
         raise SourceError(f"cannot open {shown} ({e.strerror}); check that it is a readable file") from None
     if not stat.S_ISREG(mode):
         fix = "pass one file inside it" if stat.S_ISDIR(mode) else "save the data to a regular file first"
-        raise SourceError(f"{shown} is {kind_of_file(mode)}, not a regular file; {fix}")
+        raise SourceError(f"{shown} is {file_type(mode)}, not a regular file; {fix}")
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Source:
     data: BinaryIO | None = field(default=None, compare=False, repr=False)
     size: int = 0
     row_groups: tuple[int, int] | None = None
+    lines: tuple[int, int, int] | None = None     # (start byte, end byte, its first line's number)
     _handles: list = field(default_factory=list, compare=False, repr=False)
 
     @property
@@ -111,14 +113,16 @@ class Source:
     @contextmanager
     def open(self) -> Iterator[BinaryIO]:
         """The file as a binary stream at byte 0 (paths are opened, uploads rewound)."""
+        f: BinaryIO
         if self.path is not None:
             try:
                 f = open(self.path, "rb")
             except OSError as e:
                 raise SourceError(f"cannot open {self.name} ({e.strerror}); check that it is a readable file") from None
         else:
-            f = self.data
-            f.seek(0)
+            f = self.memory()
+        if self.lines is not None:   # a range of whole lines, read as if it were the whole file
+            f = cast(BinaryIO, ByteRange(f, self.lines[0], self.lines[1]))
         self._handles.append(f)
         try:
             if self.path is not None:
@@ -128,6 +132,13 @@ class Source:
                 yield f
         finally:
             self._handles.remove(f)
+
+    def memory(self) -> BinaryIO:
+        """An upload's bytes as a stream rewound to byte 0 (a Source read from a path has none)."""
+        if self.data is None:
+            raise SourceError(f"{self.name} is a file on disk, not an upload held in memory")
+        self.data.seek(0)
+        return self.data
 
     def position(self) -> int:
         """Bytes read so far through the streams now open (what the budget counts as read)."""
@@ -297,8 +308,7 @@ def columns(src: Source) -> list[str]:
     except _LIBRARY_ERRORS as e:
         raise unreadable(src, e) from None
     if len(set(names)) < len(names):
-        seen: set[str] = set()
-        twice = next(n for n in names if n in seen or seen.add(n))
+        twice = next(n for i, n in enumerate(names) if n in names[:i])
         raise SourceError(f"{src.name} has two columns named {display(twice)!r}; rename one so that "
                           "the column to read is unambiguous")
     return names

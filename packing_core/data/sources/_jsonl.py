@@ -5,24 +5,36 @@ Each column keeps its JSON type: text, numbers, lists of token ids, or nested re
 object, an array or a boolean is refused at the line that breaks it::
 
     {"text": "hi"}\\n{"text": "hello"}\\n   ->  text: ["hi", "hello"]    where(1) == "line 2"
+
+A block is parsed by Arrow's JSON reader when it can give the same columns the line-by-line
+reading gives (one object per line, no blank line, each chosen column of a plain type);
+anything else (an error to name, a type to refuse) is read line by line, with Python's ``json``.
 """
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
 from contextlib import contextmanager
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 import packing_core.data.sources._base as base
-from packing_core.data.sources._lines import Named, check_text_head, chunks, decode
+from packing_core.data.sources._lines import Named, check_text_head, chunks, decode, first_line
 
 _NESTED = (dict, list)
 _ARROW_CONVERSION = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
 
 
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_BLANK_LINE = re.compile(rb"(?:\A|\n)[ \t\r\f\v]*(?:\n|\Z)")
+MAX_FAST_OPENS = 256   # brackets opened on one line, past which it is read line by line
+_PLAIN = (pa.types.is_string, pa.types.is_null, pa.types.is_int64, pa.types.is_float64, pa.types.is_boolean)
 
 
 def json_object(line: str, lineno: int, src: Named) -> dict:
@@ -56,7 +68,8 @@ def json_object(line: str, lineno: int, src: Named) -> dict:
 
 
 def _what(value) -> str:
-    return {dict: "an object", list: "an array"}.get(type(value), f"a boolean ({value})")
+    names: dict[type, str] = {dict: "an object", list: "an array"}
+    return names.get(type(value), f"a boolean ({value})")
 
 
 def _token_ids(value) -> bool:
@@ -109,6 +122,62 @@ def _fits(value, kind: pa.DataType) -> bool:
         return False
 
 
+def _depth(t: pa.DataType) -> int:
+    return 1 + max((_depth(t.field(i).type) for i in range(t.num_fields)), default=0)
+
+
+def _accepted(col: pa.Array) -> bool:
+    """A column the line-by-line reading would give alike: text, integers below 2**62, token-id lists,
+    or chat messages (lists of records of plain values). Floats, booleans and the rest go line by line."""
+    t = col.type
+    if pa.types.is_string(t) or pa.types.is_null(t):
+        return True
+    if pa.types.is_int64(t):
+        low, high = pc.min_max(col).values()
+        return low.as_py() is None or max(abs(low.as_py()), abs(high.as_py())) < 2**62
+    if pa.types.is_list(t) and pa.types.is_int64(t.value_type):
+        return True
+    if pa.types.is_list(t) and pa.types.is_struct(t.value_type):
+        fields = [t.value_type.field(i).type for i in range(t.value_type.num_fields)]
+        return bool(fields) and all(any(test(f) for test in _PLAIN) for f in fields)
+    return False
+
+
+def _arrow_table(chunk: bytes) -> pa.Table | None:
+    """A block of whole lines parsed by Arrow, or None to read it line by line (Python's json is no
+    stricter than Arrow's reader: what Arrow parses, each line parses alone too)."""
+    body = chunk[:-1] if chunk.endswith(b"\n") else chunk
+    if not body or _BLANK_LINE.search(body) or (b"\\u" in body and _SURROGATE_BYTES.search(body)):
+        return None    # blank lines shift the line numbers; surrogate escapes are judged line by line
+    try:
+        body.decode("utf-8")   # Arrow's reader does not check: a bad byte is named line by line
+    except UnicodeDecodeError:
+        return None
+    raw = np.frombuffer(body, np.uint8)
+    line = np.cumsum(raw == 10)
+    opens = np.bincount(line, weights=(raw == 123) | (raw == 91))    # "{" and "["
+    if opens.max(initial=0) > MAX_FAST_OPENS:
+        return None    # Arrow's parser recurses: nesting 30,000 deep crashes the process (measured)
+    try:
+        table = pa_json.read_json(io.BytesIO(body), read_options=pa_json.ReadOptions(
+            use_threads=False, block_size=len(body) + 1))
+    except (pa.ArrowException, OverflowError):
+        return None
+    if table.num_rows != body.count(b"\n") + 1 or any(_depth(f.type) > 16 for f in table.schema):
+        return None    # two objects on a line, or nesting the line-by-line reading may refuse
+    return table
+
+
+def _arrow_batch(table: pa.Table, columns: list[str]) -> pa.RecordBatch | None:
+    """The chosen columns, when each is what the line-by-line reading would give; else None."""
+    arrays = [table.column(c).combine_chunks() if c in table.column_names else pa.nulls(table.num_rows, pa.string())
+              for c in columns]
+    if not all(_accepted(a) for a in arrays):
+        return None
+    return pa.RecordBatch.from_arrays([a.cast(pa.string()) if pa.types.is_null(a.type) else a for a in arrays],
+                                      columns)
+
+
 class JsonLines:
     """A ``.jsonl`` file (``compressed``: a ``.jsonl.gz`` file, read through gzip)."""
 
@@ -130,7 +199,10 @@ class JsonLines:
     def columns(self, src: base.Source) -> list[str]:
         """The keys of the first batch of lines (about ``BATCH_BYTES``)."""
         with self._stream(src) as f:
-            for chunk, first in chunks(f, src):
+            for chunk, first in chunks(f, src, first_line(src)):
+                table = _arrow_table(chunk)
+                if table is not None:
+                    return list(table.column_names)
                 keys: dict[str, None] = {}
                 for i, line in enumerate(decode(chunk, first, src).split("\n")):
                     if line.strip():
@@ -140,7 +212,12 @@ class JsonLines:
 
     def batches(self, src: base.Source, columns: list[str], budget):
         with self._stream(src) as f:
-            for chunk, first in chunks(f, src):
+            for chunk, first in chunks(f, src, first_line(src)):
+                table = _arrow_table(chunk)
+                fast = None if table is None else _arrow_batch(table, columns)
+                if fast is not None:
+                    yield fast, (lambda i, o=first: f"line {o + i}")
+                    continue
                 data: dict[str, list] = {c: [] for c in columns}
                 linenos: list[int] = []
                 for i, line in enumerate(decode(chunk, first, src).split("\n")):

@@ -11,6 +11,7 @@ here before the line is held whole, since a stream has no metadata to check firs
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -21,17 +22,18 @@ from packing_core._validate import MAX_TEXT_BYTES
 class Named(Protocol):
     """What a reader needs of its source here: the name to show in messages."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
 
-def chunks(f, src: Named) -> Iterator[tuple[bytes, int]]:
+def chunks(f, src: Named, first: int = 1) -> Iterator[tuple[bytes, int]]:
     r"""Whole lines in blocks of about ``BATCH_BYTES``, with the line number of the first.
 
     Line endings are ``\n``, ``\r\n`` or a bare ``\r`` (old Mac files), as in the CSV reader;
     blocks come back with ``\n`` only. A line longer than ``MAX_TEXT_BYTES`` is refused
-    before it is held whole.
+    before it is held whole. ``first`` numbers the first line (a range of a file starts later).
     """
-    rest, first = b"", 1
+    rest = b""
     while block := f.read(base.BATCH_BYTES):
         if first == 1 and not rest and block.startswith(b"\xef\xbb\xbf"):
             block = block[3:]  # a UTF-8 byte-order mark is not content
@@ -69,6 +71,47 @@ def decode(chunk: bytes, first: int, src: Named) -> str:
         return chunk.decode("utf-8")
     except UnicodeDecodeError as e:
         raise utf8_error(chunk, first, src, e) from None
+
+
+def first_line(src: base.Source) -> int:
+    """The number of a source's first line: 1, or where its range of lines starts."""
+    return 1 if src.lines is None else src.lines[2]
+
+
+MIN_PIECE_BYTES = 1 << 20     # a file is cut into ranges of lines no smaller than this
+
+
+def split(src: base.Source, pieces: int) -> list[base.Source]:
+    """A file of lines (JSON Lines, text; not compressed) as up to ``pieces`` ranges of whole lines.
+
+    One pass over the file finds a line end after each cut and counts the lines before it, so
+    every range still names its lines by their numbers in the file. A file with a carriage
+    return (``\r`` line ends) stays whole: there a line end is not one byte.
+    """
+    if src.fmt not in ("jsonl", "txt") or src.path is None or src.lines is not None or pieces < 2:
+        return [src]
+    pieces = min(pieces, src.size // MIN_PIECE_BYTES)
+    if pieces < 2:
+        return [src]
+    targets = [src.size * k // pieces for k in range(1, pieces)]
+    cuts, lines, seen, offset = [0], [1], 0, 0
+    with open(src.path, "rb") as f:
+        while block := f.read(base.BATCH_BYTES):
+            if b"\r" in block:
+                return [src]
+            while targets and targets[0] < offset + len(block):
+                at = block.find(b"\n", max(0, targets[0] - offset))
+                if at < 0:
+                    break
+                targets.pop(0)
+                if offset + at + 1 > cuts[-1] and offset + at + 1 < src.size:
+                    cuts.append(offset + at + 1)
+                    lines.append(1 + seen + block.count(b"\n", 0, at + 1))
+            seen += block.count(b"\n")
+            offset += len(block)
+    bounds = [*cuts, src.size]
+    return [dataclasses.replace(src, size=b - a, lines=(a, b, n), _handles=[])
+            for a, b, n in zip(bounds, bounds[1:], lines)]
 
 
 def check_text_head(f, src) -> None:

@@ -21,8 +21,7 @@ MAX_BATCH_ROWS = 65_536      # a cap on rows per batch when rows are tiny
 def _file(src: base.Source, **options) -> pq.ParquetFile:
     if src.path is not None:
         return pq.ParquetFile(str(src.path), **options)
-    src.data.seek(0)
-    return pq.ParquetFile(src.data, **options)
+    return pq.ParquetFile(src.memory(), **options)
 
 
 def split(src: base.Source, pieces: int) -> list[base.Source]:

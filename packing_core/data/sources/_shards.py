@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import packing_core.data.sources._base as base
+import packing_core.data.sources._lines as _lines
+import packing_core.data.sources._parquet as _parquet
 from packing_core.data.sources._saved import saved_dataset, shard
 
 MAX_SHARDS = 100_000       # files one scan may take (a glob or a folder that finds more is refused)
@@ -169,3 +171,9 @@ def find_shards(inputs) -> list[base.Source]:
         if len(shards) > MAX_SHARDS:
             raise base.SourceError(f"more than {MAX_SHARDS:,} data files given; scan a smaller folder or a narrower glob")
     return shards
+
+
+def split_shard(src: base.Source, pieces: int) -> list[base.Source]:
+    """A big file as up to ``pieces`` scan tasks: Parquet by ranges of row groups, JSON Lines and text
+    by ranges of lines; other formats stay whole."""
+    return _parquet.split(src, pieces) if src.fmt == "parquet" else _lines.split(src, pieces)

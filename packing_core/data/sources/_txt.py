@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import packing_core.data.sources._base as base
-from packing_core.data.sources._lines import check_text_head, chunks, decode
+from packing_core.data.sources._lines import check_text_head, chunks, decode, first_line
 
 
 class TextLines:
@@ -22,7 +22,7 @@ class TextLines:
     def batches(self, src: base.Source, columns: list[str], budget):
         with src.open() as f:
             check_text_head(f, src)
-            for chunk, first in chunks(f, src):
+            for chunk, first in chunks(f, src, first_line(src)):
                 # split and validate in C: one Python call per block, none per line
                 lines = pa.array((chunk[:-1] if chunk.endswith(b"\n") else chunk).split(b"\n"), pa.binary())
                 try:

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from packing_core._validate import MAX_TEMPLATE_SECONDS, MAX_TURNS
-from packing_core.data.formats import chat_texts
+from packing_core.data.records import chat_texts
 
 
 class EndlessTemplate:
@@ -36,7 +36,7 @@ def _stopped_in(run) -> tuple[BaseException | None, float]:
 
 _MAIN_THREAD = """
 import time
-from packing_core.data.formats import chat_texts
+from packing_core.data.records import chat_texts
 class Endless:
     chat_template = "loops"
     def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):

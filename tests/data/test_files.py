@@ -5,8 +5,8 @@ import os
 
 import pytest
 
+from packing_core.data.files import check_output, load_json, read_bytes, write_atomic
 from packing_core.data.profile import LengthProfile
-from packing_core.data.readers import check_output, load_json, read_bytes, write_atomic
 from packing_core.data.sources import find_shards
 
 

@@ -1,10 +1,15 @@
-"""General file helpers for what is not a data input: small files read whole, outputs written safely.
+"""Files that are not data inputs: small files read whole, outputs written safely, tokenizer folders vetted.
 
 Inputs (data files, shards, uploads) are read by :mod:`packing_core.data.sources`, which
 holds every defence; the helpers here use the same ``open_source()`` for a file read whole
 (a profile, a config, a tokenizer file): a regular file only, the name escaped, never more
 than ``limit + 1`` bytes read. Outputs are vetted (:func:`check_output`) and written all or
-nothing (:func:`write_atomic`).
+nothing (:func:`write_atomic`); a tokenizer folder is vetted before a library opens it
+(:func:`vet_tokenizer_folder`).
+
+    >>> read_bytes("/dev/zero", "the profile", 10)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    packing_core.data.sources.SourceError: /dev/zero is a character device, not a regular file; ...
 """
 from __future__ import annotations
 
@@ -54,7 +59,7 @@ def check_output(path, inputs=()) -> Path:
             raise InputError(f"--out {shown}: a part of that path is a file, not a folder; name a new file") from None
         raise InputError(f"cannot write {shown} ({e.strerror}); name a file in a folder you can write to") from None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        what = sources.kind_of_file(st.st_mode)
+        what = sources.file_type(st.st_mode)
         raise InputError(f"--out {shown} is {what}; the lab writes only regular files and never replaces "
                          "anything else: name a new file, e.g. profile.json")
     if st is not None:
