@@ -20,6 +20,7 @@ A strategy without one (next-fit, pad-longest) depends on document order:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class CountPlan:
     trained_tokens: int
     trained_per_slot: float
     note: str = ""
-    certificate: object = None   # optimal: its Certificate (proven lower bound, gap in rows)
+    certificate: Any = None      # optimal: its Certificate (proven lower bound, gap in rows)
 
     @property
     def strategy(self) -> str:
@@ -90,7 +91,9 @@ def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "sp
     if not len(piece_len):
         raise InputError(f"every document is longer than the context ({context}) and overlong='drop' dropped "
                          "them all; raise the context, or use overlong='split' or 'truncate'")
-    r = get_strategy(strategy).from_counts(piece_len, piece_n, context, opts)
+    rows_of = get_strategy(strategy).from_counts
+    assert rows_of is not None, "COUNT_STRATEGIES plan from counts"
+    r = rows_of(piece_len, piece_n, context, opts)
     m = plan_metrics(strategy, context, lengths, kept_tokens(pieces, last, context), pieces, counts=n,
                      rows=r.rows, slots=r.slots, cost_padded=r.cost_padded,
                      cost_packed=_packed_cost(piece_len, piece_n))

@@ -76,7 +76,7 @@ def price(size, value, bound, context: int, max_docs_per_row: int | None = None,
     piece = live[piece]
     w, v = copies * size[piece], copies * value[piece]
     capped = max_docs_per_row is not None
-    k_rows = max_docs_per_row + 1 if capped else 1
+    k_rows = max_docs_per_row + 1 if max_docs_per_row is not None else 1
     width = context + 1
     dp = np.zeros(k_rows * width)           # dp[k * width + c]: best value of <= k pieces within c slots
     take = np.zeros((len(piece), k_rows * width), dtype=bool)

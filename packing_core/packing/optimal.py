@@ -125,7 +125,8 @@ class _Master:
     def add(self, col: np.ndarray, idx: np.ndarray, val: np.ndarray) -> int:
         """Add the columns given as entries sorted by column; those already there are skipped."""
         bounds = np.flatnonzero(np.diff(col)) + 1
-        keep_col, keep = [], []
+        keep_col: list[np.ndarray] = []
+        keep: list[tuple[np.ndarray, np.ndarray]] = []
         for i, v in zip(np.split(idx, bounds), np.split(val, bounds)):
             key = i.tobytes() + b"|" + v.tobytes()
             if len(i) and key not in self._seen:
@@ -147,7 +148,8 @@ class _Master:
     def entries(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(column, length index, copies) of the first ``k`` columns."""
         if len(self._entries) > 1:
-            self._entries = [tuple(np.concatenate(a) for a in zip(*self._entries))]
+            c, i, v = (np.concatenate(a) for a in zip(*self._entries))
+            self._entries = [(c, i, v)]
         c, i, v = self._entries[0]
         first = c < k
         return c[first], i[first], v[first]
@@ -165,7 +167,7 @@ class _Master:
     def resolve(self, demand: np.ndarray, deadline: float) -> bool:
         """Solve again with ``demand`` pieces of each length (warm from the last basis)."""
         d = demand.astype(np.float64)
-        self.h.changeRowsBounds(len(d), np.arange(len(d), dtype=np.int32), d, d)
+        self.h.changeRowsBounds(len(d), np.arange(len(d), dtype=np.int32), d, d)  # type: ignore[attr-defined]
         return self.solve(deadline - time.perf_counter())
 
     def duals(self) -> np.ndarray:
@@ -194,6 +196,7 @@ def _round(m: _Master, sizes, demand, context, cap, deadline: float, depth: int 
     again on the pieces left (same patterns, warm), up to a few passes. What remains is packed by ffd,
     bfd, or (once, with the time left) column generation on those pieces alone: the fewest rows.
     """
+    assert m.solved is not None, "_round runs after a solved LP"
     x, k = m.solved
     col, idx, val = m.entries(k)
     starts = np.searchsorted(col, np.arange(k + 1))
@@ -217,7 +220,7 @@ def _round(m: _Master, sizes, demand, context, cap, deadline: float, depth: int 
         left = rest
         if not left.any() or time.perf_counter() > deadline or not m.resolve(left, deadline):
             break
-        x = m.solved[0][:k]
+        x = m.solved[0][:k] if m.solved is not None else x
     done = _as_patterns(col, idx, val, total, sizes)
     if not left.any():
         return done

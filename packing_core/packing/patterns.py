@@ -93,6 +93,14 @@ class _Groups:
     """
 
     FIELDS = ("parent", "size", "q", "off", "lo", "n", "room", "free")
+    parent: np.ndarray
+    size: np.ndarray
+    q: np.ndarray
+    off: np.ndarray
+    lo: np.ndarray
+    n: np.ndarray
+    room: np.ndarray
+    free: np.ndarray
 
     def __init__(self):
         self.len = 0

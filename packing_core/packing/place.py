@@ -111,15 +111,15 @@ def place_next_fit(it: Pieces, context: int, opts: PlanOptions, rng) -> Placemen
 
 
 def place_ffd(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
-    if cap_of(opts) is not None:
-        return _capped(it, context, cap_of(opts), best=False)
+    if (cap := cap_of(opts)) is not None:
+        return _capped(it, context, cap, best=False)
     row, offset, n_rows = _fit_decreasing(it.length, context, best=False)
     return _full_rows(it, row, offset, n_rows, context)
 
 
 def place_bfd(it: Pieces, context: int, opts: PlanOptions, rng) -> Placement:
-    if cap_of(opts) is not None:
-        return _capped(it, context, cap_of(opts), best=True)
+    if (cap := cap_of(opts)) is not None:
+        return _capped(it, context, cap, best=True)
     row, offset, n_rows = _fit_decreasing(it.length, context, best=True)
     return _full_rows(it, row, offset, n_rows, context)
 
@@ -213,15 +213,15 @@ def _fit_decreasing(length: np.ndarray, context: int, best: bool):
         else:
             fits = np.nonzero(room >= size)[0]
             if len(fits) and need:
-                q = room[fits] // size
-                cum = np.cumsum(q)
+                fit_q = room[fits] // size
+                cum = np.cumsum(fit_q)
                 k = int(np.searchsorted(cum, need))     # first row that finishes the group
                 if k < len(fits):
-                    t = q[: k + 1].copy()
+                    t = fit_q[: k + 1].copy()
                     t[k] = need - (cum[k - 1] if k else 0)
                     ids = fits[: k + 1]
                 else:
-                    t, ids = q, fits
+                    t, ids = fit_q, fits
                 takers.append(ids)
                 takes.append(t)
                 base.append(context - room[ids])

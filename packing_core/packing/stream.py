@@ -195,7 +195,7 @@ class StreamPacker:
         return take
 
     def _emit(self, take) -> tuple[tuple[int, int, int], ...]:
-        row = []
+        row: list[tuple[int, int, int]] = []
         for length, q in take:
             waiting = self.waiting[length]
             row.extend((*waiting.popleft(), length) for _ in range(q))
