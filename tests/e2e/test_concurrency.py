@@ -57,7 +57,7 @@ def _cached_functions(path: Path) -> dict[str, str]:
 def _loaders(path: Path) -> set[str]:
     """Top-level functions of ``path`` that build or load a model."""
     tree = ast.parse(path.read_text())
-    loads = {"load_pretrained", "tiny_model", "from_pretrained", "TinyTransformer", "load"}
+    loads = {"load_pretrained", "load_model", "tiny_model", "from_pretrained", "TinyTransformer", "load"}
     return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)
             and any(isinstance(c, ast.Call) and ast.unparse(c.func).split(".")[-1] in loads
                     for c in ast.walk(node))}
@@ -70,7 +70,7 @@ def test_leakage_lab_builds_every_model_inside_st_cache_resource():
     assert loaders, f"no model loader found in {page.name}"
     assert {f: decorators[f] for f in loaders} == {f: "st.cache_resource" for f in loaders}
     # and no model is built anywhere else: not at module level, not in an uncached helper
-    loads = {"load_pretrained", "tiny_model", "from_pretrained", "TinyTransformer", "load"}
+    loads = {"load_pretrained", "load_model", "tiny_model", "from_pretrained", "TinyTransformer", "load"}
     tree = ast.parse(page.read_text())
     stray = [ast.unparse(c) for node in tree.body if not (isinstance(node, ast.FunctionDef) and node.name in loaders)
              for c in ast.walk(node) if isinstance(c, ast.Call) and ast.unparse(c.func).split(".")[-1] in loads]
