@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from packing_core._validate import InputError
 from packing_core.viz.style import REFERENCE_COLOUR, apply_layout, doc_colour
 
-ROW_PX = 34
+ROW_PX = 30
 
 
 def trace_figure(trace, shown: int, title: str | None = None) -> go.Figure:
