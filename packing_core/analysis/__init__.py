@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         purpose_of,
         report_dict,
     )
+    from .shapes import llama_shape, model_shape
     from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths
     from .tables import StrategyRow, attention_cost, bimodality, recommend, strategy_table
 
