@@ -48,6 +48,15 @@ if TYPE_CHECKING:
     )
     from .shapes import llama_shape, model_shape
     from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths
-    from .tables import StrategyRow, attention_cost, bimodality, recommend, strategy_table
+    from .tables import (
+        StrategyRow,
+        attention_cost,
+        bimodality,
+        first_run,
+        recommend,
+        recommended_settings,
+        strategy_table,
+    )
+    from .trainer_advice import FRAMEWORKS, TrainerSettings, settings_markdown, trainer_settings
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)
