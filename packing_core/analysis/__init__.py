@@ -9,6 +9,7 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .balance_report import balance_verdict, format_balance, slowest_rank_cut
+    from .cheatsheet import CHEATSHEET_FINDINGS, Fact, cheatsheet_facts, cheatsheet_html, cheatsheet_markdown
     from .columns import COLUMNS, KEY_TITLES, Column, basis_note, column_help, format_strategy_table, strategy_frame
     from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
     from .costs import (

@@ -26,6 +26,8 @@ dataset from the very text of each snippet, so an argument the library does not 
 >>> trl = trainer_settings(2048, "instruction")[0]
 >>> trl.call
 "SFTConfig(packing=True, packing_strategy='bfd', max_length=2048, padding_free=True)"
+>>> trainer_settings(2048, "pretraining")[0].call
+"SFTConfig(packing=True, packing_strategy='bfd_split', max_length=2048, padding_free=True)"
 >>> trainer_settings(2048, "pretraining")[2].call
 'PackedDataset(ds, max_seq_len=2048, split_across_pack=True)'
 """
