@@ -35,7 +35,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from packing_core._validate import OVERLONG_POLICIES, InputError, as_context, as_lengths, choice
-from packing_core.packing.pieces import pieces_from_lengths
+from packing_core.packing.optimal import Certificate
+from packing_core.packing.pieces import Pieces, pieces_from_lengths
 from packing_core.packing.strategies import make_plan
 
 __all__ = ["MAX_TRACE_PIECES", "TRACE_STRATEGIES", "PlanTrace", "TraceStep", "plan_trace"]
@@ -123,7 +124,8 @@ def plan_trace(lengths, context: int, strategy: str, *, overlong: str = "split")
     return PlanTrace(strategy, context, tuple(int(x) for x in arr), overlong, tuple(steps), note)
 
 
-def _replay(strategy, lengths, context, overlong, it):
+def _replay(strategy: str, lengths: np.ndarray, context: int, overlong: str, it: Pieces
+            ) -> tuple[list[TraceStep], str]:
     if strategy == "optimal":
         return _replay_optimal(lengths, context, overlong)
     length = it.length
@@ -134,7 +136,7 @@ def _replay(strategy, lengths, context, overlong, it):
     head = {"next-fit": RULE_NEXT_FIT_FITS, "ffd": RULE_FIRST_FIT, "bfd": RULE_BEST_FIT}[strategy]
     fill: list[int] = []
     reached: list[int] = []     # the step at which each row last changed: bfd's tie-break
-    steps = []
+    steps: list[TraceStep] = []
     for k, i in enumerate(order.tolist()):
         n = int(length[i])
         room = context - np.asarray(fill, np.int64)
@@ -165,10 +167,10 @@ def _replay(strategy, lengths, context, overlong, it):
     return steps, ""
 
 
-def _replay_optimal(lengths, context, overlong):
+def _replay_optimal(lengths: np.ndarray, context: int, overlong: str) -> tuple[list[TraceStep], str]:
     """The solver's rows, filled one at a time: each row is a pattern of lengths the LP chose."""
     plan = make_plan(lengths, context, "optimal", overlong=overlong)
-    cert = plan.certificate
+    cert = plan.certificate if isinstance(plan.certificate, Certificate) else None
     rule_head = RULE_PATTERN_BFD if cert is not None and cert.method == "bfd" else RULE_PATTERN
     doc, start, length, row, offset = (plan.piece_doc, plan.piece_start, plan.piece_len, plan.piece_row,
                                        plan.piece_offset)
@@ -176,7 +178,7 @@ def _replay_optimal(lengths, context, overlong):
     patterns = [tuple(sorted(length[bounds[r]:bounds[r + 1]].tolist(), reverse=True)) for r in range(plan.n_rows)]
     alike = {p: patterns.count(p) for p in set(patterns)}
     fill: list[int] = []
-    steps = []
+    steps: list[TraceStep] = []
     for k in range(len(length)):
         r, n = int(row[k]), int(length[k])
         new = r == len(fill)
