@@ -85,14 +85,18 @@ with guard("compare the strategies"):
 lengths_step, strategies_step, advice_step, balance_step = steps(__file__)
 with lengths_step:
     st.caption(esc(upload["caption"] if yours else sources()[name].description))
-    st.markdown("How much padding a dataset causes depends on its length distribution against the context. "
-                "The built-in support tickets are short with a long tail: most rows would be mostly pads. "
-                "Pick another dataset in the sidebar, or open *Use your own data* above, and see which "
-                "strategy fits.")
+    # the paragraph describes the data on screen: the support tickets' shape only when they are shown
+    about = ["These are your documents: the histogram below is theirs, and every step plans them."] if yours else [
+        *(["The built-in support tickets are short with a long tail: most rows would be mostly pads."]
+          if name == "support-tickets" else []),
+        "Pick another dataset in the sidebar, or open *Use your own data* above, and see which strategy fits."]
+    st.markdown(" ".join(["How much padding a dataset causes depends on its length distribution against the "
+                          "context.", *about]))
     with st.container(border=True):
         st.markdown(f"### {esc(head.sentence[0].upper() + head.sentence[1:])}")
-        st.caption(f"Padded to each batch's longest: batches of {PlanOptions().batch_size} documents in the data's "
-                   "order, each padded to its longest sample, as a trainer that does not pack does (dynamic padding). "
+        order = "a seeded random order" if yours else "the data's order"
+        st.caption(f"Padded to each batch's longest: batches of {PlanOptions().batch_size} documents in {order}, "
+                   "each padded to its longest sample, as a trainer that does not pack does (dynamic padding). "
                    "In brackets, every document padded to the context. " + (
             "Trained tokens per slot: the tokens in the loss that one slot of compute carries, so a step of "
             "the same size trains that many times more." if head.measure != "utilisation" else

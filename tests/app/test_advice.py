@@ -58,3 +58,11 @@ def test_the_recommendation_step_shows_each_trainers_settings_to_paste():
         at.radio(key="w_dataset_explorer.trainer").set_value(s.framework).run()
         assert_clean(at)
         assert at.code[0].value == s.code and any(s.source in c.value.replace("\\", "") for c in at.caption)
+
+
+def test_the_explorers_opening_paragraph_describes_the_data_on_screen():
+    tickets = open_page("dataset_explorer")
+    assert "support tickets are short with a long tail" in "\n".join(m.value for m in tickets.markdown)
+    other = open_page("dataset_explorer", dataset="bimodal")
+    text = "\n".join(m.value for m in other.markdown)
+    assert "support tickets" not in text and "depends on its length distribution" in text
