@@ -19,6 +19,10 @@ from packing_core.models import PRETRAINED
 # TEACHING 1: eight samples at context 512.
 WORKED_LENGTHS = (120, 90, 300, 40, 55, 30, 210, 65)
 WORKED_CONTEXT = 512
+# TEACHING 18: thirteen documents on which every packer of the step-through ends differently at context 512:
+# next-fit 7 rows, bfd 6, ffd 5, and the LP's patterns 5, the proven fewest (tests/app/test_watch.py pins it).
+WATCH_LENGTHS = (387, 198, 61, 38, 246, 407, 377, 78, 118, 79, 210, 51, 256)
+WATCH_CONTEXT = 512
 EXAMPLE_TEXTS = (
     "The cat sat on the mat.",
     "Rain is expected tomorrow in Oslo.",
@@ -124,13 +128,18 @@ PAGES = (
         f"{len(WORKED_LENGTHS)} samples hold {sum(WORKED_LENGTHS)} tokens: how many slots does padding them to "
         f"{WORKED_CONTEXT} cost, and how many could we get away with?",
         ("Pad or pack?", "Where documents start", "A real dataset", "The trade-off")),
-    PageSpec("app_pages/padded_vs_packed.py", "Padded vs packed", ":material/view_week:", 10,
+    PageSpec("app_pages/padded_vs_packed.py", "Padded vs packed", ":material/view_week:", 8,
         "Packing saves three different bills: the linear layers pay per slot, attention per square, and a dense mask "
         "pays for every cell it hides.",
         # "{name}" fields are filled by the page from its live numbers (lesson(__file__, name=value))
         "If attention shrinks {attention_ratio:.1f}-fold but the whole step only gets {step_ratio:.2f} times "
         "cheaper, where did the rest go?",
         ("Rows and pads", "Three bills", "Every strategy", "One outlier", "Batch order")),
+    PageSpec("app_pages/watch_it_pack.py", "Watch it pack", ":material/play_circle:", 2,
+        "A packer is one rule, applied one document at a time: next-fit looks only at the open row, ffd takes the "
+        "first row with room, bfd the fullest row the document still fits, and the LP solver fills whole row "
+        "patterns it chose in advance.",
+        "Before each step: which row will this document go to? And which rule will need the fewest rows?"),
     PageSpec("app_pages/masks_and_labels.py", "Masks and labels", ":material/grid_on:", 9,
         "A packed row is correct only if every document computes as if it were alone, and trains only on its own "
         "next tokens.",

@@ -23,6 +23,7 @@ from app_pages import _content
 from packing_core import InputError, make_plan
 from packing_core.analysis import (
     KEY_TITLES,
+    cheatsheet_html,
     column_help,
     length_histogram,
     length_stats,
@@ -203,6 +204,20 @@ def glossary() -> None:
         st.markdown("\n".join(f"- **{esc(word)}**: {esc(meaning)}" for word, meaning in _content.GLOSSARY.items()))
 
 
+@st.cache_resource(show_spinner=False)
+def _cheatsheet() -> str:
+    return cheatsheet_html()
+
+
+def cheatsheet_download() -> None:
+    """The invariants on one printable page (``analysis.cheatsheet``), from the shared sidebar: a download, no rerun."""
+    st.download_button("Cheatsheet: the invariants on one page", _cheatsheet(), file_name="packing-lab-cheatsheet.html",
+                       mime="text/html", on_click="ignore", icon=":material/download:",
+                       help="An HTML page that prints on one A4 or Letter page: the mask rule, cu_seqlens, positions, "
+                            "targets, what a check finds with its fix, and the TRL settings. Made from the lab's own "
+                            "findings table and worked examples.")
+
+
 def figure(fig, key: str | None = None) -> None:
     st.plotly_chart(fig, width="stretch", key=key, config={"displaylogo": False})
 
@@ -306,6 +321,7 @@ def sidebar() -> None:
         for s in missing:
             st.caption(f"Not available: {esc(s.name)}: {esc(s.reason)}")
         glossary()
+        cheatsheet_download()
 
 
 # ---------------------------------------------------------------- cached core calls

@@ -31,12 +31,21 @@ from app_pages._your_data import (
     profile_summary,
     upload_form,
 )
-from packing_core.analysis import balance_verdict, basis_note, headline, loss_masked, order_basis, order_effects
+from packing_core.analysis import (
+    FRAMEWORKS,
+    balance_verdict,
+    basis_note,
+    headline,
+    loss_masked,
+    order_basis,
+    order_effects,
+    recommended_settings,
+)
 from packing_core.data import PURPOSES
-from packing_core.packing import OVERLONG_POLICIES
+from packing_core.packing import OVERLONG_POLICIES, PlanOptions
 from packing_core.viz import balance_figure, length_histogram_figure, strategy_figure
 
-S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4)
+S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4, trainer=FRAMEWORKS[0])
 
 st.title("Dataset explorer")
 lesson(__file__)
@@ -76,13 +85,19 @@ with guard("compare the strategies"):
 lengths_step, strategies_step, advice_step, balance_step = steps(__file__)
 with lengths_step:
     st.caption(esc(upload["caption"] if yours else sources()[name].description))
-    st.markdown("How much padding a dataset causes depends on its length distribution against the context. "
-                "The built-in support tickets are short with a long tail: most rows would be mostly pads. "
-                "Pick another dataset in the sidebar, or open *Use your own data* above, and see which "
-                "strategy fits.")
+    # the paragraph describes the data on screen: the support tickets' shape only when they are shown
+    about = ["These are your documents: the histogram below is theirs, and every step plans them."] if yours else [
+        *(["The built-in support tickets are short with a long tail: most rows would be mostly pads."]
+          if name == "support-tickets" else []),
+        "Pick another dataset in the sidebar, or open *Use your own data* above, and see which strategy fits."]
+    st.markdown(" ".join(["How much padding a dataset causes depends on its length distribution against the "
+                          "context.", *about]))
     with st.container(border=True):
         st.markdown(f"### {esc(head.sentence[0].upper() + head.sentence[1:])}")
-        st.caption("Padding means every document padded to the context. " + (
+        order = "a seeded random order" if yours else "the data's order"
+        st.caption(f"Padded to each batch's longest: batches of {PlanOptions().batch_size} documents in {order}, "
+                   "each padded to its longest sample, as a trainer that does not pack does (dynamic padding). "
+                   "In brackets, every document padded to the context. " + (
             "Trained tokens per slot: the tokens in the loss that one slot of compute carries, so a step of "
             "the same size trains that many times more." if head.measure != "utilisation" else
             "Utilisation: real tokens / slots; every token of pretraining data is trained."))
@@ -110,6 +125,11 @@ with strategies_step:
 with advice_step:
     st.subheader("What to choose, and why")
     st.info(f"**Recommendation.** {advice}")
+    settings = {s.framework: s for s in recommended_settings(stats, rows, purpose)}
+    trainer = st.radio("The settings to paste, for", list(settings), horizontal=True, **S.bind("trainer"))
+    chosen = settings[trainer]
+    st.code(chosen.code, language="python")
+    st.caption(f"{esc(chosen.overlong)} Read from {esc(chosen.source)}.")
 
 with balance_step:
     st.subheader("Data-parallel balance")

@@ -176,8 +176,9 @@ with bills_step:
     shape = MODEL_SHAPES[shape_name]
     e2e = end_to_end(rows, shape)
     st.latex(r"\text{FLOPs} = 6\,N \cdot \text{slots} + 12\,n_\text{layer}\,d_\text{model} \cdot A")
-    st.caption(f"{shape.name}: N = {shape.params / 1e6:,.1f}M parameters, n_layer = {shape.n_layer}, d_model = "
-               f"{shape.d_model}. The standard estimate of training FLOPs (forward and backward) per token is "
+    st.caption(f"{shape.name}: N = {shape.params:,.0f} parameters, n_layer = {shape.n_layer}, d_model = "
+               f"{shape.d_model}, {shape.n_heads} heads, vocabulary {shape.vocab:,} (from {shape.source}). "
+               "The standard estimate of training FLOPs (forward and backward) per token is "
                "6N + 12·n_layer·d_model·T, T the length of the row (or document) it sits in. Summed over the plan, "
                "A counts full squares: Σ len² with a kernel that skips masked blocks, Σ width² with a dense mask, "
                "against padded rows whose pads are computed. A causal kernel pays about half of each square on both "

@@ -9,6 +9,7 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .balance_report import balance_verdict, format_balance, slowest_rank_cut
+    from .cheatsheet import CHEATSHEET_FINDINGS, Fact, cheatsheet_facts, cheatsheet_html, cheatsheet_markdown
     from .columns import COLUMNS, KEY_TITLES, Column, basis_note, column_help, format_strategy_table, strategy_frame
     from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
     from .costs import (
@@ -44,7 +45,17 @@ if TYPE_CHECKING:
         profile_table,
         report_dict,
     )
+    from .shapes import llama_shape, model_shape
     from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths
-    from .tables import StrategyRow, attention_cost, bimodality, recommend, strategy_table
+    from .tables import (
+        StrategyRow,
+        attention_cost,
+        bimodality,
+        first_run,
+        recommend,
+        recommended_settings,
+        strategy_table,
+    )
+    from .trainer_advice import FRAMEWORKS, TrainerSettings, settings_markdown, trainer_settings
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -33,30 +33,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from packing_core._validate import InputError
+from packing_core.analysis.shapes import MODEL_SHAPES, ModelShape  # the presets: data in their own module
 from packing_core.attention.tiles import BOUND_LABELS, DEFAULT_TILE, TileSpans, tile_spans
 from packing_core.packing.plan import Plan, PlanMetrics, cu_seqlens_from_lengths
 from packing_core.packing.registry import PACKING_STRATEGIES
 
 COST_FORMULA = "FLOPs = 6·N·slots + 12·n_layer·d_model·A,  A = Σ len² (block-skipping kernel) or Σ width² (dense mask)"
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """The three numbers the per-token FLOP formula needs."""
-
-    name: str
-    n_layer: int
-    d_model: int
-    params: float   # N, every parameter a token multiplies (embeddings included)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-MODEL_SHAPES = {
-    "SmolLM2-135M": ModelShape("SmolLM2-135M", n_layer=30, d_model=576, params=134.5e6),
-    "7B": ModelShape("7B (Llama-2 shape)", n_layer=32, d_model=4096, params=6.74e9),
-}
 
 
 def attention_cells(m: PlanMetrics, kernel: str = "skips-masked") -> int:

@@ -15,6 +15,7 @@ import packing_core.packing.registry as registry
 from packing_core._validate import InputError, as_lengths
 from packing_core.analysis.costs import attention_cells
 from packing_core.analysis.stats import LengthStats
+from packing_core.analysis.trainer_advice import TrainerSettings, trainer_settings
 from packing_core.packing.plan import PlanMetrics
 from packing_core.packing.registry import STRATEGIES, STRATEGY_INFO
 from packing_core.packing.strategies import compare
@@ -159,17 +160,9 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
     """
     if kind not in ("instruction", "pretraining"):
         raise InputError(f"kind must be 'instruction' or 'pretraining', got {kind!r}")
-    by = {r.strategy: r for r in table}
-    # the registry's packers that keep documents whole, latest first: on a tie the more refined one
-    # (bfd before ffd before next-fit) is named
-    whole = [s.name for s in reversed(registry.strategies()) if s.packs and not s.cuts]
-    packers = [by[s] for s in whole if s in by]
-    if not packers or "bucket" not in by:
-        raise InputError(f"recommend needs the 'bucket' row and at least one of {', '.join(whole)} "
-                         "in the table; pass strategy_table(lengths, context) with every strategy")
-    best = max(packers, key=lambda r: r.utilisation)
-    bucket = by["bucket"]
+    best, bucket = _best_and_bucket(table)
     wide = " Keep the buckets wide (hundreds of samples each) and shuffle the batches, so no batch is a run of look-alikes."
+    decision = first_run(table)
     if bucket.utilisation >= best.utilisation:
         first = (f"Bucket: it fills {bucket.utilisation:.1%} of the slots, more than the best packing "
                  f"({best.strategy}, {best.utilisation:.1%}), with no mask to get wrong." + wide)
@@ -195,16 +188,52 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
     if lengths is not None and bimodality(lengths) > BIMODAL:
         first += (" These lengths have two modes: bucketing does well here, because short and long "
                   "samples fall into different buckets and are padded only to their own kind.")
+    trl = trainer_settings(stats.context, kind, bucket_first=decision != "pack")[0]
+    switch = {"pack": f" In TRL: `{trl.call}`.", "bucket": f" In TRL: `{trl.first_run}`.",
+              "bucket first": f" In TRL: first run `{trl.first_run}`, long run `{trl.call}`."}[decision]
     if stats.over_context == 0:
-        return first + f" No document is longer than the context ({stats.context})."
+        return first + f" No document is longer than the context ({stats.context})." + switch
     if stats.share_over > TOO_SHORT:
         return first + (f" But {stats.share_over:.0%} of the documents are longer than the context "
-                        f"({stats.context}): raise the context before choosing a policy for them.")
+                        f"({stats.context}): raise the context before choosing a policy for them.") + switch
     share = "<0.1%" if stats.share_over < 0.001 else f"{stats.share_over:.1%}"
     n = f"{stats.over_context:,} document{'s' if stats.over_context != 1 else ''} ({share})"
     if kind == "instruction":
         return first + (f" Drop the {n} longer than {stats.context}: a split example is "
-                        "incoherent, so filter instruction data by length.")
+                        "incoherent, so filter instruction data by length.") + switch
     return first + (f" Split the {n} longer than {stats.context} across rows: standard for "
-                    "pretraining, the lost context at the cut is accepted.")
+                    "pretraining, the lost context at the cut is accepted.") + switch
 
+
+def recommended_settings(stats: LengthStats, table: list[StrategyRow], kind: str = "pretraining"
+                         ) -> tuple[TrainerSettings, ...]:
+    """The settings that carry out :func:`recommend` in TRL, transformers and torchtune (``trainer_settings``):
+    with TRL's bucketing config for a first run where the advice buckets, and the over-long count of ``stats``."""
+    return trainer_settings(stats.context, kind, bucket_first=first_run(table) != "pack",
+                            over_context=stats.over_context)
+
+
+def _best_and_bucket(table: list[StrategyRow]) -> tuple[StrategyRow, StrategyRow]:
+    by = {r.strategy: r for r in table}
+    # the registry's packers that keep documents whole, latest first: on a tie the more refined one
+    # (bfd before ffd before next-fit) is named
+    whole = [s.name for s in reversed(registry.strategies()) if s.packs and not s.cuts]
+    packers = [by[s] for s in whole if s in by]
+    if not packers or "bucket" not in by:
+        raise InputError(f"recommend needs the 'bucket' row and at least one of {', '.join(whole)} "
+                         "in the table; pass strategy_table(lengths, context) with every strategy")
+    return max(packers, key=lambda r: r.utilisation), by["bucket"]
+
+
+def first_run(table: list[StrategyRow]) -> str:
+    """What :func:`recommend` advises for a first run: ``"bucket"`` (within ``BUCKET_IS_ENOUGH`` of the best
+    packing, or better), ``"pack"`` (bucketing still wastes over ``BUCKET_WASTES_TOO_MUCH`` of its slots) or
+    ``"bucket first"`` (then pack for the long run).
+
+    >>> first_run(strategy_table([120, 90, 300, 40, 55, 30, 210, 65], 512))   # one bucket: 37.9% of its slots
+    'pack'
+    """
+    best, bucket = _best_and_bucket(table)
+    if best.utilisation - bucket.utilisation <= BUCKET_IS_ENOUGH:
+        return "bucket"
+    return "pack" if 1 - bucket.utilisation > BUCKET_WASTES_TOO_MUCH else "bucket first"

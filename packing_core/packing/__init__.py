@@ -25,5 +25,6 @@ if TYPE_CHECKING:
     )
     from .strategies import OVERLONG_POLICIES, compare, make_plan
     from .stream import TRL_WINDOW, BufferCurve, StreamPacker, StreamState, buffer_curve, windowed_plan
+    from .trace import MAX_TRACE_PIECES, TRACE_STRATEGIES, PlanTrace, TraceStep, plan_trace
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         doc_colour,
     )
     from .tiles import tile_figure
+    from .trace import trace_figure
     from .training import loss_curves_figure
     from .zoo import zoo_figures
 

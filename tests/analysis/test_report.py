@@ -97,8 +97,8 @@ def test_end_to_end_flops_follow_the_slot_ratio_on_a_7b_shape_and_show_the_formu
     assert small["pad"].attention_share == pytest.approx(0.1163, abs=1e-4)
     assert small["bfd"].ratio == pytest.approx(4.345, abs=1e-3)
     shape = MODEL_SHAPES["SmolLM2-135M"]
-    assert (shape.n_layer, shape.d_model, shape.params) == (30, 576, 134.5e6)
-    assert training_flops(512, 512**2, shape) == 6 * 134.5e6 * 512 + 12 * 30 * 576 * 512**2
+    assert (shape.n_layer, shape.d_model, shape.params) == (30, 576, 134_515_008)   # its config, counted
+    assert training_flops(512, 512**2, shape) == 6 * 134_515_008 * 512 + 12 * 30 * 576 * 512**2
     assert "6·N·slots + 12·n_layer·d_model·A" in COST_FORMULA
     with pytest.raises(ValueError, match="unknown model shape 'GPT-9'"):
         end_to_end(rows, "GPT-9")
