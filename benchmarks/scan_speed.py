@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 
 import packing_core as pc
 from packing_core.data import load_documents
-from packing_core.experiments import machine_info
+from packing_core.experiments import load_average, machine_info
 from packing_core.models import PRETRAINED, ByteLevelCounter
 
 BLOCK = 1_000_000     # documents per block of shards; larger sets link the same block again
@@ -247,7 +247,7 @@ def chat_case(n: int, tokenizer: str, workers: int, repeat: int = 2) -> dict:
     import datasets
 
     convs = chat_conversations(n)
-    load = os.getloadavg()
+    load = load_average() or ()
     lab, peer, masked = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "chats.jsonl"
@@ -263,7 +263,7 @@ def chat_case(n: int, tokenizer: str, workers: int, repeat: int = 2) -> dict:
             mask_l, mask_t, seconds = chat_peer(ds, hf, workers, masks=True)
             masked.append(seconds)
         profile = pc.LengthProfile.load(Path(tmp) / "profile.json")
-    load = [round(x, 2) for x in (*load, *os.getloadavg())]
+    load = [*load, *(load_average() or ())]
     theirs = pc.LengthProfile.from_lengths(mask_l, mask_t, kind="messages")
     lab_s, peer_s, mask_s = min(lab), min(peer), min(masked)
     ratio = min(peer_s, mask_s) / lab_s

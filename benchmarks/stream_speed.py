@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import tempfile
 import time
 import tracemalloc
@@ -23,6 +21,7 @@ import numpy as np
 from transformers import DataCollatorWithFlattening
 
 from packing_core.check import check_stream, save_batch_file
+from packing_core.experiments import machine_info
 
 
 def write(folder: Path, n: int, seed: int = 0) -> None:
@@ -49,6 +48,7 @@ def main(argv=None) -> int:
     p.add_argument("--files", type=int, default=10_000)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = p.parse_args(argv)
+    machine = machine_info()
     with tempfile.TemporaryDirectory() as tmp:
         small, large = Path(tmp) / "small", Path(tmp) / "large"
         write(small, max(args.files // 10, 1))
@@ -58,8 +58,8 @@ def main(argv=None) -> int:
         large_s, large_peak, line = measure(large)
     result = {"files": args.files, "seconds": round(large_s, 2), "ms_per_file": round(1000 * large_s / args.files, 2),
               "peak_mib": round(large_peak / 2**20, 1), "peak_mib_tenth": round(small_peak / 2**20, 1),
-              "tenth_seconds": round(small_s, 2), "line": line, "load_average": os.getloadavg()[0],
-              "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"}
+              "tenth_seconds": round(small_s, 2), "line": line,
+              "machine": machine.finished().to_dict()}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
