@@ -60,7 +60,7 @@ def cheatsheet_facts() -> tuple[Fact, ...]:
     cu = cu_seqlens_from_lengths([120, 90, 300]).tolist()
     positions = segment_layout([3, 2]).position_ids.tolist()
     rows = _mask_rows()
-    causal_row = " ".join("1" if v else "." for v in np.tril(np.ones((5, 5), bool))[3])
+    causal_row = " ".join("1" if v else "." for v in allowed(np.zeros(5, int))[3].tolist())   # one document: plain causal
     rule = "j <= i and segment[i] == segment[j]"
     facts = [
         Fact("Waste", f"Utilisation = `real_tokens / slots`. The {len(EXAMPLE)} samples of {sum(EXAMPLE)} tokens at "

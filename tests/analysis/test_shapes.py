@@ -5,7 +5,6 @@ import pytest
 
 from packing_core import InputError
 from packing_core.analysis import MODEL_SHAPES, end_to_end, llama_shape, model_shape, strategy_table
-from tests._support import skip_or_fail
 
 
 def _llama_config(shape):
@@ -35,12 +34,10 @@ def test_the_7b_preset_is_transformers_llama_config_defaults():
             c.tie_word_embeddings) == (s.vocab, s.d_model, s.d_ff, s.n_layer, s.n_heads, s.tied_embeddings)
 
 
-def test_the_smollm2_preset_is_the_config_of_the_model_the_lab_ships():
-    from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir
+def test_the_smollm2_preset_is_the_config_of_the_model_the_lab_ships(require_smollm2):
+    from packing_core.models.pretrained import _converted_model_dir
 
-    path = cache_dir() / SMOLLM2_CACHE_DIRS[0] / "config.json"
-    if not path.is_file():
-        skip_or_fail(f"SmolLM2 has not been converted yet ({path} is missing): run python -m packing_core warm")
+    path = _converted_model_dir() / "config.json"          # converts the installed GGUF when the cache is empty
     c, s = json.loads(path.read_text()), MODEL_SHAPES["SmolLM2-135M"]
     assert (c["vocab_size"], c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"],
             c["num_attention_heads"], c["num_key_value_heads"], c["tie_word_embeddings"]) == \
