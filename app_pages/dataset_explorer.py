@@ -1,4 +1,5 @@
-"""Dataset explorer: a length histogram, the summary numbers, every strategy, and a recommendation.
+"""Dataset explorer: a length histogram, the summary numbers, every strategy against its proven lower
+bound, a recommendation, and what a trainer's limits cost (a cap per row, a stream).
 
 One uploader takes the user's data (data files, the shards of one corpus, or a length
 profile written by ``scan``); once it is analysed, every section describes it until the
@@ -27,15 +28,30 @@ from app_pages._lab import (
 )
 from app_pages._your_data import (
     balance_of,
+    cap_prices_of,
     profile_plans,
     profile_summary,
+    stream_of,
     upload_form,
 )
-from packing_core.analysis import PURPOSES, balance_verdict, basis_note, headline, loss_masked, order_basis, order_effects
-from packing_core.packing import OVERLONG_POLICIES
-from packing_core.viz import balance_figure, length_histogram_figure, strategy_figure
+from packing_core.analysis import (
+    CAP_LADDER,
+    PURPOSES,
+    balance_verdict,
+    basis_note,
+    bounds_example,
+    cap_sentence,
+    headline,
+    loss_masked,
+    order_basis,
+    order_effects,
+    static_example,
+    table_notes,
+)
+from packing_core.packing import OVERLONG_POLICIES, TRL_WINDOW
+from packing_core.viz import balance_figure, buffer_curve_figure, length_histogram_figure, strategy_figure
 
-S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4)
+S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4, cap=8)
 
 st.title("Dataset explorer")
 lesson(__file__)
@@ -72,7 +88,7 @@ with guard("compare the strategies"):
     advice = recommendation(stats, rows, kind, sample)
 
 # The header above the steps stays short, so that their tabs start on a projector's first screen.
-lengths_step, strategies_step, advice_step, balance_step = steps(__file__)
+lengths_step, strategies_step, advice_step, balance_step, limits_step = steps(__file__)
 with lengths_step:
     st.caption(esc(upload["caption"] if yours else sources()[name].description))
     st.markdown("How much padding a dataset causes depends on its length distribution against the context. "
@@ -104,6 +120,12 @@ with strategies_step:
     strategy_dataframe(rows, plans)
     if yours:
         st.caption(esc(basis_note()))
+    bounds_line, *gap = table_notes(rows, plans)     # the bounds of every document; bfd against optimal
+    if gap:
+        st.markdown("**How far from the best plan.** " + esc(gap[0]))
+    st.caption(esc(bounds_line[0].upper() + bounds_line[1:]) + ". The *proven lower bound* column names the one "
+               "each strategy is measured against.")
+    st.markdown("**Three lower bounds, three questions.** " + esc(bounds_example()))
     st.markdown("**Order effects.** " + esc(order_effects(rows, order_basis(plans))))
 
 with advice_step:
@@ -129,3 +151,42 @@ with balance_step:
                              f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
     verdict = balance_verdict(report)
     st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
+
+with limits_step:
+    st.subheader("What a trainer's limits cost: a cap per row, and a stream")
+    st.markdown(
+        "**A cap on documents per row.** A compiled (`torch.compile`) or graph-captured (CUDA graphs) step replays "
+        "kernels recorded for one set of shapes. A packed batch changes two of them every step: `cu_seqlens` has "
+        "one entry per document, plus one, and `max_seqlen` is the longest document. The fix is a cap: at most N "
+        "documents per row, `cu_seqlens` padded to rows x N + 1 entries by repeating the last offset (each repeat "
+        "is a zero-length document, which a varlen kernel skips) and `max_seqlen` fixed to the context. torchtitan "
+        "PR #4158 pads them this way for CUDA graphs of varlen attention; Megatron-LM PR #4359 pads `cu_seqlens` "
+        "to `max_num_seqs + 1` entries (32 documents by default) for its packed THD format. Without it, each new "
+        "shape records a new graph: in pytorch issue #188150 nine shapes took a 1.5x speed-up to about nothing. "
+        "`python -m packing_core check` reads such a batch as sound and notes its zero-length documents.")
+    st.caption("For example, " + esc(static_example()) + ".")
+    cap = st.select_slider("Documents per row (the cap)", CAP_LADDER, **S.bind("cap"),
+                           help="what a static-shape kernel is compiled for; bfd honours it exactly")
+    with guard("price the cap"):
+        prices = cap_prices_of(upload["digest"] if yours else name, profile if yours else lengths, context, overlong)
+    price = {p.max_docs_per_row: p for p in prices}[cap]
+    st.markdown(f"**{esc(cap_sentence(price))}** The cap costs rows because a row that could take one more "
+                "short document must leave its slots empty.")
+    st.dataframe({"documents per row (cap)": [p.max_docs_per_row for p in prices],
+                  "bfd rows": [p.rows for p in prices],
+                  "extra rows": [p.extra_rows for p in prices],
+                  "extra rows %": [100 * p.extra_share for p in prices]}, hide_index=True, width="stretch",
+                 column_config={"extra rows %": st.column_config.NumberColumn(format="%.2f %%")})
+
+    st.markdown(
+        "**A stream packs worse than a histogram.** A trainer that streams its data packs from a buffer: best "
+        "fit among the N documents it holds, a row out as soon as one is full. A small buffer sends rows out "
+        "before a good partner for their gap arrives. TRL packs another way with the same kind of price: "
+        "`trl.data_utils.pack_dataset` runs bfd inside each batch of `datasets.Dataset.map`, "
+        f"{TRL_WINDOW:,} examples by default, and no row mixes two batches.")
+    order = "a seeded random order (a profile keeps counts, not order)" if yours else "the dataset's order"
+    whole = {r.strategy: r for r in rows}["bfd"].utilisation
+    with guard("pack the stream"):
+        stream = stream_of(upload["digest"] if yours else name, sample, context, overlong, order, whole)
+    figure(cached_figure(buffer_curve_figure, stream), key=S.key("stream"))
+    st.markdown(esc(stream.sentence))
