@@ -218,8 +218,10 @@ def profile_histogram(profile: LengthProfile, context: int, bins: int = 60):
 
 def strategy_entry(row: StrategyRow, plan: CountPlan | None = None) -> dict:
     """One strategy of the JSON report: its plan's numbers and its bounds, named (version 2)."""
-    d = plan.to_dict() if plan is not None else {**row.metrics.to_dict(), "certificate": None if row.certificate
-                                                  is None else row.certificate.to_dict()}
+    if row.metrics is None or row.bounds is None:
+        raise InputError(f"the row of {row.strategy} has no plan numbers or bounds: build it with strategy_table")
+    cert = getattr(row.certificate, "to_dict", None)
+    d = plan.to_dict() if plan is not None else {**row.metrics.to_dict(), "certificate": cert() if cert else None}
     for old in ("lower_bound_rows", "rows_over_lower_bound"):
         d.pop(old, None)
     b = row.bounds
@@ -235,6 +237,8 @@ def report_dict(profile: LengthProfile | None, plans: list[CountPlan] | None, co
     A profile's ``plans``, or (plain ``report --lengths``) strategy ``rows`` with ``head`` and ``meta``.
     """
     if plans is not None:
+        if profile is None:
+            raise InputError("report_dict: a profile's plans need the profile")
         meta = {k: v for k, v in profile.to_dict().items() if k not in ("counts", "loss_tokens")}
         try:
             head = profile_headline(profile, plans).to_dict()

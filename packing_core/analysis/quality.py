@@ -137,7 +137,7 @@ class OptimalGap:
         else:
             text = (head + f"lower bound ({b.name} {b.rows:,}); optimal closes all but {_rows(self.left_rows)} in "
                     f"{self.seconds:.1f} s.")
-        return text[:-1] + f" ({self.note})." if self.note else text
+        return text[:-1] + f" ({self.note})." if self.note and self.left_rows > 0 else text
 
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -133,7 +133,7 @@ def strategy_table(lengths, context: int, strategies=STRATEGIES, **plan_kwargs) 
     names = list(strategies)
     plans = {s: make_plan(lengths, context, s, **plan_kwargs) for s in (names if "pad" in names else ["pad", *names])}
     certificates = {s: p.certificate for s, p in plans.items() if p.certificate is not None}
-    lp = next((c.lp for c in certificates.values() if getattr(c, "lp", None) is not None), None)
+    lp = next((x for x in (getattr(c, "lp", None) for c in certificates.values()) if x is not None), None)
     bounds = bounds_from_lengths(lengths, context, overlong=plan_kwargs.get("overlong", "split"),
                                  max_docs_per_row=plan_kwargs.get("max_docs_per_row"), lp=lp)
     return rows_from_metrics([plans[s].metrics() for s in names], plans["pad"].metrics(), bounds=[bounds] * len(names),
@@ -196,8 +196,10 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
     When packing saves clearly more, the advice starts with bucketing for a first run (no
     mask to get wrong) and packs once the pipeline is trusted, unless bucketing still
     wastes over half its slots (``BUCKET_WASTES_TOO_MUCH``, typical of long-tailed lengths
-    at a long context): then it says to pack from the start. It ends on how far the plan is from
-    the proven lower bound for whole documents (L2, or LP when ``optimal`` is in the table).
+    at a long context): then it says to pack from the start. The packer it names is a heuristic a
+    trainer runs (not ``optimal``, whose plan carries a certificate); it ends on how far bfd is from
+    the proven lower bound for whole documents (L2, or LP when ``optimal`` is in the table) and what
+    ``optimal`` closes.
     """
     if kind not in ("instruction", "pretraining"):
         raise InputError(f"kind must be 'instruction' or 'pretraining', got {kind!r}")
@@ -209,7 +211,9 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
     if not packers or "bucket" not in by:
         raise InputError(f"recommend needs the 'bucket' row and at least one of {', '.join(whole)} "
                          "in the table; pass strategy_table(lengths, context) with every strategy")
-    best = max(packers, key=lambda r: r.utilisation)
+    # the packer named is one a trainer runs (bfd and the like); a plan that carries a certificate (optimal,
+    # column generation) is the lab's yardstick: the last sentence says how far bfd is from it
+    best = max([r for r in packers if r.certificate is None] or packers, key=lambda r: r.utilisation)
     bucket = by["bucket"]
     wide = " Keep the buckets wide (hundreds of samples each) and shuffle the batches, so no batch is a run of look-alikes."
     if bucket.utilisation >= best.utilisation:

@@ -119,7 +119,7 @@ def _lengths_report(args, strategies, out) -> int:
         head = None
     if args.format == "json":   # the shape of report FILE (analysis.report_dict), without a profile
         meta = {"kind": "lengths", "documents": int(len(lengths)), "tokens": int(lengths.sum())}
-        dump_json(report_dict(None, None, args.context, rows=rows, head=head and head.to_dict(), meta=meta,
+        dump_json(report_dict(None, None, args.context, rows=rows, head=head.to_dict() if head else None, meta=meta,
                               max_docs_per_row=options["max_docs_per_row"], cap=cap), out)
         return 0
     out.write(f"{len(lengths):,} documents, {int(lengths.sum()):,} tokens, context {args.context}\n")

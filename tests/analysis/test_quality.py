@@ -64,6 +64,11 @@ def test_the_gap_sentence_carries_the_certificates_note():
     assert gap.to_dict()["left_rows"] == 1 and gap.to_dict()["gap_rows"] == 2
 
 
+def test_a_plan_at_the_bound_is_proven_optimal_whatever_stopped_the_search():
+    gap = optimal_gap(12, _cert(10, 10, note="stopped by the time limit (2 s)"))
+    assert gap.sentence.endswith("optimal reaches it in 2.0 s.")
+
+
 def test_a_table_with_optimal_gives_bfds_real_gap_and_a_table_without_gives_none():
     rows = pc.strategy_table(MISSED, 100)
     gap = table_gap(rows)
