@@ -120,17 +120,15 @@ with strategies_step:
     strategy_dataframe(rows, plans)
     if yours:
         st.caption(esc(basis_note()))
-    bounds_line, *gap = table_notes(rows, plans)     # the bounds of every document; bfd against optimal
-    if gap:
-        st.markdown("**How far from the best plan.** " + esc(gap[0]))
-    st.caption(esc(bounds_line[0].upper() + bounds_line[1:]) + ". The *proven lower bound* column names the one "
-               "each strategy is measured against.")
-    st.markdown("**Three lower bounds, three questions.** " + esc(bounds_example()))
     st.markdown("**Order effects.** " + esc(order_effects(rows, order_basis(plans))))
 
 with advice_step:
     st.subheader("What to choose, and why")
-    st.info(f"**Recommendation.** {advice}")
+    st.info(f"**Recommendation.** {advice}")   # it ends on how far bfd is from the proven optimum
+    bounds_line = table_notes(rows, plans)[0]     # the three bounds of every document
+    st.markdown("**How far from the best plan: three lower bounds, three questions.** " + esc(bounds_example()))
+    st.caption(esc(bounds_line[0].upper() + bounds_line[1:]) + ". The table's *proven lower bound* column (step 2, "
+               "every column) names the one each strategy is measured against.")
 
 with balance_step:
     st.subheader("Data-parallel balance")
@@ -153,40 +151,41 @@ with balance_step:
     st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
 
 with limits_step:
-    st.subheader("What a trainer's limits cost: a cap per row, and a stream")
+    st.subheader("A cap per row, and a stream")
     st.markdown(
-        "**A cap on documents per row.** A compiled (`torch.compile`) or graph-captured (CUDA graphs) step replays "
-        "kernels recorded for one set of shapes. A packed batch changes two of them every step: `cu_seqlens` has "
-        "one entry per document, plus one, and `max_seqlen` is the longest document. The fix is a cap: at most N "
-        "documents per row, `cu_seqlens` padded to rows x N + 1 entries by repeating the last offset (each repeat "
-        "is a zero-length document, which a varlen kernel skips) and `max_seqlen` fixed to the context. torchtitan "
-        "PR #4158 pads them this way for CUDA graphs of varlen attention; Megatron-LM PR #4359 pads `cu_seqlens` "
-        "to `max_num_seqs + 1` entries (32 documents by default) for its packed THD format. Without it, each new "
-        "shape records a new graph: in pytorch issue #188150 nine shapes took a 1.5x speed-up to about nothing. "
+        "**A cap on documents per row.** `torch.compile` and CUDA graphs replay kernels recorded for fixed shapes, "
+        "but a packed batch changes `cu_seqlens` (one entry per document, plus one) and `max_seqlen` every step. "
+        "A cap of N documents a row fixes both: `cu_seqlens` padded to rows x N + 1 entries by repeating the last "
+        "offset (zero-length documents, which varlen kernels skip) and `max_seqlen` set to the context, as "
+        "torchtitan PR #4158 and Megatron-LM PR #4359 (32 documents by default) do. Without it each new shape "
+        "records a new graph: in pytorch issue #188150 nine shapes took a 1.5x speed-up to about nothing. "
         "`python -m packing_core check` reads such a batch as sound and notes its zero-length documents.")
-    st.caption("For example, " + esc(static_example()) + ".")
-    cap = st.select_slider("Documents per row (the cap)", CAP_LADDER, **S.bind("cap"),
-                           help="what a static-shape kernel is compiled for; bfd honours it exactly")
     with guard("price the cap"):
         prices = cap_prices_of(upload["digest"] if yours else name, profile if yours else lengths, context, overlong)
-    price = {p.max_docs_per_row: p for p in prices}[cap]
-    st.markdown(f"**{esc(cap_sentence(price))}** The cap costs rows because a row that could take one more "
-                "short document must leave its slots empty.")
-    st.dataframe({"documents per row (cap)": [p.max_docs_per_row for p in prices],
-                  "bfd rows": [p.rows for p in prices],
-                  "extra rows": [p.extra_rows for p in prices],
+    c1, c2 = st.columns([3, 2], gap="medium")
+    with c1:
+        cap = st.select_slider("Documents per row (the cap)", CAP_LADDER, **S.bind("cap"),
+                               help="what a static-shape kernel is compiled for; bfd honours it exactly")
+        price = {p.max_docs_per_row: p for p in prices}[cap]
+        st.markdown(f"**{esc(cap_sentence(price))}** A row that could take one more short document must leave "
+                    "its slots empty.")
+        st.caption("For example, " + esc(static_example()) + ".")
+    c2.dataframe({"cap": [p.max_docs_per_row for p in prices], "bfd rows": [p.rows for p in prices],
                   "extra rows %": [100 * p.extra_share for p in prices]}, hide_index=True, width="stretch",
-                 column_config={"extra rows %": st.column_config.NumberColumn(format="%.2f %%")})
+                 column_config={"extra rows %": st.column_config.NumberColumn(format="%.2f %%"),
+                                "bfd rows": st.column_config.NumberColumn(format="localized"),
+                                "cap": st.column_config.NumberColumn(help="documents per row")})
 
     st.markdown(
-        "**A stream packs worse than a histogram.** A trainer that streams its data packs from a buffer: best "
-        "fit among the N documents it holds, a row out as soon as one is full. A small buffer sends rows out "
-        "before a good partner for their gap arrives. TRL packs another way with the same kind of price: "
-        "`trl.data_utils.pack_dataset` runs bfd inside each batch of `datasets.Dataset.map`, "
-        f"{TRL_WINDOW:,} examples by default, and no row mixes two batches.")
+        "**A stream packs worse than a histogram.** A trainer that streams its data packs from a buffer, best fit "
+        "among the N documents it holds: a small buffer sends rows out before a partner for their gap arrives. "
+        "TRL's `trl.data_utils.pack_dataset` runs bfd inside each batch of `datasets.Dataset.map` "
+        f"({TRL_WINDOW:,} examples by default), and no row mixes two batches.")
     order = "a seeded random order (a profile keeps counts, not order)" if yours else "the dataset's order"
     whole = {r.strategy: r for r in rows}["bfd"].utilisation
     with guard("pack the stream"):
         stream = stream_of(upload["digest"] if yours else name, sample, context, overlong, order, whole)
-    figure(cached_figure(buffer_curve_figure, stream), key=S.key("stream"))
-    st.markdown(esc(stream.sentence))
+    s1, s2 = st.columns([3, 2], gap="medium")
+    with s1:
+        figure(cached_figure(buffer_curve_figure, stream, title="Utilisation against buffer size"), key=S.key("stream"))
+    s2.markdown(esc(stream.sentence))

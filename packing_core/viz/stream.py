@@ -32,6 +32,6 @@ def buffer_curve_figure(price: StreamPrice, title: str | None = None) -> go.Figu
     fig.add_hline(y=100 * c.whole_utilisation, line_dash="dash", line_color=REFERENCE_COLOUR,
                   annotation_text=f"bfd over all {price.documents:,} documents: {c.whole_utilisation:.1%}",
                   annotation_position="bottom right")
-    fig.update_xaxes(type="log", title_text="buffer size (documents the packer can see)")
+    fig.update_xaxes(type="log", title_text="buffer size (documents)")
     fig.update_yaxes(title_text="utilisation (%)")
     return apply_layout(fig, title=title or f"Utilisation against buffer size, on {price.basis}", height=340)

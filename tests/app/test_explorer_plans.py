@@ -29,13 +29,12 @@ def test_the_explorer_names_the_bound_of_each_strategy_and_says_how_far_bfd_is_f
     assert full.loc["concat-cut", "proven lower bound"] == "L1 44,547"
     # 44,547 rows: the bound optimal proves on the tickets (README's packing-quality table); bfd needs 44,589
     assert full.loc["bfd", "proven lower bound"] == "L2 44,547" and full.loc["bfd", "rows"] == 44_589
-    assert "How far from the best plan. bfd is 42 rows (0.0943%) above the proven optimum (44,547 rows" in text
-    assert "optimal reaches it in" in text
+    advice = at.info[0].value
+    assert "bfd is 42 rows (0.0943%) above the proven optimum (44,547 rows, the L2 bound); optimal reaches it in" \
+        in advice
     assert "L1 44,547 (tokens / context: only by cutting documents), L2 44,547 (whole documents), LP 44,547" in text
     assert bounds_example() in text                                 # the ten documents of 300, once
     assert text.count("Ten documents of 300 tokens") == 1
-    advice = at.info[0].value
-    assert "bfd is 42 rows (0.0943%) above the proven optimum" in advice
 
 
 def test_no_page_calls_l1_the_fewest_rows_in_what_it_shows_or_in_its_source():
@@ -55,11 +54,11 @@ def test_an_upload_of_ten_documents_of_300_shows_ten_whole_rows_not_six():
     at.file_uploader(key="w_upload").set_value(("ten.csv", b"length\n" + b"300\n" * 10, "text/csv")).run()
     at.button[0].click().run()
     assert_clean(at)
-    text = shown(at)
+    assert "L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents)" in shown(at)
     full = at.dataframe[1].value.set_index("strategy")
     assert full.loc["concat-cut", "proven lower bound"] == "L1 6" and full.loc["concat-cut", "rows"] == 6
     assert (full.loc["bfd", "proven lower bound"], full.loc["bfd", "rows"]) == ("L2 10", 10)
-    assert "bfd is already optimal: its 10 rows meet the proven lower bound (L2 10)." in text
+    assert "bfd is already optimal: its 10 rows meet the proven lower bound (L2 10)." in at.info[0].value
 
 
 def test_the_cap_step_prices_each_cap_in_rows_and_cites_why_kernels_want_one():
@@ -70,11 +69,11 @@ def test_the_cap_step_prices_each_cap_in_rows_and_cites_why_kernels_want_one():
     price = pc.packing.cap_price(lengths, 512, "bfd", 4)     # from the lengths: the page plans from their counts
     text = shown(at)
     assert cap_sentence(price) in text and price.extra_rows > 0
-    ladder = next(df.value for df in at.dataframe if "documents per row (cap)" in df.value.columns)
-    assert ladder["documents per row (cap)"].tolist() == list(CAP_LADDER)
+    ladder = next(df.value for df in at.dataframe if "bfd rows" in df.value.columns)
+    assert ladder["cap"].tolist() == list(CAP_LADDER)
     assert ladder["bfd rows"].is_monotonic_decreasing
     assert ladder["bfd rows"].iloc[0] == int(np.ceil(lengths / 512).sum())     # a cap of 1: one piece a row
-    assert ladder.set_index("documents per row (cap)").loc[4, "bfd rows"] == price.rows
+    assert ladder.set_index("cap").loc[4, "bfd rows"] == price.rows
     for words in ("torchtitan PR #4158", "Megatron-LM PR #4359", "pytorch issue #188150", "[0, 5, 8, 12, 12, 12, 12]"):
         assert words in text, words
 
