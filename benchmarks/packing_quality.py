@@ -20,7 +20,6 @@ import argparse
 import bisect
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from packing_core.data import load_documents, load_lengths, synthetic_lengths
+from packing_core.experiments import machine_info
 from packing_core.models import PRETRAINED, load_tokenizer
 from packing_core.packing import bounds_from_counts, make_plan, optimal_from_counts, piece_histogram, plan_from_counts
 
@@ -165,9 +165,10 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=5.0)
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    machine = machine_info()
     results = [measure(*h, repeats=args.repeats, time_limit=args.time_limit) for h in histograms()]
-    report = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-              "load_average": [round(x, 2) for x in os.getloadavg()], "histograms": results, "goals": goals(results)}
+    machine = machine.finished()
+    report = {"machine": machine.to_dict(), "histograms": results, "goals": goals(results)}
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         print()
@@ -179,7 +180,7 @@ def main(argv=None) -> int:
             for k, s in r["strategies"].items():
                 print(f"  {k:8} {s['rows']:>12,} rows  {s['rows_above_bound']:>+8,} ({s['share_above_bound']:.4%})  "
                       f"{s['seconds'] * 1000:9.1f} ms")
-        print(f"\nload average {report['load_average']}")
+        print(f"\n{machine.line()}")
         for g in report["goals"]:
             print(f"{'PASS' if g['pass'] else 'FAIL'}  {g['goal']}: {g['value']}")
     return 0 if all(g["pass"] for g in report["goals"] if not g["goal"].startswith("moonshot")) else 1
