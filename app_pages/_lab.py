@@ -330,10 +330,17 @@ def plan(lengths: tuple, context: int, strategy: str, **kwargs):
     return make_plan(np.asarray(lengths, dtype=np.int64), context, strategy, **kwargs)
 
 
+# optimal's budget on a page (the command line's default is 5 s): a page answers in about a second or
+# two on first use, then from the cache; optimal stops sooner once its plan is proven optimal.
+PAGE_TIME_LIMIT = 2.0
+
+
 def strategy_table(lengths: np.ndarray, context: int, **kwargs) -> list:
     """Every registered strategy on ``lengths`` (cached). The names are part of the cache key, so a
-    strategy registered after a first call is never missing from a cached table."""
+    strategy registered after a first call is never missing from a cached table. ``optimal`` gets
+    ``PAGE_TIME_LIMIT`` unless the page passes its own ``time_limit``."""
     kwargs.setdefault("strategies", tuple(STRATEGIES))
+    kwargs.setdefault("time_limit", PAGE_TIME_LIMIT)
     return _strategy_table(lengths, context, **kwargs)
 
 

@@ -13,14 +13,16 @@ import hashlib
 import streamlit as st
 
 import packing_core as pc
-from app_pages._lab import UPLOAD, esc, log, pretrained_status
+from app_pages._lab import PAGE_TIME_LIMIT, UPLOAD, esc, log, pretrained_status
 from packing_core.analysis import (
+    CAP_LADDER,
     describe_profile,
     profile_headline,
     profile_histogram,
     profile_rows,
     profile_stats,
     profile_table,
+    stream_price,
 )
 from packing_core.data import (
     INPUT_SUFFIXES,
@@ -64,7 +66,7 @@ def profile_summary(digest: str, _profile, context: int):
 @st.cache_data(show_spinner="Planning from the counts...", max_entries=16)
 def profile_plans(digest: str, _profile, context: int, overlong: str):
     """(plans, strategy rows, headline) of the user's profile."""
-    plans = profile_table(_profile, context, overlong=overlong)
+    plans = profile_table(_profile, context, overlong=overlong, time_limit=PAGE_TIME_LIMIT)
     return plans, profile_rows(plans), profile_headline(_profile, plans)
 
 
@@ -73,6 +75,21 @@ def balance_of(key: str, _lengths, context: int, ranks: int, micro: int):
     """The balance report of the bfd rows of ``_lengths`` (keyed by ``key``): too few rows are shown on
     as many ranks as they fill, and the report says so (as ``python -m packing_core balance`` does)."""
     return pc.balance_rows(pc.make_plan(_lengths, context, "bfd"), ranks, micro, fit=True)
+
+
+@st.cache_data(show_spinner="Pricing the cap...", max_entries=16)
+def cap_prices_of(key: str, _data, context: int, overlong: str):
+    """bfd's rows with each cap of ``CAP_LADDER`` and without (``_data``: lengths, or a profile's counts).
+
+    Lengths are planned from their counts: the same rows as from the lengths, in milliseconds."""
+    counts = _data if hasattr(_data, "counts") else pc.LengthProfile.from_lengths(_data)
+    return pc.packing.cap_prices(counts, context, "bfd", CAP_LADDER, overlong=overlong)
+
+
+@st.cache_data(show_spinner="Packing a stream...", max_entries=16)
+def stream_of(key: str, _lengths, context: int, overlong: str, order: str, whole: float):
+    """The stream packer against its buffer size and TRL's window, on the first documents of ``_lengths``."""
+    return stream_price(_lengths, context, overlong=overlong, order=order, whole_utilisation=whole)
 
 
 def _key() -> str:

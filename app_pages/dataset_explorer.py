@@ -1,4 +1,5 @@
-"""Dataset explorer: a length histogram, the summary numbers, every strategy, and a recommendation.
+"""Dataset explorer: a length histogram, the summary numbers, every strategy against its proven lower
+bound, a recommendation, and what a trainer's limits cost (a cap per row, a stream).
 
 One uploader takes the user's data (data files, the shards of one corpus, or a length
 profile written by ``scan``); once it is analysed, every section describes it until the
@@ -27,25 +28,32 @@ from app_pages._lab import (
 )
 from app_pages._your_data import (
     balance_of,
+    cap_prices_of,
     profile_plans,
     profile_summary,
+    stream_of,
     upload_form,
 )
 from packing_core.analysis import (
+    CAP_LADDER,
     FRAMEWORKS,
     balance_verdict,
     basis_note,
+    bounds_example,
+    cap_sentence,
     headline,
     loss_masked,
     order_basis,
     order_effects,
     recommended_settings,
+    static_example,
+    table_notes,
 )
 from packing_core.data import PURPOSES
-from packing_core.packing import OVERLONG_POLICIES, PlanOptions
-from packing_core.viz import balance_figure, length_histogram_figure, strategy_figure
+from packing_core.packing import OVERLONG_POLICIES, TRL_WINDOW, PlanOptions
+from packing_core.viz import balance_figure, buffer_curve_figure, length_histogram_figure, strategy_figure
 
-S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4, trainer=FRAMEWORKS[0])
+S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4, trainer=FRAMEWORKS[0], cap=8)
 
 st.title("Dataset explorer")
 lesson(__file__)
@@ -82,7 +90,7 @@ with guard("compare the strategies"):
     advice = recommendation(stats, rows, purpose, sample)
 
 # The header above the steps stays short, so that their tabs start on a projector's first screen.
-lengths_step, strategies_step, advice_step, balance_step = steps(__file__)
+lengths_step, strategies_step, advice_step, balance_step, limits_step = steps(__file__)
 with lengths_step:
     st.caption(esc(upload["caption"] if yours else sources()[name].description))
     # the paragraph describes the data on screen: the support tickets' shape only when they are shown
@@ -124,12 +132,16 @@ with strategies_step:
 
 with advice_step:
     st.subheader("What to choose, and why")
-    st.info(f"**Recommendation.** {advice}")
+    st.info(f"**Recommendation.** {advice}")   # it ends on how far bfd is from the proven optimum
     settings = {s.framework: s for s in recommended_settings(stats, rows, purpose)}
     trainer = st.radio("The settings to paste, for", list(settings), horizontal=True, **S.bind("trainer"))
     chosen = settings[trainer]
     st.code(chosen.code, language="python")
     st.caption(f"{esc(chosen.overlong)} Read from {esc(chosen.source)}.")
+    bounds_line = table_notes(rows, plans)[0]     # the three bounds of every document
+    st.markdown("**How far from the best plan: three lower bounds, three questions.** " + esc(bounds_example()))
+    st.caption(esc(bounds_line[0].upper() + bounds_line[1:]) + ". The table's *proven lower bound* column (step 2, "
+               "every column) names the one each strategy is measured against.")
 
 with balance_step:
     st.subheader("Data-parallel balance")
@@ -150,3 +162,43 @@ with balance_step:
                              f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
     verdict = balance_verdict(report)
     st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
+
+with limits_step:
+    st.subheader("A cap per row, and a stream")
+    st.markdown(
+        "**A cap on documents per row.** `torch.compile` and CUDA graphs replay kernels recorded for fixed shapes, "
+        "but a packed batch changes `cu_seqlens` (one entry per document, plus one) and `max_seqlen` every step. "
+        "A cap of N documents a row fixes both: `cu_seqlens` padded to rows x N + 1 entries by repeating the last "
+        "offset (zero-length documents, which varlen kernels skip) and `max_seqlen` set to the context, as "
+        "torchtitan PR #4158 and Megatron-LM PR #4359 (32 documents by default) do. Without it each new shape "
+        "records a new graph: in pytorch issue #188150 nine shapes took a 1.5x speed-up to about nothing. "
+        "`python -m packing_core check` reads such a batch as sound and notes its zero-length documents.")
+    with guard("price the cap"):
+        prices = cap_prices_of(upload["digest"] if yours else name, profile if yours else lengths, context, overlong)
+    c1, c2 = st.columns([3, 2], gap="medium")
+    with c1:
+        cap = st.select_slider("Documents per row (the cap)", CAP_LADDER, **S.bind("cap"),
+                               help="what a static-shape kernel is compiled for; bfd honours it exactly")
+        price = {p.max_docs_per_row: p for p in prices}[cap]
+        st.markdown(f"**{esc(cap_sentence(price))}** A row that could take one more short document must leave "
+                    "its slots empty.")
+        st.caption("For example, " + esc(static_example()) + ".")
+    c2.dataframe({"cap": [p.max_docs_per_row for p in prices], "bfd rows": [p.rows for p in prices],
+                  "extra rows %": [100 * p.extra_share for p in prices]}, hide_index=True, width="stretch",
+                 column_config={"extra rows %": st.column_config.NumberColumn(format="%.2f %%"),
+                                "bfd rows": st.column_config.NumberColumn(format="localized"),
+                                "cap": st.column_config.NumberColumn(help="documents per row")})
+
+    st.markdown(
+        "**A stream packs worse than a histogram.** A trainer that streams its data packs from a buffer, best fit "
+        "among the N documents it holds: a small buffer sends rows out before a partner for their gap arrives. "
+        "TRL's `trl.data_utils.pack_dataset` runs bfd inside each batch of `datasets.Dataset.map` "
+        f"({TRL_WINDOW:,} examples by default), and no row mixes two batches.")
+    order = "a seeded random order (a profile keeps counts, not order)" if yours else "the dataset's order"
+    whole = {r.strategy: r for r in rows}["bfd"].utilisation
+    with guard("pack the stream"):
+        stream = stream_of(upload["digest"] if yours else name, sample, context, overlong, order, whole)
+    s1, s2 = st.columns([3, 2], gap="medium")
+    with s1:
+        figure(cached_figure(buffer_curve_figure, stream, title="Utilisation against buffer size"), key=S.key("stream"))
+    s2.markdown(esc(stream.sentence))

@@ -24,6 +24,7 @@ from packing_core.analysis import (
     attention_cost,
     end_to_end,
     outlier_lengths,
+    plan_bound,
     row_order,
     sample_lengths,
 )
@@ -104,7 +105,9 @@ with rows_step:
     st.subheader(f"{strategy} at context {context} (change it in the sidebar)")
     n1, n2, n3 = st.columns(3)   # two rows of three: every label whole at a projector's 1024 pixels
     n4, n5, n6 = st.columns(3)
-    n1.metric("Rows", f"{m.rows:,}", help=f"the lower bound is {m.lower_bound_rows:,} full rows")
+    bound = plan_bound(p)
+    n1.metric("Rows", f"{m.rows:,}", help=f"the proven lower bound for {strategy}: {bound.name} {bound.rows:,} rows "
+                                         f"({bound.what})")
     n2.metric("Slots", f"{m.slots:,}", help="rows x their width: the positions the GPU computes")
     n3.metric("Utilisation", f"{m.utilisation:.1%}", help="real tokens / slots")
     n4.metric("Pads", f"{m.pad_tokens:,}")

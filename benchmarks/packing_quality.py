@@ -167,7 +167,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     machine = machine_info()
     results = [measure(*h, repeats=args.repeats, time_limit=args.time_limit) for h in histograms()]
-    report = {"machine": machine.finished().to_dict(), "histograms": results, "goals": goals(results)}
+    machine = machine.finished()
+    report = {"machine": machine.to_dict(), "histograms": results, "goals": goals(results)}
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         print()
@@ -179,7 +180,7 @@ def main(argv=None) -> int:
             for k, s in r["strategies"].items():
                 print(f"  {k:8} {s['rows']:>12,} rows  {s['rows_above_bound']:>+8,} ({s['share_above_bound']:.4%})  "
                       f"{s['seconds'] * 1000:9.1f} ms")
-        print("\n" + machine.finished().line())
+        print(f"\n{machine.line()}")
         for g in report["goals"]:
             print(f"{'PASS' if g['pass'] else 'FAIL'}  {g['goal']}: {g['value']}")
     return 0 if all(g["pass"] for g in report["goals"] if not g["goal"].startswith("moonshot")) else 1

@@ -27,16 +27,16 @@ def test_report_json_has_one_object_per_strategy_with_the_worked_example_numbers
     r = run("report", "--lengths", WORKED, "--context", "512", "--format", "json")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
-    assert report["report_version"] == 1
+    assert report["report_version"] == 2
     rows = {x["strategy"]: x for x in report["strategies"]}
     assert list(rows) == list(STRATEGIES)          # every registered strategy, in the registry's order
     required = {"strategy", "rows", "slots", "real_tokens", "pad_tokens", "utilisation", "tokens_lost",
-                "docs_split", "attention_cost_padded", "attention_cost_packed", "lower_bound_rows"}
+                "docs_split", "attention_cost_padded", "attention_cost_packed", "bound", "bound_rows", "bounds"}
     assert required <= set(rows["pad"])
     assert (rows["pad"]["slots"], round(rows["pad"]["utilisation"], 3)) == (4096, 0.222)
     assert (rows["concat-cut"]["rows"], rows["concat-cut"]["slots"]) == (2, 1024)
     assert round(rows["concat-cut"]["utilisation"], 3) == 0.889
-    assert rows["bfd"]["lower_bound_rows"] == 2
+    assert rows["bfd"]["bound_rows"] == 2 and rows["bfd"]["bound"] in ("L2", "LP")   # 910 tokens: 2 rows at best
 
 
 def test_report_table_for_one_strategy_on_a_synthetic_set():
@@ -67,6 +67,14 @@ def test_report_reads_a_real_parquet_length_column(tmp_path):
         (["report", "no/such/file.csv"], "file.csv"),
         (["report", "--synthetic", "nope"], "nope"),
         (["report"], "no data given"),
+        (["report", "--lengths", "10", "--time-limit", "0"], "0.0"),
+        (["report", "--lengths", "10", "--time-limit", "-1"], "-1.0"),
+        (["report", "--lengths", "10", "--time-limit", "1e9"], "1000000000.0"),
+        (["report", "--lengths", "10", "--time-limit", "nan"], "nan"),
+        (["report", "--lengths", "10", "--max-docs-per-row", "0"], "got 0"),
+        (["report", "--lengths", "10", "--max-docs-per-row", "-2"], "got -2"),
+        (["report", "--lengths", "10", "--max-docs-per-row", "513"], "at most the context (512)"),
+        (["report", "--lengths", "10", "--strategy", "concat-cut", "--max-docs-per-row", "4"], "cannot hold"),
         (["verify", "--mask", "maybe"], "maybe"),
         (["frobnicate"], "frobnicate"),
     ],
@@ -209,7 +217,8 @@ def test_plain_report_and_report_file_write_one_table_with_the_same_columns(tmp_
     from packing_core.packing import STRATEGY_INFO
 
     for text in (plain, from_file):                 # the same legend and one line per strategy in both
-        assert "fewest rows: all placed tokens / context" in text
+        assert "L1 = tokens / context, rounded up,\nis reachable only by cutting documents" in text
+        assert "fewest" not in text
         assert all(f"  {name}: {STRATEGY_INFO[name]}" in text for name in STRATEGIES)
 
 
@@ -227,3 +236,50 @@ def test_verify_backend_with_a_transformers_name_still_runs_for_one_release_with
     lines = err.splitlines()
     assert lines[0] == "warning: `--backend sdpa` is deprecated and goes in the next release; use `--attn-implementation sdpa`"
     assert code == 2 and lines[1].startswith("error: tiny-rope is the lab's tiny model")   # then read as the new flag
+
+
+TEN_OF_300 = ",".join(["300"] * 10)
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_report_names_the_bound_each_strategy_can_reach_and_never_calls_l1_the_fewest(fmt):
+    # 3,000 tokens: ceil(3000 / 512) = 6 rows only if documents are cut; no two 300s share a row: 10 whole rows
+    code, out, err = call("report", "--lengths", TEN_OF_300, "--format", fmt)
+    assert code == 0, err
+    assert "fewest" not in out
+    if fmt == "json":
+        d = json.loads(out)
+        assert (d["bounds"]["l1"]["rows"], d["bounds"]["l2"]["rows"], d["bounds"]["whole_documents"]) == (6, 10, "L2")
+        by = {e["strategy"]: e for e in d["strategies"]}
+        assert (by["concat-cut"]["bound"], by["concat-cut"]["bound_rows"], by["concat-cut"]["rows"]) == ("L1", 6, 6)
+        assert all(by[s]["bound"] == "L2" and by[s]["bound_rows"] == 10 == by[s]["rows"] for s in ("bfd", "optimal"))
+        assert d["optimal_gap"]["gap_rows"] == 0
+        return
+    table = out.split("\n\n")[1].splitlines()
+    cells = {line.split()[0]: line.split()[2:4] for line in table[1:]}
+    assert table[0].split()[2:4] == ["bound", "rows/bound"]
+    assert cells["concat-cut"] == ["L1", "6"] and cells["bfd"] == cells["optimal"] == ["L2", "10"]
+    assert "lower bounds on rows: L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents)" in out
+
+
+def test_a_cap_per_row_plans_every_strategy_that_can_hold_it_and_prices_it_for_bfd():
+    lengths = ",".join(["10"] * 9)          # nine 10-token documents: one row, or three with at most 4 a row
+    code, out, err = call("report", "--lengths", lengths, "--max-docs-per-row", "4", "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["max_docs_per_row"] == 4
+    assert "concat-cut" not in [e["strategy"] for e in d["strategies"]]
+    assert {e["strategy"]: e["rows"] for e in d["strategies"]}["bfd"] == 3
+    assert (d["cap_price"]["rows"], d["cap_price"]["rows_uncapped"], d["cap_price"]["extra_rows"]) == (3, 1, 2)
+    code, out, err = call("report", "--lengths", lengths, "--max-docs-per-row", "4")
+    assert code == 0, err
+    assert "concat-cut left out: it cuts documents at row edges" in out
+    assert "A cap of 4 documents per row costs bfd 2 rows (200%): 3 rows instead of 1." in out
+
+
+def test_a_time_limit_reaches_optimal_and_a_tiny_one_still_returns_a_plan_with_its_gap():
+    code, out, err = call("report", "--synthetic", "support-tickets", "--strategy", "optimal", "--time-limit",
+                          "0.001", "--format", "json")
+    assert code == 0, err
+    cert = json.loads(out)["strategies"][0]["certificate"]
+    assert cert["seconds"] < 1.0 and cert["rows"] >= cert["bound"]["rows"]

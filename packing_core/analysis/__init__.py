@@ -10,7 +10,16 @@ from packing_core._lazy import lazy_exports
 if TYPE_CHECKING:
     from .balance_report import balance_verdict, format_balance, slowest_rank_cut
     from .cheatsheet import CHEATSHEET_FINDINGS, Fact, cheatsheet_facts, cheatsheet_html, cheatsheet_markdown
-    from .columns import COLUMNS, KEY_TITLES, Column, basis_note, column_help, format_strategy_table, strategy_frame
+    from .columns import (
+        COLUMNS,
+        KEY_TITLES,
+        Column,
+        basis_note,
+        column_help,
+        format_strategy_table,
+        strategy_frame,
+        table_notes,
+    )
     from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
     from .costs import (
         BOUND_LABELS,
@@ -44,6 +53,22 @@ if TYPE_CHECKING:
         profile_stats,
         profile_table,
         report_dict,
+        strategy_entry,
+    )
+    from .quality import (
+        CAP_LADDER,
+        STREAM_SAMPLE,
+        OptimalGap,
+        StreamPrice,
+        bound_sentence,
+        bounds_example,
+        cap_sentence,
+        describe_bounds,
+        optimal_gap,
+        plan_bound,
+        static_example,
+        stream_price,
+        table_gap,
     )
     from .shapes import llama_shape, model_shape
     from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths

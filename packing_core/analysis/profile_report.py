@@ -12,15 +12,29 @@ The table under those two lines is :func:`~packing_core.analysis.columns.format_
 the one writer of the strategy table (plain ``report`` and the explorer's table read it too).
 
 The JSON form (``report_dict``) is the one shape ``report FILE`` and ``report --profile``
-print, version ``REPORT_VERSION``::
+print (plain ``report --lengths --format json`` too, with a smaller ``profile``), version
+``REPORT_VERSION``::
 
-    {"report_version": 1, "context": 512,
+    {"report_version": 2, "context": 512, "max_docs_per_row": null,
      "profile": {kind, tokenizer, documents, tokens, cap, over_cap, sources, ...},   (no counts)
      "loss_share": 0.271,                          (tokens in the loss / all tokens)
      "headline": {"measure": ..., "best": "bfd", "best_value": ..., "padding_value": ..., "ratio": ..., "sentence": ...,
                   "pad_longest_value": ..., "pad_longest_ratio": ...},   (against padding each batch to its longest)
-     "strategies": [{strategy, rows, slots, utilisation, ..., lower_bound_rows, rows_over_lower_bound,
-                     basis, trained_tokens, trained_per_slot, note}, ...]}
+     "bounds": {"l1": {name, rows, value, whole_documents, what, proven}, "l2": {...}, "lp": {...} or null,
+                "whole_documents": "L2" or "LP", "sentence": ...},      (of every document, after --overlong)
+     "optimal_gap": {strategy: "bfd", rows, bound, optimal_rows, seconds, gap_rows, gap_share, left_rows,
+                     sentence} or null,           (when optimal and bfd were both planned)
+     "cap_price": {strategy: "bfd", max_docs_per_row, rows, rows_uncapped, extra_rows, extra_share,
+                   sentence} or null,             (with --max-docs-per-row)
+     "strategies": [{strategy, rows, slots, utilisation, ..., bound, bound_rows, rows_over_bound,
+                     bounds: {l1, l2, lp}, basis, trained_tokens, trained_per_slot, note,
+                     certificate}, ...]}
+
+Version 2 names the bounds: ``bound`` is the one a strategy is measured against (``L1`` if it
+cuts documents, else ``L2`` or ``LP``), ``rows_over_bound`` its rows against it, and
+``bounds`` gives all three in rows (a sampled plan: its sample's). Version 1's
+``lower_bound_rows`` and ``rows_over_lower_bound`` measured every strategy against L1, a
+number that only a plan cutting documents can reach; they are gone.
 """
 from __future__ import annotations
 
@@ -30,13 +44,15 @@ import numpy as np
 
 from packing_core._validate import InputError
 from packing_core.analysis.columns import format_strategy_table
+from packing_core.analysis.quality import cap_sentence, describe_bounds, table_gap
 from packing_core.analysis.stats import LengthStats, length_histogram, length_stats
 from packing_core.analysis.tables import StrategyRow, rows_from_metrics
 from packing_core.data.profile import LengthProfile
-from packing_core.packing.from_counts import SAMPLE_DOCUMENTS, CountPlan, compare_counts
+from packing_core.packing.from_counts import SAMPLE_DOCUMENTS, CapPrice, CountPlan, compare_counts
+from packing_core.packing.options import DEFAULT_TIME_LIMIT
 from packing_core.packing.registry import STRATEGIES
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 WHOLE_PACKERS = ("bfd", "ffd", "next-fit")    # packers that keep every document whole: the headline's candidates
 # Record kinds whose tokens are not all in the loss: instruction data (a prompt, then what is trained).
 # Until ``data.kinds`` names this list, this is its one home.
@@ -174,10 +190,16 @@ def order_effects(rows, basis: str) -> str:
 
 
 def profile_table(profile: LengthProfile, context: int, *, strategies=None, overlong: str = "split",
-                  batch_size: int = 32, seed: int = 0, sample: int = SAMPLE_DOCUMENTS) -> list[CountPlan]:
-    """Every registered strategy on a profile: count-only ones exactly, order-dependent ones on a seeded sample."""
+                  batch_size: int = 32, seed: int = 0, sample: int = SAMPLE_DOCUMENTS,
+                  max_docs_per_row: int | None = None, time_limit: float = DEFAULT_TIME_LIMIT) -> list[CountPlan]:
+    """Every registered strategy on a profile: count-only ones exactly, order-dependent ones on a seeded sample.
+
+    ``max_docs_per_row`` caps every plan (a strategy that cuts documents refuses it); ``time_limit``
+    bounds ``optimal``.
+    """
     strategies = tuple(STRATEGIES) if strategies is None else tuple(strategies)
-    return compare_counts(profile, context, strategies, overlong=overlong, batch_size=batch_size, seed=seed, n=sample)
+    return compare_counts(profile, context, strategies, overlong=overlong, batch_size=batch_size, seed=seed, n=sample,
+                          max_docs_per_row=max_docs_per_row, time_limit=time_limit)
 
 
 def profile_rows(plans: list[CountPlan]) -> list[StrategyRow]:
@@ -185,7 +207,12 @@ def profile_rows(plans: list[CountPlan]) -> list[StrategyRow]:
     by = {p.strategy: p.metrics for p in plans}
     if "pad" not in by:
         raise InputError("profile_rows needs the 'pad' plan (the base of every ratio); plan every strategy")
-    return rows_from_metrics([p.metrics for p in plans], by["pad"])
+    return _rows(plans, by["pad"])
+
+
+def _rows(plans: list[CountPlan], base) -> list[StrategyRow]:
+    return rows_from_metrics([p.metrics for p in plans], base, bounds=[p.bounds for p in plans],
+                             certificates=[p.certificate for p in plans])
 
 
 def profile_stats(profile: LengthProfile, context: int) -> LengthStats:
@@ -197,15 +224,45 @@ def profile_histogram(profile: LengthProfile, context: int, bins: int = 60):
     return length_histogram(profile.lengths, context, bins, counts=profile.counts)
 
 
-def report_dict(profile: LengthProfile, plans: list[CountPlan], context: int) -> dict:
-    """The one JSON shape of ``report`` (see the module docstring), ``report_version`` 1."""
-    meta = {k: v for k, v in profile.to_dict().items() if k not in ("counts", "loss_tokens")}
-    try:
-        head = profile_headline(profile, plans).to_dict()
-    except ValueError:      # one strategy asked for: nothing to compare
-        head = None
-    return {"report_version": REPORT_VERSION, "context": int(context), "profile": meta,
-            "loss_share": profile.loss_share, "headline": head, "strategies": [p.to_dict() for p in plans]}
+def strategy_entry(row: StrategyRow, plan: CountPlan | None = None) -> dict:
+    """One strategy of the JSON report: its plan's numbers and its bounds, named (version 2)."""
+    if row.metrics is None or row.bounds is None:
+        raise InputError(f"the row of {row.strategy} has no plan numbers or bounds: build it with strategy_table")
+    cert = getattr(row.certificate, "to_dict", None)
+    d = plan.to_dict() if plan is not None else {**row.metrics.to_dict(), "certificate": cert() if cert else None}
+    for old in ("lower_bound_rows", "rows_over_lower_bound"):
+        d.pop(old, None)
+    b = row.bounds
+    return {**d, "bound": row.bound.name, "bound_rows": row.bound.rows, "rows_over_bound": row.rows_over_bound,
+            "bounds": {"l1": b.l1.rows, "l2": b.l2.rows, "lp": None if b.lp is None else b.lp.rows}}
+
+
+def report_dict(profile: LengthProfile | None, plans: list[CountPlan] | None, context: int, *, rows=None,
+                head: dict | None = None, meta: dict | None = None, max_docs_per_row: int | None = None,
+                cap: CapPrice | None = None) -> dict:
+    """The one JSON shape of ``report`` (see the module docstring), ``report_version`` 2.
+
+    A profile's ``plans``, or (plain ``report --lengths``) strategy ``rows`` with ``head`` and ``meta``.
+    """
+    if plans is not None:
+        if profile is None:
+            raise InputError("report_dict: a profile's plans need the profile")
+        meta = {k: v for k, v in profile.to_dict().items() if k not in ("counts", "loss_tokens")}
+        try:
+            head = profile_headline(profile, plans).to_dict()
+        except ValueError:      # one strategy asked for: nothing to compare
+            head = None
+        rows = _rows(plans, {p.strategy: p.metrics for p in plans}.get("pad", plans[0].metrics))
+    pairs = list(zip(rows, plans if plans is not None else [None] * len(rows)))
+    whole = [r for r, p in pairs if p is None or p.basis == "counts"]
+    bounds = whole[0].bounds if whole else rows[0].bounds
+    gap = table_gap(whole)
+    return {"report_version": REPORT_VERSION, "context": int(context), "max_docs_per_row": max_docs_per_row,
+            "profile": meta, "loss_share": profile.loss_share if profile is not None else 1.0, "headline": head,
+            "bounds": {**bounds.to_dict(), "sentence": describe_bounds(bounds)},
+            "optimal_gap": None if gap is None else gap.to_dict(),
+            "cap_price": None if cap is None else {**cap.to_dict(), "sentence": cap_sentence(cap)},
+            "strategies": [strategy_entry(r, p) for r, p in pairs]}
 
 
 def format_profile_report(profile: LengthProfile, plans: list[CountPlan]) -> str:
@@ -215,6 +272,5 @@ def format_profile_report(profile: LengthProfile, plans: list[CountPlan]) -> str
         lines.append(profile_headline(profile, plans).sentence)
     except ValueError:
         pass
-    by = {p.strategy: p.metrics for p in plans}
-    rows = rows_from_metrics([p.metrics for p in plans], by.get("pad", plans[0].metrics))
+    rows = _rows(plans, {p.strategy: p.metrics for p in plans}.get("pad", plans[0].metrics))
     return "\n".join([*lines, "", format_strategy_table(rows, plans)])

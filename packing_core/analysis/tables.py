@@ -3,6 +3,14 @@
 >>> rows = strategy_table([120, 90, 300, 40, 55, 30, 210, 65], 512)
 >>> [(r.strategy, r.rows, round(r.utilisation, 3)) for r in rows[:2]]
 [('pad', 8, 0.222), ('pad-longest', 8, 0.379)]
+
+Each row is measured against the proven lower bound its kind of plan can reach
+(``packing.bounds.bound_for``): L1 for a strategy that cuts documents, L2 or LP for one that
+keeps them whole. Ten documents of 300 tokens at context 512:
+
+>>> rows = {r.strategy: r for r in strategy_table([300] * 10, 512, ("pad", "concat-cut", "bfd"))}
+>>> [(s, rows[s].rows, rows[s].bound.name, rows[s].bound.rows) for s in ("concat-cut", "bfd")]
+[('concat-cut', 6, 'L1', 6), ('bfd', 10, 'L2', 10)]
 """
 
 from __future__ import annotations
@@ -14,11 +22,13 @@ import numpy as np
 import packing_core.packing.registry as registry
 from packing_core._validate import InputError, as_lengths
 from packing_core.analysis.costs import attention_cells
+from packing_core.analysis.quality import bound_sentence, table_gap
 from packing_core.analysis.stats import LengthStats
 from packing_core.analysis.trainer_advice import TrainerSettings, trainer_settings
+from packing_core.packing.bounds import Bounds, RowBound, bound_for, bounds_from_lengths
 from packing_core.packing.plan import PlanMetrics
 from packing_core.packing.registry import STRATEGIES, STRATEGY_INFO
-from packing_core.packing.strategies import compare
+from packing_core.packing.strategies import make_plan
 
 # Bucketing within this many points of the best packing is good enough: no mask changes.
 BUCKET_IS_ENOUGH = 0.05
@@ -77,12 +87,27 @@ class StrategyRow:
     attention_ratio: float       # pad's attention_cost / this one (an attention FLOP ratio, not a measured speed-up)
     dense_mask_ratio: float      # pad's attention_cost / this dense_mask_cost
     slot_ratio: float            # pad's slots / this one: the linear layers' saving
-    rows_over_lower_bound: float
-    lower_bound_rows: int = 0    # the fewest rows possible: all placed tokens / context, rounded up
+    bounds: Bounds | None = field(default=None, compare=False, repr=False)  # L1, L2, LP of the documents planned
     metrics: PlanMetrics | None = field(default=None, compare=False, repr=False)   # the plan's own numbers
+    certificate: object = field(default=None, compare=False, repr=False)   # optimal: its Certificate
+
+    @property
+    def bound(self) -> RowBound:
+        """The proven lower bound this kind of plan can reach: L1 if the strategy cuts documents,
+        else the higher of L2 and LP (``packing.bounds.bound_for``)."""
+        if self.bounds is None:
+            raise InputError(f"the row of {self.strategy} carries no bounds: build it with strategy_table or "
+                             "rows_from_metrics(..., bounds=...)")
+        return bound_for(registry.get_strategy(self.strategy), self.bounds)
+
+    @property
+    def rows_over_bound(self) -> float:
+        """Rows against :attr:`bound` (1.0: proven optimal for this kind of plan)."""
+        return self.rows / self.bound.rows if self.bound.rows else 1.0
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "metrics"}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("metrics", "bounds", "certificate")}
+        return {**d, "bound": self.bound.name, "bound_rows": self.bound.rows, "rows_over_bound": self.rows_over_bound}
 
 
 def attention_cost(m: PlanMetrics) -> int:
@@ -100,23 +125,39 @@ def attention_cost(m: PlanMetrics) -> int:
 
 
 def strategy_table(lengths, context: int, strategies=STRATEGIES, **plan_kwargs) -> list[StrategyRow]:
-    """Every strategy on the same lengths; the ratios are against ``pad`` (always computed)."""
+    """Every strategy on the same lengths; the ratios are against ``pad`` (always computed).
+
+    Every row carries the bounds of these documents; when ``optimal`` is in the table, its LP
+    bound joins them (it holds for every plan of whole documents). ``plan_kwargs`` go to
+    ``make_plan`` (``time_limit`` bounds ``optimal``).
+    """
     names = list(strategies)
-    metrics = compare(lengths, context, names if "pad" in names else ["pad", *names], **plan_kwargs)
-    by_name = {m.strategy: m for m in metrics}
-    return rows_from_metrics([by_name[s] for s in names], by_name["pad"])
+    plans = {s: make_plan(lengths, context, s, **plan_kwargs) for s in (names if "pad" in names else ["pad", *names])}
+    certificates = {s: p.certificate for s, p in plans.items() if p.certificate is not None}
+    lp = next((x for x in (getattr(c, "lp", None) for c in certificates.values()) if x is not None), None)
+    bounds = bounds_from_lengths(lengths, context, overlong=plan_kwargs.get("overlong", "split"),
+                                 max_docs_per_row=plan_kwargs.get("max_docs_per_row"), lp=lp)
+    return rows_from_metrics([plans[s].metrics() for s in names], plans["pad"].metrics(), bounds=[bounds] * len(names),
+                             certificates=[certificates.get(s) for s in names])
 
 
-def rows_from_metrics(metrics: list[PlanMetrics], base: PlanMetrics) -> list[StrategyRow]:
+def rows_from_metrics(metrics: list[PlanMetrics], base: PlanMetrics, *, bounds, certificates=None) -> list[StrategyRow]:
     """One ``StrategyRow`` per plan's metrics, with the ratios against ``base`` (padding to the context).
+
+    ``bounds`` gives each plan the ``Bounds`` of the documents it planned (a sampled plan: its
+    sample's); ``certificates`` each plan's certificate (``optimal``'s) or None.
 
     A plan measured on a sample of the documents (see ``packing.from_counts.sampled_plan``)
     is compared per real token: its slots and cells are scaled by ``base.real_tokens /
     its real_tokens``; plans of the same documents are compared as they are (the scale is 1).
     """
     base_attn = attention_cost(base)
+    bounds = list(bounds)
+    certificates = [None] * len(metrics) if certificates is None else list(certificates)
+    if not len(bounds) == len(certificates) == len(metrics):
+        raise ValueError("rows_from_metrics needs one bounds and one certificate (or None) per plan")
     out = []
-    for m in metrics:
+    for m, b, cert in zip(metrics, bounds, certificates):
         cost, dense = attention_cost(m), attention_cells(m, "dense-mask")
         scale = base.real_tokens / m.real_tokens if m.documents != base.documents and m.real_tokens else 1.0
         out.append(StrategyRow(
@@ -127,7 +168,7 @@ def rows_from_metrics(metrics: list[PlanMetrics], base: PlanMetrics) -> list[Str
             attention_ratio=base_attn / (cost * scale) if cost else float("inf"),
             dense_mask_ratio=base_attn / (dense * scale) if dense else float("inf"),
             slot_ratio=base.slots / (m.slots * scale) if m.slots else float("inf"),
-            rows_over_lower_bound=m.rows_over_lower_bound, lower_bound_rows=m.lower_bound_rows, metrics=m,
+            bounds=b, metrics=m, certificate=cert,
         ))
     return out
 
@@ -156,7 +197,10 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
     When packing saves clearly more, the advice starts with bucketing for a first run (no
     mask to get wrong) and packs once the pipeline is trusted, unless bucketing still
     wastes over half its slots (``BUCKET_WASTES_TOO_MUCH``, typical of long-tailed lengths
-    at a long context): then it says to pack from the start.
+    at a long context): then it says to pack from the start. The packer it names is a heuristic a
+    trainer runs (not ``optimal``, whose plan carries a certificate); it ends on how far bfd is from
+    the proven lower bound for whole documents (L2, or LP when ``optimal`` is in the table) and what
+    ``optimal`` closes.
     """
     if kind not in ("instruction", "pretraining"):
         raise InputError(f"kind must be 'instruction' or 'pretraining', got {kind!r}")
@@ -185,6 +229,11 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
                  f"{bucket.slots / best.slots:.1f}x as many slots). Pass cu_seqlens, start every document's "
                  "positions at 0 (transformers' padding-free path finds documents by them), and check "
                  "alone against packed before training.")
+    gap = table_gap(table)     # how far bfd is from the proven optimum, when optimal ran beside it
+    if gap is not None:
+        first += " " + gap.sentence
+    elif best.bounds is not None:
+        first += " " + bound_sentence(best.strategy, best.rows, best.bound) + "."
     if lengths is not None and bimodality(lengths) > BIMODAL:
         first += (" These lengths have two modes: bucketing does well here, because short and long "
                   "samples fall into different buckets and are padded only to their own kind.")
@@ -222,7 +271,10 @@ def _best_and_bucket(table: list[StrategyRow]) -> tuple[StrategyRow, StrategyRow
     if not packers or "bucket" not in by:
         raise InputError(f"recommend needs the 'bucket' row and at least one of {', '.join(whole)} "
                          "in the table; pass strategy_table(lengths, context) with every strategy")
-    return max(packers, key=lambda r: r.utilisation), by["bucket"]
+    # the packer named is one a trainer runs (bfd and the like); a plan that carries a certificate (optimal,
+    # column generation) is the lab's yardstick: recommend's last sentence says how far bfd is from it
+    best = max([r for r in packers if r.certificate is None] or packers, key=lambda r: r.utilisation)
+    return best, by["bucket"]
 
 
 def first_run(table: list[StrategyRow]) -> str:

@@ -11,6 +11,7 @@ counts pieces, and ``PackedBatch.piece_ids`` gives each token its piece's index 
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +19,7 @@ import torch
 
 from packing_core._lazy import warn_renamed
 from packing_core._validate import POSITIONS, InputError, as_lengths, choice
-from packing_core.packing.plan import Plan, cu_seqlens_from_lengths
+from packing_core.packing.plan import Plan, cu_seqlens_from_lengths, static_cu_seqlens
 from packing_core.packing.strategies import make_plan
 
 
@@ -102,8 +103,9 @@ class PackedBatch:
     targets: "torch.Tensor"       # long [rows, width]; next token inside the piece, else -100
     loss_mask: "torch.Tensor"     # bool [rows, width]; positions whose target is trained
     answer_mask: "torch.Tensor"   # bool [rows, width]; tokens the data marks as trainable (not prompt, not pad)
-    cu_seqlens: "torch.Tensor"    # int32 [pieces + 1] over valid tokens of all rows
-    max_seqlen: int
+    cu_seqlens: "torch.Tensor"    # int32 [pieces + 1] over valid tokens of all rows; static shapes:
+                                  # [rows x max_docs_per_row + 1], the final offset repeated (zero-length pieces)
+    max_seqlen: int               # the longest piece; static shapes: the context
     pad_id: int
     positions: str
     key_mask: "torch.Tensor | None" = None  # bool [rows, width]: the only keys a query may read besides
@@ -148,6 +150,7 @@ class PackedBatch:
         pad_id: int = 0,
         eos_id: int | None = None,
         positions: str = "reset",
+        static_shapes: bool = False,
         **plan_kwargs,
     ) -> "PackedBatch":
         """Plan and fill a batch from token-id lists.
@@ -155,8 +158,13 @@ class PackedBatch:
         ``prompt_lengths[i]`` tokens at the start of document ``i`` are prompt: they
         stay in attention but leave the loss. ``eos_id`` appends an EOS token to each
         document (it belongs to the data, so it is trained). Other keyword arguments go
-        to ``make_plan`` (``overlong``, ``batch_size``, ``shuffle``, ``seed`` ...).
+        to ``make_plan`` (``overlong``, ``batch_size``, ``shuffle``, ``seed``,
+        ``max_docs_per_row`` ...). ``static_shapes`` needs ``max_docs_per_row``: see
+        :meth:`with_static_shapes`.
         """
+        if static_shapes and plan_kwargs.get("max_docs_per_row") is None:
+            raise InputError("static_shapes=True needs max_docs_per_row (the fixed number of documents a row may "
+                             "hold, e.g. 8): cu_seqlens are padded to rows x max_docs_per_row + 1 entries")
 
         docs = [list(map(int, d)) for d in documents]
         if not docs:
@@ -178,7 +186,25 @@ class PackedBatch:
                 "a prompt must be shorter than its document"
             )
         plan = make_plan(lengths, context, strategy, **plan_kwargs)
-        return PackedBatch.from_plan(plan, np.concatenate(docs), prompts, pad_id=pad_id, positions=positions)
+        batch = PackedBatch.from_plan(plan, np.concatenate(docs), prompts, pad_id=pad_id, positions=positions)
+        return batch.with_static_shapes(plan_kwargs["max_docs_per_row"]) if static_shapes else batch
+
+    def with_static_shapes(self, max_docs_per_row: int) -> "PackedBatch":
+        """The same batch in the shapes a compiled or graph-captured kernel wants, whatever it holds.
+
+        ``cu_seqlens`` get ``rows x max_docs_per_row + 1`` entries: the real offsets, then the final
+        offset repeated (each repeat is a zero-length document, which a varlen kernel skips), and
+        ``max_seqlen`` is the context. ``input_ids`` and the other grids are ``[rows, context]``
+        already for a packing strategy. A row holding more pieces than the cap is refused: plan with
+        ``max_docs_per_row`` (``packing.plan.static_cu_seqlens``).
+
+        >>> b = PackedBatch.from_documents([[1] * 5, [2] * 3, [3] * 4], 8, "bfd", max_docs_per_row=3)
+        >>> s = b.with_static_shapes(3)
+        >>> s.cu_seqlens.tolist(), s.max_seqlen, s.to_hf()["cu_seq_lens_q"].tolist()
+        ([0, 5, 8, 12, 12, 12, 12], 8, [0, 5, 8, 12, 12, 12, 12])
+        """
+        cu = static_cu_seqlens(self.plan, max_docs_per_row)
+        return dataclasses.replace(self, cu_seqlens=torch.from_numpy(cu), max_seqlen=int(self.plan.context))
 
     @staticmethod
     def from_plan(plan, tokens: np.ndarray, prompt_lengths: np.ndarray, *, pad_id: int = 0,

@@ -9,8 +9,16 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .balance import BalanceReport, RankSplit, balance_rows, row_loads
-    from .bounds import Bounds, RowBound, bound_for, bounds_from_counts, l1_bound, l2_bound
-    from .from_counts import CapPrice, CountPlan, cap_price, compare_counts, plan_from_counts, sampled_plan
+    from .bounds import Bounds, RowBound, bound_for, bounds_from_counts, bounds_from_lengths, l1_bound, l2_bound
+    from .from_counts import (
+        CapPrice,
+        CountPlan,
+        cap_price,
+        cap_prices,
+        compare_counts,
+        plan_from_counts,
+        sampled_plan,
+    )
     from .optimal import Certificate, OptimalSolution, lp_bound, optimal_from_counts
     from .options import DEFAULT_TIME_LIMIT, PlanOptions
     from .pieces import piece_histogram

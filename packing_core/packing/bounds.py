@@ -31,11 +31,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from packing_core._validate import OVERLONG_POLICIES, as_context, choice
+from packing_core._validate import OVERLONG_POLICIES, as_context, as_lengths, choice
 from packing_core.packing.options import as_max_docs_per_row
 from packing_core.packing.pieces import histogram_arrays, piece_histogram
 
-__all__ = ["Bounds", "RowBound", "bound_for", "bounds_from_counts", "l1_bound", "l2_bound", "row_bounds"]
+__all__ = ["Bounds", "RowBound", "bound_for", "bounds_from_counts", "bounds_from_lengths", "l1_bound", "l2_bound",
+           "row_bounds"]
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,25 @@ def bounds_from_counts(counts, context: int, *, overlong: str = "split", max_doc
     lengths, n = histogram_arrays(counts)
     item_len, item_n, _ = piece_histogram(lengths, n, context, overlong)
     return row_bounds(item_len, item_n, context, max_docs_per_row=max_docs_per_row, lp=lp)
+
+
+def bounds_from_lengths(lengths, context: int, *, overlong: str = "split", max_docs_per_row: int | None = None,
+                        lp: RowBound | None = None) -> Bounds:
+    """The bounds of one entry per document (what ``make_plan`` takes), after the over-long policy.
+
+    >>> b = bounds_from_lengths([300] * 10, 512)
+    >>> b.l1.rows, b.l2.rows, b.whole_documents.name
+    (6, 10, 'L2')
+    """
+    sizes, n = np.unique(as_lengths(lengths), return_counts=True)
+    return bounds_from_counts(_Histogram(sizes, n), context, overlong=overlong, max_docs_per_row=max_docs_per_row,
+                              lp=lp)
+
+
+@dataclass(frozen=True)
+class _Histogram:
+    lengths: np.ndarray
+    counts: np.ndarray
 
 
 def bound_for(strategy, bounds: Bounds) -> RowBound:

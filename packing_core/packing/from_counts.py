@@ -19,13 +19,13 @@ A strategy without one (next-fit, pad-longest) depends on document order:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from packing_core._validate import OVERLONG_POLICIES, InputError, as_batch_size, as_context, choice, whole_number
 from packing_core.data.profile import LengthProfile
+from packing_core.packing.bounds import Bounds, bounds_from_lengths, row_bounds
 from packing_core.packing.options import DEFAULT_TIME_LIMIT, PlanOptions, as_max_docs_per_row, as_time_limit
 from packing_core.packing.pieces import histogram_arrays, kept_tokens, piece_histogram
 from packing_core.packing.plan import PlanMetrics, plan_metrics
@@ -33,7 +33,7 @@ from packing_core.packing.registry import COUNT_STRATEGIES, ORDER_STRATEGIES, ge
 from packing_core.packing.strategies import make_plan
 
 __all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "SAMPLE_DOCUMENTS", "CapPrice", "CountPlan", "cap_price",
-           "compare_counts", "plan_from_counts", "sampled_plan"]
+           "cap_prices", "compare_counts", "plan_from_counts", "sampled_plan"]
 
 SAMPLE_DOCUMENTS = 200_000
 
@@ -51,7 +51,8 @@ class CountPlan:
     trained_tokens: int
     trained_per_slot: float
     note: str = ""
-    certificate: Any = None      # optimal: its Certificate (proven lower bound, gap in rows)
+    certificate: object = None   # optimal: its Certificate (proven lower bound, gap in rows)
+    bounds: Bounds | None = None  # L1, L2 and (when optimal ran beside it) LP of the documents it planned
 
     @property
     def strategy(self) -> str:
@@ -60,7 +61,8 @@ class CountPlan:
     def to_dict(self) -> dict:
         return {**self.metrics.to_dict(), "basis": self.basis, "trained_tokens": self.trained_tokens,
                 "trained_per_slot": self.trained_per_slot, "note": self.note,
-                "certificate": None if self.certificate is None else self.certificate.to_dict()}
+                "certificate": None if self.certificate is None else self.certificate.to_dict(),
+                "bounds": None if self.bounds is None else self.bounds.to_dict()}
 
 
 def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "split", buckets: int = 8,
@@ -98,7 +100,9 @@ def plan_from_counts(counts, context: int, strategy: str, *, overlong: str = "sp
                      rows=r.rows, slots=r.slots, cost_padded=r.cost_padded,
                      cost_packed=_packed_cost(piece_len, piece_n))
     trained = _trained(counts, lengths, n, context, overlong, loss_tokens, m.real_tokens)
-    return CountPlan(m, "counts", trained, trained / r.slots, certificate=r.certificate)
+    lp = getattr(r.certificate, "lp", None)
+    return CountPlan(m, "counts", trained, trained / r.slots, certificate=r.certificate,
+                     bounds=row_bounds(piece_len, piece_n, context, max_docs_per_row=opts.max_docs_per_row, lp=lp))
 
 
 def _packed_cost(piece_len, piece_n) -> int:
@@ -136,6 +140,7 @@ def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMEN
     sample = profile.sample(n, seed)
     m = make_plan(sample, context, strategy, overlong=overlong, batch_size=batch_size, seed=seed,
                   max_docs_per_row=max_docs_per_row).metrics()
+    bounds = bounds_from_lengths(sample, context, overlong=overlong, max_docs_per_row=max_docs_per_row)
     share = 1.0
     loss = getattr(counts, "loss_tokens", None)
     if loss is not None and counts.tokens:
@@ -145,20 +150,26 @@ def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMEN
     basis = (f"all {len(sample):,} documents in a random order (seed {seed})" if whole
              else f"sample of {len(sample):,} documents (seed {seed})")
     return CountPlan(m, basis, trained, trained / m.slots,
-                     note="depends on document order: measured on a seeded random order")
+                     note="depends on document order: measured on a seeded random order", bounds=bounds)
 
 
 def compare_counts(counts, context: int, strategies=None, **kwargs) -> list[CountPlan]:
     """Every strategy on a profile: count-only ones exactly, order-dependent ones on a sample.
 
-    ``strategies`` defaults to the count-only ones, then the order-dependent ones.
+    ``strategies`` defaults to the count-only ones, then the order-dependent ones. The LP bound
+    that ``optimal`` proves holds for every plan of the same documents: each plan from the
+    counts carries it in its ``bounds`` (a sampled plan keeps its sample's own bounds).
     """
     strategies = COUNT_STRATEGIES + ORDER_STRATEGIES if strategies is None else strategies
     sample_args = {k: kwargs[k] for k in ("n", "seed", "overlong", "batch_size", "max_docs_per_row") if k in kwargs}
     count_args = {k: kwargs[k] for k in ("overlong", "buckets", "batch_size", "loss_tokens", "max_docs_per_row",
                                          "time_limit") if k in kwargs}
-    return [plan_from_counts(counts, context, s, **count_args) if s in COUNT_STRATEGIES
-            else sampled_plan(counts, context, s, **sample_args) for s in strategies]
+    plans = [plan_from_counts(counts, context, s, **count_args) if s in COUNT_STRATEGIES
+             else sampled_plan(counts, context, s, **sample_args) for s in strategies]
+    lp = next((p.bounds.lp for p in plans if p.basis == "counts" and p.bounds and p.bounds.lp), None)
+    if lp is None:
+        return plans
+    return [replace(p, bounds=replace(p.bounds, lp=lp)) if p.basis == "counts" and p.bounds else p for p in plans]
 
 
 @dataclass(frozen=True)
@@ -184,6 +195,13 @@ class CapPrice:
                 "rows_uncapped": self.rows_uncapped, "extra_rows": self.extra_rows, "extra_share": self.extra_share}
 
 
+def _rows_with_cap(data, context: int, strategy: str, **kwargs):
+    """``cap -> rows`` of ``strategy`` on lengths (``make_plan``) or on counts (``plan_from_counts``)."""
+    if isinstance(data, dict) or hasattr(data, "counts"):
+        return lambda cap: plan_from_counts(data, context, strategy, max_docs_per_row=cap, **kwargs).metrics.rows
+    return lambda cap: make_plan(data, context, strategy, max_docs_per_row=cap, **kwargs).n_rows
+
+
 def cap_price(data, context: int, strategy: str, max_docs_per_row: int, **kwargs) -> CapPrice:
     """Rows of ``strategy`` with ``max_docs_per_row`` and without: lengths (a list or array) are planned
     by ``make_plan``, ``{length: documents}`` or a ``LengthProfile`` from counts.
@@ -192,9 +210,16 @@ def cap_price(data, context: int, strategy: str, max_docs_per_row: int, **kwargs
     >>> c.rows, c.rows_uncapped, c.extra_rows
     (3, 1, 2)
     """
-    if isinstance(data, dict) or hasattr(data, "counts"):
-        rows = lambda cap: plan_from_counts(data, context, strategy, max_docs_per_row=cap, **kwargs).metrics.rows  # noqa: E731
-    else:
-        rows = lambda cap: make_plan(data, context, strategy, max_docs_per_row=cap, **kwargs).n_rows  # noqa: E731
-    capped = rows(max_docs_per_row)
-    return CapPrice(strategy, int(max_docs_per_row), capped, rows(None))
+    return cap_prices(data, context, strategy, (max_docs_per_row,), **kwargs)[0]
+
+
+def cap_prices(data, context: int, strategy: str, caps, **kwargs) -> tuple[CapPrice, ...]:
+    """:func:`cap_price` for several caps, the plan without a cap made once.
+
+    >>> [c.rows for c in cap_prices([10] * 9, 512, "bfd", (1, 3, 9))]
+    [9, 3, 1]
+    """
+    rows = _rows_with_cap(data, context, strategy, **kwargs)
+    capped = [(int(cap), rows(cap)) for cap in caps]      # each cap checked (and refused) before the free plan
+    free = rows(None)
+    return tuple(CapPrice(strategy, cap, r, free) for cap, r in capped)

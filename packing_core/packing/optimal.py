@@ -309,7 +309,8 @@ def _solve(item_len, item_n, context: int, max_docs_per_row, time_limit: float, 
             rounded = _round(master, sizes, demand, context, cap, t0 + 0.95 * time_limit, depth, target)
             if rounded.rows < best.rows:
                 best, method = rounded, "column generation and rounding"
-    note = "" if converged or (lp and lp.rows >= best.rows) else f"stopped by the time limit ({time_limit:g} s)"
+    proven = converged or max(bounds.l2.rows, lp.rows if lp else 0) >= best.rows   # the plan meets a proven bound
+    note = "" if proven else f"stopped by the time limit ({time_limit:g} s)"
     return done(best, best.rows, lp, method, master.h.getNumCol(), converged, note)
 
 

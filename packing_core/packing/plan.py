@@ -78,8 +78,8 @@ class PlanMetrics:
     attention_cost_padded: int   # sum(row_width**2): full square per row (padded, or packed without a mask)
     attention_cost_packed: int   # sum(piece_len**2): what a kernel that skips masked blocks computes
     linear_cost: int             # = slots: every slot goes through the MLPs
-    lower_bound_rows: int        # ceil(real_tokens / context): no plan of full rows can do better
-    rows_over_lower_bound: float  # rows / lower_bound_rows (1.0 is optimal)
+    lower_bound_rows: int        # L1 = ceil(real_tokens / context): reachable only by cutting documents (bounds.py)
+    rows_over_lower_bound: float  # rows / lower_bound_rows (whole documents: see bounds.bound_for)
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}

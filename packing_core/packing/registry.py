@@ -100,7 +100,7 @@ for _s in (
     Strategy("ffd", "First-fit decreasing: longest first, into the first row with room.", True, P.place_ffd, C.rows_ffd),
     Strategy("bfd", "Best-fit decreasing: longest first, into the fullest row it still fits.", True,
              P.place_bfd, C.rows_bfd),
-    Strategy("optimal", "Column generation on the length histogram, rounded: the fewest rows found within a "
+    Strategy("optimal", "Column generation on the length histogram, rounded: the best plan found within a "
              "time limit, with its gap to the proven lower bound.", True, O.place_optimal, O.rows_optimal),
 ):
     register_strategy(_s)

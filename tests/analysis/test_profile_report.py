@@ -73,16 +73,46 @@ def test_concat_cut_never_wins_the_headline_because_it_cuts_documents():
 def test_report_dict_has_one_versioned_shape_with_the_plans_and_no_counts():
     plans = profile_table(SFT, 512)
     d = report_dict(SFT, plans, 512)
-    assert d["report_version"] == REPORT_VERSION == 1
-    assert set(d) == {"report_version", "context", "profile", "loss_share", "headline", "strategies"}
+    assert d["report_version"] == REPORT_VERSION == 2
+    assert set(d) == {"report_version", "context", "max_docs_per_row", "profile", "loss_share", "headline", "bounds",
+                      "optimal_gap", "cap_price", "strategies"}
     assert "counts" not in d["profile"] and d["profile"]["documents"] == SFT.documents
     assert [s["strategy"] for s in d["strategies"]] == [p.strategy for p in plans]
     assert d["headline"]["sentence"] == profile_headline(SFT, plans).sentence
+    for entry in d["strategies"]:     # version 2: every plan names its bound; L1 is no longer "the" lower bound
+        assert "lower_bound_rows" not in entry and "rows_over_lower_bound" not in entry
+        assert entry["bound"] == ("L1" if entry["strategy"] == "concat-cut" else entry["bound"])
+        assert entry["bound_rows"] == entry["bounds"][entry["bound"].lower()]
+        assert entry["rows"] >= entry["bound_rows"] and entry["rows_over_bound"] == entry["rows"] / entry["bound_rows"]
 
 
-def test_the_table_names_rows_against_the_fewest_possible():
-    text = format_profile_report(SFT, profile_table(SFT, 512))
-    assert "fewest rows" in text and "rows/fewest" in text and "rows against that fewest number possible" in text
+TEN_OF_300 = LengthProfile.from_counts({300: 10}, kind="lengths")
+
+
+def test_the_table_measures_a_whole_document_packer_against_l2_and_only_concat_cut_against_l1():
+    # 3,000 tokens fill ceil(3000 / 512) = 6 rows only if cut; no two 300s share a 512 row (600 > 512): 10 rows
+    plans = profile_table(TEN_OF_300, 512)
+    text = format_profile_report(TEN_OF_300, plans)
+    table = text.split("\n\n")[1].splitlines()      # totals and headline, then the table up to its first blank line
+    header, lines = table[0].split(), {line.split()[0]: line.split() for line in table[1:]}
+    assert set(lines) == {p.strategy for p in plans}
+    col = header.index("bound")
+    assert lines["concat-cut"][col:col + 2] == ["L1", "6"]
+    for name in ("bfd", "ffd", "optimal", "pad"):
+        assert lines[name][col:col + 2] in (["L2", "10"], ["LP", "10"]), name
+    assert "fewest" not in text                       # no strategy is measured against a "fewest" it cannot reach
+    assert "L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents)" in text
+    assert "bfd is already optimal: its 10 rows meet the proven lower bound (L2 10)." in text
+
+
+def test_a_json_strategy_entry_carries_the_lp_bound_that_optimal_proved_for_every_plan_of_the_same_documents():
+    plans = profile_table(SFT, 512)
+    d = report_dict(SFT, plans, 512)
+    lp = d["bounds"]["lp"]
+    assert lp is not None and lp["rows"] >= d["bounds"]["l2"]["rows"] >= d["bounds"]["l1"]["rows"]
+    counted = [e for e in d["strategies"] if e["basis"] == "counts"]
+    assert {e["bounds"]["lp"] for e in counted} == {lp["rows"]}
+    assert d["optimal_gap"]["optimal_rows"] == {e["strategy"]: e["rows"] for e in counted}["optimal"]
 
 
 def test_profile_stats_and_histogram_equal_those_of_the_expanded_lengths():

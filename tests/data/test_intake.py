@@ -51,7 +51,7 @@ def test_report_file_and_scan_then_report_profile_print_the_same_numbers(name, c
                       "--out", str(tmp_path / "p.json")], io.StringIO(), io.StringIO())
     assert _cli_scan == 0
     via_profile = _cli("report", "--profile", tmp_path / "p.json", "--format", "json")
-    assert direct["report_version"] == via_profile["report_version"] == 1
+    assert direct["report_version"] == via_profile["report_version"] == 2
     assert set(direct) == set(via_profile)                       # one shape
     assert _numbers(direct) == _numbers(via_profile)
 

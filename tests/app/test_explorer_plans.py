@@ -1,0 +1,99 @@
+"""The Dataset explorer's plan quality: named bounds, bfd against the proven optimum, the cap, the stream."""
+from pathlib import Path
+
+import numpy as np
+
+import packing_core as pc
+from app_pages import _content
+from app_pages._lab import PAGE_TIME_LIMIT
+from packing_core.analysis import CAP_LADDER, STREAM_SAMPLE, bounds_example, cap_sentence
+from tests._support import assert_clean, open_page
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def shown(at) -> str:
+    """Everything a page wrote (markdown, captions, alerts, metric help, table headers and cells), unescaped."""
+    parts = [m.value for m in [*at.markdown, *at.caption, *at.info, *at.success, *at.warning]]
+    parts += [f"{m.label} {m.value} {m.proto.help}" for m in at.metric]
+    for df in at.dataframe:
+        frame = df.value
+        parts += [" ".join(map(str, frame.columns)), frame.to_string()]
+    return "\n".join(parts).replace("\\", "").replace("**", "")
+
+
+def test_the_explorer_names_the_bound_of_each_strategy_and_says_how_far_bfd_is_from_the_proven_optimum():
+    at = open_page("dataset_explorer")
+    text = shown(at)
+    full = at.dataframe[1].value.set_index("strategy")           # every column, under the narrow table
+    assert full.loc["concat-cut", "proven lower bound"] == "L1 44,547"
+    # 44,547 rows: the bound optimal proves on the tickets (README's packing-quality table); bfd needs 44,589
+    assert full.loc["bfd", "proven lower bound"] == "L2 44,547" and full.loc["bfd", "rows"] == 44_589
+    advice = at.info[0].value
+    assert "bfd is 42 rows (0.0943%) above the proven optimum (44,547 rows, the L2 bound); optimal reaches it in" \
+        in advice
+    assert "L1 44,547 (tokens / context: only by cutting documents), L2 44,547 (whole documents), LP 44,547" in text
+    assert bounds_example() in text                                 # the ten documents of 300, once
+    assert text.count("Ten documents of 300 tokens") == 1
+
+
+def test_no_page_calls_l1_the_fewest_rows_in_what_it_shows_or_in_its_source():
+    for name in ("dataset_explorer", "padded_vs_packed"):
+        at = open_page(name)
+        assert "fewest" not in shown(at).lower(), name
+    for spec in _content.PAGES:
+        assert "fewest" not in (ROOT / spec.path).read_text(encoding="utf-8").lower(), spec.path
+    padded = open_page("padded_vs_packed", **{"padded_vs_packed.lengths": "300, 300, 300, 300, 300, 300, 300, 300, "
+                                                                          "300, 300", "padded_vs_packed.strategy": "bfd"})
+    rows = next(m for m in padded.metric if m.label == "Rows")
+    assert rows.value == "10" and "the proven lower bound for bfd: L2 10 rows" in rows.proto.help
+
+
+def test_an_upload_of_ten_documents_of_300_shows_ten_whole_rows_not_six():
+    at = open_page("dataset_explorer")
+    at.file_uploader(key="w_upload").set_value(("ten.csv", b"length\n" + b"300\n" * 10, "text/csv")).run()
+    at.button[0].click().run()
+    assert_clean(at)
+    assert "L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents)" in shown(at)
+    full = at.dataframe[1].value.set_index("strategy")
+    assert full.loc["concat-cut", "proven lower bound"] == "L1 6" and full.loc["concat-cut", "rows"] == 6
+    assert (full.loc["bfd", "proven lower bound"], full.loc["bfd", "rows"]) == ("L2 10", 10)
+    assert "bfd is already optimal: its 10 rows meet the proven lower bound (L2 10)." in at.info[0].value
+
+
+def test_the_cap_step_prices_each_cap_in_rows_and_cites_why_kernels_want_one():
+    at = open_page("dataset_explorer")
+    at.select_slider(key="w_dataset_explorer.cap").set_value(4).run()
+    assert_clean(at)
+    lengths = pc.load_lengths("support-tickets")
+    price = pc.packing.cap_price(lengths, 512, "bfd", 4)     # from the lengths: the page plans from their counts
+    text = shown(at)
+    assert cap_sentence(price) in text and price.extra_rows > 0
+    ladder = next(df.value for df in at.dataframe if "bfd rows" in df.value.columns)
+    assert ladder["cap"].tolist() == list(CAP_LADDER)
+    assert ladder["bfd rows"].is_monotonic_decreasing
+    assert ladder["bfd rows"].iloc[0] == int(np.ceil(lengths / 512).sum())     # a cap of 1: one piece a row
+    assert ladder.set_index("cap").loc[4, "bfd rows"] == price.rows
+    for words in ("torchtitan PR #4158", "Megatron-LM PR #4359", "pytorch issue #188150", "[0, 5, 8, 12, 12, 12, 12]"):
+        assert words in text, words
+
+
+def test_the_stream_step_shows_utilisation_against_buffer_size_and_trls_window():
+    at = open_page("dataset_explorer")
+    text = shown(at)
+    assert f"On the first {STREAM_SAMPLE:,} of 200,000 documents, in the dataset's order" in text
+    assert "TRL's default window, bfd inside each batch of 1,000 documents, fills" in text
+    chart = next(c for c in at.get("plotly_chart") if "buffer size" in c.proto.spec)
+    assert "TRL: bfd in windows of 1,000 documents" in chart.proto.spec
+
+
+def test_the_pages_ask_optimal_for_a_smaller_budget_than_the_command_line(monkeypatch):
+    from app_pages import _lab
+    from packing_core.packing import DEFAULT_TIME_LIMIT
+
+    seen = {}
+    monkeypatch.setattr(_lab, "_strategy_table", lambda lengths, context, **kw: seen.update(kw))
+    _lab.strategy_table(np.array([3, 4]), 512)
+    assert seen["time_limit"] == PAGE_TIME_LIMIT < DEFAULT_TIME_LIMIT
+    source = (ROOT / "app_pages" / "_your_data.py").read_text(encoding="utf-8")
+    assert "time_limit=PAGE_TIME_LIMIT" in source          # the uploaded profile's plans too
