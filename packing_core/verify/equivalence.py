@@ -20,12 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from packing_core._validate import MASKS, POSITIONS, InputError, Mask, Positions, choice
 from packing_core.batch.packed import segment_layout
+
+if TYPE_CHECKING:
+    from packing_core.verify.causality import CausalityReport
 
 Runner = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
 
@@ -93,6 +97,8 @@ class VerifyReport:
     texts: tuple[str, ...] = ()            # the documents as text, when they came from text
     changes: tuple[TokenChange, ...] | None = None  # top-1 changes; None when not decoded
     attn_implementation: str = ""          # transformers' own attention that ran (sdpa, eager), else ""
+    # the second check, run on the same packed row (verify.causality): printed and judged apart from isolation
+    causality: CausalityReport | None = field(default=None, compare=False)
 
     @property
     def equivalent(self) -> bool:
@@ -102,6 +108,11 @@ class VerifyReport:
     @property
     def max_abs_diff(self) -> float:
         return max(d.max_abs_diff for d in self.documents)
+
+    @property
+    def future_visible(self) -> bool:
+        """The causality check (when it ran) saw a later token change an earlier output."""
+        return self.causality is not None and self.causality.future_visible
 
     @property
     def verdict(self) -> str:
@@ -129,6 +140,7 @@ class VerifyReport:
             "token_diffs": [float(x) for x in self.token_diffs],
             "texts": list(self.texts),
             "changes": None if self.changes is None else [asdict(c) for c in self.changes],
+            "causality": None if self.causality is None else self.causality.to_dict(),
         }
 
     def format_table(self) -> str:
@@ -149,6 +161,8 @@ class VerifyReport:
                 lines += [f"  doc {c.document} token {c.position:>3} {c.token_text!r:>14}: alone -> "
                           f"{c.alone_top1!r}, packed -> {c.packed_top1!r} (max |dlogit| {c.delta:.2f})"
                           for c in self.changes]
+        if self.causality is not None:
+            lines += ["", self.causality.format_table()]
         return "\n".join(lines)
 
 
@@ -246,9 +260,10 @@ def default_documents(lengths: Sequence[int] = DEFAULT_LENGTHS, vocab_size: int 
     return [rng.integers(0, vocab_size, size=n).tolist() for n in lengths]
 
 
-def model_runner(model, backend: str = "segments") -> Runner:
-    """A runner over a :class:`~packing_core.models.tiny.TinyTransformer`."""
+def model_runner(model, backend: str = "segments", causal: bool = True) -> Runner:
+    """A runner over one of the lab's own models (``TinyTransformer``, ``HybridModel``); ``causal=False``
+    runs its attention without the causal flag (:func:`packing_core.attention.attend`)."""
     def runner(input_ids, position_ids, cu_seqlens, max_seqlen):
-        return model(input_ids, position_ids, cu_seqlens, max_seqlen, backend=backend)
+        return model(input_ids, position_ids, cu_seqlens, max_seqlen, backend=backend, causal=causal)
     return runner
 
