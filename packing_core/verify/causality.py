@@ -166,7 +166,7 @@ def causality_runner(runner: Runner, documents: Sequence[Sequence[int]], *, mask
     starts = layout.cu_seqlens
     spans = [(0, int(a), int(b - a)) for a, b in zip(starts[:-1], starts[1:])]
     cuts, diffs = [], np.zeros((1, T))
-    for r, s, i in _cut_points(spans):
+    for r, _start, i in _cut_points(spans):
         biggest, first, moved = _cut(base, run(_changed(ids, i, base.shape[-1])), 0, i, tolerance)
         diffs[0, :i + 1] = np.maximum(diffs[0, :i + 1], moved)
         cuts.append(Cut(r, i, biggest, first))
@@ -189,7 +189,7 @@ def causality_of_batch(model, check: BatchCheck, *, tolerance: float | None = No
         tolerance, _ = default_tolerance(param.dtype, check.attn_implementation, float(base.abs().max()))
     spans = [(r, s, n) for r, row in enumerate(check.documents.per_row()) for s, n in row]
     cuts, diffs = [], np.zeros(base.shape[:2])
-    for r, s, i in _cut_points(spans):
+    for r, _start, i in _cut_points(spans):
         ids = kwargs["input_ids"].clone()
         ids[r] = _changed(ids[r], i, model.config.vocab_size)
         after = model(**{**kwargs, "input_ids": ids}).logits.float()

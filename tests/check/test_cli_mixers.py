@@ -158,3 +158,13 @@ def test_a_remote_code_model_of_a_known_type_is_still_never_run_with_its_code(fi
     code, out, err = run_cli("check", files["flat"], "--model", folder)
     assert code == 0 and "remote code ran" not in out + err and "Traceback" not in out + err
     assert "(llama: attention SOUND)" in out and "they agree" in out
+
+
+def test_check_with_a_model_runs_the_causality_check_too(files, tmp_path):
+    """A 4D mask that lets each document read its future: the static check and the causality run both say so."""
+    seg = np.repeat([0, 1, 2], [len(d) for d in DOCS])
+    allowed = seg[:, None] == seg[None, :]                       # same document, no causal triangle
+    batch = {"input_ids": np.array([sum(DOCS, [])]), "position_ids": np.concatenate([np.arange(len(d)) for d in DOCS])[None],
+             "attention_mask": np.where(allowed, 0.0, np.finfo(np.float32).min).astype(np.float32)[None, None]}
+    code, out, _ = run_cli("check", saved_batch(tmp_path, "future", batch), "--model", files["llama"])
+    assert code == 1 and "mask_reads_future" in out and "FUTURE VISIBLE" in out
