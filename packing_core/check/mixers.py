@@ -138,24 +138,11 @@ def _mixer_finding(fam: Family, v: LayerVerdict, wrong: list[str], docs: Intende
                f"{' and '.join(f'`{_SIGNAL_KEYS[s]}`' for s in wrong)}, but this batch's "
                f"{' and '.join(_SIGNAL_KEYS[s] for s in wrong)} do not start a sequence at every document (built "
                "from an all-ones attention_mask?): the layer runs across the documents")
-    reach = "the first 3 tokens of each later document directly (kernel 4), every later token through the layers " \
-            "after it" if v.kind == "convolution" else "every token of each later document"
+    reach = "the first k - 1 tokens of each later document directly (a kernel of width k: 3 tokens in Mamba and " \
+            "Gated DeltaNet, 2 in LFM2), every later token through the layers after it" if v.kind == "convolution" \
+        else "every token of each later document"
     return Finding(LEAK_FINDING[v.kind], f"{why}{where}; it reaches {reach}: {_where(hit)}",
-                   severity="note" if allow_cross_document else "",
-                   marks=marks_of(_first_tokens(docs, 3) if v.kind == "convolution" else later))
-
-
-def _first_tokens(docs: IntendedDocuments, n: int) -> np.ndarray:
-    """bool [B, T]: the first ``n`` tokens of every document that follows another in its row."""
-    starts, d = _inner_starts(docs), docs.document_ids
-    out = starts.copy()
-    for k in range(1, n):             # the kernel's taps, not tokens
-        shifted = np.zeros_like(starts)
-        shifted[:, k:] = starts[:, :-k]
-        same = np.zeros_like(starts)
-        same[:, k:] = d[:, k:] == d[:, :-k]
-        out |= shifted & same
-    return out
+                   severity="note" if allow_cross_document else "", marks=marks_of(later))
 
 
 def _blind_mask(fam: Family, t: BatchTensors, eff: EffectiveAttention, docs: IntendedDocuments,
