@@ -65,11 +65,16 @@ def layer_diff_figure(kinds, broken, fixed=None, *, document_ids=None, tolerance
     return apply_layout(fig, title=title, height=150 + 150 * len(kinds), top=90)
 
 
-def hybrid_leak_figure(leak, title: str = "The last document packed after the others, each layer against alone"):
-    """:func:`layer_diff_figure` of :func:`packing_core.models.hybrid.layer_leaks`: the last document's positions."""
+def hybrid_leak_figure(leak, *, given=(), title: str = "The last document packed after the others, each layer "
+                                                        "against alone"):
+    """:func:`layer_diff_figure` of :func:`packing_core.models.hybrid.layer_leaks`, over the last document.
+
+    ``given`` names the layer kinds that read their boundary signal in the broken series too (the
+    Leakage lab gives attention its mask and the other layers nothing).
+    """
     kinds = tuple(leak.without_signal)
     first = int(sum(leak.lengths[:-1]))
     doc = np.full(leak.lengths[-1], len(leak.lengths) - 1)
-    return layer_diff_figure(kinds, np.stack([leak.without_signal[k] for k in kinds]),
-                             np.stack([leak.with_signal[k] for k in kinds]), document_ids=doc, title=title,
-                             first=first)
+    broken = np.stack([(leak.with_signal if k in given else leak.without_signal)[k] for k in kinds])
+    return layer_diff_figure(kinds, broken, np.stack([leak.with_signal[k] for k in kinds]), document_ids=doc,
+                             title=title, first=first)
