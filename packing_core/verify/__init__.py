@@ -10,10 +10,12 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .batch_run import BatchVerdict, Reconciled, reconcile, run_hf_batch
-    from .causality import CausalityReport, Cut, causality_of_batch, causality_runner
+    from .causality import causality_of_batch, causality_runner
     from .drift import Continuations, continuations
     from .equivalence import (
         DEFAULT_LENGTHS,
+        CausalityReport,
+        Cut,
         DocumentResult,
         TokenChange,
         VerifyReport,

@@ -20,16 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from packing_core._validate import MASKS, POSITIONS, InputError, Mask, Positions, choice
 from packing_core.batch.packed import segment_layout
-
-if TYPE_CHECKING:
-    from packing_core.verify.causality import CausalityReport
+from packing_core.check.rules import Finding
 
 Runner = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
 
@@ -72,6 +69,78 @@ class DocumentResult:
     def verdict(self) -> str:
         """One word, as every table shows it: ``same`` or ``DIFFERENT``."""
         return "same" if self.equivalent else "DIFFERENT"
+
+
+@dataclass(frozen=True)
+class Cut:
+    """One cut: every token after ``position`` (in ``row``) changed; the largest move at or before it."""
+
+    row: int
+    position: int
+    max_abs_diff: float
+    first_moved: int | None       # the first position at or before the cut that moved beyond the tolerance
+
+
+@dataclass(frozen=True)
+class CausalityReport:
+    """The second check (:mod:`.causality`) of one run: each cut, and whether the future was visible.
+
+    ``token_diffs`` (float [B, T]) holds, at each position, the largest |logit difference| any cut
+    caused there while the position was at or before the cut (0 where no cut covered it).
+    """
+
+    tolerance: float
+    cuts: tuple[Cut, ...]
+    token_diffs: np.ndarray = field(compare=False, repr=False)
+    attention: str = ""
+
+    @property
+    def future_visible(self) -> bool:
+        return any(c.first_moved is not None for c in self.cuts)
+
+    @property
+    def max_abs_diff(self) -> float:
+        return max((c.max_abs_diff for c in self.cuts), default=0.0)
+
+    @property
+    def first_moved(self) -> tuple[int, int] | None:
+        """``(row, position)`` of the earliest position a later change moved, or None."""
+        moved = [(c.row, c.first_moved) for c in self.cuts if c.first_moved is not None]
+        return min(moved) if moved else None
+
+    @property
+    def verdict(self) -> str:
+        """The causality verdict in one sentence, separate from the isolation verdict."""
+        if not self.cuts:
+            return "CAUSALITY NOT TESTED: no document of two or more tokens to cut."
+        if not self.future_visible:
+            return (f"CAUSAL. Changing every token after a cut moved no earlier logit beyond {self.tolerance:.1e} "
+                    f"({len(self.cuts)} cut(s)).")
+        c = next(c for c in self.cuts if c.first_moved is not None and (c.row, c.first_moved) == self.first_moved)
+        return (f"FUTURE VISIBLE. Changing the tokens after position {c.position} (row {c.row}) moved the logits at "
+                f"position {c.first_moved} by up to {c.max_abs_diff:.2e}, more than {self.tolerance:.1e}: a query "
+                "reads keys after it.")
+
+    def finding(self) -> Finding | None:
+        """``future_visible`` (error) with the first position that moved, or None when causal."""
+        if not self.future_visible:
+            return None
+        r, p = self.first_moved
+        return Finding("future_visible", f"{self.verdict} (under {self.attention or 'this attention'})",
+                       marks=((r, p),))
+
+    def to_dict(self) -> dict:
+        return {"future_visible": self.future_visible, "verdict": self.verdict, "tolerance": self.tolerance,
+                "attention": self.attention, "first_moved": self.first_moved, "max_abs_diff": self.max_abs_diff,
+                "cuts": [asdict(c) for c in self.cuts]}
+
+    def format_table(self) -> str:
+        lines = ["causality: the tokens after each cut changed, the logits up to it compared",
+                 f"{'row':>4} {'cut':>5} {'max |dlogit| up to it':>22}  first moved"]
+        lines += [f"{c.row:>4} {c.position:>5} {c.max_abs_diff:>22.3e}  "
+                  f"{'-' if c.first_moved is None else c.first_moved}" for c in self.cuts]
+        lines.append(self.verdict)
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
