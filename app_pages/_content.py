@@ -81,17 +81,23 @@ def row_documents(width: int, instruction: bool = False) -> RowDocuments:
 # name -> (what the learner reads, the settings it sets). The free grid stays under "Advanced".
 SCENARIOS = {
     "correct": ("Correct packing: mask on, positions reset",
-                dict(mask="on", positions="reset", model="tiny-rope", attention="segments", use_cache=False)),
+                dict(mask="on", positions="reset", model="tiny-rope", attention="segments", use_cache=False,
+                     causal="on")),
     "mask off": ("The mask forgotten: one causal triangle over the whole row",
-                 dict(mask="off", positions="reset", model="tiny-rope", attention="segments", use_cache=False)),
+                 dict(mask="off", positions="reset", model="tiny-rope", attention="segments", use_cache=False,
+                      causal="on")),
     "continuous, RoPE": ("Positions not reset, on a RoPE model (mask on)",
                          dict(mask="on", positions="continuous", model="tiny-rope", attention="segments",
-                              use_cache=False)),
+                              use_cache=False, causal="on")),
     "continuous, absolute": ("Positions not reset, on learned absolute positions (mask on)",
                              dict(mask="on", positions="continuous", model="tiny-abs", attention="segments",
-                                  use_cache=False)),
+                                  use_cache=False, causal="on")),
+    "no causal flag": ("A varlen kernel without its causal flag (mask on, positions reset)",
+                       dict(mask="on", positions="reset", model="tiny-rope", attention="segments", use_cache=False,
+                            causal="off")),
     "sdpa with cache": ("transformers' own sdpa attention, use_cache left on (SmolLM2)",
-                        dict(mask="on", positions="reset", model=PRETRAINED, attention="sdpa", use_cache=True)),
+                        dict(mask="on", positions="reset", model=PRETRAINED, attention="sdpa", use_cache=True,
+                             causal="on")),
 }
 FREE = "advanced"   # the scenario name that leaves every switch to the learner
 
@@ -145,14 +151,16 @@ PAGES = (
         "next tokens.",
         "Which of these bugs would a count of loss positions catch, and which would it miss?",
         ("The mask", "Positions", "Targets and loss", "Break it, check it")),
-    PageSpec("app_pages/leakage_lab.py", "Leakage lab", ":material/science:", 12,
-        "A wrong mask never raises an error. Tensor checks catch some forms of it; the one check that catches "
-        "every form is running a document alone and packed and comparing.",
+    PageSpec("app_pages/leakage_lab.py", "Leakage lab", ":material/science:", 14,
+        "A wrong mask never raises an error. Tensor checks catch some forms of it. Running a document alone and "
+        "packed catches every form that makes it compute differently packed, on the call path you test; what both "
+        "runs share, such as a missing causal flag, needs a second check: change a later token.",
         "Before you click: will document 1's logits change in this scenario?",
-        ("Predict, then look", "Train with the mask off", "Always a bug?")),
-    PageSpec("app_pages/bug_zoo.py", "Bug zoo", ":material/bug_report:", 8,
+        ("Predict, then look", "Not only attention", "Train with the mask off", "Always a bug?")),
+    PageSpec("app_pages/bug_zoo.py", "Bug zoo", ":material/bug_report:", 6,
         "Every bug here was reported in a real project. Most train without an error (one crashes). Each is caught "
-        "by a tensor check, by comparing a document alone with the same document packed, or by both.",
+        "by a tensor check, by comparing a document alone with the same document packed, by the causality check, "
+        "or by more than one.",
         "Which of these bugs would your own training setup catch today, and with which check?",
         ("Reproduced bugs", "Planted faults", "Loss weighting")),
     PageSpec("app_pages/check_your_setup.py", "Check your setup", ":material/fact_check:", 4,
@@ -249,7 +257,9 @@ GLOSSARY = {
     "cu_seqlens": "Cumulative sequence lengths: where each document starts in the flattened batch, plus the total "
                   "at the end. Two documents of 3 and 2 tokens: [0, 3, 5].",
     "varlen": "A variable-length attention kernel: it takes the documents of a batch laid end to end plus their "
-              "cu_seqlens, and computes one causal block per document, with no pads and no mask matrix.",
+              "cu_seqlens, and computes one block per document, with no pads and no mask matrix: causal only if you "
+              "ask for it (causal=True in flash-attn, window_size=(-1, 0) in torch's varlen_attn; both default to "
+              "full attention).",
     "sdpa": "Scaled dot-product attention: torch.nn.functional.scaled_dot_product_attention, and transformers' "
             "attention implementation of that name. It takes a mask or a causal flag, never cu_seqlens.",
     "FlashAttention": "A fused attention kernel (the flash-attn package); its varlen form reads cu_seqlens.",
@@ -288,8 +298,11 @@ LEAKAGE_WHY = (
     "**A wrong mask never errors.** Every setting above runs without a warning. In training the loss "
     "still falls, and it can even look better when neighbouring documents are related (the experiment "
     "below); run alone, as at inference, the model is worse. Tensor checks catch some forms of the bug (an "
-    "all-ones mask beside packed positions, cu_seqlens that mark whole rows). The one check that catches every "
-    "form is this one: packed against alone, with a tolerance fitted to the dtype (never bitwise equality).\n\n"
+    "all-ones mask beside packed positions, cu_seqlens that mark whole rows). Packed against alone, with a "
+    "tolerance fitted to the dtype (never bitwise equality), catches every form that makes a document compute "
+    "differently packed than alone, on the call path you test. It cannot see an error the alone run shares, such "
+    "as a varlen kernel called without its causal flag: pair it with the causality check (change a later token; "
+    "the earlier logits must not move), shown beside the verdict.\n\n"
     "**transformers' own attention and its cache.** With `sdpa` and no attention mask, "
     "transformers builds the block-diagonal mask itself from the position ids. Its sdpa/eager/flex paths skip "
     "that step when a KV cache is in use, and a model called with `use_cache` at its config default "
@@ -330,3 +343,38 @@ LEAKAGE_DEBATE = (
     "This lab's tiny experiment is the clean case: documents that are unrelated by construction, "
     "judged alone. Decide for your data which case you are in, and measure it the same way."
 )
+
+
+# ---------------------------------------------------------------- the Leakage lab's two checks (TEACHING 28)
+LEAKAGE_TWO_CHECKS = (
+    "Isolation and causality are two properties, and need two checks. **Alone vs packed** compares each document "
+    "with itself packed: it catches every difference between the two runs. **Causality** changes the tokens after "
+    "a cut and asks whether any logit before the cut moved. A varlen kernel called without its causal flag "
+    "(torch's `varlen_attn` defaults to `window_size=(-1, -1)`, flash-attn's `flash_attn_varlen_func` to "
+    "`causal=False`: full attention inside each document) reads the future of every document, alone and packed "
+    "alike: the first check calls it equivalent, the second sees it."
+)
+# The reason, under the two verdicts when only causality fails: {first} is the first position that moved, {cut} the cut.
+LEAKAGE_TWO_CHECKS_REASON = (
+    "**Why the first check is blind here.** Without the causal flag each document reads all of itself, in the "
+    "packed row exactly as alone, so both runs compute the same wrong thing. Changing the tokens after position "
+    "{cut} moved the logits at position {first}: a query read a key after it. In training, each position would "
+    "be trained to predict a token it can already see."
+)
+# Not only attention (TEACHING 27), on the teaching model: {conv} tokens from the convolution, {n} in the document.
+LEAKAGE_MIXERS = (
+    "Attention is not the only layer that mixes tokens. **tiny-hybrid** is a teaching model (pure torch, random "
+    "init, three layers): attention with a perfect block-diagonal mask, a short causal convolution of kernel 4 and "
+    "a gated recurrence. Packed after the first document, the second one still differs from its alone run: the "
+    "convolution reads the last 3 tokens of the previous document into its first {conv}, and the recurrent state "
+    "carries the previous document into all {n}. Position resets and the attention mask reach neither: each "
+    "needs its own boundary signal (`seq_idx` for the convolution, `cu_seqlens` for the recurrence) and a kernel "
+    "that honours it."
+)
+LEAKAGE_MIXERS_REAL = (
+    "The real families are measured from transformers' own classes (README, *What each model family reads*; "
+    "`python -m packing_core check --list-model-types`): with `position_ids` alone, Qwen3-Next's second document "
+    "differs from its alone run by 6e-2 and LFM2's by 7e-4 on tiny models, while their attention layers isolate "
+    "it. `check FILE --model-type qwen3_next` says so before you train."
+)
+

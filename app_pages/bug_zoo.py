@@ -16,8 +16,9 @@ st.markdown(
     "falls. Position ids left unpadded make transformers raise an IndexError, or misalign silently elsewhere. "
     "Each entry says what goes wrong, where it was reported, and how it was fixed; **Reproduce** runs it on the "
     "lab's models, broken and fixed, draws what went wrong beside the fix (the logits against each document "
-    "alone, the mask, the targets or the positions), and shows what the lab's checks say of each. A planted "
-    "fault needs no model: **Plant it** draws it in a small batch."
+    "alone, each layer's output, the mask, the targets or the positions), and shows what the lab's checks say of "
+    "each. The bugs beyond attention are judged for the model's own layers (`check --model-type`); one of them "
+    "only the causality check sees. A planted fault needs no model: **Plant it** draws it in a small batch."
 )
 
 

@@ -4,11 +4,21 @@ import streamlit as st
 import packing_core as pc
 from app_pages import _content
 from app_pages._lab import figure, guard, lesson, page_settings, steps
-from packing_core.attention import ATTENTION_READERS
-from packing_core.check import BATCH_FILE_TYPES, PICKLE_SUFFIXES, check_all_implementations, load_batch_bytes
+from packing_core.attention import ATTENTION_READERS, KERNELS, known_families
+from packing_core.check import (
+    BATCH_FILE_TYPES,
+    PICKLE_SUFFIXES,
+    SCOPE_NOTE,
+    check_all_implementations,
+    load_batch_bytes,
+    save_snippet,
+    summarize_checks,
+)
 from packing_core.viz import hf_batch_figure
 
-S = page_settings("check_your_setup", attn="sdpa")
+NONE = "(none: attention layers only)"
+MAX_PAGE_BATCHES = 32      # files one upload checks as a stream (the CLI takes a folder of any size)
+S = page_settings("check_your_setup", attn="sdpa", use_cache=False, model_type=NONE, kernels=[])
 
 st.title("Check your setup")
 lesson(__file__)
@@ -23,10 +33,18 @@ with framework:
 
 
 # ---------------------------------------------------------------- a batch from your trainer
-@st.cache_data(show_spinner=False, max_entries=8)
-def check_upload(data: bytes, name: str, attn: str):
+@st.cache_data(show_spinner=False, max_entries=16)
+def check_upload(data: bytes, name: str, attn: str, use_cache: bool, model_type: str | None, kernels: tuple):
     batch = load_batch_bytes(data, name)
-    return pc.check_hf_batch(batch, attn), check_all_implementations(batch)
+    options = dict(use_cache=use_cache, model_type=model_type, kernels=kernels)
+    return pc.check_hf_batch(batch, attn, **options), check_all_implementations(batch, **options)
+
+
+def show_findings(checked) -> None:
+    for f in checked.findings:
+        fix = (f"Fix for this batch's trainer ({checked.trainer}): {f.advice}" if f.advice else f"Fix: {f.fix}")
+        (st.warning if f.severity == "error" else st.info)(
+            f"**{f.title}** (`{f.name}`, {f.severity}): {f.detail}. {fix}")
 
 
 with trainer:
@@ -37,25 +55,60 @@ with trainer:
         "`attention_mask`, or packed rows with `position_ids` only (sound for sdpa/eager; FlashAttention finds "
         "documents from `position_ids` only in one flattened row, so packed rows `[B>1, L]` leak under it). "
         "Safetensors, `.npz` or JSON; pickles (`.pt`, `.bin`, `.pkl`) are refused, because unpickling an "
-        "untrusted file can run arbitrary code. "
+        "untrusted file can run arbitrary code. Several files are checked as a stream of batches. "
         "`python -m packing_core check FILE --model smollm2` does the same and also runs the model on it."
     )
-    attn = st.selectbox("Attention implementation that reads the batch", ATTENTION_READERS, **S.bind("attn"),
-                        help="transformers' sdpa / eager / flex_attention / flash_attention_2/3, or the lab's own "
-                             "backends: each reads different tensors of the same batch.")
+    with st.expander("How to save a batch (TRL's and torchtune's batches as they come)"):
+        st.code(save_snippet(), language="python")
+        st.caption("Plain `safetensors.torch.save_file(batch, path)` fails on TRL's batch: `max_length_q` is a "
+                   "Python int and `cu_seq_lens_q` and `_k` are one shared tensor. This line handles both.")
+    c1, c2 = st.columns(2)
+    attn = c1.selectbox("Attention implementation that reads the batch", ATTENTION_READERS, **S.bind("attn"),
+                        help="transformers' sdpa / eager / flex_attention / flash_attention_2/3, or a trainer's own "
+                             "model: each reads different tensors of the same batch.")
+    families = [NONE] + [f.model_type for f in known_families(built=True)]
+    model_type = c2.selectbox("Model type (config.json's model_type)", families, **S.bind("model_type"),
+                              help="judges every layer of that family that mixes tokens (short convolutions, "
+                                   "recurrent state) and its own mask call; none judges attention layers only")
+    use_cache = st.checkbox("The forward call uses a cache (use_cache=True)", **S.bind("use_cache"),
+                            help="a plain model(**batch) with use_cache at a LLaMA-style config's default")
+    st.caption("Trainer and TRL call the model with use_cache=False. A plain `model(**batch)` leaves use_cache at "
+               "the config's default (True for LLaMA-style models): transformers then builds a cache and skips "
+               "finding documents from position_ids, so sdpa, eager and flex read each row as one document.")
+    chosen = None if model_type == NONE else model_type
+    kernels = ()
+    if chosen is not None:
+        kernels = tuple(st.multiselect("Fast kernels installed where the model trains (CUDA)",
+                                       sorted({k.package for k in KERNELS.values()}), **S.bind("kernels"),
+                                       help="without them transformers refuses seq_idx and cu_seq_lens at a "
+                                            "convolution or a recurrence"))
     # the pickle suffixes too: such a file gets the library's one-line refusal, not a silent file-picker filter
-    up = st.file_uploader("Batch file", type=[*BATCH_FILE_TYPES, *(s.lstrip(".") for s in PICKLE_SUFFIXES)],
-                          key=S.key("batch_file"))
-    if up is not None:
+    ups = st.file_uploader("Batch file(s)", type=[*BATCH_FILE_TYPES, *(s.lstrip(".") for s in PICKLE_SUFFIXES)],
+                           accept_multiple_files=True, key=S.key("batch_file"))
+    if len(ups) > MAX_PAGE_BATCHES:
+        st.error(f"{len(ups)} files: the page checks at most {MAX_PAGE_BATCHES} as a stream; check a folder of any "
+                 "size with `python -m packing_core check FOLDER`.")
+        st.stop()
+    results = []
+    for up in ups:
         with guard(f"check {up.name}"):
-            checked, every = check_upload(up.getvalue(), up.name, attn)
+            results.append((up.name, *check_upload(up.getvalue(), up.name, attn, use_cache, chosen, kernels)))
+    if len(results) > 1:
+        summary = summarize_checks([c for _, c, _ in results], [n for n, _, _ in results])
+        (st.success if summary.packing_on else st.warning)(f"**The stream, {len(results)} batches:** "
+                                                           f"{summary.line}")
+        st.code(summary.format_table(), language=None)
+        name = st.selectbox("Batch to look at", [n for n, _, _ in results], key=S.key("batch_pick"))
+        results = [r for r in results if r[0] == name]
+    if results:
+        _, checked, every = results[0]
         rows_, width_ = checked.shape
         st.markdown(f"**{checked.format}** batch: {rows_} row(s) of {width_} tokens, "
                     f"{checked.n_documents} intended document(s). {checked.documents.labels_reason}.")
         (st.success if checked.sound else st.warning)(f"{checked.verdict}. Read as: {checked.effective.path}.")
-        for f in checked.findings:
-            (st.warning if f.severity == "error" else st.info)(
-                f"**{f.title}** (`{f.name}`, {f.severity}): {f.detail}. Fix: {f.fix}")
+        if chosen is None:
+            st.caption(SCOPE_NOTE.replace("give --model or --model-type", "choose a model type above"))
+        show_findings(checked)
         st.caption("Per attention implementation: " + " · ".join(c.verdict for c in every))
         row_ = st.number_input("Row", 0, rows_ - 1, 0, key=S.key("batch_row")) if rows_ > 1 else 0
         with guard("draw the row"):

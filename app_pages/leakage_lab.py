@@ -1,7 +1,7 @@
-"""Leakage lab: predict, then run documents alone and packed and compare their logits."""
+"""Leakage lab: predict, then compare alone and packed logits; causality; beyond attention; the mask off in training."""
 import streamlit as st
 
-from app_pages import _content
+from app_pages import _content, _leakage_steps
 from app_pages._lab import cached_figure, esc, figure, guard, lesson, model_status, page_settings, plan, steps, terms_help
 from packing_core.attention import available_backends
 from packing_core.experiments import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS, TrainPair
@@ -33,12 +33,12 @@ ANSWERS = ("They change", "They stay the same")
 DRIFT_STEPS = 20
 S = page_settings("leakage_lab", mask="on", positions="reset", model=DEFAULT_MODEL, attention="segments", skip=False,
                   train_seed=0, texts="\n".join(DEFAULT_TEXTS), drift=False, neighbours="related",
-                  scenario="correct", use_cache=False)
+                  scenario="correct", use_cache=False, causal="on", signal=False)
 
 st.title("Leakage lab")
 lesson(__file__)
 # one tab per idea, named as the teacher says them (_content.PAGES); training stays behind its button
-predict_step, train_step, debate_step = steps(__file__)
+predict_step, mixers_step, train_step, debate_step = steps(__file__)
 predict_step.markdown(
     f"Each document runs through a model twice: alone, and packed in one row with the others "
     f"({len(DEFAULT_LENGTHS)} for the tiny models, {MIN_TEXTS} to {MAX_TEXTS} texts for a pretrained one). Done "
@@ -74,8 +74,8 @@ def load_smollm2(where) -> None:
 
 @st.cache_data(show_spinner="Running the documents alone and packed...", max_entries=64)
 def run(model: str, mask: str, positions: str, attention: str, texts: tuple[str, ...] | None = None,
-        use_cache: bool = False):
-    return verify_model(model, mask=mask, positions=positions, texts=texts, use_cache=use_cache,
+        use_cache: bool = False, causal: bool = True):
+    return verify_model(model, mask=mask, positions=positions, texts=texts, use_cache=use_cache, causal=causal,
                         loaded=loaded(model), **attention_arguments(attention))
 
 
@@ -129,6 +129,7 @@ def lab() -> None:
                               **S.bind("use_cache"), help="with a cache, transformers' sdpa skips finding documents "
                                                           "from position_ids")
     use_cache = bool(use_cache and attention in own)
+    causal = grid.radio("Causal flag", ("on", "off"), horizontal=True, disabled=attention in own, **S.bind("causal")) == "on"
     for why in missing.values():
         st.caption(f"The pretrained model is not available here: {esc(why)}")
 
@@ -143,7 +144,7 @@ def lab() -> None:
         figure(cached_figure(plan_strip, row, title=f"The packed row: documents of {', '.join(map(str, DEFAULT_LENGTHS))} "
                                                     "random tokens", row_height=40), key=S.key("row"))
     st.markdown("**Predict:** packed after document 0, will the logits of document 1 change?")
-    key = f"leakage_lab.guess_{model}_{mask}_{positions}_{attention}_{use_cache}"   # a new question for every setting
+    key = f"leakage_lab.guess_{model}_{mask}_{positions}_{attention}_{use_cache}" + ("" if causal else "_acausal")
     guess = st.radio("Your prediction", ANSWERS, index=None, horizontal=True, key=key, label_visibility="collapsed")
     reveal = st.checkbox("Skip predictions and always show the result", **S.bind("skip"))
     if guess is None and not reveal:
@@ -153,7 +154,7 @@ def lab() -> None:
     with guard(f"verify {model} with mask {mask}, positions {positions}, attention {attention}"):
         if model == PRETRAINED:
             load_smollm2(st.container())
-        rep = run(model, mask, positions, attention, texts, use_cache)
+        rep = run(model, mask, positions, attention, texts, use_cache, causal or attention in own)
     doc1 = rep.documents[1]
     # the answer to the guess beside the verdict: one row, so the reveal fits the step's two screens
     answer, verdict = st.columns(2) if guess is not None else (None, st.container())
@@ -167,6 +168,7 @@ def lab() -> None:
         verdict.success(f"Verdict: {rep.verdict}")
     else:
         verdict.warning(f"Verdict: {rep.verdict} Nothing raised an error.")
+    _leakage_steps.causality_verdict(rep, verdict)     # the second check, beside the first
     figure(cached_figure(logit_diff_figure, rep.token_diffs, rep.cu_seqlens, rep.tolerance,
                          title="max |logit alone - logit packed| per token"), key=S.key("diffs"))
     table, why_tolerance = st.columns([3, 2])   # side by side: the reveal fits the step's two screens
@@ -217,6 +219,8 @@ def in_words(rep, texts, model, mask, positions, attention, use_cache) -> None:
 
 with predict_step:
     lab()
+with mixers_step:
+    _leakage_steps.not_only_attention(S)
 
 
 # ---------------------------------------------------------------- a wrong mask never errors

@@ -268,9 +268,10 @@ def family(model_type: str) -> Family:
         for f in table.values():
             if model_type in f.aliases:
                 return f
-    known = sorted(f.model_type for f in table.values() if not f.not_built)
+    known = sum(not f.not_built for f in table.values())
     raise InputError(f"unknown model type {model_type!r}: give the model_type of a config.json; the lab knows the "
-                     f"{len(known)} families measured on transformers {table_version()}: {', '.join(known)}")
+                     f"{known} families measured on transformers {table_version()} (list them: python -m "
+                     "packing_core check --list-model-types)")
 
 
 def nearest_setup(signals) -> str:

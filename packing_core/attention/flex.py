@@ -99,13 +99,14 @@ def flex_unavailable(device="cpu") -> str | None:
     return f"backend 'flex' runs on cpu or cuda, not {device.type}: use backend='segments'"
 
 
-def document_mask_mod(document_ids: torch.Tensor):
+def document_mask_mod(document_ids: torch.Tensor, *, is_causal: bool = True):
     """FlexAttention's ``mask_mod`` for packed documents: same document and not in the future.
 
     The predicates of :mod:`packing_core.attention.masks` (``causal & same_document``), in the
-    ``(batch, head, q_idx, kv_idx)`` signature FlexAttention calls.
+    ``(batch, head, q_idx, kv_idx)`` signature FlexAttention calls; ``is_causal=False`` keeps
+    only ``same_document`` (each document reads all of itself).
     """
-    rule = and_masks(causal, same_document(document_ids))
+    rule = and_masks(causal, same_document(document_ids)) if is_causal else same_document(document_ids)
 
     def mask_mod(b, h, q_idx, kv_idx):
         return rule(q_idx, kv_idx)
@@ -198,6 +199,30 @@ def block_mask_from_cu(cu_seqlens, tile: int = DEFAULT_TILE, device=None, *, mas
                      BLOCK_SIZE=(tile, tile), mask_mod=mask_mod)
 
 
+def full_block_mask(cu_seqlens, tile: int = DEFAULT_TILE, device=None, *, total: int, grid: int):
+    """A ``BlockMask`` that visits every tile and lets ``same_document`` decide each cell: no causality.
+
+    Padding and grid as :func:`block_mask_from_cu` (the pad tail is one document of its own).
+    """
+    from torch.nn.attention.flex_attention import BlockMask
+
+    cu = torch.as_tensor(cu_seqlens).cpu().numpy().astype(np.int64)
+    lengths = np.diff(np.append(cu, total))
+    ids = torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32), torch.from_numpy(lengths))
+    n = -(-total // tile)
+    count = np.r_[np.full(n, n), np.zeros(grid - n, np.int64)]
+    index = np.tile(np.arange(grid), (grid, 1))
+
+    def tensor(a):
+        return torch.from_numpy(np.asarray(a, dtype=np.int32)).to(device)[None, None]
+
+    none = np.zeros(grid, np.int64)
+    return BlockMask(seq_lengths=(total, total), kv_num_blocks=tensor(count), kv_indices=tensor(index),
+                     full_kv_num_blocks=tensor(none), full_kv_indices=tensor(index), q_num_blocks=tensor(count),
+                     q_indices=tensor(index), full_q_num_blocks=tensor(none), full_q_indices=tensor(index),
+                     BLOCK_SIZE=(tile, tile), mask_mod=document_mask_mod(ids.to(device), is_causal=False))
+
+
 def _symbolic_sizes(tokens: int, heads: int, head_dim: int, tile: int) -> tuple[int, int]:
     """Token count and tile-grid size that stay symbolic in the compiled kernel.
 
@@ -246,10 +271,12 @@ def _kernel(key: tuple):
 
 
 def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *,
-                scale: float | None = None, tile: int = DEFAULT_TILE) -> torch.Tensor:
-    """Causal FlexAttention over packed ``[T, H, D]`` documents; ``[T, H, D]`` like ``q``.
+                scale: float | None = None, tile: int = DEFAULT_TILE, causal: bool = True) -> torch.Tensor:
+    """FlexAttention over packed ``[T, H, D]`` documents, causal unless ``causal=False``; ``[T, H, D]`` like ``q``.
 
-    The block mask is built here from ``cu_seqlens`` (:func:`block_mask_from_cu`).
+    The block mask is built here from ``cu_seqlens`` (:func:`block_mask_from_cu`); without
+    causality every tile of the grid is visited and ``same_document`` alone decides
+    (:func:`full_block_mask`).
     """
     reason = flex_unavailable(q.device)
     if reason is not None:
@@ -271,10 +298,11 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
     total, grid = _symbolic_sizes(T, H, D, tile)
     if total > T:
         q, k, v = (torch.cat([t, t.new_zeros(total - T, H, t.shape[-1])]) for t in (q, k, v))
-    block_mask = block_mask_from_cu(cu_seqlens, tile, q.device, total=total, grid=grid)
+    block_mask = (block_mask_from_cu(cu_seqlens, tile, q.device, total=total, grid=grid) if causal else
+                  full_block_mask(cu_seqlens, tile, q.device, total=total, grid=grid))
     # [T, H, D] viewed as [1, H, T, D]: token-major strides, which the kernel reads as they are.
     qv, kv, vv = (t.transpose(0, 1)[None] for t in (q, k, v))
-    key = (q.device.type, str(q.dtype).removeprefix("torch."), H, D, tile, grad)
+    key = (q.device.type, str(q.dtype).removeprefix("torch."), H, D, tile, grad) + (() if causal else ("full",))
     if key in _records:
         with torch.set_grad_enabled(grad):   # grad mode is compiled in too: keep it a function of the key
             out = _kernel(key)(qv, kv, vv, block_mask)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         save_snippet,
     )
     from .inputs import batch_tensors
+    from .mixers import KERNEL_MODULES, SCOPE_NOTE, batch_signals, installed_kernels, model_family
     from .result import BatchCheck
     from .rules import RULES, SEVERITIES, Finding, Rule
     from .stream import BatchStats, StreamSummary, check_stream, stream_files, summarize_checks

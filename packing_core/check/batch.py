@@ -44,6 +44,7 @@ from packing_core.attention.tensors import BatchTensors
 from packing_core.batch.packed import PackedBatch
 from packing_core.check.evidence import TokenizerFacts, tokenizer_facts
 from packing_core.check.inputs import batch_format, batch_tensors
+from packing_core.check.mixers import check_kernels, mixer_findings, model_family
 from packing_core.check.result import BatchCheck, by_severity
 from packing_core.check.rules import Finding
 from packing_core.check.static import StaticCheck, first_hit, marks_of, packed_findings, static_check
@@ -51,7 +52,7 @@ from packing_core.check.trainers import batch_trainer, with_advice
 
 # a finding that already says the batch is misread under this implementation: no comparison needed
 _MISREAD_FINDINGS = ("documents_share_attention", "kernel_cannot_read_batch", "kernel_skips_tokens",
-                     "mask_reads_future", "query_reads_nothing", "max_length_too_small")
+                     "mask_reads_future", "query_reads_nothing", "max_length_too_small", "mask_ignores_position_resets")
 
 
 def _readers(names) -> tuple[str, ...]:
@@ -162,17 +163,26 @@ def _reader_notes(eff: EffectiveAttention, t: BatchTensors) -> list[Finding]:
     return out
 
 
-def _checked(static: StaticCheck, eff: EffectiveAttention, *, allow_cross_document: bool, others=None) -> BatchCheck:
+def _checked(static: StaticCheck, eff: EffectiveAttention, *, allow_cross_document: bool, others=None,
+             model_type: str | None = None, kernels=()) -> BatchCheck:
     """One implementation's :class:`BatchCheck` from the shared half and its own reading.
 
     ``others`` (a function of no argument giving every implementation's reading) adds the
     note that the same batch leaks under another implementation, when this one is sound.
+    ``model_type`` adds that family's own layers (:func:`packing_core.check.mixers.mixer_findings`).
     """
     docs, t = static.documents, static.tensors
     trained = static.trained if static.trained is not None else docs.real
     seen = {f.name for f in static.findings}       # a PackedBatch rule the to_hf() view already reports: once
     findings = [*static.findings, *leak_findings(eff, docs, allow_cross_document, trained, t),
                 *(f for f in static.packed if f.name not in seen)]
+    layers: tuple[tuple[str, str], ...] = ()
+    if model_type:
+        mine, layers = mixer_findings(model_type, t, eff, docs, trained, use_cache=eff.use_cache, kernels=kernels,
+                                      allow_cross_document=allow_cross_document)
+        if any(f.name == "documents_share_attention" and f.severity == "error" for f in findings):
+            mine = [f for f in mine if f.name != "mask_ignores_position_resets"]    # attention already leaks
+        findings += mine
     if others is not None and not any(f.name in _MISREAD_FINDINGS for f in findings):
         misread = [f"{o.attn_implementation} ({o.refused or o.path})" for o in others()
                    if o.attn_implementation != eff.attn_implementation and _misread(o, docs, trained)]
@@ -184,7 +194,8 @@ def _checked(static: StaticCheck, eff: EffectiveAttention, *, allow_cross_docume
         findings.append(Finding("entries_ignored", f"not read: {', '.join(static.ignored)}"))
     findings = with_advice(findings, static.trainer, t, eff)
     return BatchCheck(eff.attn_implementation, eff.use_cache, batch_format(t), t.shape, by_severity(findings), docs,
-                      eff, t, static.ignored, trained=trained, trainer=static.trainer)
+                      eff, t, static.ignored, trained=trained, trainer=static.trainer,
+                      model_type=model_family(model_type).model_type if model_type else "", layers=layers)
 
 
 def _facts(tokenizer) -> TokenizerFacts | None:
@@ -213,17 +224,19 @@ def _static_of(batch: Mapping | PackedBatch, *, eos_ids=(), bos_ids=(), labels: 
 
 
 def _one(static: StaticCheck, attn_implementation: str, *, use_cache: bool, allow_cross_document: bool,
-         compare: bool) -> BatchCheck:
+         compare: bool, model_type: str | None = None, kernels=()) -> BatchCheck:
     (attn_implementation,) = _readers(attn_implementation)
     eff = effective_attention(static.tensors, attn_implementation, use_cache=use_cache)
     others = (lambda: [effective_attention(static.tensors, o, use_cache=use_cache) for o in IMPLEMENTATIONS
                        if o != attn_implementation]) if compare and attn_implementation not in TRAINER_READERS else None
-    return _checked(static, eff, allow_cross_document=allow_cross_document, others=others)
+    return _checked(static, eff, allow_cross_document=allow_cross_document, others=others, model_type=model_type,
+                    kernels=check_kernels(kernels) if model_type else ())
 
 
 def check_hf_batch(batch: Mapping, attn_implementation: str = "sdpa", *, use_cache: bool = False, eos_ids=(),
                    bos_ids=(), labels: str = "auto", allow_cross_document: bool = False, compare: bool = True,
-                   tokenizer=None, mask_convention: str = "auto") -> BatchCheck:
+                   tokenizer=None, mask_convention: str = "auto", model_type: str | None = None,
+                   kernels=None) -> BatchCheck:
     """Every finding of a trainer's batch, for the attention implementation that will read it.
 
     ``batch`` maps names to arrays, lists or tensors, as a trainer passes to ``model(**batch)``
@@ -238,6 +251,9 @@ def check_hf_batch(batch: Mapping, attn_implementation: str = "sdpa", *, use_cac
     ``masked``) says what True means in a 4D mask that does not say it itself.
     ``allow_cross_document`` turns reading across documents, and targets across them, into
     notes. With ``compare``, a sound verdict notes the implementations under which it leaks.
+    ``model_type`` (a transformers ``model_type``) also judges that family's layers beyond attention
+    and its own mask call (:mod:`packing_core.check.mixers`), for the fast-kernel packages in
+    ``kernels`` (None: those installed here); None judges attention only.
 
     >>> pads_at_zero = {"input_ids": [[5, 6, 7, 0, 0, 0]], "position_ids": [[0, 1, 2, 0, 0, 0]]}
     >>> c = check_hf_batch(pads_at_zero)
@@ -245,14 +261,16 @@ def check_hf_batch(batch: Mapping, attn_implementation: str = "sdpa", *, use_cac
     (True, ['pads_given_position_zero'])
     """
     _readers(attn_implementation)
+    if model_type:
+        model_family(model_type)       # an unknown model type is refused before the batch is read
     static = _static_of(batch, eos_ids=eos_ids, bos_ids=bos_ids, labels=labels, tokenizer=tokenizer,
                         mask_convention=mask_convention, allow_cross_document=allow_cross_document)
     return _one(static, attn_implementation, use_cache=use_cache, allow_cross_document=allow_cross_document,
-                compare=compare)
+                compare=compare, model_type=model_type, kernels=kernels)
 
 
 def check_batch(batch: PackedBatch, attn_implementation: str = "sdpa", *, use_cache: bool = False,
-                compare: bool = True) -> BatchCheck:
+                compare: bool = True, model_type: str | None = None, kernels=None) -> BatchCheck:
     """``check_hf_batch(batch.to_hf())`` plus what only a PackedBatch knows, in one :class:`BatchCheck`.
 
     The batch's own piece ids are one more piece of evidence for the intended documents.
@@ -266,13 +284,14 @@ def check_batch(batch: PackedBatch, attn_implementation: str = "sdpa", *, use_ca
                          "with check_hf_batch")
     _readers(attn_implementation)
     return _one(_static_of(batch), attn_implementation, use_cache=use_cache, allow_cross_document=False,
-                compare=compare)
+                compare=compare, model_type=model_type, kernels=kernels)
 
 
 def check_all_implementations(batch: Mapping | PackedBatch, implementations=IMPLEMENTATIONS, *,
                               use_cache: bool = False, eos_ids=(), bos_ids=(), labels: str = "auto",
                               allow_cross_document: bool = False, compare: bool = False, tokenizer=None,
-                              mask_convention: str = "auto") -> tuple[BatchCheck, ...]:
+                              mask_convention: str = "auto", model_type: str | None = None,
+                              kernels=None) -> tuple[BatchCheck, ...]:
     """One :class:`BatchCheck` per implementation, in the order given (transformers' five by default).
 
     The tensors, the intended documents and the implementation-free findings are computed
@@ -286,6 +305,9 @@ def check_all_implementations(batch: Mapping | PackedBatch, implementations=IMPL
     ['sdpa: SOUND', 'flash_attention_2: 1 ERROR(S): documents_share_attention']
     """
     names = _readers(implementations)
+    if model_type:
+        model_family(model_type)
+    kernels = check_kernels(kernels) if model_type else ()
     static = _static_of(batch, eos_ids=eos_ids, bos_ids=bos_ids, labels=labels, tokenizer=tokenizer,
                         mask_convention=mask_convention, allow_cross_document=allow_cross_document)
     read = {n: effective_attention(static.tensors, n, use_cache=use_cache) for n in names}
@@ -295,7 +317,7 @@ def check_all_implementations(batch: Mapping | PackedBatch, implementations=IMPL
                 for o in IMPLEMENTATIONS]
 
     return tuple(_checked(static, read[n], allow_cross_document=allow_cross_document,
-                          others=others if compare else None) for n in names)
+                          others=others if compare else None, model_type=model_type, kernels=kernels) for n in names)
 
 
 def kernel_mask(batch: PackedBatch, attn_implementation: str, row: int) -> np.ndarray:

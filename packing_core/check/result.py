@@ -11,11 +11,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from packing_core.attention.documents import IntendedDocuments
+from packing_core.attention.families import family
 from packing_core.attention.semantics import EffectiveAttention
 from packing_core.attention.tensors import BatchTensors
 from packing_core.check.rules import Finding
 
 _ORDER = {"error": 0, "warning": 1, "note": 2}
+# the findings that say attention itself lets documents meet, or misreads the batch
+_ATTENTION = ("documents_share_attention", "mask_ignores_position_resets", "mask_reads_future", "query_reads_nothing",
+              "kernel_skips_tokens", "kernel_cannot_read_batch", "max_length_too_small")
 
 
 def by_severity(findings) -> tuple[Finding, ...]:
@@ -41,6 +45,8 @@ class BatchCheck:
     ignored: tuple[str, ...] = ()
     trained: np.ndarray | None = field(default=None, compare=False, repr=False)   # bool [B, T]: in the loss
     trainer: str = ""                                                            # check.trainers.TRAINERS
+    model_type: str = ""         # the family judged beyond attention (check.mixers); "" = attention only
+    layers: tuple[tuple[str, str], ...] = ()    # (kind, status) of each layer kind beyond attention
 
     def _of(self, severity: str) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.severity == severity)
@@ -93,12 +99,30 @@ class BatchCheck:
         return tuple((f.name, r, s) for f in self.findings for r, s in f.marks)
 
     @property
+    def layer_statuses(self) -> tuple[tuple[str, str], ...]:
+        """``(kind, STATUS)`` per layer kind of the model judged: attention from the findings, the others from
+        :mod:`packing_core.check.mixers` (``()`` when no model type was given: attention only)."""
+        if not self.model_type:
+            return ()
+        attention = "LEAKS" if any(f.name in _ATTENTION and f.severity == "error" for f in self.findings) else "SOUND"
+        words = {"sound": "SOUND", "leaks": "LEAKS", "refused": "REFUSED here", "unreached": "not reached"}
+        return (("attention", attention),) * self.has_attention + tuple((k, words.get(s, s)) for k, s in self.layers)
+
+    @property
+    def has_attention(self) -> bool:
+        return "attention" in family(self.model_type).kinds if self.model_type else True
+
+    @property
     def verdict(self) -> str:
-        """One line: SOUND or LEAKS / ERRORS for this implementation, as the CLI and pages print it."""
+        """One line: SOUND or LEAKS / ERRORS for this implementation, as the CLI and pages print it; with a
+        model type, each layer kind's status after it (attention, then the layers beyond it)."""
+        layers = ", ".join(f"{k} {s}" for k, s in self.layer_statuses)
+        layers = f" ({self.model_type}: {layers})" if layers else ""
         if self.sound:
             extra = f", {len(self.warnings)} warning(s)" if self.warnings else ""
-            return f"{self.attn_implementation}: SOUND{extra}"
-        return f"{self.attn_implementation}: {len(self.errors)} ERROR(S): {', '.join(f.name for f in self.errors)}"
+            return f"{self.attn_implementation}: SOUND{extra}{layers}"
+        return (f"{self.attn_implementation}: {len(self.errors)} ERROR(S): {', '.join(f.name for f in self.errors)}"
+                f"{layers}")
 
     def to_dict(self) -> dict:
         return {"attn_implementation": self.attn_implementation, "use_cache": self.use_cache, "format": self.format,
@@ -106,7 +130,8 @@ class BatchCheck:
                                                                             self.documents.per_row()],
                 "labels": self.documents.labels_reason, "evidence": list(self.documents.decided_by),
                 "trainer": self.trainer, "attention": self.effective.to_dict(),
-                "findings": [f.to_dict() for f in self.findings], "ignored": list(self.ignored)}
+                "findings": [f.to_dict() for f in self.findings], "ignored": list(self.ignored),
+                "model_type": self.model_type, "layers": dict(self.layer_statuses)}
 
     def format_table(self) -> str:
         rows, width = self.shape
@@ -115,6 +140,8 @@ class BatchCheck:
                  f"from {sources}; {self.documents.labels_reason}",
                  f"read by {self.attn_implementation}{' with a cache' if self.use_cache else ''}: "
                  f"{self.effective.path}", self.verdict]
+        if self.model_type:
+            lines.append(f"layers of {self.model_type} judged: " + "; ".join(f"{k} {s}" for k, s in self.layer_statuses))
         for f in self.findings:
             lines.append(f"  {f.severity.upper():<7} {f.name}: {f.title}\n    {f.detail}\n    fix: {f.fix}")
         return "\n".join(lines)

@@ -68,6 +68,33 @@ _TABLE = (
     Rule("kernel_skips_tokens", "error", "The kernel computes nothing for some real tokens",
          "Start the varlen offsets at 0 and cover every real token: flash-attention infers them from the minimum "
          "position, so the row must begin at a document's first position."),
+    # the layers beyond attention, and the model's own mask call (check.mixers, from attention.families)
+    Rule("convolution_reads_previous_document", "error", "A short convolution reads the previous document",
+         "A causal convolution of width k reads the k - 1 tokens before each token (k = 4 in Mamba and Gated DeltaNet, "
+         "3 in LFM2) and keeps documents apart only when its kernel reads seq_idx (the document of each token: "
+         "causal-conv1d, CUDA). Give the batch seq_idx (TRL's "
+         "padding-free collator does; DataCollatorWithFlattening(return_seq_idx=True, return_flash_attn_kwargs=True)) "
+         "and install causal-conv1d where the model trains; without either, do not pack for this model: pad one "
+         "document per row."),
+    Rule("state_crosses_documents", "error", "A recurrent state runs from one document into the next",
+         "A recurrence (Mamba's scan, Gated DeltaNet, RWKV) restarts its state only where its kernel reads the "
+         "boundaries (cu_seq_lens in flash-linear-attention, seq_idx in mamba-ssm, CUDA). Give the batch the signal "
+         "the detail names, built from the documents (never from an all-ones attention_mask), and install the "
+         "kernel; without it, do not pack for this model: pad one document per row."),
+    Rule("model_refuses_batch", "error", "The model refuses this batch here",
+         "transformers' reference torch code refuses seq_idx and cu_seqlens at a convolution or a recurrence "
+         "(integrations.hub_kernels.use_kernel_func_from_hub_with_fallback: \"can't keep packed sequences apart\"): "
+         "install the kernel the detail names on the CUDA machine that trains (check with --kernel NAME there), "
+         "or pad one document per row. Dropping the signal makes the batch run and leak."),
+    Rule("mask_ignores_position_resets", "error", "The model builds its attention mask without position_ids",
+         "This model's code calls create_causal_mask without position_ids, so position resets never reach the mask "
+         "under sdpa, eager or flex: every document reads the ones before it. Pass a 4D block-causal attention_mask "
+         "(0 where a key may be read, torch.finfo(dtype).min where not), or pad one document per row."),
+    Rule("future_visible", "error", "A later token changes an earlier output",
+         "Attention is not causal: a query reads keys after it. A varlen kernel is causal only if asked "
+         "(flash_attn_varlen_func(causal=True); torch's varlen_attn(window_size=(-1, 0)): both default to full "
+         "attention), a 4D mask must be lower-triangular inside each document, and a bidirectional model "
+         "(RoBERTa without is_decoder=True) is no causal LM."),
     # only a PackedBatch (the lab's own tensors) can show these
     Rule("cu_seqlens_not_monotone", "error", "cu_seqlens do not rise from 0",
          "cu_seqlens start at 0 and strictly increase."),

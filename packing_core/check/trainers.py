@@ -96,6 +96,18 @@ def advise(name: str, trainer: str, t: BatchTensors, eff: EffectiveAttention | N
         if trainer in ("trl", "flattening"):
             return ("TRL's padding-free collator sets labels to -100 where position_ids == 0; "
                     "DataCollatorWithFlattening writes separator_id=-100 at each document's first label: keep them.")
+    if name in ("convolution_reads_previous_document", "state_crosses_documents") and trainer == "flattening":
+        return ("DataCollatorWithFlattening(return_flash_attn_kwargs=True, return_seq_idx=True) adds cu_seq_lens_q/_k and "
+                "seq_idx (TRL's padding-free collator emits both); then install causal-conv1d and flash-linear-attention "
+                "where the model trains (CUDA), or transformers refuses the batch; without them, pad one document per row.")
+    if name == "model_refuses_batch" and trainer == "trl":
+        return ("TRL's padding-free batch already carries seq_idx and cu_seq_lens_q/_k: install causal-conv1d and "
+                "flash-linear-attention on the CUDA machine that trains, or turn packing off there (packing=False, "
+                "padding_free=False). Dropping seq_idx or cu_seq_lens makes the batch run and leak.")
+    if name == "mask_ignores_position_resets" and trainer in ("trl", "flattening"):
+        return ("TRL's padding-free collator and DataCollatorWithFlattening rely on position resets, which this "
+                "model's mask never sees: for this model pad instead (TRL: packing=False, padding_free=False; "
+                "transformers: DataCollatorForSeq2Seq), or give each batch a 4D block-causal attention_mask.")
     if name == "pads_given_position_zero" and trainer in ("trl", "flattening"):
         return ("TRL pads position_ids with 0 (pad_to_multiple_of with padding_free=True), and its cu_seq_lens then "
                 "count each pad as a sequence: leave pad_to_multiple_of unset, or pad position_ids with a running "

@@ -4,9 +4,12 @@
 
 The guard is a forward pre-hook (``register_forward_pre_hook(..., with_kwargs=True)``): it sees
 ``model(**batch)``'s keyword arguments as the trainer passes them, reads the model's own
-``config._attn_implementation`` and the ``use_cache`` the call will use (the call's own value,
-else ``config.use_cache``, which transformers' model forward falls back to), and runs
-:func:`packing_core.check.batch.check_hf_batch`. An error raises :class:`PackingCheckError` (or
+``config._attn_implementation``, its ``config.model_type`` (every layer of that family that mixes
+tokens is judged, not only attention: :mod:`packing_core.check.mixers`, with the fast kernels this
+process would call) and the ``use_cache`` the call will use (the call's own value, else
+``config.use_cache``, which transformers' model forward falls back to), and runs
+:func:`packing_core.check.batch.check_hf_batch`. A model type the lab has not measured is judged
+for attention only, and the guard says so once. An error raises :class:`PackingCheckError` (or
 warns, with ``on_error="warn"``) before the step runs. Across its batches it keeps a stream
 summary (:attr:`Guard.summary`: fill, trained share, documents per row); when the last one is
 checked and none held a document boundary, it warns that packing is off.
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from packing_core._validate import InputError
 from packing_core.check.batch import check_hf_batch
 from packing_core.check.evidence import tokenizer_facts
+from packing_core.check.mixers import SCOPE_NOTE, installed_kernels, model_family
 from packing_core.check.result import BatchCheck
 from packing_core.check.stream import StreamSummary, summarize_checks
 
@@ -38,6 +42,8 @@ class Guard:
     checks: list[BatchCheck] = field(default_factory=list)
     handle: object = None
     eos_known: bool = False
+    model_type: str = ""           # the family judged beyond attention; "" = attention only
+    scope: str = ""                # why only attention was judged, when it was
 
     @property
     def summary(self) -> StreamSummary:
@@ -54,11 +60,23 @@ class Guard:
             self.handle = None
 
 
+def model_type_of(model) -> tuple[str, str]:
+    """``(model type judged, scope note)``: the measured family of ``model.config.model_type``, or "" and why not."""
+    name = getattr(getattr(model, "config", None), "model_type", None)
+    if not name:
+        return "", SCOPE_NOTE.replace("give --model or --model-type", "the model has no config.model_type")
+    try:
+        return model_family(name).model_type, ""
+    except InputError as e:
+        return "", f"note: the verdict covers attention layers only: {e}"
+
+
 def guard(model, tokenizer=None, batches: int = 3, on_error: str = "raise") -> Guard:
     """Install the check on ``model``'s next ``batches`` forward calls; returns the :class:`Guard`.
 
     ``tokenizer`` gives the EOS id that separates documents in wrapped streams (where nothing
-    stronger marks them, and where the tokenizer fits the batch).
+    stronger marks them, and where the tokenizer fits the batch). The model's own type decides
+    which layers are judged (:func:`model_type_of`).
     """
     if on_error not in ON_ERROR:
         raise InputError(f"on_error={on_error!r}: choose one of {', '.join(ON_ERROR)}")
@@ -67,8 +85,12 @@ def guard(model, tokenizer=None, batches: int = 3, on_error: str = "raise") -> G
     if not hasattr(model, "register_forward_pre_hook"):
         raise InputError(f"guard needs a torch.nn.Module, got {type(model).__name__}")
     facts = None if tokenizer is None else tokenizer_facts(tokenizer)
-    state = Guard(batches, on_error, eos_known=bool(facts and facts.eos_ids))
+    model_type, scope = model_type_of(model)
+    state = Guard(batches, on_error, eos_known=bool(facts and facts.eos_ids), model_type=model_type, scope=scope)
     config = getattr(model, "config", None)
+    kernels = installed_kernels()
+    if scope:
+        warnings.warn(f"packing check: {scope}", stacklevel=2)
 
     def hook(module, args, kwargs):
         batch = dict(kwargs)
@@ -80,7 +102,8 @@ def guard(model, tokenizer=None, batches: int = 3, on_error: str = "raise") -> G
         if use_cache is None:
             use_cache = bool(getattr(config, "use_cache", False))
         impl = getattr(config, "_attn_implementation", None) or "sdpa"
-        check = check_hf_batch(batch, impl, use_cache=bool(use_cache), tokenizer=facts)
+        check = check_hf_batch(batch, impl, use_cache=bool(use_cache), tokenizer=facts,
+                               model_type=model_type or None, kernels=kernels)
         state.checks.append(check)
         if len(state.checks) >= state.batches:
             state.remove()

@@ -89,12 +89,12 @@ class SelfAttention(nn.Module):
         self.qkv = RowLinear(cfg.d_model, 3 * cfg.d_model)
         self.proj = RowLinear(cfg.d_model, cfg.d_model)
 
-    def forward(self, x, cu_seqlens, max_seqlen, backend="segments", honour=True):
+    def forward(self, x, cu_seqlens, max_seqlen, backend="segments", honour=True, causal=True):
         T, C = x.shape
         q, k, v = self.qkv(x).view(T, 3, self.cfg.n_heads, C // self.cfg.n_heads).unbind(1)
         if not honour:
             backend, cu_seqlens, max_seqlen = "causal_only", torch.tensor([0, T], dtype=torch.int32), T
-        return self.proj(attend(q, k, v, cu_seqlens, max_seqlen, backend).reshape(T, C))
+        return self.proj(attend(q, k, v, cu_seqlens, max_seqlen, backend, causal=causal).reshape(T, C))
 
 
 class ShortConv(nn.Module):
@@ -179,11 +179,12 @@ class HybridModel(nn.Module):
                 std = 0.5 if name == "convolution.weight" else 2.0 / math.sqrt(p.shape[1])
                 p.normal_(0.0, std, generator=g)
 
-    def layer(self, kind: str, x, cu_seqlens, max_seqlen, backend="segments", seq_idx=None, honour=None):
+    def layer(self, kind: str, x, cu_seqlens, max_seqlen, backend="segments", seq_idx=None, honour=None,
+              causal=True):
         """One layer kind's output for its (normed) input ``x``; ``honour`` overrides the config's switch."""
         honour = kind in self.cfg.honour if honour is None else honour
         if kind == "attention":
-            return self.attention(x, cu_seqlens, max_seqlen, backend, honour)
+            return self.attention(x, cu_seqlens, max_seqlen, backend, honour, causal)
         if kind == "convolution":
             if seq_idx is None:
                 seq_idx = seq_idx_from_cu(cu_seqlens, x.shape[0])
@@ -191,7 +192,7 @@ class HybridModel(nn.Module):
         return self.recurrence(x, cu_seqlens if honour else None)
 
     def forward(self, input_ids, position_ids, cu_seqlens, max_seqlen, backend="segments", row_offsets=None,
-                *, seq_idx=None, trace: dict | None = None):
+                *, seq_idx=None, trace: dict | None = None, causal: bool = True):
         """Logits ``[T, vocab]`` for one packed row (the runner convention of ``models.tiny``).
 
         ``position_ids`` are accepted for the convention and unused: no layer here reads positions.
@@ -205,7 +206,7 @@ class HybridModel(nn.Module):
             h = norm(x)
             if trace is not None:
                 trace[kind] = h
-            x = x + self.layer(kind, h, cu_seqlens, max_seqlen, backend, seq_idx)
+            x = x + self.layer(kind, h, cu_seqlens, max_seqlen, backend, seq_idx, causal=causal)
         return self.lm_head(self.norms[3](x))
 
 

@@ -72,13 +72,13 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
-    def forward(self, x, position_ids, cu_seqlens, max_seqlen, backend, row_offsets):
+    def forward(self, x, position_ids, cu_seqlens, max_seqlen, backend, row_offsets, causal=True):
         T, C = x.shape
         h = self.cfg.n_heads
         q, k, v = self.qkv(x).view(T, 3, h, C // h).unbind(1)
         if self.cfg.positions == "rope":
             q, k = rope(q, position_ids), rope(k, position_ids)
-        y = attend(q, k, v, cu_seqlens, max_seqlen, backend, row_offsets=row_offsets)
+        y = attend(q, k, v, cu_seqlens, max_seqlen, backend, row_offsets=row_offsets, causal=causal)
         return self.proj(y.reshape(T, C))
 
 
@@ -91,9 +91,9 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(),
                                  nn.Linear(4 * cfg.d_model, cfg.d_model))
 
-    def forward(self, x, position_ids, cu_seqlens, max_seqlen, backend, row_offsets):
+    def forward(self, x, position_ids, cu_seqlens, max_seqlen, backend, row_offsets, causal=True):
         x = x + self.attn(self.ln1(x), position_ids, cu_seqlens, max_seqlen, backend,
-                          row_offsets)
+                          row_offsets, causal)
         return x + self.mlp(self.ln2(x))
 
 
@@ -132,8 +132,10 @@ class TinyTransformer(nn.Module):
                 p.normal_(0.0, std, generator=g)
 
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cu_seqlens,
-                max_seqlen: int, backend: str = "segments", row_offsets=None
+                max_seqlen: int, backend: str = "segments", row_offsets=None, *, causal: bool = True
                 ) -> torch.Tensor:
+        """Logits ``[T, vocab]`` of one packed row; ``causal=False`` lets each document read its future
+        (the varlen kernels' default: :func:`packing_core.attention.attend`)."""
         if input_ids.dim() != 1 or position_ids.shape != input_ids.shape:
             raise InputError(f"input_ids and position_ids must be one packed row [T], got "
                              f"{tuple(input_ids.shape)} and {tuple(position_ids.shape)}: "
@@ -146,7 +148,7 @@ class TinyTransformer(nn.Module):
                                  "reset positions per document or raise max_positions")
             x = x + self.pos_emb(position_ids)
         for block in self.blocks:
-            x = block(x, position_ids, cu_seqlens, max_seqlen, backend, row_offsets)
+            x = block(x, position_ids, cu_seqlens, max_seqlen, backend, row_offsets, causal)
         return self.lm_head(self.ln_f(x))
 
 

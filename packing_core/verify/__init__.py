@@ -1,4 +1,4 @@
-"""Alone vs packed: one VerifyReport for every model.
+"""Alone vs packed (isolation) and a later token changed (causality): one VerifyReport for every model.
 
 The public names of ``packing_core.verify``: ``from packing_core.verify import ...``. They load on first
 use; the imports below are what editors and type checkers read (see ``packing_core._lazy``).
@@ -10,9 +10,12 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .batch_run import BatchVerdict, Reconciled, reconcile, run_hf_batch
+    from .causality import causality_of_batch, causality_runner
     from .drift import Continuations, continuations
     from .equivalence import (
         DEFAULT_LENGTHS,
+        CausalityReport,
+        Cut,
         DocumentResult,
         TokenChange,
         VerifyReport,

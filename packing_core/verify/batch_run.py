@@ -179,14 +179,16 @@ class Reconciled:
 
 
 _ISOLATION = ("documents_share_attention", "untrained_tokens_share_attention", "mask_reads_future",
-              "query_reads_nothing", "kernel_skips_tokens", "max_length_too_small")
+              "query_reads_nothing", "kernel_skips_tokens", "max_length_too_small", "mask_ignores_position_resets",
+              "convolution_reads_previous_document", "state_crosses_documents")
 
 
 def reconcile(check: BatchCheck, run: BatchVerdict, *, strict: bool = False) -> Reconciled:
     """One line for the static check of ``check.attn_implementation`` and its model run; the run decides.
 
-    The static check says whether documents meet where training sees them; the run measures it
-    on the same documents and the same trained positions. Where they disagree the line says so,
+    The static check says whether documents meet where training sees them (in attention, and,
+    given a model type, in each layer kind it names); the run measures it on the same documents
+    and the same trained positions. Where they disagree the line says so,
     and the exit code follows the run (1 on a measured leak); the static check's other errors
     (labels, offsets: what a forward pass cannot see) still count.
 
@@ -197,7 +199,8 @@ def reconcile(check: BatchCheck, run: BatchVerdict, *, strict: bool = False) -> 
     """
     static_leak = any(f.name in _ISOLATION and f.severity == "error" for f in check.findings)
     other_errors = [f.name for f in check.errors if f.name not in _ISOLATION]
-    said = "static check " + ("LEAKS" if static_leak else "SOUND")
+    where = [k for k, s in check.layer_statuses if s == "LEAKS"]      # with a model type: which layers
+    said = "static check " + ("LEAKS" if static_leak else "SOUND") + (f" ({', '.join(where)})" if where else "")
     ran = (f"model run {'LEAK' if run.leaks else 'NO LEAK'} (max |dlogit| {run.max_abs_diff:.2e} on trained "
            "positions)")
     agree = static_leak == run.leaks

@@ -26,6 +26,7 @@ import torch
 
 from packing_core._validate import MASKS, POSITIONS, InputError, Mask, Positions, choice
 from packing_core.batch.packed import segment_layout
+from packing_core.check.rules import Finding
 
 Runner = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
 
@@ -71,6 +72,78 @@ class DocumentResult:
 
 
 @dataclass(frozen=True)
+class Cut:
+    """One cut: every token after ``position`` (in ``row``) changed; the largest move at or before it."""
+
+    row: int
+    position: int
+    max_abs_diff: float
+    first_moved: int | None       # the first position at or before the cut that moved beyond the tolerance
+
+
+@dataclass(frozen=True)
+class CausalityReport:
+    """The second check (:mod:`.causality`) of one run: each cut, and whether the future was visible.
+
+    ``token_diffs`` (float [B, T]) holds, at each position, the largest |logit difference| any cut
+    caused there while the position was at or before the cut (0 where no cut covered it).
+    """
+
+    tolerance: float
+    cuts: tuple[Cut, ...]
+    token_diffs: np.ndarray = field(compare=False, repr=False)
+    attention: str = ""
+
+    @property
+    def future_visible(self) -> bool:
+        return any(c.first_moved is not None for c in self.cuts)
+
+    @property
+    def max_abs_diff(self) -> float:
+        return max((c.max_abs_diff for c in self.cuts), default=0.0)
+
+    @property
+    def first_moved(self) -> tuple[int, int] | None:
+        """``(row, position)`` of the earliest position a later change moved, or None."""
+        moved = [(c.row, c.first_moved) for c in self.cuts if c.first_moved is not None]
+        return min(moved) if moved else None
+
+    @property
+    def verdict(self) -> str:
+        """The causality verdict in one sentence, separate from the isolation verdict."""
+        if not self.cuts:
+            return "CAUSALITY NOT TESTED: no document of two or more tokens to cut."
+        if not self.future_visible:
+            return (f"CAUSAL. Changing every token after a cut moved no earlier logit beyond {self.tolerance:.1e} "
+                    f"({len(self.cuts)} cut(s)).")
+        c = next(c for c in self.cuts if c.first_moved is not None and (c.row, c.first_moved) == self.first_moved)
+        return (f"FUTURE VISIBLE. Changing the tokens after position {c.position} (row {c.row}) moved the logits at "
+                f"position {c.first_moved} by up to {c.max_abs_diff:.2e}, more than {self.tolerance:.1e}: a query "
+                "reads keys after it.")
+
+    def finding(self) -> Finding | None:
+        """``future_visible`` (error) with the first position that moved, or None when causal."""
+        if not self.future_visible:
+            return None
+        r, p = self.first_moved
+        return Finding("future_visible", f"{self.verdict} (under {self.attention or 'this attention'})",
+                       marks=((r, p),))
+
+    def to_dict(self) -> dict:
+        return {"future_visible": self.future_visible, "verdict": self.verdict, "tolerance": self.tolerance,
+                "attention": self.attention, "first_moved": self.first_moved, "max_abs_diff": self.max_abs_diff,
+                "cuts": [asdict(c) for c in self.cuts]}
+
+    def format_table(self) -> str:
+        lines = ["causality: the tokens after each cut changed, the logits up to it compared",
+                 f"{'row':>4} {'cut':>5} {'max |dlogit| up to it':>22}  first moved"]
+        lines += [f"{c.row:>4} {c.position:>5} {c.max_abs_diff:>22.3e}  "
+                  f"{'-' if c.first_moved is None else c.first_moved}" for c in self.cuts]
+        lines.append(self.verdict)
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
 class VerifyReport:
     """One packed-vs-alone run. ``verdict`` is its sentence, the one the CLI and the pages print.
 
@@ -93,6 +166,8 @@ class VerifyReport:
     texts: tuple[str, ...] = ()            # the documents as text, when they came from text
     changes: tuple[TokenChange, ...] | None = None  # top-1 changes; None when not decoded
     attn_implementation: str = ""          # transformers' own attention that ran (sdpa, eager), else ""
+    # the second check, run on the same packed row (verify.causality): printed and judged apart from isolation
+    causality: CausalityReport | None = field(default=None, compare=False)
 
     @property
     def equivalent(self) -> bool:
@@ -102,6 +177,11 @@ class VerifyReport:
     @property
     def max_abs_diff(self) -> float:
         return max(d.max_abs_diff for d in self.documents)
+
+    @property
+    def future_visible(self) -> bool:
+        """The causality check (when it ran) saw a later token change an earlier output."""
+        return self.causality is not None and self.causality.future_visible
 
     @property
     def verdict(self) -> str:
@@ -129,6 +209,7 @@ class VerifyReport:
             "token_diffs": [float(x) for x in self.token_diffs],
             "texts": list(self.texts),
             "changes": None if self.changes is None else [asdict(c) for c in self.changes],
+            "causality": None if self.causality is None else self.causality.to_dict(),
         }
 
     def format_table(self) -> str:
@@ -149,6 +230,8 @@ class VerifyReport:
                 lines += [f"  doc {c.document} token {c.position:>3} {c.token_text!r:>14}: alone -> "
                           f"{c.alone_top1!r}, packed -> {c.packed_top1!r} (max |dlogit| {c.delta:.2f})"
                           for c in self.changes]
+        if self.causality is not None:
+            lines += ["", self.causality.format_table()]
         return "\n".join(lines)
 
 
@@ -246,9 +329,10 @@ def default_documents(lengths: Sequence[int] = DEFAULT_LENGTHS, vocab_size: int 
     return [rng.integers(0, vocab_size, size=n).tolist() for n in lengths]
 
 
-def model_runner(model, backend: str = "segments") -> Runner:
-    """A runner over a :class:`~packing_core.models.tiny.TinyTransformer`."""
+def model_runner(model, backend: str = "segments", causal: bool = True) -> Runner:
+    """A runner over one of the lab's own models (``TinyTransformer``, ``HybridModel``); ``causal=False``
+    runs its attention without the causal flag (:func:`packing_core.attention.attend`)."""
     def runner(input_ids, position_ids, cu_seqlens, max_seqlen):
-        return model(input_ids, position_ids, cu_seqlens, max_seqlen, backend=backend)
+        return model(input_ids, position_ids, cu_seqlens, max_seqlen, backend=backend, causal=causal)
     return runner
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 
 import torch
 
@@ -21,6 +22,7 @@ from packing_core.attention.backends import BACKENDS
 from packing_core.models.hybrid import HybridModel
 from packing_core.models.registry import PRETRAINED, find_model, is_model_path, load_model, model_names, model_spec
 from packing_core.models.tiny import TinyTransformer
+from packing_core.verify.causality import causality_runner
 from packing_core.verify.equivalence import VerifyReport, default_documents, model_runner, verify_runner
 from packing_core.verify.texts import check_texts, tokenise_texts
 
@@ -58,12 +60,13 @@ def attention_arguments(name: str) -> dict[str, str]:
 def verify_hf(model, documents, *, mask: str = "on", positions: str = "reset",
               attn: str = "packing_lab_segments", use_cache: bool = False,
               dtype: torch.dtype | None = None, tolerance: float | None = None,
-              model_name: str | None = None, decode=None, texts: Sequence[str] = ()) -> VerifyReport:
+              model_name: str | None = None, decode=None, texts: Sequence[str] = (),
+              causality: bool = True) -> VerifyReport:
     """Packed-vs-alone report for any transformers causal LM, through ``hf_attention.runner``.
 
     ``attn`` is one of our backends or transformers' own implementation; ``dtype`` (default:
     the model's) picks the default tolerance; ``decode`` adds the top-1 changes, read from the
-    same logits.
+    same logits; ``causality`` adds the second check on the same row (:mod:`packing_core.verify.causality`).
     """
     from packing_core.models.hf_attention import ATTN_PREFIX, attn_name, hf_runner
 
@@ -71,10 +74,20 @@ def verify_hf(model, documents, *, mask: str = "on", positions: str = "reset",
     name = model_name if model_name is not None else getattr(model.config, "_name_or_path", "")
     path = attn_name(attn).removeprefix(ATTN_PREFIX)
     own = path not in BACKENDS
-    return verify_runner(hf_runner(model, attn, use_cache), documents, mask=mask, positions=positions,
-                         dtype=dtype or param.dtype, tolerance=tolerance, backend_name="" if own else path,
-                         attn_implementation=path if own else "", device=param.device, model_name=name,
-                         decode=decode, texts=texts)
+    runner = hf_runner(model, attn, use_cache)
+    report = verify_runner(runner, documents, mask=mask, positions=positions,
+                           dtype=dtype or param.dtype, tolerance=tolerance, backend_name="" if own else path,
+                           attn_implementation=path if own else "", device=param.device, model_name=name,
+                           decode=decode, texts=texts)
+    return _with_causality(report, runner, documents, param.device) if causality else report
+
+
+def _with_causality(report: VerifyReport, runner, documents, device) -> VerifyReport:
+    """``report`` with the causality check of the same runner, row, dtype and tolerance attached."""
+    check = causality_runner(runner, documents, mask=report.mask, positions=report.positions,
+                             backend_name=report.backend or report.attn_implementation, tolerance=report.tolerance,
+                             device=device)
+    return replace(report, causality=check)
 
 
 def load_causal_lm(model: str, dtype: torch.dtype = torch.float32):
@@ -90,7 +103,7 @@ def load_causal_lm(model: str, dtype: torch.dtype = torch.float32):
 def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset", backend: str = "segments",
                  attn_implementation: str | None = None, documents=None, texts=None, seed: int | None = None,
                  dtype: torch.dtype | None = None, device=None, use_cache: bool = False,
-                 loaded: tuple | None = None) -> VerifyReport:
+                 loaded: tuple | None = None, causal: bool = True, causality: bool = True) -> VerifyReport:
     """Verify a registered model (``"tiny-rope"``, ``"tiny-abs"``: random init, for speed; ``"smollm2"``),
     a ``TinyTransformer``, or a local Hugging Face model folder.
 
@@ -99,6 +112,9 @@ def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset
     model; ``texts`` need a model with a tokenizer. ``seed`` draws the random documents of a model
     without one. ``use_cache`` matters only with transformers' own attention
     (``attn_implementation="sdpa"`` or ``"eager"``): transformers then skips its packing detection.
+    ``causal=False`` runs the lab's own models without the causal flag (what a varlen kernel does
+    by default): alone vs packed still agree, and the causality check (``causality``, on by
+    default, in ``report.causality``) sees the future read.
     """
     attn = attention_of(backend, attn_implementation)
     spec = find_model(model)
@@ -115,6 +131,9 @@ def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset
     if tiny and texts is not None:
         raise InputError(f"texts need a tokenizer, and {name!r} has none: pass documents= (token ids) or use "
                          f"--model {PRETRAINED}")
+    if not causal and not tiny:
+        raise InputError("causal=False runs the lab's own models (tiny-rope, tiny-abs, tiny-hybrid) on the lab's "
+                         f"backends; {name} runs with its own causal mask")
     if tiny and attn not in BACKENDS:
         raise InputError(f"{name} is the lab's tiny model: it runs the lab's backends ({', '.join(BACKENDS)}), "
                          f"not transformers' {attn}")
@@ -131,8 +150,10 @@ def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset
     if isinstance(net, (TinyTransformer, HybridModel)):
         param = next(net.parameters())
         docs = default_documents(vocab_size=net.cfg.vocab_size, seed=seed or 0) if documents is None else documents
-        return verify_runner(model_runner(net, attn), docs, mask=mask, positions=positions, dtype=param.dtype,
-                             backend_name=attn, device=param.device, model_name=name)
+        runner = model_runner(net, attn, causal)
+        report = verify_runner(runner, docs, mask=mask, positions=positions, dtype=param.dtype,
+                               backend_name=attn, device=param.device, model_name=name)
+        return _with_causality(report, runner, docs, param.device) if causality else report
     if documents is None and tokenizer is not None:
         if seed is not None:
             raise InputError(f"{name} has a tokenizer, so it runs texts: pass texts= instead of seed=")
@@ -147,7 +168,8 @@ def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset
     else:
         texts = tuple(tokenizer.decode(d) for d in documents) if tokenizer is not None else ()
     return verify_hf(net, documents, mask=mask, positions=positions, attn=attn, use_cache=use_cache,
-                     model_name=name, decode=tokenizer.decode if tokenizer is not None else None, texts=texts)
+                     model_name=name, decode=tokenizer.decode if tokenizer is not None else None, texts=texts,
+                     causality=causality)
 
 
 def verify_pretrained(mask: str = "on", positions: str = "reset", backend: str = "segments",

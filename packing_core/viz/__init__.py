@@ -10,6 +10,7 @@ from packing_core._lazy import lazy_exports
 if TYPE_CHECKING:
     from .balance import balance_figure
     from .batch_check import hf_batch_figure
+    from .mixers import hybrid_leak_figure, layer_diff_figure
     from .plans import (
         benchmark_figure,
         length_histogram_figure,

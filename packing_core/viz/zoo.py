@@ -7,7 +7,8 @@
 - ``mask``: the keys each query reads, broken and fixed (the shared ``mask_figure``);
 - ``targets``: the token trained at each position, broken and fixed;
 - ``positions``: the position ids, and the sequences the model's code finds in them;
-- ``weights``: each document's share of the gradient.
+- ``weights``: each document's share of the gradient;
+- ``layers``: each layer beyond attention, its output against the document alone, per token.
 
 Colours are the roles of :mod:`packing_core.viz.style`: the broken run is the leak colour when
 its documents read each other, the alert colour when it is wrong in another way; the fix is
@@ -20,6 +21,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from packing_core.batch.packed import IGNORE_INDEX
+from packing_core.viz.mixers import layer_diff_figure
 from packing_core.viz.rows import Track, mask_figure, tracks_figure
 from packing_core.viz.style import (
     ALERT_COLOUR,
@@ -48,7 +50,7 @@ def broken_colour(result) -> str:
 def zoo_figures(result) -> dict[str, go.Figure]:
     """One figure per part the reproduction carries, in the order of ``result.drawn``."""
     builders = {"logits": logits_figure, "mask": masks_figure, "targets": targets_figure,
-                "positions": positions_figure, "weights": weights_figure}
+                "positions": positions_figure, "weights": weights_figure, "layers": layers_figure}
     return {part: builders[part](result) for part in result.drawn}
 
 
@@ -98,6 +100,14 @@ def logits_figure(result) -> go.Figure:
     fig.update_xaxes(title="token in the packed row", showgrid=False)
     return apply_layout(fig, title=f"Logits against each document alone: broken max {broken.max(initial=0):.2g}, "
                                    f"fixed max {fixed.max(initial=0):.1e}", height=340, top=80)
+
+
+# ---------------------------------------------------------------- layers beyond attention
+def layers_figure(result) -> go.Figure:
+    """Each layer's output against the document alone, per token, broken and fixed (:mod:`.mixers`)."""
+    return layer_diff_figure(result.layer_kinds, result.broken_layer_diffs, result.fixed_layer_diffs,
+                             document_ids=result.document_ids, tolerance=result.tolerance,
+                             names=("broken", "fixed"), title="Each layer's output against the document alone")
 
 
 # ---------------------------------------------------------------- mask

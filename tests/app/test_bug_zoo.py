@@ -41,3 +41,19 @@ def test_every_tracker_reference_is_a_link_on_the_page():
             if url:
                 assert f"]({url})" in page
     assert "](https://github.com/huggingface/transformers/issues/34373)" in page
+
+
+def test_a_bug_beyond_attention_draws_each_layers_output_and_the_check_that_catches_it():
+    at = open_page("bug_zoo")
+    at.button(key="bug_zoo.run_short-conv-bleeds").click().run()
+    assert_clean(at)
+    drawn = charts(at)
+    r = reproduce_bug("short-conv-bleeds")
+    assert len(drawn) == len(r.drawn) == 2                       # the logits, and each layer's output
+    layers = next(d for d in drawn if any(t.get("name") == "broken" and t.get("type") == "bar" for t in d["data"]))
+    titles = " ".join(a["text"].replace("<br>", " ") for a in layers["layout"]["annotations"])
+    assert "convolution: 4 position(s) differ" in titles      # LFM2's kernel 3: 2 tokens of 2 later documents
+    assert any("catches it" in s.value and "convolution_reads_previous_document" in s.value.replace("\\", "")
+               for s in at.success)
+    caption = " ".join(c.value for c in at.caption)
+    assert "A short convolution reads the previous document" in caption

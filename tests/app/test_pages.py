@@ -92,8 +92,10 @@ LIBRARY_WORDS = ("EQUIVALENT", "DIFFERENT", "cannot fill", "planned from the cou
                  "looks better in training", "The words part at generated token", "200_000", "messages\", \"prompt")
 
 
-@pytest.mark.parametrize("path", [*PAGE_FILES, ROOT / "app_pages" / "_lab.py", ROOT / "app_pages" / "_your_data.py"],
-                         ids=lambda p: p.name)
+HELPERS = [ROOT / "app_pages" / f for f in ("_lab.py", "_your_data.py", "_leakage_steps.py")]
+
+
+@pytest.mark.parametrize("path", [*PAGE_FILES, *HELPERS], ids=lambda p: p.name)
 def test_a_page_shows_the_librarys_sentences_and_never_composes_them(path):
     text = path.read_text(encoding="utf-8")
     assert [w for w in LIBRARY_WORDS if w in text] == []

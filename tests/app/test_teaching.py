@@ -78,6 +78,18 @@ def test_W2_the_bug_zoo_lesson_box_says_one_bug_crashes_and_names_both_kinds_of_
     assert any(not b.caught_by for b in ZOO)      # and entries only the alone-vs-packed comparison sees
 
 
+def test_W2_round3_a_varlen_kernel_is_causal_only_if_asked():
+    """torch 2.13's varlen_attn defaults to window_size=(-1, -1) (full attention), flash-attn's varlen to causal=False."""
+    import inspect
+
+    from torch.nn.attention.varlen import varlen_attn
+
+    said = _content.GLOSSARY["varlen"]
+    assert "computes one causal block per document" not in said
+    assert "causal only if you ask for it" in said and "window_size=(-1, 0)" in said and "causal=True" in said
+    assert tuple(inspect.signature(varlen_attn).parameters["window_size"].default) == (-1, -1)
+
+
 def test_W3_the_bug_zoo_intro_admits_the_crash():
     page = text(open_page("bug_zoo"))
     assert "None of them raises an error" not in page
@@ -296,9 +308,17 @@ def test_I14_smollm2_is_named_with_its_quantisation():
     assert "Q4_1" in pc.model_spec("smollm2").label and "Q4_1" in (ROOT / "README.md").read_text()
 
 
-def test_I15_tensor_checks_catch_some_forms_and_alone_vs_packed_every_form():
+def test_I15_tensor_checks_catch_some_forms_and_alone_vs_packed_every_form_it_can_see():
+    """Round 3's M4: alone vs packed catches every form that makes a document compute differently packed, on the
+    call path tested; not what the alone run shares (a missing causal flag): that needs the causality check."""
     say, _ = _content.TEACHER["Leakage lab"]
-    assert "the only way to see it" not in say and "catches every form" in say
+    assert "the only way to see it" not in say and "the one check that catches every form" not in say
+    assert "catches every form that makes it compute differently packed, on the call path you test" in say
+    assert "change a later token" in say and "missing causal flag" in say
+    assert "The one check that catches every form is this one" not in _content.LEAKAGE_WHY
+    assert "pair it with the causality check" in _content.LEAKAGE_WHY
+    broken = pc.verify_model("tiny-rope", causal=False)          # the sentence's reason, measured
+    assert broken.equivalent and broken.future_visible
     all_ones = pc.check_hf_batch({"input_ids": [[5, 6, 7, 8]], "position_ids": [[0, 1, 0, 1]],
                                   "attention_mask": [[1, 1, 1, 1]]})
     assert all_ones.names == ("documents_share_attention",)   # a tensor check sees it

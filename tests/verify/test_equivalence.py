@@ -136,7 +136,9 @@ def test_report_serialises_to_json_and_a_table():
     assert len(data["token_diffs"]) == 120
     table = report.format_table()
     assert table.count("DIFFERENT") == 2
-    assert table.splitlines()[-1].startswith("NOT EQUIVALENT")
+    isolation, causality = table.split("\n\ncausality")        # two checks, printed apart
+    assert isolation.splitlines()[-1].startswith("NOT EQUIVALENT")
+    assert causality.splitlines()[-1].startswith("CAUSAL.") and data["causality"]["future_visible"] is False
 
 
 def test_default_documents_are_seeded_and_of_different_lengths():

@@ -6,7 +6,9 @@ The families live one per file and are registered here, in ``ZOO``:
 
 - ``planted``: faults planted in the lab's own PackedBatch, no model (the Masks and labels page);
 - ``masks``: transformers reads the mask other than it was meant (2D mask, cache, sliding window);
-- ``labels``: what the loss trains on; ``positions``: position ids.
+- ``labels``: what the loss trains on; ``positions``: position ids;
+- ``beyond``: beyond attention: convolutions and recurrent states across documents, and a varlen
+  kernel without its causal flag.
 
     >>> [b.name for b in ZOO if not b.planted][:3]
     ['mask-hides-packing', 'cache-hides-packing', 'positions-without-mask']
@@ -22,7 +24,7 @@ import torch
 from packing_core._validate import choice
 from packing_core.check.batch import check_hf_batch
 from packing_core.check.result import BatchCheck
-from packing_core.verify.zoo import labels, masks, planted, positions
+from packing_core.verify.zoo import beyond, labels, masks, planted, positions
 from packing_core.verify.zoo._types import Bug, ZooResult, reference_links
 from packing_core.verify.zoo.planted import (
     BREAKS,
@@ -35,7 +37,7 @@ from packing_core.verify.zoo.planted import (
     shown_batch,
 )
 
-ZOO: tuple[Bug, ...] = masks.BUGS + labels.BUGS + positions.BUGS + planted.BUGS
+ZOO: tuple[Bug, ...] = masks.BUGS + labels.BUGS + positions.BUGS + beyond.BUGS + planted.BUGS
 ZOO_NAMES = tuple(b.name for b in ZOO)
 REPRODUCED = tuple(b.name for b in ZOO if not b.planted)
 

@@ -103,7 +103,9 @@ class ZooResult:
 
     After the sentences come the arrays its figure draws (``viz.zoo``), for one row of the
     batch, measured in the same run: ``None`` where the bug does not touch that part. Each comes
-    as a ``broken_`` / ``fixed_`` pair, so a figure sets what went wrong beside the fix.
+    as a ``broken_`` / ``fixed_`` pair, so a figure sets what went wrong beside the fix. For a
+    causality bug (the future read, alone and packed alike) the logit differences are those the
+    causality check measures: earlier logits moved by a change of later tokens.
     """
 
     name: str
@@ -133,12 +135,17 @@ class ZooResult:
     weight_labels: tuple[str, ...] = ()                # one per document: its row, index and token count
     broken_weights: np.ndarray | None = _array()      # float [documents]: its share of the gradient
     fixed_weights: np.ndarray | None = _array()
+    layer_kinds: tuple[str, ...] = ()                  # the layers beyond attention whose outputs are compared
+    broken_layer_diffs: np.ndarray | None = _array()  # float [kinds, T]: each layer's output vs alone, per token
+    fixed_layer_diffs: np.ndarray | None = _array()
 
     @property
     def drawn(self) -> tuple[str, ...]:
-        """What its figure shows: ``"logits"``, ``"mask"``, ``"targets"``, ``"positions"``, ``"weights"``."""
+        """What its figure shows: ``"logits"``, ``"mask"``, ``"targets"``, ``"positions"``, ``"weights"``,
+        ``"layers"``."""
         parts = {"logits": self.broken_token_diffs, "mask": self.broken_mask, "targets": self.broken_targets,
-                 "positions": self.broken_position_ids, "weights": self.broken_weights}
+                 "positions": self.broken_position_ids, "weights": self.broken_weights,
+                 "layers": self.broken_layer_diffs}
         return tuple(k for k, v in parts.items() if v is not None)
 
     def to_dict(self) -> dict:
