@@ -31,11 +31,21 @@ from app_pages._your_data import (
     profile_summary,
     upload_form,
 )
-from packing_core.analysis import PURPOSES, balance_verdict, basis_note, headline, loss_masked, order_basis, order_effects
+from packing_core.analysis import (
+    MODEL_SHAPES,
+    PURPOSES,
+    basis_note,
+    describe_padding,
+    headline,
+    loss_masked,
+    order_basis,
+    order_effects,
+    step_verdict,
+)
 from packing_core.packing import OVERLONG_POLICIES
 from packing_core.viz import balance_figure, length_histogram_figure, strategy_figure
 
-S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4)
+S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4, model_shape="SmolLM2-135M")
 
 st.title("Dataset explorer")
 lesson(__file__)
@@ -76,9 +86,8 @@ lengths_step, strategies_step, advice_step, balance_step = steps(__file__)
 with lengths_step:
     st.caption(esc(upload["caption"] if yours else sources()[name].description))
     st.markdown("How much padding a dataset causes depends on its length distribution against the context. "
-                "The built-in support tickets are short with a long tail: most rows would be mostly pads. "
-                "Pick another dataset in the sidebar, or open *Use your own data* above, and see which "
-                "strategy fits.")
+                + esc(describe_padding(stats, rows, sample)) + " Pick another dataset or context in the sidebar, or "
+                "open *Use your own data* above, and see which strategy fits.")
     with st.container(border=True):
         st.markdown(f"### {esc(head.sentence[0].upper() + head.sentence[1:])}")
         st.caption("Padding means every document padded to the context. " + (
@@ -112,20 +121,24 @@ with advice_step:
 
 with balance_step:
     st.subheader("Data-parallel balance")
-    st.markdown("A step waits for the slowest rank, and attention costs the sum of len\u00b2, so equal tokens "
-                "are not equal time. The bfd rows dealt as a distributed sampler deals them, then balanced by "
-                "attention cost.")
-    b1, b2 = st.columns(2)
+    st.markdown("A step waits for the slowest rank. Its cost is the linear layers' (6N per token) plus attention's "
+                "(Σ len² per document), so equal tokens are not quite equal time, and how much attention weighs "
+                "depends on the model and the row length. The bfd rows dealt as a distributed sampler deals them, "
+                "then balanced by attention cost; the verdict counts the whole step.")
+    b1, b2, b3 = st.columns(3)
     ranks = b1.number_input("Ranks", 1, 1024, **S.bind("ranks"))
     micro = b2.number_input("Micro-batches per rank", 1, 256, **S.bind("micro_batches"))
+    shape_name = b3.radio("Model shape", list(MODEL_SHAPES), horizontal=True,
+                          format_func=lambda k: MODEL_SHAPES[k].name, **S.bind("model_shape"))
     with guard("balance the rows"):
         key = upload["digest"] if yours else name
-        report = balance_of(key, sample, context, int(ranks), int(micro))
+        steps_ = balance_of(key, sample, context, int(ranks), int(micro), shape_name)
+    report = steps_.by_attention
     basis = f"a sample of {len(sample):,} documents" if yours and len(sample) < stats.count else \
         f"all {len(sample):,} documents"
     if report.note:
         st.caption(esc(report.note))
     figure(cached_figure(balance_figure, report, title=f"bfd rows of {basis}, {report.rows:,} rows over {report.ranks} ranks "
                              f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
-    verdict = balance_verdict(report)
+    verdict = step_verdict(steps_)
     st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")

@@ -8,24 +8,43 @@ from typing import TYPE_CHECKING
 from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .balance_report import balance_verdict, format_balance, slowest_rank_cut
+    from .balance_report import (
+        ATTENTION_HEAVY,
+        StepBalance,
+        balance_verdict,
+        format_balance,
+        slowest_rank_cut,
+        step_balance,
+        step_verdict,
+    )
     from .columns import COLUMNS, KEY_TITLES, Column, basis_note, column_help, format_strategy_table, strategy_frame
     from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
     from .costs import (
         BOUND_LABELS,
+        CONVENTION,
+        CONVENTION_NOTE,
         COST_FORMULA,
+        FULL,
+        HALVES,
+        KERNELS,
         MODEL_SHAPES,
         EndToEnd,
-        KernelFootprint,
+        Kernel,
+        KernelCost,
         ModelShape,
         attention_cells,
+        attention_share,
         benchmark_bounds,
         end_to_end,
-        kernel_footprints,
+        halved_bound,
+        kernel_costs,
+        model_shape,
+        own_kernel,
         plan_tiles,
         tiled_cells,
         training_flops,
     )
+    from .footprints import KernelFootprint, kernel_footprints
     from .isolation import AttentionCheck, alone_vs_packed_attention
     from .profile_report import (
         PURPOSES,
@@ -47,6 +66,6 @@ if TYPE_CHECKING:
         report_dict,
     )
     from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths
-    from .tables import StrategyRow, attention_cost, bimodality, recommend, strategy_table
+    from .tables import StrategyRow, attention_cost, bimodality, describe_padding, recommend, strategy_table
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -18,7 +18,12 @@ print, version ``REPORT_VERSION``::
      "loss_share": 0.271,                          (tokens in the loss / all tokens)
      "headline": {"measure": ..., "best": "bfd", "best_value": ..., "padding_value": ..., "ratio": ..., "sentence": ...},
      "strategies": [{strategy, rows, slots, utilisation, ..., lower_bound_rows, rows_over_lower_bound,
-                     basis, trained_tokens, trained_per_slot, note}, ...]}
+                     basis, trained_tokens, trained_per_slot, note,
+                     "costs": {convention, kernel, slots, slot_ratio, attention_cells, attention_ratio,
+                               dense_mask_cells, dense_mask_ratio, ..._halves}}, ...]}
+
+``costs`` holds the table's cost columns (``StrategyRow.cost_dict``), counted as
+:mod:`packing_core.analysis.costs` counts them: plain ``report`` writes the same entry.
 """
 from __future__ import annotations
 
@@ -172,12 +177,13 @@ def profile_table(profile: LengthProfile, context: int, *, strategies=None, over
     return compare_counts(profile, context, strategies, overlong=overlong, batch_size=batch_size, seed=seed, n=sample)
 
 
-def profile_rows(plans: list[CountPlan]) -> list[StrategyRow]:
-    """The profile's plans as the explorer's strategy rows (ratios against padding to the context)."""
+def profile_rows(plans: list[CountPlan], base: CountPlan | None = None) -> list[StrategyRow]:
+    """The profile's plans as the explorer's strategy rows (ratios against ``base``, padding to the context,
+    by default the ``pad`` plan among ``plans``)."""
     by = {p.strategy: p.metrics for p in plans}
-    if "pad" not in by:
+    if base is None and "pad" not in by:
         raise InputError("profile_rows needs the 'pad' plan (the base of every ratio); plan every strategy")
-    return rows_from_metrics([p.metrics for p in plans], by["pad"])
+    return rows_from_metrics([p.metrics for p in plans], base.metrics if base is not None else by["pad"])
 
 
 def profile_stats(profile: LengthProfile, context: int) -> LengthStats:
@@ -189,24 +195,25 @@ def profile_histogram(profile: LengthProfile, context: int, bins: int = 60):
     return length_histogram(profile.lengths, context, bins, counts=profile.counts)
 
 
-def report_dict(profile: LengthProfile, plans: list[CountPlan], context: int) -> dict:
-    """The one JSON shape of ``report`` (see the module docstring), ``report_version`` 1."""
+def report_dict(profile: LengthProfile, plans: list[CountPlan], context: int, base: CountPlan | None = None) -> dict:
+    """The one JSON shape of ``report`` (see the module docstring), ``report_version`` 1; each strategy's
+    ``costs`` are the table's cost columns (ratios against ``base``, by default the ``pad`` plan)."""
     meta = {k: v for k, v in profile.to_dict().items() if k not in ("counts", "loss_tokens")}
     try:
         head = profile_headline(profile, plans).to_dict()
     except ValueError:      # one strategy asked for: nothing to compare
         head = None
     return {"report_version": REPORT_VERSION, "context": int(context), "profile": meta,
-            "loss_share": profile.loss_share, "headline": head, "strategies": [p.to_dict() for p in plans]}
+            "loss_share": profile.loss_share, "headline": head,
+            "strategies": [{**p.to_dict(), "costs": r.cost_dict()} for p, r in zip(plans, profile_rows(plans, base))]}
 
 
-def format_profile_report(profile: LengthProfile, plans: list[CountPlan]) -> str:
-    """The profile's totals and headline, then the strategy table (sampled rows count the sample's documents)."""
+def format_profile_report(profile: LengthProfile, plans: list[CountPlan], base: CountPlan | None = None) -> str:
+    """The profile's totals and headline, then the strategy table (sampled rows count the sample's documents;
+    ratios against ``base``, by default the ``pad`` plan)."""
     lines = [describe_profile(profile)]
     try:
         lines.append(profile_headline(profile, plans).sentence)
     except ValueError:
         pass
-    by = {p.strategy: p.metrics for p in plans}
-    rows = rows_from_metrics([p.metrics for p in plans], by.get("pad", plans[0].metrics))
-    return "\n".join([*lines, "", format_strategy_table(rows, plans)])
+    return "\n".join([*lines, "", format_strategy_table(profile_rows(plans, base), plans)])

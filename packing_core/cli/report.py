@@ -68,7 +68,8 @@ def _lengths_report(args, strategies, out) -> int:
         dump_json({"report_version": REPORT_VERSION, "context": args.context,
                    "profile": {"kind": "lengths", "documents": int(len(lengths)), "tokens": int(lengths.sum())},
                    "loss_share": 1.0, "headline": head and head.to_dict(),
-                   "strategies": [r.metrics.to_dict() for r in rows if r.metrics is not None]}, out)
+                   "strategies": [{**r.metrics.to_dict(), "costs": r.cost_dict()} for r in rows
+                                  if r.metrics is not None]}, out)
         return 0
     out.write(f"{len(lengths):,} documents, {int(lengths.sum()):,} tokens, context {args.context}\n")
     out.write(f"{head.sentence}\n\n" if head else "\n")
@@ -80,10 +81,13 @@ def _profile_report(args, strategies, out) -> int:
     from packing_core.analysis.profile_report import format_profile_report, profile_table, report_dict
 
     profile = load_profile(args)
-    plans = profile_table(profile, args.context, strategies=strategies, overlong=args.overlong,
-                          batch_size=args.batch_size, seed=args.seed)
+    kwargs = dict(overlong=args.overlong, batch_size=args.batch_size, seed=args.seed)
+    plans = profile_table(profile, args.context, strategies=strategies, **kwargs)
+    # every ratio is against padding to the context, planned even when only another strategy is shown
+    base = None if any(p.strategy == "pad" for p in plans) else profile_table(
+        profile, args.context, strategies=("pad",), **kwargs)[0]
     if args.format == "json":
-        dump_json(report_dict(profile, plans, args.context), out)
+        dump_json(report_dict(profile, plans, args.context, base), out)
     else:
-        out.write(format_profile_report(profile, plans) + "\n")
+        out.write(format_profile_report(profile, plans, base) + "\n")
     return 0
