@@ -75,16 +75,19 @@ def row_documents(width: int, instruction: bool = False) -> RowDocuments:
 
 # ---------------------------------------------------------------- the Leakage lab's scenarios
 # name -> (what the learner reads, the settings it sets). The free grid stays under "Advanced".
+# The tiny models' scenarios run the dense-mask kernel: packed and alone are then different computations
+# (one masked row against one short call), so the correct scenario shows the real last-bit differences the
+# tolerance is for (about 1e-6 in float32), where `segments` (each document in its own call) matches exactly.
 SCENARIOS = {
     "correct": ("Correct packing: mask on, positions reset",
-                dict(mask="on", positions="reset", model="tiny-rope", attention="segments", use_cache=False)),
+                dict(mask="on", positions="reset", model="tiny-rope", attention="dense", use_cache=False)),
     "mask off": ("The mask forgotten: one causal triangle over the whole row",
-                 dict(mask="off", positions="reset", model="tiny-rope", attention="segments", use_cache=False)),
+                 dict(mask="off", positions="reset", model="tiny-rope", attention="dense", use_cache=False)),
     "continuous, RoPE": ("Positions not reset, on a RoPE model (mask on)",
-                         dict(mask="on", positions="continuous", model="tiny-rope", attention="segments",
+                         dict(mask="on", positions="continuous", model="tiny-rope", attention="dense",
                               use_cache=False)),
     "continuous, absolute": ("Positions not reset, on learned absolute positions (mask on)",
-                             dict(mask="on", positions="continuous", model="tiny-abs", attention="segments",
+                             dict(mask="on", positions="continuous", model="tiny-abs", attention="dense",
                                   use_cache=False)),
     "sdpa with cache": ("transformers' own sdpa attention, use_cache left on (SmolLM2)",
                         dict(mask="on", positions="reset", model=PRETRAINED, attention="sdpa", use_cache=True)),
@@ -142,7 +145,8 @@ PAGES = (
         "Before you click: will document 1's logits change in this scenario?",
         ("Predict, then look", "Train with the mask off", "Always a bug?")),
     PageSpec("app_pages/bug_zoo.py", "Bug zoo", ":material/bug_report:", 8,
-        "Every bug here was reported in a real project. Most train without an error (one crashes). Each is caught "
+        "The reproduced bugs were reported in real projects; the planted faults are classic mistakes shown in a "
+        "small batch. Most train without an error (one crashes). Each is caught "
         "by a tensor check, by comparing a document alone with the same document packed, or by both.",
         "Which of these bugs would your own training setup catch today, and with which check?",
         ("Reproduced bugs", "Planted faults", "Loss weighting")),
@@ -205,8 +209,9 @@ FRAMEWORK = (
      "use. A model called with `use_cache` at its config default builds a cache, and its sdpa path then falls "
      "back to one causal triangle. (FlashAttention turns an all-ones mask into none, and its detection does not "
      "look at the cache.) TRL's SFTTrainer sets `use_cache=False` to avoid the gradient-checkpointing warning, "
-     "and, padding-free, passes no attention mask so that FlashAttention reads `position_ids`. Both also happen "
-     "to keep sdpa/eager's packed detection on."),
+     "and, padding-free, passes no attention mask and, since TRL 1.x, `cu_seq_lens_q/k` and `max_length_q/k`, "
+     "which FlashAttention reads directly; sdpa/eager ignore them and find the documents from `position_ids`. "
+     "Both choices also happen to keep sdpa/eager's packed detection on."),
     ("TRL's switches",
      "`SFTConfig(packing=True)` packs with `packing_strategy='bfd'` by default (best-fit decreasing, overflow "
      "truncated; `'bfd_split'` splits it, `'wrapped'` cuts mid-sequence), and bfd turns `padding_free` on. "
@@ -242,7 +247,8 @@ GLOSSARY = {
     "varlen": "A variable-length attention kernel: it takes the documents of a batch laid end to end plus their "
               "cu_seqlens, and computes one causal block per document, with no pads and no mask matrix.",
     "sdpa": "Scaled dot-product attention: torch.nn.functional.scaled_dot_product_attention, and transformers' "
-            "attention implementation of that name. It takes a mask or a causal flag, never cu_seqlens.",
+            "attention implementation of that name. It takes a mask or a causal flag (or nested jagged tensors), "
+            "not a cu_seqlens argument.",
     "FlashAttention": "A fused attention kernel (the flash-attn package); its varlen form reads cu_seqlens.",
     "FlexAttention": "torch's attention that takes the mask as a function and skips the tiles it fully hides.",
     "block-diagonal mask": "An attention mask with one causal triangle per document and nothing between them.",
@@ -271,7 +277,8 @@ LEAKAGE_WHY = (
     "distance between two tokens, and shifting every position of an isolated document by the same "
     "amount keeps every distance. Scaled RoPE that is a fixed function of the config (linear, YaRN, "
     "Llama 3) keeps that property. Dynamic NTK and LongRoPE do not: they choose their frequencies from the "
-    "largest position in the row once that passes the trained length. So the rule is "
+    "largest position in the batch once that passes the trained length (and dynamic NTK keeps the largest seen "
+    "so far until a batch falls back under it). So the rule is "
     "model-specific: keep the positions your model expects. One practical reason to reset them anyway: "
     "transformers' padding-free path starts a document at every step that is not +1 (sdpa/eager) or every "
     "return to the minimum position (FlashAttention, one flattened row), so there continuous positions "

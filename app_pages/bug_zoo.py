@@ -1,4 +1,5 @@
-"""Bug zoo: packing bugs that reached users of real projects, each reproduced live; and how losses weight documents."""
+"""Bug zoo: packing bugs reported in real projects, reproduced live; classic faults planted in a small batch; and how
+losses weight documents."""
 import streamlit as st
 
 from app_pages._lab import esc, figure, guard, lesson, page_settings, steps
@@ -12,7 +13,8 @@ S = page_settings("bug_zoo", rows="4 | 60 60")
 st.title("Bug zoo")
 lesson(__file__)
 st.markdown(
-    "Packing bugs that reached users of real projects. All but one run without an error, and the loss still "
+    "Packing bugs reported in real projects, each reproduced live, and classic mistakes planted in a small batch. "
+    "All but one run without an error, and the loss still "
     "falls. Position ids left unpadded make transformers raise an IndexError, or misalign silently elsewhere. "
     "Each entry says what goes wrong, where it was reported, and how it was fixed; **Reproduce** runs it on the "
     "lab's models, broken and fixed, draws what went wrong beside the fix (the logits against each document "
@@ -46,9 +48,7 @@ def entry(bug) -> None:
         if bug.reported:
             st.markdown("**Where it was reported.**\n" + "\n".join(f"- {reference(r)}" for r in bug.links))
         st.markdown(f"**The fix.** {esc(bug.fix)}")
-        caught = "; ".join(bug.caught_by_titles) or (
-            "no static finding: only alone vs packed (Masks and labels page) shows it" if bug.planted
-            else "no static finding: only a model run shows it")
+        caught = bug.caught_words
         if bug.planted:
             st.caption(f"Planted in a small batch (no model), as on the Masks and labels page. Caught by: {esc(caught)}.")
         else:

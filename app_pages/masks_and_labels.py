@@ -56,6 +56,7 @@ with guard(f"build a row of {width} tokens"):
     checked_row = check_batch(shown, attn)
     per_impl = check_all_implementations(shown)
     kernel = packed_attention(shown, attn).allowed(0)
+    intended = packed_attention(good, "segments").allowed(0)     # the block-diagonal causal mask of the documents
     causal = packed_attention(shown, "causal_only").allowed(0)   # one triangle over the row's real tokens
     loss_positions, answers = loss_vs_answers(shown)
     isolation = attention_check(width, instruction, how)
@@ -78,11 +79,16 @@ with mask_step:
         help=terms_help('next-fit'),
     )
     st.subheader("Attention: a causal mask is not a boundary mask")
+    block_diagonal = bool(np.array_equal(kernel, intended))
     st.markdown(
         f"Row 0 holds {n_docs} documents. **Left**, the ordinary causal triangle (j ≤ i): every red "
-        "cell is a token reading another document. **Right**, the block-diagonal causal mask: "
-        "j ≤ i *and* segment[i] == segment[j], one triangle per document. Hover a cell to see which "
-        "query reads which key."
+        f"cell is a token reading another document. **Right**, what {attn} reads in this batch: "
+        + ("here the block-diagonal causal mask, j ≤ i *and* segment[i] == segment[j], one triangle per document. "
+           "Plant a bug above, or pick `causal_only`, to see it break." if block_diagonal else
+           "here **not** the block-diagonal causal mask (j ≤ i *and* segment[i] == segment[j], one triangle per "
+           "document), because of the bug planted above or the implementation chosen: red cells are reads across "
+           "documents.")
+        + " Hover a cell to see which query reads which key."
     )
     figure(mask_figure({"causal only (j ≤ i)": causal,
                         f"what {attn} reads in this batch": kernel},
@@ -144,14 +150,17 @@ with check_step:
                 "sees. Your own trainer's batches are checked on *Check your setup*.",
                 help=terms_help('PackedBatch', 'finding'))
     findings = checked_row.findings
+    # what may be trained: every next token of the same document, or, with instruction tuning, the answers only
+    trainable = ("answer targets (with instruction tuning only the answers are trained)" if instruction else
+                 "trainable targets (every next token of the same document)")
     if checked_row.sound and not checked_row.warnings:
-        st.success(f"check_batch, {checked_row.verdict}. In this batch, loss positions = answer targets: "
+        st.success(f"check_batch, {checked_row.verdict}. In this batch, loss positions = {trainable}: "
                    f"{loss_positions} = {answers}.")
     elif not checked_row.sound:
-        st.warning(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, answer targets: "
+        st.warning(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, {trainable}: "
                    f"{answers}.")
     else:
-        st.info(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, answer targets: {answers}.")
+        st.info(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, {trainable}: {answers}.")
     if findings:
         st.dataframe({"what is wrong": [f.title for f in findings], "finding": [f.name for f in findings],
                       "severity": [f.severity for f in findings], "where": [f.detail for f in findings],

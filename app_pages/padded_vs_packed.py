@@ -249,7 +249,8 @@ with order_step:
         f"Best-fit decreasing places the longest documents first, so on 2,000 documents from "
         f"{esc(dataset_label(SHARED.get('dataset')))} its first batch of 32 rows holds pieces of "
         f"**{in_order.first_batch_mean:.0f}** tokens on average and its last batch **{in_order.last_batch_mean:.0f}**. "
-        "Read in that order, every batch is a run of similar samples, and gradients inside it are correlated. "
+        "Read in that order, the epoch becomes a length curriculum (long documents first, short last), and each "
+        "batch's loss and token count depend on where it falls. "
         f"A shuffle stage after packing restores a random order (correlation {shuffled.neighbour_correlation:.2f}) "
         "without changing a single row."
     )

@@ -123,8 +123,9 @@ with real:
               delta=f"{pad_row.rows / bfd_row.rows:.1f}x fewer rows", delta_color=DELTA_COLOURS["fixed"])
     st.markdown(
         f"Padded to {ctx}, about **{quarters.get(np.round(pad_share * 4) / 4, f'{pad_share:.0%}')}** "
-        f"of every batch is pads: the GPU spends "
-        f"{pad_share:.0%} of its work on nothing. The loss curve looks perfectly normal all the same, "
+        f"of every batch is pads: {pad_share:.0%} of the slots, and so about {pad_share:.0%} of the linear layers' "
+        "work, is spent on pads (attention's share depends on the kernel; see *Padded vs packed*). The loss curve "
+        "looks perfectly normal all the same, "
         "because pads are left out of the loss: only the throughput tells."
     )
     figure(slot_use_figure(rows[:2], title="Slots of the whole dataset: real tokens and pads"), key="slots")
@@ -135,9 +136,9 @@ with trade:
     st.markdown(
         "- **Packing wins on throughput:** almost every slot holds a real token.\n"
         "- **Bucketing wins on safety, at a price:** batching samples of similar length "
-        "removes most pads and needs no change to the attention mask. But every batch is then a run of look-alikes, "
-        "so the gradient inside a batch is correlated: shuffle within buckets and keep them wide (see *Padded vs "
-        "packed*).\n"
+        "removes most pads and needs no change to the attention mask. But every batch then comes from one bucket: "
+        "its samples look alike, and its loss and token count swing with the bucket it came from. Shuffle within "
+        "buckets and keep them wide (see *Padded vs packed*).\n"
         "- **Utilisation measures waste, not quality:** a packed batch with a wrong mask "
         "is just as full, and silently trains on the wrong thing (see *Masks and labels* and the *Leakage lab*).",
         help=terms_help('bucketing', 'utilisation'),

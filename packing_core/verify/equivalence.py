@@ -137,6 +137,9 @@ class VerifyReport:
         lines = [head, f"{'doc':>4} {'start':>6} {'length':>6} {'max |dlogit|':>13}  verdict"]
         lines += [f"{d.index:>4} {d.start:>6} {d.length:>6} {d.max_abs_diff:>13.3e}  {d.verdict}" for d in self.documents]
         lines.append(self.verdict)
+        if self.backend == "segments" and self.max_abs_diff == 0.0:
+            lines.append("(exactly 0: segments runs each document in its own call, the same computation alone and "
+                         "packed; --backend dense shows the last-bit differences the tolerance is for)")
         if self.texts:
             lines.append("")
             lines += [f"text {i}: {t[:70]!r}{'...' if len(t) > 70 else ''} ({d.length} tokens)"
