@@ -46,6 +46,16 @@ if TYPE_CHECKING:
     )
     from .footprints import KernelFootprint, kernel_footprints
     from .isolation import AttentionCheck, alone_vs_packed_attention
+    from .longest import LongestShare, TrainedPositions, longest_share, trained_positions
+    from .loss_weights import (
+        PRESETS,
+        LossPreset,
+        LossWeights,
+        dpo_pair_gradients,
+        loss_weights,
+        pair_gradient,
+        parse_layout,
+    )
     from .profile_report import (
         PURPOSES,
         REPORT_VERSION,
@@ -65,6 +75,7 @@ if TYPE_CHECKING:
         purpose_of,
         report_dict,
     )
+    from .schedule import Schedule, ScheduleComparison, compare_schedules, lr_by_tokens, schedule
     from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths
     from .tables import StrategyRow, attention_cost, bimodality, describe_padding, recommend, strategy_table
 
