@@ -126,14 +126,14 @@ PAGES = (
         "A batch is a rectangle, so every short sample drags a tail of padding through the whole model.",
         f"{len(WORKED_LENGTHS)} samples hold {sum(WORKED_LENGTHS)} tokens: how many slots does padding them to "
         f"{WORKED_CONTEXT} cost, and how many could we get away with?",
-        ("Pad or pack?", "Where documents start", "A real dataset", "The trade-off")),
+        ("Pad or pack?", "Where documents start", "A real dataset", "The schedule", "The trade-off")),
     PageSpec("app_pages/padded_vs_packed.py", "Padded vs packed", ":material/view_week:", 10,
         "Packing saves three different bills: the linear layers pay per slot, attention per square, and a dense mask "
         "pays for every cell it hides.",
         # "{name}" fields are filled by the page from its live numbers (lesson(__file__, name=value))
         "If attention shrinks {attention_ratio:.1f}-fold but the whole step only gets {step_ratio:.2f} times "
         "cheaper, where did the rest go?",
-        ("Rows and pads", "Three bills", "Every strategy", "One outlier", "Batch order")),
+        ("Rows and pads", "Three bills", "Every strategy", "One outlier", "Batch order", "Bucketing's loss")),
     PageSpec("app_pages/masks_and_labels.py", "Masks and labels", ":material/grid_on:", 9,
         "A packed row is correct only if every document computes as if it were alone, and trains only on its own "
         "next tokens.",
@@ -149,7 +149,7 @@ PAGES = (
         "small batch. Most train without an error (one crashes). Each is caught "
         "by a tensor check, by comparing a document alone with the same document packed, or by both.",
         "Which of these bugs would your own training setup catch today, and with which check?",
-        ("Reproduced bugs", "Planted faults", "Loss weighting")),
+        ("Reproduced bugs", "Planted faults", "Loss weighting", "Accumulation and ranks")),
     PageSpec("app_pages/check_your_setup.py", "Check your setup", ":material/fact_check:", 4,
         "Your trainer makes every one of these choices somewhere, often without a word: find where transformers "
         "and TRL make them, then check one real batch for the attention implementation that will read it.",
@@ -159,7 +159,7 @@ PAGES = (
     PageSpec("app_pages/dataset_explorer.py", "Dataset explorer", ":material/bar_chart:", 5,
         "The right policy depends on the lengths: look at the histogram before choosing between bucketing and packing.",
         "For this dataset, would you bucket or pack on a first run, and what would make you change your mind?",
-        ("The lengths", "Every strategy", "Recommendation", "Balance")),
+        ("The lengths", "Every strategy", "Recommendation", "Balance", "The longest documents")),
     PageSpec("app_pages/benchmark.py", "Benchmark", ":material/speed:", 4,
         "A FLOP ratio is what the arithmetic alone predicts. Measured speed-ups usually fall short of it (small "
         "calls, memory traffic), but it is not a hard ceiling: a slow baseline can lose by more.",

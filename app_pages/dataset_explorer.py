@@ -37,13 +37,21 @@ from packing_core.analysis import (
     basis_note,
     describe_padding,
     headline,
+    longest_share,
     loss_masked,
     order_basis,
     order_effects,
     step_verdict,
+    trained_positions,
 )
 from packing_core.packing import OVERLONG_POLICIES
-from packing_core.viz import balance_figure, length_histogram_figure, strategy_figure
+from packing_core.viz import (
+    balance_figure,
+    length_histogram_figure,
+    max_seqlen_figure,
+    positions_figure,
+    strategy_figure,
+)
 
 S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4, model_shape="SmolLM2-135M")
 
@@ -82,7 +90,7 @@ with guard("compare the strategies"):
     advice = recommendation(stats, rows, kind, sample)
 
 # The header above the steps stays short, so that their tabs start on a projector's first screen.
-lengths_step, strategies_step, advice_step, balance_step = steps(__file__)
+lengths_step, strategies_step, advice_step, balance_step, longest_step = steps(__file__)
 with lengths_step:
     st.caption(esc(upload["caption"] if yours else sources()[name].description))
     st.markdown("How much padding a dataset causes depends on its length distribution against the context. "
@@ -142,3 +150,29 @@ with balance_step:
                              f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
     verdict = step_verdict(steps_)
     st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
+
+
+# ---------------------------------------------------------------- the longest documents
+@st.cache_data(show_spinner="Planning the rows...", max_entries=16)
+def longest_of(key: str, _lengths, context: int):
+    """What the longest documents cost the bfd rows of ``_lengths`` (keyed by ``key``), and the positions they train."""
+    import packing_core as pc
+    plan = pc.make_plan(_lengths, context, "bfd")
+    return longest_share(plan), trained_positions(plan)
+
+
+with longest_step:
+    st.subheader("The longest documents set a batch's attention, and the large positions")
+    with guard("measure the longest documents"):
+        share, trained = longest_of(upload["digest"] if yours else name, sample, context)
+    st.markdown("**Their cost.** " + esc(share.sentence))
+    figure(cached_figure(max_seqlen_figure, share, title=f"max_seqlen of each batch of {share.rows_per_batch} bfd rows "
+                         "(the longest piece) beside its mean piece"), key=S.key("max_seqlen"))
+    st.markdown(
+        "**The positions they train.** " + esc(trained.sentence) + " That is the trade-off at long context: reset "
+        "the positions per document (what the mask needs in transformers' padding-free path, and what each document "
+        "sees at inference) and the largest positions get few examples; keep them counting along the row (GPT-3's "
+        "concatenation, Megatron-LM's default: `--reset-position-ids` is off) and every position is trained, on "
+        "positions that cross documents.")
+    figure(cached_figure(positions_figure, trained, title=f"Trained tokens per position at context {context}, "
+                         "bfd rows"), key=S.key("positions"))

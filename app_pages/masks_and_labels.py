@@ -8,7 +8,7 @@ from packing_core import PackedBatch, check_batch
 from packing_core.analysis import alone_vs_packed_attention
 from packing_core.attention import ATTENTION_READERS, packed_attention
 from packing_core.check import check_all_implementations
-from packing_core.verify import BREAKS, broken_batch, loss_vs_answers, naive_targets
+from packing_core.verify import BREAKS, broken_batch, eval_loss_packed_vs_alone, loss_vs_answers, naive_targets
 from packing_core.viz import layout_figure, mask_figure, targets_figure
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
@@ -27,6 +27,13 @@ def build(width: int, instruction: bool):
     batch = PackedBatch.from_documents(docs.documents, width, "next-fit", **kw)
     twin = PackedBatch.from_documents(docs.documents, width, "next-fit", positions="continuous", **kw)
     return docs, batch, twin.position_ids[0].numpy()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def eval_check(width: int, instruction: bool, how: str):
+    """Each document's evaluation loss in the (broken) batch against alone, on the tiny model."""
+    _, batch, _ = build(width, instruction)
+    return eval_loss_packed_vs_alone(broken_batch(batch, how), batch)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -60,6 +67,7 @@ with guard(f"build a row of {width} tokens"):
     causal = packed_attention(shown, "causal_only").allowed(0)   # one triangle over the row's real tokens
     loss_positions, answers = loss_vs_answers(shown)
     isolation = attention_check(width, instruction, how)
+    evaluation = eval_check(width, instruction, how)
 doc = shown.document_ids[0].numpy()
 in_row = np.unique(doc[doc >= 0])
 n_docs = len(in_row)
@@ -179,3 +187,7 @@ with check_step:
                    + ("check_batch and the loss count see nothing here: the loss tensors are intact, only "
                       "who may read whom changed. Only this comparison catches it."
                       if checked_row.sound else "The tensors show it too."))
+    (st.caption if evaluation.agree else st.warning)(
+        "**Evaluation under packing**, a cheap production check: evaluate held-out data packed and unpacked and "
+        "compare the loss per document. Here, on the tiny model (random init) reading this batch's cu_seqlens and "
+        "positions: " + evaluation.sentence)

@@ -15,10 +15,10 @@ from app_pages._lab import (
     strategy_table,
     terms_help,
 )
-from packing_core.analysis import batch_cu_seqlens, row_cu_seqlens
-from packing_core.viz import DELTA_COLOURS, plan_strip, slot_use_figure
+from packing_core.analysis import batch_cu_seqlens, compare_schedules, row_cu_seqlens
+from packing_core.viz import DELTA_COLOURS, plan_strip, schedule_figure, slot_use_figure
 
-S = page_settings("why_packing", skip=False)
+S = page_settings("why_packing", skip=False, rows_per_step=64, warmup=500)
 
 st.title("Why packing")
 lesson(__file__)
@@ -30,7 +30,7 @@ st.markdown(
 )
 
 # one tab per idea, named as the teacher says them (_content.PAGES)
-pad_or_pack, starts, real, trade = steps(__file__)
+pad_or_pack, starts, real, schedule_step, trade = steps(__file__)
 
 # ---------------------------------------------------------------- the worked example
 lengths, ctx = _content.WORKED_LENGTHS, _content.WORKED_CONTEXT
@@ -53,7 +53,7 @@ with pad_or_pack:
     reveal = st.checkbox("Skip predictions and always show the answers (self-study)", **S.bind("skip"))
 if guess is None and not reveal:
     pad_or_pack.info("Make a prediction to see the answer.")
-    for later in (starts, real, trade):
+    for later in (starts, real, schedule_step, trade):
         later.info("Make a prediction in step 1 first: this step builds on its answer.")
     st.stop()
 
@@ -129,6 +129,31 @@ with real:
         "because pads are left out of the loss: only the throughput tells."
     )
     figure(slot_use_figure(rows[:2], title="Slots of the whole dataset: real tokens and pads"), key="slots")
+
+# ---------------------------------------------------------------- the schedule
+with schedule_step:
+    st.subheader("Packing changes the schedule, not only the speed")
+    st.markdown(
+        f"A trainer takes a fixed number of rows per optimizer step. Packed by bfd, the {stats.count:,} tickets fill "
+        f"{bfd_row.rows:,} rows instead of {pad_row.rows:,}: each row carries {pad_row.rows / bfd_row.rows:.1f}x the "
+        "real tokens. Keep the rows per step, and every number counted in steps changes meaning.")
+    c1, c2 = st.columns(2)
+    rows_per_step = c1.number_input("Rows per optimizer step (batch x accumulation x ranks)", 1, 4096, step=8,
+                                    **S.bind("rows_per_step"))
+    warmup = c2.number_input("Warmup (optimizer steps)", 0, 100_000, step=50, **S.bind("warmup"))
+    with guard("compare the schedules"):
+        plan_sched = compare_schedules(pad_row.metrics, bfd_row.metrics, int(rows_per_step), int(warmup))
+    p_s, k_s = plan_sched.padded, plan_sched.packed
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Steps per epoch", f"{k_s.steps_per_epoch:,}", delta=f"padded: {p_s.steps_per_epoch:,}",
+              delta_color="off")
+    m2.metric("Real tokens per step", f"{k_s.tokens_per_step:,.0f}", delta=f"padded: {p_s.tokens_per_step:,.0f}",
+              delta_color="off")
+    m3.metric("Warmup, share of the epoch", f"{k_s.warmup_share:.0%}", delta=f"padded: {p_s.warmup_share:.0%}",
+              delta_color="off")
+    st.markdown(plan_sched.sentence)
+    figure(schedule_figure(plan_sched, title="Learning rate against the real tokens trained, the same warmup and "
+                                             "decay in steps"), key=S.key("schedule"))
 
 # ---------------------------------------------------------------- the trade-off
 with trade:

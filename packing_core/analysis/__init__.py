@@ -48,13 +48,14 @@ if TYPE_CHECKING:
     from .isolation import AttentionCheck, alone_vs_packed_attention
     from .longest import LongestShare, TrainedPositions, longest_share, trained_positions
     from .loss_weights import (
+        AVERAGING_RULES,
         PRESETS,
         LossPreset,
         LossWeights,
         dpo_pair_gradients,
-        loss_weights,
         pair_gradient,
         parse_layout,
+        step_loss_weights,
     )
     from .profile_report import (
         PURPOSES,
@@ -75,7 +76,7 @@ if TYPE_CHECKING:
         purpose_of,
         report_dict,
     )
-    from .schedule import Schedule, ScheduleComparison, compare_schedules, lr_by_tokens, schedule
+    from .schedule import Schedule, ScheduleComparison, compare_schedules, epoch_schedule, lr_by_tokens
     from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths
     from .tables import StrategyRow, attention_cost, bimodality, describe_padding, recommend, strategy_table
 

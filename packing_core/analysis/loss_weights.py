@@ -25,7 +25,7 @@ by the window's count *and* divided again by G: every weight shrinks G-fold (uns
 #1023). Only the two ``-global`` rules give every document the same weight however the same data
 is packed; ``document-micro`` splits preference pairs unevenly (modelscope/ms-swift #10144):
 
->>> split = loss_weights(parse_layout("1 || 1 1 1"), accumulation=2, rule="document-micro")
+>>> split = step_loss_weights(parse_layout("1 || 1 1 1"), accumulation=2, rule="document-micro")
 >>> split.weights.round(4).tolist(), split.unpacked.round(4).tolist()
 ([0.5, 0.1667, 0.1667, 0.1667], [0.25, 0.25, 0.25, 0.25])
 >>> round(pair_gradient(split.weights), 4), round(pair_gradient(split.unpacked), 4)
@@ -39,7 +39,7 @@ import numpy as np
 
 from packing_core._validate import InputError, choice, whole_number
 
-RULES = {
+AVERAGING_RULES = {
     "token-global": "per token over the whole step (transformers' Trainer and TRL: a sum / num_items_in_batch)",
     "token-micro": "per token over each micro-batch, divided by the accumulation steps (a model without loss kwargs)",
     "row": "per row, then over the micro-batch's rows (the lab's loss-per-row bug)",
@@ -180,16 +180,16 @@ def _weights(layout, accumulation: int, ranks: int, rule: str, divided_twice: bo
     return w / accumulation if divided_twice else w
 
 
-def loss_weights(layout, accumulation: int = 1, ranks: int = 1, rule: str = "token-global",
+def step_loss_weights(layout, accumulation: int = 1, ranks: int = 1, rule: str = "token-global",
                  divided_twice: bool = False) -> LossWeights:
     """Each document's share of one optimizer step's gradient (see the module doc); ``layout`` as
     :func:`parse_layout` returns it, with exactly ``accumulation x ranks`` micro-batches.
 
-    >>> w = loss_weights(parse_layout("4 | 60 60"), rule="row")
+    >>> w = step_loss_weights(parse_layout("4 | 60 60"), rule="row")
     >>> w.weights.round(3).tolist(), w.unpacked.round(3).tolist(), w.depends_on_packing
     ([0.5, 0.25, 0.25], [0.333, 0.333, 0.333], True)
     """
-    choice("rule", rule, tuple(RULES))
+    choice("rule", rule, tuple(AVERAGING_RULES))
     accumulation = whole_number(accumulation, "accumulation", maximum=64, hint="gradient-accumulation steps, e.g. 4")
     ranks = whole_number(ranks, "ranks", maximum=64, hint="data-parallel ranks, e.g. 8")
     layout = tuple(tuple(tuple(int(n) for n in row) for row in m) for m in layout)

@@ -51,7 +51,7 @@ class Schedule:
         return asdict(self)
 
 
-def schedule(m: PlanMetrics, rows_per_step: int, warmup_steps: int = 0) -> Schedule:
+def epoch_schedule(m: PlanMetrics, rows_per_step: int, warmup_steps: int = 0) -> Schedule:
     """``m``'s epoch in optimizer steps of ``rows_per_step`` rows (the last step may be short)."""
     rows_per_step = whole_number(rows_per_step, "rows_per_step", hint="per-device batch x accumulation x ranks")
     warmup_steps = whole_number(warmup_steps, "warmup_steps", minimum=0, hint="e.g. 500")
@@ -97,7 +97,7 @@ class ScheduleComparison:
 def compare_schedules(padded: PlanMetrics, packed: PlanMetrics, rows_per_step: int,
                       warmup_steps: int = 0) -> ScheduleComparison:
     """The same data padded and packed, at the same rows per step (see the module doc)."""
-    p, k = schedule(padded, rows_per_step, warmup_steps), schedule(packed, rows_per_step, warmup_steps)
+    p, k = epoch_schedule(padded, rows_per_step, warmup_steps), epoch_schedule(packed, rows_per_step, warmup_steps)
     ratio = (padded.rows / padded.real_tokens) / (packed.rows / packed.real_tokens)   # per real token
     return ScheduleComparison(p, k, ratio, max(1, int(np.round(rows_per_step / ratio))),
                               int(np.ceil(warmup_steps * p.tokens_per_step / k.tokens_per_step)))
@@ -108,7 +108,7 @@ def lr_by_tokens(s: Schedule, epochs: float = 1.0, points: int = 200) -> tuple[n
     to zero at the end of ``epochs``, both counted in steps, as trainers count them.
 
     >>> from packing_core.packing.strategies import make_plan
-    >>> tokens, lr = lr_by_tokens(schedule(make_plan([100] * 8, 512, "pad").metrics(), 2, warmup_steps=2), points=5)
+    >>> tokens, lr = lr_by_tokens(epoch_schedule(make_plan([100] * 8, 512, "pad").metrics(), 2, warmup_steps=2), points=5)
     >>> tokens.tolist(), lr.round(2).tolist()
     ([0.0, 200.0, 400.0, 600.0, 800.0], [0.0, 0.5, 1.0, 0.5, 0.0])
     """
