@@ -126,14 +126,14 @@ PAGES = (
         "A batch is a rectangle, so every short sample drags a tail of padding through the whole model.",
         f"{len(WORKED_LENGTHS)} samples hold {sum(WORKED_LENGTHS)} tokens: how many slots does padding them to "
         f"{WORKED_CONTEXT} cost, and how many could we get away with?",
-        ("Pad or pack?", "Where documents start", "A real dataset", "The schedule", "The trade-off")),
+        ("Pad or pack?", "Where documents start", "A real dataset", "Schedule", "The trade-off")),
     PageSpec("app_pages/padded_vs_packed.py", "Padded vs packed", ":material/view_week:", 10,
         "Packing saves three different bills: the linear layers pay per slot, attention per square, and a dense mask "
         "pays for every cell it hides.",
         # "{name}" fields are filled by the page from its live numbers (lesson(__file__, name=value))
         "If attention shrinks {attention_ratio:.1f}-fold but the whole step only gets {step_ratio:.2f} times "
         "cheaper, where did the rest go?",
-        ("Rows and pads", "Three bills", "Every strategy", "One outlier", "Batch order", "Bucketing's loss")),
+        ("Rows and pads", "Three bills", "Every strategy", "One outlier", "Batch order")),
     PageSpec("app_pages/masks_and_labels.py", "Masks and labels", ":material/grid_on:", 9,
         "A packed row is correct only if every document computes as if it were alone, and trains only on its own "
         "next tokens.",

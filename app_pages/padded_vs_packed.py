@@ -31,7 +31,7 @@ from packing_core.analysis import (
 from packing_core.attention import DEFAULT_TILE
 from packing_core.data import parse_lengths
 from packing_core.packing import OVERLONG_POLICIES, STRATEGY_INFO
-from packing_core.viz import bucket_loss_figure, plan_strip, row_order_figure, strategy_figure
+from packing_core.viz import plan_strip, row_order_figure, strategy_figure
 
 WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24
@@ -42,7 +42,7 @@ S = page_settings("padded_vs_packed", lengths=WORKED, draw_n=32, strategy="conca
 st.title("Padded vs packed")
 top = st.container()   # the lesson box, filled once the page knows its numbers (its question quotes them)
 # one tab per idea, named as the teacher says them (_content.PAGES); every tab runs (all cached)
-rows_step, bills_step, every_step, outlier_step, order_step, bucket_step = steps(__file__)
+rows_step, bills_step, every_step, outlier_step, order_step = steps(__file__)
 
 
 def _draw() -> None:
@@ -263,28 +263,3 @@ with order_step:
     figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled, "bucket": bucketed},
                             title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))
 
-
-# ---------------------------------------------------------------- bucketing's visible symptom
-@st.cache_data(show_spinner="Training the tiny model twice (about 15 s on a busy CPU)...", max_entries=2)
-def bucket_demo(seed: int = 0):
-    from packing_core.experiments import bucket_loss_demo
-    return bucket_loss_demo(seed=seed)
-
-
-with bucket_step:
-    st.subheader("Bucketing's visible symptom: the loss swings with the bucket")
-    st.markdown(
-        "Each bucketed batch holds documents of one length range, and a batch's loss is a mean over its tokens. "
-        "Short documents have a larger share of hard first tokens, so the logged loss rises and falls with the "
-        "bucket each batch comes from, while random batches give a smooth curve. The tiny model trains twice on "
-        "the same topic documents (BOS, then 3 to 9 tokens), from the same weights: once in random batches, once "
-        "in four length buckets dealt in a shuffled order.")
-    if st.button("Train both runs", key=S.key("bucket_go")):
-        st.session_state[S.key("bucket_shown")] = True
-    if st.session_state.get(S.key("bucket_shown")):
-        with guard("train the bucketing demo"):
-            demo = bucket_demo()
-        figure(bucket_loss_figure(demo, title="Training loss per step: random batches against length buckets"),
-               key=S.key("bucket_loss"))
-        st.markdown(demo.sentence + " Keep the buckets wide and shuffle the batch order; read a bucketed loss "
-                    "curve through a moving average over several buckets' worth of steps.")

@@ -16,7 +16,7 @@ from app_pages._lab import (
     terms_help,
 )
 from packing_core.analysis import batch_cu_seqlens, compare_schedules, row_cu_seqlens
-from packing_core.viz import DELTA_COLOURS, plan_strip, schedule_figure, slot_use_figure
+from packing_core.viz import DELTA_COLOURS, bucket_loss_figure, plan_strip, schedule_figure, slot_use_figure
 
 S = page_settings("why_packing", skip=False, rows_per_step=64, warmup=500)
 
@@ -168,3 +168,29 @@ with trade:
         "is just as full, and silently trains on the wrong thing (see *Masks and labels* and the *Leakage lab*).",
         help=terms_help('bucketing', 'utilisation'),
     )
+
+
+# ---------------------------------------------------------------- bucketing's visible symptom
+@st.cache_data(show_spinner="Training the tiny model twice (about 15 s on a busy CPU)...", max_entries=2)
+def bucket_demo(seed: int = 0):
+    from packing_core.experiments import bucket_loss_demo  # torch loads only when the demo runs
+    return bucket_loss_demo(seed=seed)
+
+
+with trade:
+    st.markdown("**Bucketing's visible symptom: the loss swings with the bucket.**")
+    st.markdown(
+        "Each bucketed batch holds documents of one length range, and a batch's loss is a mean over its tokens. "
+        "Short documents have a larger share of hard first tokens, so the logged loss rises and falls with the "
+        "bucket each batch comes from, while random batches give a smooth curve. The tiny model trains twice on "
+        "the same topic documents (BOS, then 3 to 9 tokens), from the same weights: once in random batches, once "
+        "in four length buckets dealt in a shuffled order.")
+    if st.button("Train both runs", key=S.key("bucket_go")):
+        st.session_state[S.key("bucket_shown")] = True
+    if st.session_state.get(S.key("bucket_shown")):
+        with guard("train the bucketing demo"):
+            demo = bucket_demo()
+        figure(bucket_loss_figure(demo, title="Training loss per step: random batches against length buckets"),
+               key=S.key("bucket_loss"))
+        st.markdown(demo.sentence + " Keep the buckets wide and shuffle the batch order; read a bucketed loss "
+                    "curve through a moving average over several buckets' worth of steps.")

@@ -170,7 +170,7 @@ def _weights(layout, accumulation: int, ranks: int, rule: str, divided_twice: bo
         elif rule == "token-micro":
             w = m / (m.sum() * ga)
         elif rule == "row":
-            w = np.concatenate([np.full(len(r), 1.0 / len(r)) for r in rows]) / (len(rows) * ga)
+            w = np.concatenate([np.asarray(r, dtype=np.float64) / sum(r) for r in rows]) / (len(rows) * ga)
         elif rule == "document-micro":
             w = np.full(len(m), 1.0 / (len(m) * ga))
         else:

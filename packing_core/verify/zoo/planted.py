@@ -127,7 +127,7 @@ BUGS: tuple[Bug, ...] = (
         ("positions_do_not_restart",), _continuous_positions),
     Bug("pads-in-the-loss", "Pads in the loss",
         "pad positions get a target and a loss-mask bit: pad predictions dilute the loss, and the model is trained "
-        "to emit pads (after a pad, and after a document's last token)", (), "Give pads target -100.", "nothing",
+        "to emit pads", (), "Give pads target -100.", "nothing",
         ("pad_in_loss",), _pads_in_the_loss),
     Bug("prompts-in-the-loss", "Prompts in the loss", "prompt tokens are trained on, not only the answers",
         (), "Mask prompt targets with -100.", "nothing", ("loss_count_mismatch",),
