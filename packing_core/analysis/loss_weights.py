@@ -6,15 +6,11 @@ its documents. Micro-batch ``k`` runs on rank ``k // accumulation`` as accumulat
 parallelism averages the ranks. A document's weight is its share of the step's gradient: the sum
 over its tokens of d(step loss)/d(token loss). Under each rule a token weighs:
 
-================  ==============================================  =====================================
-rule              loss                                            one token's weight
-================  ==============================================  =====================================
-token-global      sum of token losses / the step's counted tokens  1 / N
-token-micro       mean over the micro-batch, / accumulation        1 / (N_micro x G x R)
-row               mean per row, mean over the micro-batch's rows   1 / (rows_micro x len_row x G x R)
-document-micro    mean per document, mean over the micro-batch     1 / (docs_micro x len_doc x G x R)
-document-global   mean per document, over the step's documents     1 / (D x len_doc)
-================  ==============================================  =====================================
+- ``token-global``: sum of token losses / the step's counted tokens N: 1 / N;
+- ``token-micro``: mean over the micro-batch, / G accumulation steps, R ranks: 1 / (N_micro G R);
+- ``row``: mean per row, then over the micro-batch's rows: 1 / (rows_micro len_row G R);
+- ``document-micro``: mean per document, then over the micro-batch's documents: 1 / (docs_micro len_doc G R);
+- ``document-global``: mean per document, over the step's D documents: 1 / (D len_doc).
 
 ``token-global`` is transformers' Trainer and TRL: the loss divides a sum by ``num_items_in_batch``,
 counted over the accumulation window and, with ``average_tokens_across_devices`` (default True), over

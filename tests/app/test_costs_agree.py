@@ -108,3 +108,17 @@ def test_the_benchmarks_bounds_are_the_cost_models_cells_in_both_conventions():
     drawn = kernel_costs(make_plan(few, 512, "bfd"), make_plan(few, 512, "pad"), ("segments", "flex", "dense"))
     for c in drawn:
         assert f"{c.cells:,} cells" in figure, c.kernel
+
+
+def test_a_benchmark_run_judges_each_backend_by_the_cost_models_bound():
+    from packing_core.analysis import benchmark_bounds
+    from packing_core.experiments import run_benchmark
+
+    r = run_benchmark(docs=32, context=512, heads=1, head_dim=16, repeats=1, backends=["segments", "dense"])
+    lengths = synthetic_lengths("support-tickets", n=32)
+    costs = {c.kernel: c for c in kernel_costs(make_plan(lengths, 512, "bfd"), make_plan(lengths, 512, "pad"),
+                                               ("segments", "dense"))}
+    bounds = benchmark_bounds(r)
+    for backend in ("segments", "dense"):
+        assert r.backends[backend].flop_ratio == pytest.approx(costs[backend].ratio)    # what the run judged by
+        assert bounds[backend] == pytest.approx(costs[backend].ratio)                   # what the page shows
