@@ -79,21 +79,24 @@ def row_documents(width: int, instruction: bool = False) -> RowDocuments:
 
 # ---------------------------------------------------------------- the Leakage lab's scenarios
 # name -> (what the learner reads, the settings it sets). The free grid stays under "Advanced".
+# The tiny models' scenarios run the dense-mask kernel: packed and alone are then different computations
+# (one masked row against one short call), so the correct scenario shows the real last-bit differences the
+# tolerance is for (about 1e-6 in float32), where `segments` (each document in its own call) matches exactly.
 SCENARIOS = {
     "correct": ("Correct packing: mask on, positions reset",
-                dict(mask="on", positions="reset", model="tiny-rope", attention="segments", use_cache=False,
+                dict(mask="on", positions="reset", model="tiny-rope", attention="dense", use_cache=False,
                      causal="on")),
     "mask off": ("The mask forgotten: one causal triangle over the whole row",
-                 dict(mask="off", positions="reset", model="tiny-rope", attention="segments", use_cache=False,
+                 dict(mask="off", positions="reset", model="tiny-rope", attention="dense", use_cache=False,
                       causal="on")),
     "continuous, RoPE": ("Positions not reset, on a RoPE model (mask on)",
-                         dict(mask="on", positions="continuous", model="tiny-rope", attention="segments",
+                         dict(mask="on", positions="continuous", model="tiny-rope", attention="dense",
                               use_cache=False, causal="on")),
     "continuous, absolute": ("Positions not reset, on learned absolute positions (mask on)",
-                             dict(mask="on", positions="continuous", model="tiny-abs", attention="segments",
+                             dict(mask="on", positions="continuous", model="tiny-abs", attention="dense",
                                   use_cache=False, causal="on")),
     "no causal flag": ("A varlen kernel without its causal flag (mask on, positions reset)",
-                       dict(mask="on", positions="reset", model="tiny-rope", attention="segments", use_cache=False,
+                       dict(mask="on", positions="reset", model="tiny-rope", attention="dense", use_cache=False,
                             causal="off")),
     "sdpa with cache": ("transformers' own sdpa attention, use_cache left on (SmolLM2)",
                         dict(mask="on", positions="reset", model=PRETRAINED, attention="sdpa", use_cache=True,
@@ -133,7 +136,7 @@ PAGES = (
         "A batch is a rectangle, so every short sample drags a tail of padding through the whole model.",
         f"{len(WORKED_LENGTHS)} samples hold {sum(WORKED_LENGTHS)} tokens: how many slots does padding them to "
         f"{WORKED_CONTEXT} cost, and how many could we get away with?",
-        ("Pad or pack?", "Where documents start", "A real dataset", "The trade-off")),
+        ("Pad or pack?", "Where documents start", "A real dataset", "Schedule", "The trade-off")),
     PageSpec("app_pages/padded_vs_packed.py", "Padded vs packed", ":material/view_week:", 8,
         "Packing saves three different bills: the linear layers pay per slot, attention per square, and a dense mask "
         "pays for every cell it hides.",
@@ -158,11 +161,12 @@ PAGES = (
         "Before you click: will document 1's logits change in this scenario?",
         ("Predict, then look", "Not only attention", "Train with the mask off", "Always a bug?")),
     PageSpec("app_pages/bug_zoo.py", "Bug zoo", ":material/bug_report:", 6,
-        "Every bug here was reported in a real project. Most train without an error (one crashes). Each is caught "
+        "The reproduced bugs were reported in real projects; the planted faults are classic mistakes shown in a "
+        "small batch. Most train without an error (one crashes). Each is caught "
         "by a tensor check, by comparing a document alone with the same document packed, by the causality check, "
         "or by more than one.",
         "Which of these bugs would your own training setup catch today, and with which check?",
-        ("Reproduced bugs", "Planted faults", "Loss weighting")),
+        ("Reproduced bugs", "Planted faults", "Loss weighting", "Accumulation and ranks")),
     PageSpec("app_pages/check_your_setup.py", "Check your setup", ":material/fact_check:", 4,
         "Your trainer makes every one of these choices somewhere, often without a word: find where transformers "
         "and TRL make them, then check one real batch for the attention implementation that will read it.",
@@ -172,7 +176,7 @@ PAGES = (
     PageSpec("app_pages/dataset_explorer.py", "Dataset explorer", ":material/bar_chart:", 5,
         "The right policy depends on the lengths: look at the histogram before choosing between bucketing and packing.",
         "For this dataset, would you bucket or pack on a first run, and what would make you change your mind?",
-        ("The lengths", "Every strategy", "Recommendation", "Balance", "Cap and stream")),
+        ("The lengths", "Every strategy", "Recommendation", "Balance", "Cap and stream", "The longest documents")),
     PageSpec("app_pages/benchmark.py", "Benchmark", ":material/speed:", 4,
         "A FLOP ratio is what the arithmetic alone predicts. Measured speed-ups usually fall short of it (small "
         "calls, memory traffic), but it is not a hard ceiling: a slow baseline can lose by more.",
@@ -222,8 +226,9 @@ FRAMEWORK = (
      "use. A model called with `use_cache` at its config default builds a cache, and its sdpa path then falls "
      "back to one causal triangle. (FlashAttention turns an all-ones mask into none, and its detection does not "
      "look at the cache.) TRL's SFTTrainer sets `use_cache=False` to avoid the gradient-checkpointing warning, "
-     "and, padding-free, passes no attention mask so that FlashAttention reads `position_ids`. Both also happen "
-     "to keep sdpa/eager's packed detection on."),
+     "and, padding-free, passes no attention mask and, since TRL 1.x, `cu_seq_lens_q/k` and `max_length_q/k`, "
+     "which FlashAttention reads directly; sdpa/eager ignore them and find the documents from `position_ids`. "
+     "Both choices also happen to keep sdpa/eager's packed detection on."),
     ("TRL's switches",
      "`SFTConfig(packing=True)` packs with `packing_strategy='bfd'` by default (best-fit decreasing, overflow "
      "truncated; `'bfd_split'` splits it, `'wrapped'` cuts mid-sequence), and bfd turns `padding_free` on. "
@@ -261,7 +266,8 @@ GLOSSARY = {
               "ask for it (causal=True in flash-attn, window_size=(-1, 0) in torch's varlen_attn; both default to "
               "full attention).",
     "sdpa": "Scaled dot-product attention: torch.nn.functional.scaled_dot_product_attention, and transformers' "
-            "attention implementation of that name. It takes a mask or a causal flag, never cu_seqlens.",
+            "attention implementation of that name. It takes a mask or a causal flag (or nested jagged tensors), "
+            "not a cu_seqlens argument.",
     "FlashAttention": "A fused attention kernel (the flash-attn package); its varlen form reads cu_seqlens.",
     "FlexAttention": "torch's attention that takes the mask as a function and skips the tiles it fully hides.",
     "block-diagonal mask": "An attention mask with one causal triangle per document and nothing between them.",
@@ -290,7 +296,8 @@ LEAKAGE_WHY = (
     "distance between two tokens, and shifting every position of an isolated document by the same "
     "amount keeps every distance. Scaled RoPE that is a fixed function of the config (linear, YaRN, "
     "Llama 3) keeps that property. Dynamic NTK and LongRoPE do not: they choose their frequencies from the "
-    "largest position in the row once that passes the trained length. So the rule is "
+    "largest position in the batch once that passes the trained length (and dynamic NTK keeps the largest seen "
+    "so far until a batch falls back under it). So the rule is "
     "model-specific: keep the positions your model expects. One practical reason to reset them anyway: "
     "transformers' padding-free path starts a document at every step that is not +1 (sdpa/eager) or every "
     "return to the minimum position (FlashAttention, one flattened row), so there continuous positions "

@@ -304,7 +304,8 @@ def sidebar() -> None:
     with st.sidebar:
         st.subheader("Shared settings")
         st.select_slider("Context length (tokens per row)", options=CONTEXTS, **SHARED.bind("context"),
-                         help="The row length every strategy packs or pads to.")
+                         help="The longest row: packers fill rows of this length; padding strategies pad to it "
+                              "(pad) or to each batch's longest sample (pad-longest, bucket).")
         names = dataset_names()
         if SHARED.get("dataset") not in names:
             st.session_state[SHARED.key("dataset")] = DEFAULT_DATASET

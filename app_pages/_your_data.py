@@ -22,6 +22,7 @@ from packing_core.analysis import (
     profile_rows,
     profile_stats,
     profile_table,
+    step_balance,
     stream_price,
 )
 from packing_core.data import (
@@ -71,10 +72,10 @@ def profile_plans(digest: str, _profile, context: int, overlong: str):
 
 
 @st.cache_data(show_spinner="Balancing the rows...", max_entries=16)
-def balance_of(key: str, _lengths, context: int, ranks: int, micro: int):
-    """The balance report of the bfd rows of ``_lengths`` (keyed by ``key``): too few rows are shown on
-    as many ranks as they fill, and the report says so (as ``python -m packing_core balance`` does)."""
-    return pc.balance_rows(pc.make_plan(_lengths, context, "bfd"), ranks, micro, fit=True)
+def balance_of(key: str, _lengths, context: int, ranks: int, micro: int, shape: str = "SmolLM2-135M"):
+    """The step balance of the bfd rows of ``_lengths`` (keyed by ``key``) for a model shape: too few rows are
+    shown on as many ranks as they fill, and the report says so (as ``python -m packing_core balance`` does)."""
+    return step_balance(pc.make_plan(_lengths, context, "bfd"), ranks, micro, shape=shape, fit=True)
 
 
 @st.cache_data(show_spinner="Pricing the cap...", max_entries=16)

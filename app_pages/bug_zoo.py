@@ -1,18 +1,30 @@
-"""Bug zoo: packing bugs that reached users of real projects, each reproduced live; and how losses weight documents."""
+"""Bug zoo: packing bugs reported in real projects, reproduced live; classic faults planted in a small batch; and how
+losses weight documents."""
 import streamlit as st
 
 from app_pages._lab import esc, figure, guard, lesson, page_settings, steps
 from packing_core import ZOO, InputError
+from packing_core.analysis import (
+    AVERAGING_RULES,
+    PRESETS,
+    dpo_pair_gradients,
+    pair_gradient,
+    parse_layout,
+    step_loss_weights,
+)
 from packing_core.batch import LOSS_RULES
 from packing_core.data import parse_lengths
 from packing_core.viz import zoo_figures
 
-S = page_settings("bug_zoo", rows="4 | 60 60")
+S = page_settings("bug_zoo", rows="4 | 60 60", preset="split-pairs", layout="1 || 1 1 1", accumulation=2, ranks=1,
+                  rule="document-micro", twice=False)
+OWN = "your own"   # the calculator's preset that leaves every setting to the learner
 
 st.title("Bug zoo")
 lesson(__file__)
 st.markdown(
-    "Packing bugs that reached users of real projects. All but one run without an error, and the loss still "
+    "Packing bugs reported in real projects, each reproduced live, and classic mistakes planted in a small batch. "
+    "All but one run without an error, and the loss still "
     "falls. Position ids left unpadded make transformers raise an IndexError, or misalign silently elsewhere. "
     "Each entry says what goes wrong, where it was reported, and how it was fixed; **Reproduce** runs it on the "
     "lab's models, broken and fixed, draws what went wrong beside the fix (the logits against each document "
@@ -47,9 +59,7 @@ def entry(bug) -> None:
         if bug.reported:
             st.markdown("**Where it was reported.**\n" + "\n".join(f"- {reference(r)}" for r in bug.links))
         st.markdown(f"**The fix.** {esc(bug.fix)}")
-        caught = "; ".join(bug.caught_by_titles) or (
-            "no static finding: only alone vs packed (Masks and labels page) shows it" if bug.planted
-            else "no static finding: only a model run shows it")
+        caught = bug.caught_words
         if bug.planted:
             st.caption(f"Planted in a small batch (no model), as on the Masks and labels page. Caught by: {esc(caught)}.")
         else:
@@ -70,7 +80,7 @@ def entry(bug) -> None:
                 "On the fixed setup the check is silent." if r.silent_on_fix else "The check still complains on the fix.")
 
 
-reproduced_step, planted_step, loss_step = steps(__file__)
+reproduced_step, planted_step, loss_step, accumulation_step = steps(__file__)
 with reproduced_step:
     st.caption("Each runs on a model, broken and fixed.")
     for bug in ZOO:
@@ -129,3 +139,55 @@ with loss_step:
         "`SFTTrainer.compute_loss` passes `num_items_in_batch` on to `Trainer.compute_loss`, so it follows the same "
         "rule. A model that accepts no loss kwargs falls back to a per-micro-batch mean (huggingface/transformers #37766)."
     )
+
+
+# ---------------------------------------------------------------- the calculator: accumulation and ranks
+with accumulation_step:
+    st.subheader("A loss-weight calculator: the rule, the accumulation steps, the ranks")
+    st.markdown(
+        "One optimizer step sums the gradients of every micro-batch of a rank (gradient accumulation) and averages "
+        "the ranks (data parallelism). Write the step as micro-batches apart with `||`, rows apart with `|`, and "
+        "the counted tokens of each document; micro-batch k runs on rank k // (accumulation steps). Each document's "
+        "weight is its share of the step's gradient, beside its weight under the same rule with the same data "
+        "unpacked in one micro-batch.")
+    preset = st.selectbox("Preset", [*PRESETS, OWN], **S.bind("preset"),
+                          format_func=lambda k: f"{PRESETS[k].title} ({PRESETS[k].reported})" if k in PRESETS else
+                          "your own: set every field")
+    if preset in PRESETS and st.session_state.get(S.key("applied")) != preset:
+        p = PRESETS[preset]
+        for name, value in dict(layout=p.layout, accumulation=p.accumulation, ranks=p.ranks, rule=p.rule,
+                                twice=p.divided_twice).items():
+            st.session_state[S.key(name)] = value
+        st.session_state[S.key("applied")] = preset
+    if preset == OWN:
+        st.session_state[S.key("applied")] = OWN
+    c1, c2, c3 = st.columns([3, 1, 1])
+    layout_text = c1.text_input("Micro-batches || rows | counted tokens per document", **S.bind("layout"))
+    accumulation = c2.number_input("Accumulation steps", 1, 64, **S.bind("accumulation"))
+    ranks = c3.number_input("Ranks", 1, 64, **S.bind("ranks"))
+    r1, r2 = st.columns([3, 2], vertical_alignment="bottom")
+    rule = r1.selectbox("Averaging rule", list(AVERAGING_RULES), format_func=lambda k: f"{k}: {AVERAGING_RULES[k]}",
+                        **S.bind("rule"))
+    twice = r2.checkbox("The trainer divides by the accumulation steps again", **S.bind("twice"),
+                        help="transformers' Trainer divides a loss by the accumulation steps unless it was normalised "
+                             "by num_items_in_batch (Trainer.training_step, loss_is_scaled_for_ga); a loss that "
+                             "normalises itself while the Trainer does not know it gets divided twice")
+    with guard("read the micro-batches"):
+        lw = step_loss_weights(parse_layout(layout_text), int(accumulation), int(ranks), rule, twice)
+    st.dataframe({"document": [f"micro-batch {k} (rank {r}, step {s}), row {w}" for k, r, s, w in
+                               zip(lw.micro_batch, lw.rank, lw.step, lw.row)],
+                  "counted tokens": lw.tokens.tolist(),
+                  "weight": [f"{x:.4f}" for x in lw.weights],
+                  "unpacked, one step": [f"{x:.4f}" for x in lw.unpacked]}, hide_index=True)
+    st.markdown(lw.sentence)
+    if preset == "split-pairs" and len(lw.weights) == len(dpo_pair_gradients()):
+        g = dpo_pair_gradients()
+        st.markdown(
+            f"Read each document as a preference pair. In the toy of that PR (sigmoid DPO, beta 0.1, the policy "
+            f"equal to the reference), the four pairs pull one parameter by {', '.join(f'{x:+.3g}' for x in g)}. "
+            f"Weighted as above, its gradient is **{pair_gradient(lw.weights):+.4g}**; unpacked it is "
+            f"**{pair_gradient(lw.unpacked):+.4g}**: the step moves the parameter the wrong way. The fix counts pairs "
+            "over the whole step (`document-global`), as transformers counts tokens with `num_items_in_batch`.")
+    st.caption("Only the rules taken over the whole step (token-global, document-global) weigh a document the same "
+               "however the data is packed, accumulated or spread over ranks. Weights computed from the rule; the "
+               "tests check every preset against a real torch autograd gradient.")

@@ -51,7 +51,8 @@ with trainer:
     st.subheader("Check a batch from your trainer")
     st.markdown(
         "Save one batch as your trainer hands it to `model(**batch)`, and upload it: transformers' padding-free "
-        "format (`input_ids`, `labels`, `position_ids`, optionally `cu_seq_lens_q/k`), a padded batch with an "
+        "format (`input_ids`, `labels`, `position_ids`, optionally `cu_seq_lens_q/k` with `max_length_q/k`), a "
+        "padded batch with an "
         "`attention_mask`, or packed rows with `position_ids` only (sound for sdpa/eager; FlashAttention finds "
         "documents from `position_ids` only in one flattened row, so packed rows `[B>1, L]` leak under it). "
         "Safetensors, `.npz` or JSON; pickles (`.pt`, `.bin`, `.pkl`) are refused, because unpickling an "
@@ -103,7 +104,7 @@ with trainer:
     if results:
         _, checked, every = results[0]
         rows_, width_ = checked.shape
-        st.markdown(f"**{checked.format}** batch: {rows_} row(s) of {width_} tokens, "
+        st.markdown(f"**{checked.format_words}**: {rows_} row(s) of {width_} tokens, "
                     f"{checked.n_documents} intended document(s). {checked.documents.labels_reason}.")
         (st.success if checked.sound else st.warning)(f"{checked.verdict}. Read as: {checked.effective.path}.")
         if chosen is None:

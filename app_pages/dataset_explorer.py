@@ -37,23 +37,35 @@ from app_pages._your_data import (
 from packing_core.analysis import (
     CAP_LADDER,
     FRAMEWORKS,
-    balance_verdict,
+    MODEL_SHAPES,
     basis_note,
     bounds_example,
     cap_sentence,
+    describe_padding,
     headline,
+    longest_share,
     loss_masked,
     order_basis,
     order_effects,
     recommended_settings,
     static_example,
+    step_verdict,
     table_notes,
+    trained_positions,
 )
 from packing_core.data import PURPOSES
 from packing_core.packing import OVERLONG_POLICIES, TRL_WINDOW, PlanOptions
-from packing_core.viz import balance_figure, buffer_curve_figure, length_histogram_figure, strategy_figure
+from packing_core.viz import (
+    balance_figure,
+    buffer_curve_figure,
+    length_histogram_figure,
+    max_seqlen_figure,
+    positions_figure,
+    strategy_figure,
+)
 
-S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4, trainer=FRAMEWORKS[0], cap=8)
+S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4, trainer=FRAMEWORKS[0], cap=8,
+                  model_shape="SmolLM2-135M")
 
 st.title("Dataset explorer")
 lesson(__file__)
@@ -90,16 +102,12 @@ with guard("compare the strategies"):
     advice = recommendation(stats, rows, purpose, sample)
 
 # The header above the steps stays short, so that their tabs start on a projector's first screen.
-lengths_step, strategies_step, advice_step, balance_step, limits_step = steps(__file__)
+lengths_step, strategies_step, advice_step, balance_step, limits_step, longest_step = steps(__file__)
 with lengths_step:
     st.caption(esc(upload["caption"] if yours else sources()[name].description))
-    # the paragraph describes the data on screen: the support tickets' shape only when they are shown
-    about = ["These are your documents: the histogram below is theirs, and every step plans them."] if yours else [
-        *(["The built-in support tickets are short with a long tail: most rows would be mostly pads."]
-          if name == "support-tickets" else []),
-        "Pick another dataset in the sidebar, or open *Use your own data* above, and see which strategy fits."]
-    st.markdown(" ".join(["How much padding a dataset causes depends on its length distribution against the "
-                          "context.", *about]))
+    st.markdown("How much padding a dataset causes depends on its length distribution against the context. "
+                + esc(describe_padding(stats, rows, sample)) + " Pick another dataset or context in the sidebar, or "
+                "open *Use your own data* above, and see which strategy fits.")
     with st.container(border=True):
         st.markdown(f"### {esc(head.sentence[0].upper() + head.sentence[1:])}")
         order = "a seeded random order" if yours else "the data's order"
@@ -145,22 +153,26 @@ with advice_step:
 
 with balance_step:
     st.subheader("Data-parallel balance")
-    st.markdown("A step waits for the slowest rank, and attention costs the sum of len\u00b2, so equal tokens "
-                "are not equal time. The bfd rows dealt as a distributed sampler deals them, then balanced by "
-                "attention cost.")
-    b1, b2 = st.columns(2)
+    st.markdown("A step waits for the slowest rank. Its cost is the linear layers' (6N per token) plus attention's "
+                "(Σ len² per document), so equal tokens are not quite equal time, and how much attention weighs "
+                "depends on the model and the row length. The bfd rows dealt as a distributed sampler deals them, "
+                "then balanced by attention cost; the verdict counts the whole step.")
+    b1, b2, b3 = st.columns(3)
     ranks = b1.number_input("Ranks", 1, 1024, **S.bind("ranks"))
     micro = b2.number_input("Micro-batches per rank", 1, 256, **S.bind("micro_batches"))
+    shape_name = b3.radio("Model shape", list(MODEL_SHAPES), horizontal=True,
+                          format_func=lambda k: MODEL_SHAPES[k].name, **S.bind("model_shape"))
     with guard("balance the rows"):
         key = upload["digest"] if yours else name
-        report = balance_of(key, sample, context, int(ranks), int(micro))
+        steps_ = balance_of(key, sample, context, int(ranks), int(micro), shape_name)
+    report = steps_.by_attention
     basis = f"a sample of {len(sample):,} documents" if yours and len(sample) < stats.count else \
         f"all {len(sample):,} documents"
     if report.note:
         st.caption(esc(report.note))
     figure(cached_figure(balance_figure, report, title=f"bfd rows of {basis}, {report.rows:,} rows over {report.ranks} ranks "
                              f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
-    verdict = balance_verdict(report)
+    verdict = step_verdict(steps_)
     st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
 
 with limits_step:
@@ -202,3 +214,28 @@ with limits_step:
     with s1:
         figure(cached_figure(buffer_curve_figure, stream, title="Utilisation against buffer size"), key=S.key("stream"))
     s2.markdown(esc(stream.sentence))
+
+# ---------------------------------------------------------------- the longest documents
+@st.cache_data(show_spinner="Planning the rows...", max_entries=16)
+def longest_of(key: str, _lengths, context: int):
+    """What the longest documents cost the bfd rows of ``_lengths`` (keyed by ``key``), and the positions they train."""
+    import packing_core as pc
+    plan = pc.make_plan(_lengths, context, "bfd")
+    return longest_share(plan), trained_positions(plan)
+
+
+with longest_step:
+    st.subheader("The longest documents set a batch's attention, and the large positions")
+    with guard("measure the longest documents"):
+        share, trained = longest_of(upload["digest"] if yours else name, sample, context)
+    st.markdown("**Their cost.** " + esc(share.sentence))
+    figure(cached_figure(max_seqlen_figure, share, title=f"max_seqlen of each batch of {share.rows_per_batch} bfd rows "
+                         "(the longest piece) beside its mean piece"), key=S.key("max_seqlen"))
+    st.markdown(
+        "**The positions they train.** " + esc(trained.sentence) + " That is the trade-off at long context: reset "
+        "the positions per document (what the mask needs in transformers' padding-free path, and what each document "
+        "sees at inference) and the largest positions get few examples; keep them counting along the row (GPT-3's "
+        "concatenation, Megatron-LM's default: `--reset-position-ids` is off) and every position is trained, on "
+        "positions that cross documents.")
+    figure(cached_figure(positions_figure, trained, title=f"Trained tokens per position at context {context}, "
+                         "bfd rows"), key=S.key("positions"))

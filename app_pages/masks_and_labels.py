@@ -8,7 +8,7 @@ from packing_core import PackedBatch, check_batch
 from packing_core.analysis import alone_vs_packed_attention
 from packing_core.attention import ATTENTION_READERS, packed_attention
 from packing_core.check import check_all_implementations
-from packing_core.verify import BREAKS, broken_batch, loss_vs_answers, naive_targets
+from packing_core.verify import BREAKS, broken_batch, eval_loss_packed_vs_alone, loss_vs_answers, naive_targets
 from packing_core.viz import layout_figure, mask_figure, targets_figure
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
@@ -27,6 +27,13 @@ def build(width: int, instruction: bool):
     batch = PackedBatch.from_documents(docs.documents, width, "next-fit", **kw)
     twin = PackedBatch.from_documents(docs.documents, width, "next-fit", positions="continuous", **kw)
     return docs, batch, twin.position_ids[0].numpy()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def eval_check(width: int, instruction: bool, how: str):
+    """Each document's evaluation loss in the (broken) batch against alone, on the tiny model."""
+    _, batch, _ = build(width, instruction)
+    return eval_loss_packed_vs_alone(broken_batch(batch, how), batch)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -56,9 +63,11 @@ with guard(f"build a row of {width} tokens"):
     checked_row = check_batch(shown, attn)
     per_impl = check_all_implementations(shown)
     kernel = packed_attention(shown, attn).allowed(0)
+    intended = packed_attention(good, "segments").allowed(0)     # the block-diagonal causal mask of the documents
     causal = packed_attention(shown, "causal_only").allowed(0)   # one triangle over the row's real tokens
     loss_positions, answers = loss_vs_answers(shown)
     isolation = attention_check(width, instruction, how)
+    evaluation = eval_check(width, instruction, how)
 doc = shown.document_ids[0].numpy()
 in_row = np.unique(doc[doc >= 0])
 n_docs = len(in_row)
@@ -78,11 +87,16 @@ with mask_step:
         help=terms_help('next-fit'),
     )
     st.subheader("Attention: a causal mask is not a boundary mask")
+    block_diagonal = bool(np.array_equal(kernel, intended))
     st.markdown(
         f"Row 0 holds {n_docs} documents. **Left**, the ordinary causal triangle (j ≤ i): every red "
-        "cell is a token reading another document. **Right**, the block-diagonal causal mask: "
-        "j ≤ i *and* segment[i] == segment[j], one triangle per document. Hover a cell to see which "
-        "query reads which key."
+        f"cell is a token reading another document. **Right**, what {attn} reads in this batch: "
+        + ("here the block-diagonal causal mask, j ≤ i *and* segment[i] == segment[j], one triangle per document. "
+           "Plant a bug above, or pick `causal_only`, to see it break." if block_diagonal else
+           "here **not** the block-diagonal causal mask (j ≤ i *and* segment[i] == segment[j], one triangle per "
+           "document), because of the bug planted above or the implementation chosen: red cells are reads across "
+           "documents.")
+        + " Hover a cell to see which query reads which key."
     )
     figure(mask_figure({"causal only (j ≤ i)": causal,
                         f"what {attn} reads in this batch": kernel},
@@ -144,14 +158,17 @@ with check_step:
                 "sees. Your own trainer's batches are checked on *Check your setup*.",
                 help=terms_help('PackedBatch', 'finding'))
     findings = checked_row.findings
+    # what may be trained: every next token of the same document, or, with instruction tuning, the answers only
+    trainable = ("answer targets (with instruction tuning only the answers are trained)" if instruction else
+                 "trainable targets (every next token of the same document)")
     if checked_row.sound and not checked_row.warnings:
-        st.success(f"check_batch, {checked_row.verdict}. In this batch, loss positions = answer targets: "
+        st.success(f"check_batch, {checked_row.verdict}. In this batch, loss positions = {trainable}: "
                    f"{loss_positions} = {answers}.")
     elif not checked_row.sound:
-        st.warning(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, answer targets: "
+        st.warning(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, {trainable}: "
                    f"{answers}.")
     else:
-        st.info(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, answer targets: {answers}.")
+        st.info(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, {trainable}: {answers}.")
     if findings:
         st.dataframe({"what is wrong": [f.title for f in findings], "finding": [f.name for f in findings],
                       "severity": [f.severity for f in findings], "where": [f.detail for f in findings],
@@ -170,3 +187,7 @@ with check_step:
                    + ("check_batch and the loss count see nothing here: the loss tensors are intact, only "
                       "who may read whom changed. Only this comparison catches it."
                       if checked_row.sound else "The tensors show it too."))
+    (st.caption if evaluation.agree else st.warning)(
+        "**Evaluation under packing**, a cheap production check: evaluate held-out data packed and unpacked and "
+        "compare the loss per document. Here, on the tiny model (random init) reading this batch's cu_seqlens and "
+        "positions: " + evaluation.sentence)

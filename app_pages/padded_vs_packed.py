@@ -19,21 +19,24 @@ from app_pages._lab import (
 )
 from packing_core import STRATEGIES
 from packing_core.analysis import (
+    CONVENTION_NOTE,
+    HALVES,
     MODEL_SHAPES,
     attention_cells,
-    attention_cost,
     end_to_end,
     outlier_lengths,
     plan_bound,
     row_order,
     sample_lengths,
 )
+from packing_core.attention import DEFAULT_TILE
 from packing_core.data import parse_lengths
 from packing_core.packing import OVERLONG_POLICIES, STRATEGY_INFO
 from packing_core.viz import plan_strip, row_order_figure, strategy_figure
 
 WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24
+FLEX_TILE = DEFAULT_TILE    # FlexAttention's default tile, as the Benchmark counts it
 S = page_settings("padded_vs_packed", lengths=WORKED, draw_n=32, strategy="concat-cut", overlong="split", batch=32,
                   buckets=8, sort=False, shuffle=False, model_shape="SmolLM2-135M")
 
@@ -97,8 +100,8 @@ with rows_step:
         p = plan(lengths, context, strategy, sort=sort, **kwargs)
         pad = plan(lengths, context, "pad", **kwargs)
 m, pm = p.metrics(), pad.metrics()
-cost, pad_cost = attention_cost(m), attention_cost(pm)
-dense_cost = attention_cells(m, "dense-mask")
+cost, pad_cost = attention_cells(m), attention_cells(pm)      # each plan's own kernel, full squares
+dense_cost = attention_cells(m, "dense")
 
 # ---------------------------------------------------------------- numbers
 with rows_step:
@@ -113,9 +116,9 @@ with rows_step:
     n4.metric("Pads", f"{m.pad_tokens:,}")
     n5.metric("Tokens lost", f"{m.tokens_lost:,}", help="truncated or dropped by the over-long policy")
     n6.metric("Attention FLOP ratio", f"{pad_cost / cost:.1f}x",
-              help="attention FLOPs of padding every sample to the context, run by a kernel that computes the pads "
-                   "(SDPA with is_causal or a dense mask) / this plan's, with a kernel that skips masked blocks. "
-                   "A count of arithmetic, not a measured speed-up.")
+              help="attention cells of padding every sample to the context, run by a padded causal kernel that "
+                   "computes the pads (SDPA with is_causal) / this plan's under its own kernel (an unpadding varlen "
+                   "kernel when packed), in full squares. A count of arithmetic, not a measured speed-up.")
 
     first = 0
     if m.rows > MAX_ROWS:
@@ -128,23 +131,24 @@ with rows_step:
                "a document; a violet tick marks a document split at a row edge.")
 
 with bills_step:
-    unpadded = pm.attention_cost_packed   # the padded batch under an unpadding kernel: one square per document
+    unpadded = attention_cells(pm, "unpadded")   # the padded batch under an unpadding kernel: one square per sample
     st.subheader(f"Three bills: {strategy} against padding to {context}")
     st.markdown(
         f"**Three bills, three ratios.** The linear layers (most of a model's FLOPs) pay per "
         f"slot: {pm.slots:,} padded against {m.slots:,} here, **{pm.slots / m.slots:.1f}x** fewer. "
-        f"Attention grows with the square of the row. Padded to the context and run by a kernel that computes "
-        f"the pads (SDPA with is_causal, or a dense mask), it computes rows x context² = "
+        f"Attention grows with the square of the row. Padded to the context and run by a padded causal kernel "
+        f"(SDPA with is_causal), which computes the pads, it costs rows x context² = "
         f"{pm.rows:,} x {context}² = {pad_cost:,} cells.",
         help=terms_help('slot', 'sdpa'),
     )
     if p.packed:
+        flex = attention_cells(p, "flex", tile=FLEX_TILE)
         st.markdown(
-            f"Packed, varlen fed `cu_seqlens` and one call per document compute one square per document, "
-            f"Σ len² = {cost:,}: **{pad_cost / cost:.1f}x** fewer. FlexAttention, which skips only whole "
-            f"masked tiles, computes somewhat more. A materialised block-diagonal mask skips nothing: it "
-            f"computes every cell of each row, Σ width² = {dense_cost:,}, only **{pad_cost / dense_cost:.1f}x** "
-            "fewer.",
+            f"Packed, an unpadding varlen kernel fed `cu_seqlens` (or one call per document) computes one square "
+            f"per document, Σ len² = {cost:,}: **{pad_cost / cost:.1f}x** fewer. FlexAttention computes every "
+            f"{FLEX_TILE}-token tile a document touches, {flex:,} cells ({flex / cost:.1f}x Σ len² here): "
+            f"**{pad_cost / flex:.1f}x** fewer. A materialised block-diagonal mask skips nothing: it computes every "
+            f"cell of each row, Σ width² = {dense_cost:,}, only **{pad_cost / dense_cost:.1f}x** fewer.",
             help=terms_help('varlen', 'FlexAttention', 'block-diagonal mask'),
         )
         st.markdown(
@@ -153,6 +157,10 @@ with bills_step:
             f"{unpadded / cost:.1f}x, and what packing buys is the slot ratio, **{pm.slots / m.slots:.1f}x**.",
             help=terms_help('FlashAttention'),
         )
+        half = attention_cells(pm, convention=HALVES)    # the padded baseline on a GPU: lower halves only
+        st.caption(f"{CONVENTION_NOTE} Here, on a GPU: varlen "
+                   f"{half / attention_cells(m, convention=HALVES):.1f}x, FlexAttention {half / flex:.1f}x, "
+                   f"a dense mask {half / dense_cost:.1f}x.")
     elif strategy == "pad":
         st.markdown(f"This plan pads every row to the context: it is the baseline (**{pad_cost / cost:.1f}x**).")
     else:
@@ -183,9 +191,9 @@ with bills_step:
                f"{shape.d_model}, {shape.n_heads} heads, vocabulary {shape.vocab:,} (from {shape.source}). "
                "The standard estimate of training FLOPs (forward and backward) per token is "
                "6N + 12·n_layer·d_model·T, T the length of the row (or document) it sits in. Summed over the plan, "
-               "A counts full squares: Σ len² with a kernel that skips masked blocks, Σ width² with a dense mask, "
-               "against padded rows whose pads are computed. A causal kernel pays about half of each square on both "
-               "sides; a materialised mask pays all of it.")
+               "A counts full squares, the lab's one convention: Σ len² with an unpadding varlen kernel, Σ width² "
+               "with a padded causal kernel (pads computed) or a dense mask. On a GPU the causal kernels pay about "
+               "half of A while a dense mask pays all of it, so there the dense column falls further behind.")
     st.dataframe({
         "strategy": [e.strategy for e in e2e],
         "training FLOPs": [f"{e.flops:.3g}" for e in e2e],
@@ -245,7 +253,8 @@ with order_step:
         f"Best-fit decreasing places the longest documents first, so on 2,000 documents from "
         f"{esc(dataset_label(SHARED.get('dataset')))} its first batch of 32 rows holds pieces of "
         f"**{in_order.first_batch_mean:.0f}** tokens on average and its last batch **{in_order.last_batch_mean:.0f}**. "
-        "Read in that order, every batch is a run of similar samples, and gradients inside it are correlated. "
+        "Read in that order, the epoch becomes a length curriculum (long documents first, short last), and each "
+        "batch's loss and token count depend on where it falls. "
         f"A shuffle stage after packing restores a random order (correlation {shuffled.neighbour_correlation:.2f}) "
         "without changing a single row."
     )
@@ -257,3 +266,4 @@ with order_step:
     )
     figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled, "bucket": bucketed},
                             title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))
+

@@ -15,10 +15,10 @@ from app_pages._lab import (
     strategy_table,
     terms_help,
 )
-from packing_core.analysis import batch_cu_seqlens, row_cu_seqlens
-from packing_core.viz import DELTA_COLOURS, plan_strip, slot_use_figure
+from packing_core.analysis import batch_cu_seqlens, compare_schedules, row_cu_seqlens
+from packing_core.viz import DELTA_COLOURS, bucket_loss_figure, plan_strip, schedule_figure, slot_use_figure
 
-S = page_settings("why_packing", skip=False)
+S = page_settings("why_packing", skip=False, rows_per_step=64, warmup=500)
 
 st.title("Why packing")
 lesson(__file__)
@@ -30,7 +30,7 @@ st.markdown(
 )
 
 # one tab per idea, named as the teacher says them (_content.PAGES)
-pad_or_pack, starts, real, trade = steps(__file__)
+pad_or_pack, starts, real, schedule_step, trade = steps(__file__)
 
 # ---------------------------------------------------------------- the worked example
 lengths, ctx = _content.WORKED_LENGTHS, _content.WORKED_CONTEXT
@@ -53,7 +53,7 @@ with pad_or_pack:
     reveal = st.checkbox("Skip predictions and always show the answers (self-study)", **S.bind("skip"))
 if guess is None and not reveal:
     pad_or_pack.info("Make a prediction to see the answer.")
-    for later in (starts, real, trade):
+    for later in (starts, real, schedule_step, trade):
         later.info("Make a prediction in step 1 first: this step builds on its answer.")
     st.stop()
 
@@ -123,11 +123,37 @@ with real:
               delta=f"{pad_row.rows / bfd_row.rows:.1f}x fewer rows", delta_color=DELTA_COLOURS["fixed"])
     st.markdown(
         f"Padded to {ctx}, about **{quarters.get(np.round(pad_share * 4) / 4, f'{pad_share:.0%}')}** "
-        f"of every batch is pads: the GPU spends "
-        f"{pad_share:.0%} of its work on nothing. The loss curve looks perfectly normal all the same, "
+        f"of every batch is pads: {pad_share:.0%} of the slots, and so about {pad_share:.0%} of the linear layers' "
+        "work, is spent on pads (attention's share depends on the kernel; see *Padded vs packed*). The loss curve "
+        "looks perfectly normal all the same, "
         "because pads are left out of the loss: only the throughput tells."
     )
     figure(slot_use_figure(rows[:2], title="Slots of the whole dataset: real tokens and pads"), key="slots")
+
+# ---------------------------------------------------------------- the schedule
+with schedule_step:
+    st.subheader("Packing changes the schedule, not only the speed")
+    st.markdown(
+        f"A trainer takes a fixed number of rows per optimizer step. Packed by bfd, the {stats.count:,} tickets fill "
+        f"{bfd_row.rows:,} rows instead of {pad_row.rows:,}: each row carries {pad_row.rows / bfd_row.rows:.1f}x the "
+        "real tokens. Keep the rows per step, and every number counted in steps changes meaning.")
+    c1, c2 = st.columns(2)
+    rows_per_step = c1.number_input("Rows per optimizer step (batch x accumulation x ranks)", 1, 4096, step=8,
+                                    **S.bind("rows_per_step"))
+    warmup = c2.number_input("Warmup (optimizer steps)", 0, 100_000, step=50, **S.bind("warmup"))
+    with guard("compare the schedules"):
+        plan_sched = compare_schedules(pad_row.metrics, bfd_row.metrics, int(rows_per_step), int(warmup))
+    p_s, k_s = plan_sched.padded, plan_sched.packed
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Steps per epoch", f"{k_s.steps_per_epoch:,}", delta=f"padded: {p_s.steps_per_epoch:,}",
+              delta_color="off")
+    m2.metric("Real tokens per step", f"{k_s.tokens_per_step:,.0f}", delta=f"padded: {p_s.tokens_per_step:,.0f}",
+              delta_color="off")
+    m3.metric("Warmup, share of the epoch", f"{k_s.warmup_share:.0%}", delta=f"padded: {p_s.warmup_share:.0%}",
+              delta_color="off")
+    st.markdown(plan_sched.sentence)
+    figure(schedule_figure(plan_sched, title="Learning rate against the real tokens trained, the same warmup and "
+                                             "decay in steps"), key=S.key("schedule"))
 
 # ---------------------------------------------------------------- the trade-off
 with trade:
@@ -135,10 +161,36 @@ with trade:
     st.markdown(
         "- **Packing wins on throughput:** almost every slot holds a real token.\n"
         "- **Bucketing wins on safety, at a price:** batching samples of similar length "
-        "removes most pads and needs no change to the attention mask. But every batch is then a run of look-alikes, "
-        "so the gradient inside a batch is correlated: shuffle within buckets and keep them wide (see *Padded vs "
-        "packed*).\n"
+        "removes most pads and needs no change to the attention mask. But every batch then comes from one bucket: "
+        "its samples look alike, and its loss and token count swing with the bucket it came from. Shuffle within "
+        "buckets and keep them wide (see *Padded vs packed*).\n"
         "- **Utilisation measures waste, not quality:** a packed batch with a wrong mask "
         "is just as full, and silently trains on the wrong thing (see *Masks and labels* and the *Leakage lab*).",
         help=terms_help('bucketing', 'utilisation'),
     )
+
+
+# ---------------------------------------------------------------- bucketing's visible symptom
+@st.cache_data(show_spinner="Training the tiny model twice (about 15 s on a busy CPU)...", max_entries=2)
+def bucket_demo(seed: int = 0):
+    from packing_core.experiments import bucket_loss_demo  # torch loads only when the demo runs
+    return bucket_loss_demo(seed=seed)
+
+
+with trade:
+    st.markdown("**Bucketing's visible symptom: the loss swings with the bucket.**")
+    st.markdown(
+        "Each bucketed batch holds documents of one length range, and a batch's loss is a mean over its tokens. "
+        "Short documents have a larger share of hard first tokens, so the logged loss rises and falls with the "
+        "bucket each batch comes from, while random batches give a smooth curve. The tiny model trains twice on "
+        "the same topic documents (BOS, then 3 to 9 tokens), from the same weights: once in random batches, once "
+        "in four length buckets dealt in a shuffled order.")
+    if st.button("Train both runs", key=S.key("bucket_go")):
+        st.session_state[S.key("bucket_shown")] = True
+    if st.session_state.get(S.key("bucket_shown")):
+        with guard("train the bucketing demo"):
+            demo = bucket_demo()
+        figure(bucket_loss_figure(demo, title="Training loss per step: random batches against length buckets"),
+               key=S.key("bucket_loss"))
+        st.markdown(demo.sentence + " Keep the buckets wide and shuffle the batch order; read a bucketed loss "
+                    "curve through a moving average over several buckets' worth of steps.")

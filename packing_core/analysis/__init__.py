@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .balance_report import balance_verdict, format_balance, slowest_rank_cut
+    from .balance_report import (
+        ATTENTION_HEAVY,
+        StepBalance,
+        balance_verdict,
+        format_balance,
+        slowest_rank_cut,
+        step_balance,
+        step_verdict,
+    )
     from .cheatsheet import CHEATSHEET_FINDINGS, Fact, cheatsheet_facts, cheatsheet_html, cheatsheet_markdown
     from .columns import (
         COLUMNS,
@@ -23,20 +31,39 @@ if TYPE_CHECKING:
     from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
     from .costs import (
         BOUND_LABELS,
+        CONVENTION,
+        CONVENTION_NOTE,
         COST_FORMULA,
-        MODEL_SHAPES,
+        FULL,
+        HALVES,
+        KERNELS,
         EndToEnd,
-        KernelFootprint,
-        ModelShape,
+        Kernel,
+        KernelCost,
         attention_cells,
+        attention_share,
         benchmark_bounds,
         end_to_end,
-        kernel_footprints,
+        halved_bound,
+        kernel_costs,
+        own_kernel,
         plan_tiles,
         tiled_cells,
         training_flops,
     )
+    from .footprints import KernelFootprint, kernel_footprints
     from .isolation import AttentionCheck, alone_vs_packed_attention
+    from .longest import LongestShare, TrainedPositions, longest_share, trained_positions
+    from .loss_weights import (
+        AVERAGING_RULES,
+        PRESETS,
+        LossPreset,
+        LossWeights,
+        dpo_pair_gradients,
+        pair_gradient,
+        parse_layout,
+        step_loss_weights,
+    )
     from .profile_report import (
         REPORT_VERSION,
         Headline,
@@ -70,12 +97,14 @@ if TYPE_CHECKING:
         stream_price,
         table_gap,
     )
-    from .shapes import llama_shape, model_shape
+    from .schedule import Schedule, ScheduleComparison, compare_schedules, epoch_schedule, lr_by_tokens
+    from .shapes import MODEL_SHAPES, ModelShape, llama_shape, model_shape
     from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths
     from .tables import (
         StrategyRow,
         attention_cost,
         bimodality,
+        describe_padding,
         first_run,
         recommend,
         recommended_settings,

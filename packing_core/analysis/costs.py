@@ -1,62 +1,139 @@
-"""What a plan costs, each quantity named for what it is.
+"""What a plan costs, for one kernel, under one named convention: the lab's one cost model.
 
-Three different bills, in FLOP-proportional units, for the worked example at context 512
-(eight documents, padded one per row or cut into two full rows):
+Every cost the lab shows reads this module: the ``report`` and ``balance`` commands and their
+JSON, the strategy tables of every page, the Benchmark's bounds and its tile figure. Three bills,
+in FLOP-proportional units, for the worked example at context 512 (eight documents, padded one
+per row or cut into two full rows):
 
 >>> from packing_core.packing.strategies import make_plan
 >>> lengths = [120, 90, 300, 40, 55, 30, 210, 65]
 >>> pad, cut = (make_plan(lengths, 512, s).metrics() for s in ("pad", "concat-cut"))
 >>> pad.slots, cut.slots, pad.slots / cut.slots          # slots: what the linear layers pay
 (4096, 1024, 4.0)
->>> padded = pad.attention_cost_padded                   # 8 x 512**2
->>> cut.attention_cost_packed, round(padded / cut.attention_cost_packed, 1)   # sum(piece**2)
+>>> padded = attention_cells(pad)                       # a padded causal kernel: 8 x 512**2
+>>> attention_cells(cut), round(padded / attention_cells(cut), 1)   # an unpadding varlen kernel: Σ len²
 (166198, 12.6)
->>> cut.attention_cost_padded, round(padded / cut.attention_cost_padded, 1)   # dense mask: 2 x 512**2
+>>> attention_cells(cut, "dense"), round(padded / attention_cells(cut, "dense"), 1)   # 2 x 512**2
 (524288, 4.0)
 
-A kernel that reads ``cu_seqlens`` exactly (varlen, one call per document) pays one
-square per document. A tiled kernel that skips only whole empty tiles (FlexAttention)
-pays every tile a document touches (:func:`tiled_cells`), more than its square when
-documents are short against the tile. A materialised block-diagonal mask still computes
-every cell of the row's square, masked or not, so it pays ``rows x width**2`` like a
-padded batch.
+**One convention: full squares** (:data:`CONVENTION`). A causal kernel is charged the whole square
+of what it attends over, as the standard ``6 N + 12 n_layer d_model T`` estimate of training FLOPs
+counts attention and as torch's CPU kernel computes rows up to 512 tokens. A GPU causal kernel
+(flash, memory-efficient SDPA, a varlen kernel with its causal flag) skips the upper half of each
+square: ``"causal halves"`` counts ``n (n + 1) / 2`` per square for those kernels. The Σ len² ratio
+hardly moves between the two; the dense-mask and FlexAttention ratios halve, because a
+materialised mask never skips and FlexAttention's tiles are causal under either count:
 
-End to end, the standard per-token estimate of training FLOPs (forward and backward) is
-``6 N + 12 n_layer d_model T``: the linear layers (N parameters) plus the attention scores
-over the T tokens a token attends to. Summed over a plan's slots that is
-``6 N x slots + 12 n_layer d_model x (attention cells)``.
+>>> round(attention_cells(pad, convention=HALVES) / attention_cells(cut, "dense", convention=HALVES), 1)
+2.0
+
+End to end, training FLOPs (forward and backward) are ``6 N`` per token through the linear layers
+(N parameters) plus ``12 n_layer d_model`` per attention cell: ``6 N x slots + 12 n_layer d_model x
+cells``, with the cells counted as above.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
-from packing_core._validate import InputError
-from packing_core.analysis.shapes import MODEL_SHAPES, ModelShape  # the presets: data in their own module
+from packing_core._validate import InputError, choice
+from packing_core.analysis.shapes import ModelShape, model_shape  # the presets: data in their own module
 from packing_core.attention.tiles import BOUND_LABELS, DEFAULT_TILE, TileSpans, tile_spans
 from packing_core.packing.plan import Plan, PlanMetrics, cu_seqlens_from_lengths
 from packing_core.packing.registry import PACKING_STRATEGIES
 
-COST_FORMULA = "FLOPs = 6·N·slots + 12·n_layer·d_model·A,  A = Σ len² (block-skipping kernel) or Σ width² (dense mask)"
+FULL, HALVES = "full squares", "causal halves"
+CONVENTIONS = (FULL, HALVES)
+CONVENTION = FULL   # the lab's one convention: every figure and ratio it shows is counted this way
+CONVENTION_NOTE = (
+    "Counted in full squares: a causal kernel is charged the whole square of each row or document, as "
+    "torch's CPU kernel computes rows up to 512 tokens and as the standard 6N + 12·n_layer·d_model·T "
+    "estimate counts. A GPU causal kernel skips the upper half of each square on both sides, so the Σ len² "
+    "ratio stays about the same, while the dense-mask and FlexAttention ratios halve.")
+COST_FORMULA = ("FLOPs = 6·N·slots + 12·n_layer·d_model·A,  A = attention cells in full squares: Σ len² (an "
+                "unpadding varlen kernel), rows x width² (a padded causal kernel or a dense mask)")
 
 
-def attention_cells(m: PlanMetrics, kernel: str = "skips-masked") -> int:
-    """Query-key cells the attention scores compute for a plan, under one kind of kernel.
+@dataclass(frozen=True)
+class Kernel:
+    """One kind of attention kernel: what it computes, over which layout, and whether it skips the upper half."""
 
-    ``"skips-masked"``: a padded row pays its whole square (the pads are in it), a packed row
-    one square per document piece. ``"dense-mask"``: every row pays its whole square.
+    name: str
+    title: str             # what the lab calls it on screen
+    computes: str          # one sentence: the cells it computes
+    layout: str            # "padded": runs on rows padded to their width; "packed": on the plan's pieces end to end
+    skips_upper_half: str  # "yes", "no", or when it does
+    bound: str             # the cells formula (BOUND_LABELS)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+KERNELS = {k.name: k for k in (
+    Kernel("padded", "a padded causal kernel (SDPA with is_causal over padded rows)",
+           "every row's whole square, pads included: rows x width²", "padded",
+           "on a GPU (flash, memory-efficient) and on torch's CPU kernel beyond about 512 tokens; not on torch's "
+           "CPU kernel at 512 and below", BOUND_LABELS["padded"]),
+    Kernel("unpadded", "an unpadding varlen kernel over a padded batch (FlashAttention given an attention_mask)",
+           "drops the pads and computes one square per sample: Σ len² of the samples", "padded",
+           "yes (transformers passes causal=True)", BOUND_LABELS["segments"]),
+    Kernel("varlen", "an unpadding varlen kernel fed cu_seqlens (flash_attn_varlen_func, torch's varlen_attn)",
+           "one square per document piece, no pads, no mask matrix: Σ len²", "packed",
+           "yes, when asked for causality (causal=True, window_size=(-1, 0)); both default to full attention",
+           BOUND_LABELS["varlen"]),
+    Kernel("segments", "one SDPA call per document (the lab's segments backend)",
+           "one square per document piece: Σ len²", "packed", "as SDPA does: on a GPU, not on torch's CPU kernel "
+           "at 512 tokens and below", BOUND_LABELS["segments"]),
+    Kernel("flex", "FlexAttention at a tile size", "every tile the block-diagonal causal mask touches, whole: "
+           "tiles touched x tile²", "packed", "yes, by whole tiles, on every device", BOUND_LABELS["flex"]),
+    Kernel("dense", "a materialised block-diagonal mask (SDPA with a boolean mask over the packed rows)",
+           "every cell of each row's square, masked or not: rows x width²", "packed", "no: the mask is only a "
+           "matrix to it", BOUND_LABELS["dense"]),
+)}
+# Whose cells halve under the causal-halves count (a flex tile count is causal already; a dense mask never skips).
+_HALVE = ("padded", "unpadded", "varlen", "segments")
+
+
+def own_kernel(strategy: str) -> str:
+    """The kernel a strategy's plan is costed with in the tables: packing -> varlen, padding -> padded.
+
+    >>> own_kernel("bfd"), own_kernel("pad-longest")
+    ('varlen', 'padded')
+    """
+    return "varlen" if strategy in PACKING_STRATEGIES else "padded"
+
+
+def _kernel_name(kernel: str, strategy: str) -> str:
+    aliases = {"own": own_kernel(strategy), "skips-masked": own_kernel(strategy), "dense-mask": "dense"}
+    name = aliases.get(kernel, kernel)
+    if name not in KERNELS:
+        raise InputError(f"kernel must be one of {', '.join(KERNELS)} (or 'own'), got {kernel!r}")
+    return name
+
+
+def attention_cells(plan: Plan | PlanMetrics, kernel: str = "own", *, convention: str = CONVENTION,
+                    tile: int = DEFAULT_TILE) -> int:
+    """Query-key cells one kernel computes over a plan, counted under ``convention``.
+
+    ``kernel`` is a :data:`KERNELS` name, or ``"own"``: the plan's own (:func:`own_kernel`). ``flex``
+    needs the :class:`Plan` (its pieces), the others read the plan's metrics.
 
     >>> from packing_core.packing.strategies import make_plan
     >>> m = make_plan([300, 100], 512, "bfd").metrics()
-    >>> attention_cells(m), attention_cells(m, "dense-mask")
-    (100000, 262144)
+    >>> attention_cells(m), attention_cells(m, "dense"), attention_cells(m, convention=HALVES)
+    (100000, 262144, 50200)
     """
-    if kernel == "dense-mask":
-        return m.attention_cost_padded
-    if kernel != "skips-masked":
-        raise InputError(f"kernel must be 'skips-masked' or 'dense-mask', got {kernel!r}")
-    return m.attention_cost_packed if m.strategy in PACKING_STRATEGIES else m.attention_cost_padded
+    choice("convention", convention, CONVENTIONS)
+    m = plan.metrics() if isinstance(plan, Plan) else plan
+    name = _kernel_name(kernel, m.strategy)
+    if name == "flex":
+        if not isinstance(plan, Plan):
+            raise InputError("flex's cells need the plan's pieces: pass the Plan, not its metrics")
+        return tiled_cells(plan, tile)
+    if name == "dense" or (name == "padded"):
+        squares, tokens = m.attention_cost_padded, m.slots
+    else:
+        squares, tokens = m.attention_cost_packed, m.real_tokens
+    return squares if convention == FULL or name not in _HALVE else (squares + tokens) // 2
 
 
 def plan_tiles(plan: Plan, tile: int = DEFAULT_TILE) -> TileSpans:
@@ -65,7 +142,7 @@ def plan_tiles(plan: Plan, tile: int = DEFAULT_TILE) -> TileSpans:
     That is the sequence the ``flex`` backend sees: ``cu_seqlens`` over the whole
     flattened batch, no pads. Tiles may straddle a row edge, as they do in the kernel.
     """
-    return tile_spans(cu_seqlens_from_lengths(plan.piece_len, np.int64), tile)
+    return tile_spans(cu_seqlens_from_lengths(plan.piece_len), tile)
 
 
 def tiled_cells(plan: Plan, tile: int = DEFAULT_TILE) -> int:
@@ -85,17 +162,63 @@ def tiled_cells(plan: Plan, tile: int = DEFAULT_TILE) -> int:
     return plan_tiles(plan, tile).cells
 
 
-def training_flops(slots: int, cells: int, shape: ModelShape) -> float:
-    """Forward plus backward FLOPs of one pass over a plan: ``6 N slots + 12 n_layer d_model cells``.
+@dataclass(frozen=True)
+class KernelCost:
+    """One kernel over one plan: its cells and their ratio against padding to the context, in one convention."""
+
+    strategy: str
+    kernel: str
+    convention: str
+    cells: int
+    ratio: float          # the padded causal kernel over padding to the context / these cells
+    tile: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def kernel_costs(plan: Plan, pad: Plan, kernels=("own", "dense"), *, convention: str = CONVENTION,
+                 tile: int = DEFAULT_TILE) -> list[KernelCost]:
+    """Each kernel's cells over ``plan`` and its ratio against ``pad`` (padding to the context, padded kernel).
+
+    >>> from packing_core.packing.strategies import make_plan
+    >>> lengths = [120, 90, 300, 40, 55, 30, 210, 65]
+    >>> pad, bfd = make_plan(lengths, 512, "pad"), make_plan(lengths, 512, "bfd")
+    >>> [(c.kernel, c.cells, round(c.ratio, 1)) for c in kernel_costs(bfd, pad, ("varlen", "flex", "dense"))]
+    [('varlen', 166350, 12.6), ('flex', 262144, 8.0), ('dense', 524288, 4.0)]
+    """
+    base = attention_cells(pad, "padded", convention=convention)
+    out = []
+    for k in kernels:
+        name = _kernel_name(k, plan.strategy)
+        cells = attention_cells(plan, name, convention=convention, tile=tile)
+        out.append(KernelCost(plan.strategy, name, convention, cells, base / cells if cells else float("inf"),
+                              tile if name == "flex" else None))
+    return out
+
+
+def training_flops(slots, cells, shape: ModelShape | str):
+    """Forward plus backward FLOPs of one pass: ``6 N slots + 12 n_layer d_model cells`` (numbers or arrays).
 
     A 7B shape, one row of 512 tokens each attending to the full row: attention is 2 % of it.
 
-    >>> shape = MODEL_SHAPES["7B"]
+    >>> shape = model_shape("7B")
     >>> total = training_flops(512, 512**2, shape)
     >>> f"{total:.3g}", round(1 - training_flops(512, 0, shape) / total, 4)
     ('2.11e+13', 0.0195)
     """
+    shape = model_shape(shape)
     return 6.0 * shape.params * slots + 12.0 * shape.n_layer * shape.d_model * cells
+
+
+def attention_share(slots, cells, shape: ModelShape | str) -> float:
+    """The attention part of :func:`training_flops`: how much attention weighs in a step.
+
+    >>> round(attention_share(512, 512**2, "7B"), 4)
+    0.0195
+    """
+    total = float(training_flops(slots, cells, shape))
+    return float(training_flops(0, cells, shape)) / total if total else 0.0
 
 
 @dataclass(frozen=True)
@@ -104,11 +227,12 @@ class EndToEnd:
 
     strategy: str
     model: str
-    flops: float              # with a kernel that skips masked blocks
+    flops: float              # with the plan's own kernel (full squares)
     flops_dense_mask: float   # with a materialised block-diagonal mask
     attention_share: float    # attention part of ``flops``
     ratio: float              # pad's FLOPs / ``flops``: the end-to-end saving
     ratio_dense_mask: float   # pad's FLOPs / ``flops_dense_mask``
+    convention: str = CONVENTION
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -120,10 +244,7 @@ def end_to_end(rows, shape: ModelShape | str = "SmolLM2-135M") -> list[EndToEnd]
     On 7B-sized layers attention is a few percent of the FLOPs at 512 tokens, so the end-to-end
     saving of packing is close to its slot ratio, not to its attention ratio.
     """
-    if isinstance(shape, str):
-        if shape not in MODEL_SHAPES:
-            raise InputError(f"unknown model shape {shape!r}; choose one of {', '.join(MODEL_SHAPES)}")
-        shape = MODEL_SHAPES[shape]
+    shape = model_shape(shape)
     out = []
     for r in rows:
         base_slots = r.slots * r.slot_ratio
@@ -131,14 +252,13 @@ def end_to_end(rows, shape: ModelShape | str = "SmolLM2-135M") -> list[EndToEnd]
         base = training_flops(base_slots, base_cells, shape)
         flops = training_flops(r.slots, r.attention_cost, shape)
         dense = training_flops(r.slots, r.dense_mask_cost, shape)
-        attn = flops - 6.0 * shape.params * r.slots
-        out.append(EndToEnd(r.strategy, shape.name, flops, dense, attn / flops if flops else 0.0,
+        out.append(EndToEnd(r.strategy, shape.name, flops, dense, attention_share(r.slots, r.attention_cost, shape),
                             base / flops if flops else float("inf"), base / dense if dense else float("inf")))
     return out
 
 
 def benchmark_bounds(result) -> dict[str, float]:
-    """Each packed backend's true FLOP bound in a ``run_benchmark`` result, against the padded run.
+    """Each packed backend's FLOP bound in a ``run_benchmark`` result, against the padded run (full squares).
 
     ``dense`` builds the block-diagonal mask and computes every cell of each packed row, so
     its bound is ``padded rows / packed rows`` (both rows x context**2). ``segments`` and
@@ -167,99 +287,13 @@ def benchmark_bounds(result) -> dict[str, float]:
     return bounds
 
 
-SKIPPED, WASTED, NEEDED = 0, 1, 2   # codes of a footprint's grid
+def halved_bound(bound: float, kernel: str) -> float:
+    """A full-squares bound read for a GPU, whose padded causal kernel skips the upper half.
 
+    The padded baseline's cells halve. ``dense`` and ``flex`` compute the same cells under either
+    count, so their bounds halve; ``segments`` and ``varlen`` halve on both sides and keep theirs.
 
-@dataclass(frozen=True, eq=False)
-class KernelFootprint:
-    """Which query-key cells one kernel computes over a batch, counted and drawn.
-
-    ``cells`` is the kernel's bound (what :func:`benchmark_bounds` and the benchmark use);
-    ``grid`` is the picture: one entry per ``stride x stride`` block of token pairs,
-    sampled at its centre, :data:`SKIPPED` (never computed), :data:`WASTED` (computed,
-    masked) or :data:`NEEDED` (computed and allowed by the block-diagonal causal mask).
+    >>> halved_bound(4.0, "dense"), halved_bound(12.6, "varlen")
+    (2.0, 12.6)
     """
-
-    kernel: str        # "padded SDPA", "segments", "flex, 128-token tiles", "dense mask"
-    bound: str         # what ``cells`` counts (BOUND_LABELS)
-    cells: int
-    ratio: float       # padded SDPA's cells / these
-    tokens: int        # tokens along each axis of this kernel's layout (pads included)
-    stride: int
-    grid: np.ndarray   # int8 [tokens // stride, tokens // stride]
-
-    def to_dict(self) -> dict:
-        return {"kernel": self.kernel, "bound": self.bound, "cells": self.cells,
-                "ratio": self.ratio, "tokens": self.tokens, "stride": self.stride}
-
-
-def _stride(tokens: int, max_side: int) -> int:
-    """The smallest power of two that keeps a side within ``max_side`` (it divides every tile >= it)."""
-    s = 1
-    while -(-tokens // s) > max_side:
-        s *= 2
-    return s
-
-
-def _grid(tokens: int, stride: int, computed, needed) -> np.ndarray:
-    centre = np.arange(0, tokens, stride) + stride // 2
-    centre = np.minimum(centre, tokens - 1)
-    i, j = centre[:, None], centre[None, :]
-    c, n = computed(i, j), needed(i, j)
-    return np.where(c & n, NEEDED, np.where(c, WASTED, SKIPPED)).astype(np.int8)
-
-
-def kernel_footprints(lengths, context: int, tiles=(DEFAULT_TILE, 64), *, strategy: str = "bfd",
-                      max_side: int = 256) -> list[KernelFootprint]:
-    """What padded SDPA, ``segments``, ``flex`` at each tile size and a dense mask compute.
-
-    Padded SDPA puts each document in its own row of ``context`` (the ``pad`` plan) and
-    computes every row's square; the others run the ``strategy`` plan's pieces end to end.
-    Four tickets at context 256 in 128-token tiles: flex computes 7 tiles, 114,688 cells,
-    where the documents' squares hold 64,696:
-
-    >>> fp = kernel_footprints([114, 60, 200, 90], 256, tiles=(128,))
-    >>> [(f.kernel, f.cells, round(f.ratio, 2)) for f in fp]  # doctest: +NORMALIZE_WHITESPACE
-    [('padded SDPA', 262144, 1.0), ('segments', 64696, 4.05),
-     ('flex, 128-token tiles', 114688, 2.29), ('dense mask', 196608, 1.33)]
-    """
-    from packing_core.packing.strategies import make_plan
-
-    pad = make_plan(lengths, context, "pad")
-    packed = make_plan(lengths, context, strategy)
-    padded_cells = pad.metrics().attention_cost_padded
-    pieces = packed.piece_len
-    cu = cu_seqlens_from_lengths(pieces, np.int64)
-    total = int(cu[-1])
-    doc = np.repeat(np.arange(len(pieces)), pieces)
-    row = np.repeat(packed.piece_row, pieces)
-
-    def causal_same(ids):
-        return lambda i, j: (ids[i] == ids[j]) & (j <= i)
-
-    out = []
-    # padded: document d fills tokens [d * context, d * context + len) of its own row
-    n_docs = pad.n_rows
-    pad_len = np.bincount(pad.piece_row, weights=pad.piece_len, minlength=n_docs).astype(np.int64)
-    pos = np.arange(n_docs * context)
-    pad_row, pad_real = pos // context, (pos % context) < pad_len[pos // context]
-    s = _stride(len(pos), max_side)
-    grid = _grid(len(pos), s, lambda i, j: pad_row[i] == pad_row[j],
-                 lambda i, j: (pad_row[i] == pad_row[j]) & (j <= i) & pad_real[i] & pad_real[j])
-    out.append(KernelFootprint("padded SDPA", BOUND_LABELS["padded"], padded_cells, 1.0,
-                               len(pos), s, grid))
-    s = _stride(total, max_side)
-    needed = causal_same(doc)
-    seg_cells = packed.metrics().attention_cost_packed
-    out.append(KernelFootprint("segments", BOUND_LABELS["segments"], seg_cells, padded_cells / seg_cells,
-                               total, s, _grid(total, s, lambda i, j: doc[i] == doc[j], needed)))
-    for tile in tiles:
-        spans = tile_spans(cu, tile)
-        touched = spans.dense() > 0
-        out.append(KernelFootprint(f"flex, {tile}-token tiles", BOUND_LABELS["flex"].replace("tile²", f"{tile}²"),
-                                   spans.cells, padded_cells / spans.cells, total, s,
-                                   _grid(total, s, lambda i, j, t=tile, m=touched: m[i // t, j // t], needed)))
-    dense_cells = packed.metrics().attention_cost_padded
-    out.append(KernelFootprint("dense mask", BOUND_LABELS["dense"], dense_cells, padded_cells / dense_cells,
-                               total, s, _grid(total, s, lambda i, j: row[i] == row[j], needed)))
-    return out
+    return bound / 2 if kernel in ("dense", "flex") else bound

@@ -27,14 +27,17 @@ print (plain ``report --lengths --format json`` too, with a smaller ``profile``)
      "cap_price": {strategy: "bfd", max_docs_per_row, rows, rows_uncapped, extra_rows, extra_share,
                    sentence} or null,             (with --max-docs-per-row)
      "strategies": [{strategy, rows, slots, utilisation, ..., bound, bound_rows, rows_over_bound,
-                     bounds: {l1, l2, lp}, basis, trained_tokens, trained_per_slot, note,
-                     certificate}, ...]}
+                     bounds: {l1, l2, lp}, basis, trained_tokens, trained_per_slot, note, certificate,
+                     "costs": {convention, kernel, slots, slot_ratio, attention_cells, attention_ratio,
+                               dense_mask_cells, dense_mask_ratio, ..._halves}}, ...]}
 
 Version 2 names the bounds: ``bound`` is the one a strategy is measured against (``L1`` if it
 cuts documents, else ``L2`` or ``LP``), ``rows_over_bound`` its rows against it, and
 ``bounds`` gives all three in rows (a sampled plan: its sample's). Version 1's
 ``lower_bound_rows`` and ``rows_over_lower_bound`` measured every strategy against L1, a
-number that only a plan cutting documents can reach; they are gone.
+number that only a plan cutting documents can reach; they are gone. ``costs`` holds the
+table's cost columns (``StrategyRow.cost_dict``), counted as :mod:`packing_core.analysis.costs`
+counts them: plain ``report`` writes the same entry.
 """
 from __future__ import annotations
 
@@ -202,12 +205,13 @@ def profile_table(profile: LengthProfile, context: int, *, strategies=None, over
                           max_docs_per_row=max_docs_per_row, time_limit=time_limit)
 
 
-def profile_rows(plans: list[CountPlan]) -> list[StrategyRow]:
-    """The profile's plans as the explorer's strategy rows (ratios against padding to the context)."""
+def profile_rows(plans: list[CountPlan], base: CountPlan | None = None) -> list[StrategyRow]:
+    """The profile's plans as the explorer's strategy rows (ratios against ``base``, padding to the context,
+    by default the ``pad`` plan among ``plans``)."""
     by = {p.strategy: p.metrics for p in plans}
-    if "pad" not in by:
+    if base is None and "pad" not in by:
         raise InputError("profile_rows needs the 'pad' plan (the base of every ratio); plan every strategy")
-    return _rows(plans, by["pad"])
+    return _rows(plans, base.metrics if base is not None else by["pad"])
 
 
 def _rows(plans: list[CountPlan], base) -> list[StrategyRow]:
@@ -234,15 +238,17 @@ def strategy_entry(row: StrategyRow, plan: CountPlan | None = None) -> dict:
         d.pop(old, None)
     b = row.bounds
     return {**d, "bound": row.bound.name, "bound_rows": row.bound.rows, "rows_over_bound": row.rows_over_bound,
-            "bounds": {"l1": b.l1.rows, "l2": b.l2.rows, "lp": None if b.lp is None else b.lp.rows}}
+            "bounds": {"l1": b.l1.rows, "l2": b.l2.rows, "lp": None if b.lp is None else b.lp.rows},
+            "costs": row.cost_dict()}
 
 
 def report_dict(profile: LengthProfile | None, plans: list[CountPlan] | None, context: int, *, rows=None,
                 head: dict | None = None, meta: dict | None = None, max_docs_per_row: int | None = None,
-                cap: CapPrice | None = None) -> dict:
+                cap: CapPrice | None = None, base: CountPlan | None = None) -> dict:
     """The one JSON shape of ``report`` (see the module docstring), ``report_version`` 2.
 
     A profile's ``plans``, or (plain ``report --lengths``) strategy ``rows`` with ``head`` and ``meta``.
+    Each strategy's ``costs`` are ratios against ``base`` (by default the ``pad`` plan among ``plans``).
     """
     if plans is not None:
         if profile is None:
@@ -252,7 +258,8 @@ def report_dict(profile: LengthProfile | None, plans: list[CountPlan] | None, co
             head = profile_headline(profile, plans).to_dict()
         except ValueError:      # one strategy asked for: nothing to compare
             head = None
-        rows = _rows(plans, {p.strategy: p.metrics for p in plans}.get("pad", plans[0].metrics))
+        rows = _rows(plans, base.metrics if base is not None else
+                     {p.strategy: p.metrics for p in plans}.get("pad", plans[0].metrics))
     pairs = list(zip(rows, plans if plans is not None else [None] * len(rows)))
     whole = [r for r, p in pairs if p is None or p.basis == "counts"]
     bounds = whole[0].bounds if whole else rows[0].bounds
@@ -265,12 +272,14 @@ def report_dict(profile: LengthProfile | None, plans: list[CountPlan] | None, co
             "strategies": [strategy_entry(r, p) for r, p in pairs]}
 
 
-def format_profile_report(profile: LengthProfile, plans: list[CountPlan]) -> str:
-    """The profile's totals and headline, then the strategy table (sampled rows count the sample's documents)."""
+def format_profile_report(profile: LengthProfile, plans: list[CountPlan], base: CountPlan | None = None) -> str:
+    """The profile's totals and headline, then the strategy table (sampled rows count the sample's documents;
+    ratios against ``base``, by default the ``pad`` plan)."""
     lines = [describe_profile(profile)]
     try:
         lines.append(profile_headline(profile, plans).sentence)
     except ValueError:
         pass
-    rows = _rows(plans, {p.strategy: p.metrics for p in plans}.get("pad", plans[0].metrics))
+    rows = _rows(plans, base.metrics if base is not None else
+                     {p.strategy: p.metrics for p in plans}.get("pad", plans[0].metrics))
     return "\n".join([*lines, "", format_strategy_table(rows, plans)])

@@ -21,7 +21,7 @@ import numpy as np
 
 import packing_core.packing.registry as registry
 from packing_core._validate import InputError, as_lengths
-from packing_core.analysis.costs import attention_cells
+from packing_core.analysis.costs import CONVENTION, HALVES, attention_cells, own_kernel
 from packing_core.analysis.quality import bound_sentence, table_gap
 from packing_core.analysis.stats import LengthStats
 from packing_core.analysis.trainer_advice import TrainerSettings, trainer_settings
@@ -50,6 +50,11 @@ BUCKET_WASTES_TOO_MUCH = 0.5
 LONG_TAIL = 3.0
 
 
+# Where the advice says positions start (finding positions_do_not_restart says the same).
+FIRST_POSITION = ("the model's first position (0 for Llama-style models; transformers' padding-free path finds "
+                  "documents by them)")
+
+
 def length_shape(stats: LengthStats, lengths=None) -> str:
     """'bimodal', 'long-tailed' or 'compact': the one word the advice uses for a length distribution.
 
@@ -70,7 +75,10 @@ class StrategyRow:
 
     Three ratios, three different bills (``analysis.costs`` explains each one):
     ``slot_ratio`` is what the linear layers save; ``attention_ratio`` what attention saves with
-    a kernel that skips masked blocks; ``dense_mask_ratio`` what it saves with a materialised mask.
+    the plan's own kernel (a padded causal kernel for padding, an unpadding varlen kernel for
+    packing); ``dense_mask_ratio`` what it saves with a materialised mask. All in full squares
+    (``costs.CONVENTION``); the ``_halves`` ratios count a GPU's causal kernels, which skip the
+    upper half of each square.
     """
 
     strategy: str
@@ -82,12 +90,14 @@ class StrategyRow:
     tokens_lost: int
     docs_split: int
     docs_dropped: int
-    attention_cost: int          # cells with a kernel that skips masked blocks: padded sum(width**2), packed sum(len**2)
+    attention_cost: int          # cells of the plan's own kernel: padded sum(width**2), packed sum(len**2)
     dense_mask_cost: int         # cells with a materialised mask: sum(width**2) for every strategy
     attention_ratio: float       # pad's attention_cost / this one (an attention FLOP ratio, not a measured speed-up)
     dense_mask_ratio: float      # pad's attention_cost / this dense_mask_cost
     slot_ratio: float            # pad's slots / this one: the linear layers' saving
     bounds: Bounds | None = field(default=None, compare=False, repr=False)  # L1, L2, LP of the documents planned
+    attention_ratio_halves: float = 0.0    # attention_ratio with a GPU's causal kernels (causal halves)
+    dense_mask_ratio_halves: float = 0.0   # dense_mask_ratio against a GPU's padded causal kernel
     metrics: PlanMetrics | None = field(default=None, compare=False, repr=False)   # the plan's own numbers
     certificate: object = field(default=None, compare=False, repr=False)   # optimal: its Certificate
 
@@ -109,19 +119,24 @@ class StrategyRow:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("metrics", "bounds", "certificate")}
         return {**d, "bound": self.bound.name, "bound_rows": self.bound.rows, "rows_over_bound": self.rows_over_bound}
 
+    def cost_dict(self) -> dict:
+        """The costs the tables show, named as ``report --format json`` writes them under ``"costs"``."""
+        return {"convention": CONVENTION, "kernel": own_kernel(self.strategy), "slots": self.slots,
+                "slot_ratio": self.slot_ratio, "attention_cells": self.attention_cost,
+                "attention_ratio": self.attention_ratio, "dense_mask_cells": self.dense_mask_cost,
+                "dense_mask_ratio": self.dense_mask_ratio, "attention_ratio_halves": self.attention_ratio_halves,
+                "dense_mask_ratio_halves": self.dense_mask_ratio_halves}
+
 
 def attention_cost(m: PlanMetrics) -> int:
-    """Attention cells of a plan with a kernel that skips masked blocks (varlen, one call per document).
+    """Attention cells of a plan with its own kernel, in full squares (``analysis.costs.attention_cells``).
 
-    Against padded rows whose pads are computed. FlexAttention skips only whole masked tiles,
-    so it computes somewhat more than this on short documents.
-
-    A padded row pays its full causal square (row_width**2) because the kernel runs over the
-    pads too. A packed row pays one square per document: ``[300, 100] -> 300**2 + 100**2``,
-    but only if the kernel skips the masked blocks; a materialised dense mask pays the whole
-    row's square (``analysis.costs.attention_cells(m, "dense-mask")``).
+    A padded row pays its full square (row_width**2): a padded causal kernel runs over the pads
+    too. A packed row pays one square per document, ``[300, 100] -> 300**2 + 100**2``, under an
+    unpadding varlen kernel fed ``cu_seqlens``; a materialised dense mask pays the whole row's
+    square (``attention_cells(m, "dense")``), FlexAttention every tile a document touches.
     """
-    return attention_cells(m, "skips-masked")
+    return attention_cells(m, "own")
 
 
 def strategy_table(lengths, context: int, strategies=STRATEGIES, **plan_kwargs) -> list[StrategyRow]:
@@ -156,21 +171,49 @@ def rows_from_metrics(metrics: list[PlanMetrics], base: PlanMetrics, *, bounds, 
     certificates = [None] * len(metrics) if certificates is None else list(certificates)
     if not len(bounds) == len(certificates) == len(metrics):
         raise ValueError("rows_from_metrics needs one bounds and one certificate (or None) per plan")
+    base_half = attention_cells(base, "padded", convention=HALVES)
+
+    def ratio(b: float, cells: int, scale: float) -> float:
+        return b / (cells * scale) if cells else float("inf")
+
     out = []
     for m, b, cert in zip(metrics, bounds, certificates):
-        cost, dense = attention_cost(m), attention_cells(m, "dense-mask")
+        cost, dense = attention_cost(m), attention_cells(m, "dense")
         scale = base.real_tokens / m.real_tokens if m.documents != base.documents and m.real_tokens else 1.0
         out.append(StrategyRow(
             strategy=m.strategy, description=STRATEGY_INFO[m.strategy], rows=m.rows, slots=m.slots,
             utilisation=m.utilisation, pad_tokens=m.pad_tokens, tokens_lost=m.tokens_lost,
             docs_split=m.docs_split, docs_dropped=m.docs_dropped, attention_cost=cost,
             dense_mask_cost=dense,
-            attention_ratio=base_attn / (cost * scale) if cost else float("inf"),
-            dense_mask_ratio=base_attn / (dense * scale) if dense else float("inf"),
-            slot_ratio=base.slots / (m.slots * scale) if m.slots else float("inf"),
-            bounds=b, metrics=m, certificate=cert,
+            attention_ratio=ratio(base_attn, cost, scale), dense_mask_ratio=ratio(base_attn, dense, scale),
+            slot_ratio=ratio(base.slots, m.slots, scale),
+            attention_ratio_halves=ratio(base_half, attention_cells(m, "own", convention=HALVES), scale),
+            dense_mask_ratio_halves=ratio(base_half, dense, scale), bounds=b, metrics=m, certificate=cert,
         ))
     return out
+
+
+def describe_padding(stats: LengthStats, table: list[StrategyRow], lengths=None) -> str:
+    """What padding costs this dataset at its context, in numbers read from it (never a fixed sentence).
+
+    >>> from packing_core.analysis.stats import length_stats
+    >>> lengths = [120, 90, 300, 40, 55, 30, 210, 65]
+    >>> print(describe_padding(length_stats(lengths, 512), strategy_table(lengths, 512, ("pad",)), lengths))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    Padded to 512, 77.8% of this dataset's slots are pads; its lengths are long-tailed (median 78, p95 268
+    tokens), and 7 of its 8 documents (88%) fill less than half of their row.
+    """
+    pad = {r.strategy: r for r in table}.get("pad")
+    if pad is None:
+        raise InputError("describe_padding needs the 'pad' row: pass strategy_table(lengths, context)")
+    said = (f"Padded to {stats.context}, {pad.pad_tokens / pad.slots:.1%} of this dataset's slots are pads; its lengths "
+            f"are {length_shape(stats, lengths)} (median {stats.p50:.0f}, p95 {stats.p95:.0f} tokens)")
+    if lengths is None:
+        return said + "."
+    x = as_lengths(lengths)
+    mostly = int((x < stats.context / 2).sum())
+    return said + (f", and {mostly:,} of its {len(x):,} documents ({mostly / len(x):.0%}) fill less than half of their "
+                   f"row{'' if len(x) == stats.count else ' (in a seeded sample)'}.")
 
 
 def bimodality(lengths) -> float:
@@ -205,7 +248,8 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
     if kind not in ("instruction", "pretraining"):
         raise InputError(f"kind must be 'instruction' or 'pretraining', got {kind!r}")
     best, bucket = _best_and_bucket(table)
-    wide = " Keep the buckets wide (hundreds of samples each) and shuffle the batches, so no batch is a run of look-alikes."
+    wide = (" Keep the buckets wide (hundreds of samples each), so each batch is a fair draw from its bucket, and shuffle "
+            "the batch order, so no run of batches comes from one bucket.")
     decision = first_run(table)
     if bucket.utilisation >= best.utilisation:
         first = (f"Bucket: it fills {bucket.utilisation:.1%} of the slots, more than the best packing "
@@ -220,14 +264,14 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
                  f"{stats.context}, bucketing still wastes {1 - bucket.utilisation:.0%} of its slots (it fills "
                  f"{bucket.utilisation:.1%}; {best.strategy} fills {best.utilisation:.1%}, and bucketing computes "
                  f"{bucket.slots / best.slots:.1f}x as many slots). Pass cu_seqlens, start every document's "
-                 "positions at 0 (transformers' padding-free path finds documents by them), and run the "
+                 f"positions at {FIRST_POSITION}, and run the "
                  "alone-vs-packed check before training.")
     else:
         first = (f"First run: bucket. It fills {bucket.utilisation:.1%} of the slots ({bucket.slot_ratio:.1f}x "
                  "fewer than padding to the context) and changes no mask, so nothing can leak." + wide
                  + f" Long run: pack with {best.strategy}, which fills {best.utilisation:.1%} (bucketing computes "
                  f"{bucket.slots / best.slots:.1f}x as many slots). Pass cu_seqlens, start every document's "
-                 "positions at 0 (transformers' padding-free path finds documents by them), and check "
+                 f"positions at {FIRST_POSITION}, and check "
                  "alone against packed before training.")
     gap = table_gap(table)     # how far bfd is from the proven optimum, when optimal ran beside it
     if gap is not None:

@@ -76,6 +76,19 @@ class BatchCheck:
         return 1 if self.errors or (strict and self.warnings) else 0
 
     @property
+    def format_words(self) -> str:
+        """The format in words: ``"padded batch"``, or for a 2D mask of ones, a batch that has none of its pads.
+
+        >>> from packing_core.check import check_hf_batch
+        >>> check_hf_batch({"input_ids": [[5, 6, 7]], "attention_mask": [[1, 1, 1]]}).format_words
+        'batch with a 2D attention_mask (all ones: no pads)'
+        """
+        m = self.tensors.mask_2d
+        if self.format == "padded" and m is not None and m.all():
+            return "batch with a 2D attention_mask (all ones: no pads)"
+        return f"{self.format} batch"
+
+    @property
     def n_documents(self) -> int:
         return self.documents.count
 
@@ -136,7 +149,7 @@ class BatchCheck:
     def format_table(self) -> str:
         rows, width = self.shape
         sources = ", ".join(self.documents.decided_by) or "none (each row is one document)"
-        lines = [f"{self.format} batch: {rows} row(s) x {width} tokens, {self.n_documents} intended document(s) "
+        lines = [f"{self.format_words}: {rows} row(s) x {width} tokens, {self.n_documents} intended document(s) "
                  f"from {sources}; {self.documents.labels_reason}",
                  f"read by {self.attn_implementation}{' with a cache' if self.use_cache else ''}: "
                  f"{self.effective.path}", self.verdict]

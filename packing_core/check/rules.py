@@ -130,7 +130,8 @@ _TABLE = (
     Rule("positions_do_not_restart", "warning", "Positions do not restart at the model's first position",
          "Each document's position_ids should start at the model's first position (0 for most, 2 for "
          "RoBERTa-family) and count up by 1: plain RoPE under a correct mask does not change, learned absolute "
-         "positions and row-dependent scaled RoPE (dynamic NTK, LongRoPE) do. Where transformers finds documents "
+         "positions and scaled RoPE that reads the batch do (dynamic NTK and LongRoPE pick their frequencies from "
+         "the largest position in the batch). Where transformers finds documents "
          "from position_ids, it starts one at every step that is not +1 (sdpa/eager) or at every return to the "
          "minimum position (FlashAttention, one flattened row), so there continuous positions also remove the mask."),
     Rule("document_continues_from_previous_row", "warning", "A document continues from the previous row",

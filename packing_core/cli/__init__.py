@@ -5,7 +5,7 @@
     scan      files, folders or globs of shards into a length profile (JSON)         scan.py
     check     a trainer's batch file, for the attention that will read it            check.py
     verify    documents alone and packed on a model: did packing change the logits?  verify.py
-    zoo       packing bugs that reached users of real projects, reproduced live      zoo.py
+    zoo       bugs reported in real projects, reproduced live; faults planted        zoo.py
     warm      before class: convert SmolLM2, train the demo pair, fill the caches    warm.py
 
 ``common.py`` holds what they share (the parser, bounded whole numbers, the data arguments of

@@ -143,14 +143,17 @@ def _profile_report(args, strategies, out) -> int:
 
     profile = load_profile(args)
     names, options, left_out = _plan_args(args, strategies)
-    plans = profile_table(profile, args.context, strategies=names, overlong=args.overlong,
-                          batch_size=args.batch_size, seed=args.seed, **options)
+    kwargs = dict(overlong=args.overlong, batch_size=args.batch_size, seed=args.seed)
+    plans = profile_table(profile, args.context, strategies=names, **kwargs, **options)
+    # every ratio is against padding to the context, planned even when only another strategy is shown
+    base = None if any(p.strategy == "pad" for p in plans) else profile_table(
+        profile, args.context, strategies=("pad",), **kwargs)[0]
     cap = _cap_price(profile, args, names, options)
     if args.format == "json":
-        dump_json(report_dict(profile, plans, args.context, max_docs_per_row=options["max_docs_per_row"], cap=cap),
-                  out)
+        dump_json(report_dict(profile, plans, args.context, max_docs_per_row=options["max_docs_per_row"], cap=cap,
+                              base=base), out)
     else:
-        text = format_profile_report(profile, plans)
+        text = format_profile_report(profile, plans, base)
         head, _, table = text.partition("\n\n")
         out.write(head + "\n\n")
         _cap_lines(out, options, left_out, cap, cap_sentence)

@@ -7,7 +7,7 @@ from packing_core._validate import InputError
 from packing_core.cli.common import dump_json
 
 NAME = "zoo"
-HELP = "packing bugs that reached users of real projects, reproduced live"
+HELP = "packing bugs reported in real projects, reproduced live, and classic faults planted in a small batch"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,7 +25,7 @@ def run(args, out, err) -> int:
         for b in ZOO:
             out.write(f"{b.name:<30} {b.title}\n{'':<30} reported: {'; '.join(r.split(':')[0] for r in b.reported)}\n"
                       f"{'':<30} needs: {b.needs}\n"
-                      f"{'':<30} caught by: {'; '.join(b.caught_by_titles) or 'no static finding (a model run)'}\n")
+                      f"{'':<30} caught by: {b.caught_words}\n")
         out.write("\nreproduce one: python -m packing_core zoo --run NAME (or --run all)\n")
         return 0
     if args.run != "all" and args.run not in REPRODUCED:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         run_benchmark,
     )
     from .breakdown import Breakdown, Stage, describe_breakdown, format_breakdown, segments_breakdown
+    from .bucket_loss import BucketDemo, BucketRun, bucket_loss_demo
     from .machine import Machine, busy_warning, load_average, machine_info
     from .train import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS, TrainPair, TrainResult, train_demo
     from .warm import WarmStatus, smollm2_converted, train_pair, use_lab_threads, warm_status

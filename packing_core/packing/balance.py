@@ -108,16 +108,22 @@ def _split(rank: np.ndarray, micro: np.ndarray, tokens, cost, ranks) -> RankSpli
                      np.bincount(rank, weights=cost.astype(np.float64), minlength=ranks).astype(np.int64))
 
 
-def balance_rows(plan_or_loads, ranks: int, micro_batches: int = 1, *, fit: bool = False) -> BalanceReport:
+def balance_rows(plan_or_loads, ranks: int, micro_batches: int = 1, *, fit: bool = False,
+                 by=None) -> BalanceReport:
     """Split a plan's rows (or ``(tokens, attention)`` arrays per row) over ranks x micro-batches.
 
     With fewer rows than micro-batches: refused, or with ``fit=True`` shown on as many ranks (then
-    micro-batches per rank) as the rows fill, with a ``note`` that says so.
+    micro-batches per rank) as the rows fill, with a ``note`` that says so. ``by`` is the cost per
+    row that ``after`` balances (default: the attention cost); a step's cost with its linear layers
+    counted comes from ``analysis.balance_report.step_balance``.
     """
     ranks = whole_number(ranks, "ranks", hint="the data-parallel world size, e.g. 8")
     micro_batches = whole_number(micro_batches, "micro_batches", hint="gradient-accumulation steps, e.g. 4")
     tokens, cost = row_loads(plan_or_loads) if isinstance(plan_or_loads, Plan) else map(np.asarray, plan_or_loads)
     n = len(tokens)
+    weight = cost if by is None else np.asarray(by, dtype=np.float64)
+    if weight.shape != (n,):
+        raise InputError(f"by must hold one cost per row ({n:,}), got shape {weight.shape}")
     note = ""
     if n < ranks * micro_batches and fit and n > 0:
         fit_ranks = min(ranks, n)
@@ -136,9 +142,9 @@ def balance_rows(plan_or_loads, ranks: int, micro_batches: int = 1, *, fit: bool
     micro = position * micro_batches // per_rank[rank]
     before = _split(rank, micro.astype(np.int64), tokens, cost, ranks)
     # after: equal-count LPT over ranks, then again over each rank's micro-batches
-    rank = _deal(cost, ranks)
+    rank = _deal(weight, ranks)
     micro = np.empty(n, dtype=np.int64)
     for r in range(ranks):
         mine = np.flatnonzero(rank == r)
-        micro[mine] = _deal(cost[mine], micro_batches)
+        micro[mine] = _deal(weight[mine], micro_batches)
     return BalanceReport(ranks, micro_batches, n, before, _split(rank, micro, tokens, cost, ranks), note)

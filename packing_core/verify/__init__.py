@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         model_runner,
         verify_runner,
     )
+    from .eval_loss import EvalLoss, eval_loss_packed_vs_alone
     from .families_kernels import KernelCheck, check_kernels
     from .families_run import measure_family
     from .families_table import measure_all

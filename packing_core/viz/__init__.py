@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         strategy_figure,
     )
     from .rows import layout_figure, logit_diff_figure, mask_figure, targets_figure
+    from .schedule import bucket_loss_figure, max_seqlen_figure, positions_figure, schedule_figure
     from .stream import buffer_curve_figure
     from .style import (
         ALERT_COLOUR,

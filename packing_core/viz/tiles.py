@@ -1,6 +1,6 @@
 """The tiles each kernel computes over the block-diagonal causal mask, side by side.
 
-One panel per :class:`~packing_core.analysis.costs.KernelFootprint`: blue cells are
+One panel per :class:`~packing_core.analysis.footprints.KernelFootprint`: blue cells are
 computed and allowed by the mask, grey ones computed and masked (work thrown away), white
 ones never computed. Each panel's title quotes the footprint's own cell count, so the
 picture and the bound the Benchmark judges a kernel by are the same numbers.
@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from packing_core._validate import InputError
-from packing_core.analysis.costs import NEEDED, SKIPPED, WASTED, KernelFootprint
+from packing_core.analysis.footprints import NEEDED, SKIPPED, WASTED, KernelFootprint
 from packing_core.viz.style import EMPTY_COLOUR, PACKED_COLOUR, PAD_COLOUR, apply_layout, legend_swatch
 
 _COLOURS = {SKIPPED: EMPTY_COLOUR, WASTED: PAD_COLOUR, NEEDED: PACKED_COLOUR}

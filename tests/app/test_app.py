@@ -33,7 +33,7 @@ def test_why_packing_shows_the_worked_example_at_22_and_89_percent():
     text = markdown(at)
     assert "[0, 120, 210, 510, 550, 605, 635, 845, 910]" in text                 # the stream
     assert "`[0, 120, 210, 510, 512, 550, 605, 635, 845, 910]`" in text   # what a kernel reads: one array
-    assert len(at.get("plotly_chart")) == 3
+    assert len(at.get("plotly_chart")) == 4     # two strips, the slots of the tickets, the schedule
 
 
 def test_why_packing_computes_that_three_quarters_of_the_ticket_slots_are_pads():
@@ -307,7 +307,7 @@ def test_leakage_lab_asks_for_a_prediction_before_it_reveals():
     at = open_page("leakage_lab")
     assert not _verdict(at) and "prediction" in at.info[0].value
     assert not any(e.label.startswith("Why the settings matter") for e in at.expander)   # no answer before the guess
-    at.radio(key="leakage_lab.guess_tiny-rope_on_reset_segments_False").set_value("They change").run()
+    at.radio(key="leakage_lab.guess_tiny-rope_on_reset_dense_False").set_value("They change").run()
     assert_clean(at)
     assert "EQUIVALENT" in _verdict(at) and at.info[0].value.startswith("Not this time")
     assert any(e.label.startswith("Why the settings matter") for e in at.expander)

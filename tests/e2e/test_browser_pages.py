@@ -69,7 +69,7 @@ def test_masks_and_labels_check_catches_a_planted_bug(app_page):
     app_page.toggle("Instruction tuning")
     app_page.select("Break it", "prompts-in-the-loss")
     warning = " ".join(app_page.alerts("warning"))
-    shown = re.search(r"Loss positions: (\d+), answer targets: (\d+)", warning)
+    shown = re.search(r"Loss positions: (\d+), answer targets \([^)]*\): (\d+)", warning)
     assert shown and shown[1] != shown[2], warning               # prompts trained: more loss than answers
     app_page.assert_healthy()
     app_page.screenshot("masks-and-labels-prompts-in-the-loss")

@@ -73,7 +73,8 @@ def test_the_uploader_shows_the_numbers_report_prints(app_page, corpora, name):
     app_page.step("Recommendation")
     assert "Recommendation." in app_page.text()
     app_page.step("Balance")
-    assert re.search(r"Balancing by attention cost (cuts|changes) the slowest rank's work", app_page.text())
+    assert re.search(r"Balancing by attention cost (cuts|changes) the slowest rank's attention cost", app_page.text())
+    assert "with the linear layers counted" in app_page.text()
     assert charts.count() == 1
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from packing_core import make_plan
-from packing_core.analysis.costs import NEEDED, SKIPPED, WASTED, kernel_footprints
+from packing_core.analysis.footprints import NEEDED, SKIPPED, WASTED, kernel_footprints
 from packing_core.attention.masks import block_causal_mask
 from packing_core.packing.plan import cu_seqlens_from_lengths
 from packing_core.viz.tiles import tile_figure

@@ -68,6 +68,7 @@ class Bug:
     caught_by: tuple[str, ...]          # finding names (check.rules.RULES); () = no static finding sees it
     run: Callable = None
     example: Callable | None = None
+    caught_note: str = ""               # how the lab catches it when no finding names it (a refusal, your code)
 
     def __post_init__(self):
         unknown = [n for n in self.caught_by if n not in RULES]
@@ -88,9 +89,19 @@ class Bug:
         """The plain-language titles of the findings that catch it, for pages."""
         return tuple(RULES[n].title for n in self.caught_by)
 
+    @property
+    def caught_words(self) -> str:
+        """How the lab catches it, in words: its findings' titles, else its note, else the comparison that sees it."""
+        if self.caught_by:
+            return "; ".join(self.caught_by_titles)
+        if self.caught_note:
+            return self.caught_note
+        return ("no static finding: only alone vs packed (Masks and labels page) shows it" if self.planted
+                else "no static finding: only a model run shows it")
+
     def to_dict(self) -> dict:
         return {"name": self.name, "title": self.title, "what": self.what, "reported": list(self.reported),
-                "fix": self.fix, "needs": self.needs, "caught_by": list(self.caught_by)}
+                "fix": self.fix, "needs": self.needs, "caught_by": list(self.caught_by), "caught": self.caught_words}
 
 
 def _array(compare=False):

@@ -86,5 +86,6 @@ BUGS: tuple[Bug, ...] = (
          "loss by num_tokens in global batch"),
         "Sum the token losses and divide by the number of counted tokens in the global batch "
         "(transformers' Trainer: num_items_in_batch; TRL's SFTTrainer inherits it).",
-        "the lab's tiny-rope model (random init)", (), _loss_per_row),
+        "the lab's tiny-rope model (random init)", (), _loss_per_row,
+        caught_note="no batch check: read your loss code (per token, over the global batch)"),
 )

@@ -121,12 +121,13 @@ BUGS: tuple[Bug, ...] = (
         "-100 at every document's last target.", "nothing", ("label_crosses_boundary",), _row_shifted_targets),
     Bug("continuous-positions", "Positions count across the row",
         "position ids count across the row instead of restarting at each document",
-        ("huggingface/transformers #47496 -> #47525 (merged)",),
+        ("huggingface/transformers #47496 -> #47525 (merged), a sibling bug: positions that restart at the wrong "
+         "origin (0, where RoBERTa-family models start at padding_idx + 1), not positions counting across the row",),
         "Reset position_ids per document, from the model's first position.", "nothing",
         ("positions_do_not_restart",), _continuous_positions),
     Bug("pads-in-the-loss", "Pads in the loss",
-        "pad positions get a target and a loss-mask bit: the mean loss is diluted by pad predictions, so the "
-        "real tokens' gradient shrinks", (), "Give pads target -100.", "nothing",
+        "pad positions get a target and a loss-mask bit: pad predictions dilute the loss, and the model is trained "
+        "to emit pads", (), "Give pads target -100.", "nothing",
         ("pad_in_loss",), _pads_in_the_loss),
     Bug("prompts-in-the-loss", "Prompts in the loss", "prompt tokens are trained on, not only the answers",
         (), "Mask prompt targets with -100.", "nothing", ("loss_count_mismatch",),
@@ -135,8 +136,9 @@ BUGS: tuple[Bug, ...] = (
         "the loss mask is used as the attention mask: prompt tokens stop being keys, so the answers cannot read "
         "the question; the loss tensors are untouched", (),
         "Keep the attention mask and the loss mask apart.", "nothing", (), _prompts_cut_from_attention),
-    Bug("row-cu-seqlens", "cu_seqlens over whole rows",
-        "cu_seqlens marks whole rows, not documents: the mask that lets documents see each other",
+    Bug("row-cu-seqlens", "cu_seqlens over the whole batch",
+        "cu_seqlens marks the whole batch (its rows laid end to end) as one document: the mask that lets "
+        "documents see each other",
         (), "One cu_seqlens offset per document piece.", "nothing",
         ("segments_disagree_with_cu_seqlens",), _row_cu_seqlens),
 )
