@@ -1,13 +1,13 @@
 """Bug zoo: packing bugs that reached users of real projects, each reproduced live; and how losses weight documents."""
 import streamlit as st
 
-from app_pages._lab import esc, figure, guard, lesson, page_settings, steps
+from app_pages._lab import esc, figure, guard, lesson, page_settings, steps, text
 from packing_core import ZOO, InputError
 from packing_core.batch import LOSS_RULES
 from packing_core.data import parse_lengths
 from packing_core.viz import zoo_figures
 
-S = page_settings("bug_zoo", rows="4 | 60 60")
+S = page_settings("bug_zoo", rows=text("4 | 60 60", lambda raw: parse_lengths(raw.replace("|", " "))))
 
 st.title("Bug zoo")
 lesson(__file__)

@@ -3,12 +3,12 @@ import streamlit as st
 
 import packing_core as pc
 from app_pages import _content
-from app_pages._lab import figure, guard, lesson, page_settings, steps
+from app_pages._lab import choice, figure, guard, lesson, page_settings, steps
 from packing_core.attention import ATTENTION_READERS
 from packing_core.check import BATCH_FILE_TYPES, PICKLE_SUFFIXES, check_all_implementations, load_batch_bytes
 from packing_core.viz import hf_batch_figure
 
-S = page_settings("check_your_setup", attn="sdpa")
+S = page_settings("check_your_setup", attn=choice("sdpa", ATTENTION_READERS))
 
 st.title("Check your setup")
 lesson(__file__)

@@ -10,6 +10,7 @@ from app_pages._lab import (
     SHARED,
     UPLOAD,
     cached_figure,
+    choice,
     current_lengths,
     dataset_kind,
     dataset_label,
@@ -18,6 +19,7 @@ from app_pages._lab import (
     guard,
     length_summary,
     lesson,
+    number,
     page_settings,
     recommendation,
     sources,
@@ -35,7 +37,8 @@ from packing_core.analysis import PURPOSES, balance_verdict, basis_note, headlin
 from packing_core.packing import OVERLONG_POLICIES
 from packing_core.viz import balance_figure, length_histogram_figure, strategy_figure
 
-S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4)
+S = page_settings("dataset_explorer", overlong=choice("split", OVERLONG_POLICIES), ranks=number(8, 1, 1024),
+                  micro_batches=number(4, 1, 256))
 
 st.title("Dataset explorer")
 lesson(__file__)

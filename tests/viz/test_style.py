@@ -26,7 +26,7 @@ from packing_core.viz import (
 )
 from packing_core.viz.style import LEAK, PALETTE, ROLES, figure_codes
 
-ALLOWED = set(ROLES.values()) | set(PALETTE)
+ALLOWED = set(ROLES.values()) | set(PALETTE) | {style.TEXT_COLOUR}   # words are in the one text colour, never a role's
 
 
 def _rgb(hex_colour: str) -> np.ndarray:
