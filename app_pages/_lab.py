@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import NoReturn
 from urllib.parse import urlencode
 
 import numpy as np
@@ -309,6 +310,8 @@ def unknown_page(name: str | None) -> None:
     """A link to a page that does not exist: the first page opens, and the page says so in one line."""
     _, _, notes = _link()
     shown = (name or "").strip("/")[:40]
+    if shown in {p.name for p in _content.PAGES}:
+        return   # the first page by its own name: Streamlit knows it only as the root, and runs it
     notes.insert(0, f"the page {shown!r} (there is no such page; this is the first page)" if shown
                  else "the page (there is no such page; this is the first page)")
 
@@ -390,6 +393,8 @@ def fragment(page: str):
         def run(*args, **kwargs):
             try:
                 return fn(*args, **kwargs)
+            except PageStop:   # a guarded error ends the fragment, not the page around it
+                return None
             finally:
                 write_url(page)
         return st.fragment(run)
@@ -429,6 +434,16 @@ def esc(text) -> str:
     return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
+class PageStop(Exception):
+    """Raised by :func:`stop`: the page ends here, and the run still ends as every run does (the view written)."""
+
+
+def stop() -> NoReturn:
+    """End the page here. ``st.stop()`` would end the whole run at once: after it even reading the session
+    raises, so the URL would keep the view of the run before."""
+    raise PageStop
+
+
 @contextmanager
 def guard(action: str):
     """Turn a failure inside the block into one ``st.error`` line and stop the page.
@@ -440,12 +455,12 @@ def guard(action: str):
         yield
     except InputError as e:
         st.error(f"Could not {esc(action)}: {esc(e)}")
-        st.stop()
+        stop()
     except Exception as e:  # noqa: BLE001  (no traceback may reach the page)
         log.exception("unexpected error while trying to %s", action)
         st.error(f"Could not {esc(action)}: an unexpected {type(e).__name__} occurred. "
                  "Try other settings; the details are in the server log.")
-        st.stop()
+        stop()
 
 
 FAULT_ENV = "PACKING_LAB_TEST_FAULT"   # test-only: a page title whose run raises, to check the error contract
@@ -456,7 +471,8 @@ UNEXPECTED = ("Something went wrong on this page ({kind}); it was logged on the 
 def run_safely(page, *steps) -> None:
     """Run the sidebar and the page; an unexpected exception becomes one line, its traceback goes to the log.
 
-    ``st.stop()`` and reruns are not exceptions (Streamlit raises them as ``BaseException``) and pass.
+    ``stop()`` ends the page quietly; reruns are not exceptions (Streamlit raises them as ``BaseException``) and
+    pass. Pages end early with ``stop()``, never ``st.stop()``.
     No message text is shown: it may hold a server path. ``page`` is the ``st.Page`` being run.
     """
     # Outside a Streamlit run (a spawned scan worker re-imports the main script that AppTest left in
@@ -470,6 +486,8 @@ def run_safely(page, *steps) -> None:
             raise RuntimeError(f"planted fault for the error-contract test ({FAULT_ENV}={title})")
         for step in steps:
             step()
+    except PageStop:
+        pass
     except Exception as e:  # noqa: BLE001  (the last line of defence: no traceback may reach the page)
         log.exception("unexpected error on the page %r", title)
         st.error(UNEXPECTED.format(kind=type(e).__name__))

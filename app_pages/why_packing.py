@@ -12,6 +12,7 @@ from app_pages._lab import (
     plan,
     source_lengths,
     steps,
+    stop,
     strategy_table,
     terms_help,
 )
@@ -55,7 +56,7 @@ if guess is None and not reveal:
     pad_or_pack.info("Make a prediction to see the answer.")
     for later in (starts, real, trade):
         later.info("Make a prediction in step 1 first: this step builds on its answer.")
-    st.stop()
+    stop()
 
 with pad_or_pack:
     if guess is not None:

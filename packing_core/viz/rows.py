@@ -32,10 +32,11 @@ from packing_core.viz.style import (
     legend_swatch,
     stride_for,
     swatch_text,
+    wrap_title,
 )
 
 TEXT_UP_TO = 96   # tokens: up to this row width every cell shows its character or value
-PLOT_PX = 600     # the plot area of a full-width figure beside the sidebar at a projector's 1024 pixels
+PLOT_PX = 460     # a track's plot area at a projector's 1024 pixels beside the sidebar (its names wrapped at the left)
 
 
 def sparse_labels(labels, plot_px: int = PLOT_PX, font_px: int = 11) -> np.ndarray:
@@ -43,7 +44,7 @@ def sparse_labels(labels, plot_px: int = PLOT_PX, font_px: int = 11) -> np.ndarr
     (0 always, so each document's start), a run of one repeated number shows once; characters all stay.
 
     >>> sparse_labels([str(i) for i in range(64)])[:8].tolist()
-    ['0', '', '2', '', '4', '', '6', '']
+    ['0', '', '', '3', '', '', '6', '']
     >>> sparse_labels(["3", "3", "3", "4", "4"], plot_px=20).tolist()
     ['3', '', '', '4', '']
     """
@@ -147,7 +148,9 @@ def tracks_figure(tracks: list[Track], *, max_cols: int = 1024, title: str | Non
                         hovertemplate="token %{x}, %{y}: %{customdata}<extra></extra>")
     heat.textfont = dict(size=13 if L <= 40 else 11 if L <= 72 else 9)   # black or white by cell: plotly's own
     fig = go.Figure(heat)
-    fig.update_yaxes(autorange="reversed", showgrid=False)
+    # each name on two short lines: the cells get the width a projector needs
+    fig.update_yaxes(autorange="reversed", showgrid=False, tickvals=names,
+                     ticktext=[wrap_title(n, 18) for n in names])
     fig.update_xaxes(title=f"token in the row{f' (1 cell = {k} tokens)' if k > 1 else ''}", showgrid=False)
     return apply_layout(fig, title=title, height=90 + 34 * len(tracks))
 

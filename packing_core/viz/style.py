@@ -231,7 +231,7 @@ def apply_layout(fig: go.Figure, *, title: str | None, height: int, top: int | N
             a.text = wrap_title(a.text, chars)
     if subplot_titles:
         sub_lines = max(a.text.count("<br>") + 1 for a in subplot_titles)
-    needed = (12 + 20 * title_lines if title else 8) + (17 * sub_lines + 6 if sub_lines else 0)
+    needed = (20 + 20 * title_lines if title else 8) + (17 * sub_lines + 6 if sub_lines else 0)
     base = (40 if title else 12) if top is None else top
     top = max(base + (19 * (title_lines - 1) if title_lines else 0), needed)
     height = height + top - base
@@ -241,7 +241,7 @@ def apply_layout(fig: go.Figure, *, title: str | None, height: int, top: int | N
     legend_rows = max(1, math.ceil(sum(7 * len(n) + 44 for n in names) / LEGEND_ROW_PX))
     bottom, legend_px = 40, 22 * legend_rows + 8
     fig.update_layout(title=dict(text=title, x=0, xanchor="left", y=1, yref="container", yanchor="top",
-                                 pad=dict(t=8), font=dict(size=15, color=TEXT_COLOUR)) if title else None,
+                                 pad=dict(t=16), font=dict(size=15, color=TEXT_COLOUR)) if title else None,
                       height=height + legend_px, margin=dict(l=10, r=10, t=top, b=bottom + legend_px),
                       font=FONT, plot_bgcolor=PAPER_COLOUR, paper_bgcolor=PAPER_COLOUR,
                       legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0,
