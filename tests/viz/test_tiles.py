@@ -85,11 +85,11 @@ def test_every_panel_is_drawn_at_one_scale_and_the_padded_one_says_how_much_more
     prints = kernel_footprints([114, 60, 200, 90, 300, 40], 512, tiles=(128,))
     fig = tile_figure(prints, title="What each kernel computes, at one scale")
     span = min(p.tokens for p in prints)
-    xs = [fig.layout[k] for k in fig.layout if k.startswith("xaxis")]
+    xs = [fig.layout[f"xaxis{'' if c == 1 else c}"] for c in range(1, len(prints) + 1)]
     assert [tuple(x.range) for x in xs] == [(0, span)] * len(prints)
     padded = next(x for x, p in zip(xs, prints) if p.kernel == "padded SDPA")
     assert padded.title.text == f"its first {span:,}<br>of {prints[0].tokens:,} tokens" and prints[0].tokens > span
-    ys = [fig.layout[k] for k in fig.layout if k.startswith("yaxis")]
+    ys = [fig.layout[f"yaxis{'' if c == 1 else c}"] for c in range(1, len(prints) + 1)]
     assert all(y.scaleanchor for y in ys)                                   # square cells: one scale both ways
 
 
