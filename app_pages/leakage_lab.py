@@ -19,6 +19,7 @@ from app_pages._lab import (
     page_settings,
     plan,
     progress,
+    scroll_here,
     steps,
     terms_help,
     text,
@@ -191,6 +192,7 @@ def lab() -> None:
             f"{'Right' if right else 'Not this time'}: document 1's logits "
             f"{'stayed the same' if doc1.equivalent else 'changed'} (max |Δlogit| {doc1.max_abs_diff:.1e}, "
             f"tolerance {rep.tolerance:.1e}).")
+    scroll_here("leakage_lab.answer", (key, guess, reveal))   # the answer in view on a projector
     if rep.equivalent:
         verdict.success(f"Verdict: {rep.verdict}")
     else:

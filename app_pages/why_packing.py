@@ -10,6 +10,7 @@ from app_pages._lab import (
     lesson,
     page_settings,
     plan,
+    scroll_here,
     source_lengths,
     steps,
     stop,
@@ -63,6 +64,7 @@ with pad_or_pack:
         (st.success if guess == pm.slots else st.info)(
             f"{'Right' if guess == pm.slots else 'Not this time'}: {pm.rows} rows x {ctx} = {pm.slots:,} slots "
             f"for {pm.real_tokens} real tokens.")
+        scroll_here("why_packing.answer", guess)   # the answer in view on a projector, not below the fold
 
     st.markdown("Each colour is one document; grey is padding.")
     left, right = st.columns(2, gap="large")
