@@ -12,24 +12,41 @@ import streamlit as st
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at run time
 
 from app_pages import _content  # noqa: E402
-from app_pages._lab import run_safely, sidebar  # noqa: E402
+from app_pages._lab import open_view, quiet_page_not_found, run_safely, sidebar  # noqa: E402
 from packing_core.experiments import use_lab_threads, warm_status  # noqa: E402
 
 use_lab_threads()   # one torch thread per call: why, and the measurements, in packing_core/experiments/warm.py
 
-st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", layout="wide")
+view = open_view()   # a link: its page, step and settings (app_pages/_lab.py, "the view")
+st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", layout="wide",
+                   initial_sidebar_state="collapsed" if view.hide_controls else "auto")
 # A projector's 1024 x 768: metric labels wrap instead of ending in "...", and values shrink with
 # the window instead of being cut (tests/e2e/test_projector.py checks every page at that size).
+# Captions at 4.5:1 contrast or more (Streamlit draws them at 60 % opacity: about 3.9:1 on white).
+# A scroll anchor (_lab.scroll_here) takes no room; a result whose settings changed since it ran is dimmed;
+# less space above the title (a projector has 768 px); the copy-link button looks like Streamlit's own.
 st.html("""<style>
 [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * { white-space: normal !important;
   overflow: visible !important; text-overflow: clip !important; }
 [data-testid="stMetricValue"], [data-testid="stMetricValue"] * { font-size: clamp(1.3rem, 2.6vw, 2.25rem) !important;
   overflow: visible !important; text-overflow: clip !important; white-space: nowrap; }
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] * { color: #4f5260 !important; opacity: 1 !important; }
+[data-testid="stElementContainer"]:has(.pl-anchor) { height: 0; min-height: 0; margin-top: -1rem; overflow: visible; }
+[class*="st-key-stale_"] { opacity: 0.45; filter: grayscale(0.8); }
+[data-testid="stMainBlockContainer"] { padding-top: 3.5rem; }
+.pl-copy { font: inherit; font-size: 0.95rem; min-height: 2.5rem; padding: 0.25rem 0.75rem; border-radius: 0.5rem;
+  border: 1px solid rgba(49, 51, 63, 0.2); background: #ffffff; color: #262730; cursor: pointer; }
+.pl-copy:hover, .pl-copy:focus-visible { border-color: #ff4b4b; color: #ff4b4b; }
+</style>""")
+if view.hide_controls:   # controls=hidden: the teacher's focused screen shows the lesson, not the settings
+    st.html("""<style>
+[class*="st-key-w_"], [data-testid="stExpandSidebarButton"] { display: none !important; }
 </style>""")
 
 # one st.Page per PageSpec, in the order of the 60-minute lesson (app_pages/_content.PAGES)
 PAGES = [st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(_content.PAGES)]
 
+quiet_page_not_found()   # a link to no page opens the first one with a line saying so, not an error box
 page = st.navigation(PAGES)
 # The error contract: an unexpected exception on any page is one line on the page, saying it was logged;
 # the traceback goes to the server log (Streamlit's own details are off too: .streamlit/config.toml).

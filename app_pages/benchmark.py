@@ -3,15 +3,42 @@ import numpy as np
 import streamlit as st
 import torch
 
-from app_pages._lab import SHARED, esc, figure, guard, lesson, page_settings, sources, strategy_table
+from app_pages import _content
+from app_pages._lab import (
+    CONTEXTS,
+    SHARED,
+    choice,
+    esc,
+    figure,
+    guard,
+    lesson,
+    page_settings,
+    progress,
+    sources,
+    strategy_table,
+)
 from packing_core import InputError
 from packing_core.analysis import BOUND_LABELS, CONVENTION_NOTE, benchmark_bounds, halved_bound, kernel_footprints
 from packing_core.attention import available_backends
 from packing_core.data import synthetic_lengths
-from packing_core.experiments import busy_warning, describe_breakdown
+from packing_core.experiments import (
+    PACKED_BACKENDS,
+    benchmark_estimate,
+    breakdown_estimate,
+    busy_warning,
+    describe_breakdown,
+    docs_within,
+    load_warning,
+    run_benchmark,
+)
+from packing_core.experiments.estimate import BREAKDOWN_LIMIT_S
 from packing_core.viz import benchmark_figure, tile_figure
 
-S = page_settings("benchmark", docs=128, heads=8, repeats=3, flex=True)
+DOCS, HEADS, REPEATS = (32, 64, 128, 256, 512, 1024, 2048), (1, 2, 4, 8, 16), (1, 2, 3, 5)
+LESSON_CONTEXT = _content.WORKED_CONTEXT   # the lesson's rows: a run takes seconds, not minutes
+# flex is off until asked for: on a CPU its first call compiles a kernel for 15-40 s
+S = page_settings("benchmark", bench_context=choice(LESSON_CONTEXT, CONTEXTS), docs=choice(128, DOCS),
+                  heads=choice(8, HEADS), repeats=choice(3, REPEATS), flex=False)
 TILE_EXAMPLE = 16   # documents drawn in the tile figure: enough to see the pattern, few enough to read it
 
 st.title("Benchmark")
@@ -27,17 +54,24 @@ st.markdown(
 st.caption(CONVENTION_NOTE + " The bounds below are counted that way, so they fit this CPU at contexts up to 512; "
            "on a GPU, or on longer rows, read the dense and flex bounds at half.")
 
-context = SHARED.get("context")
 dataset = SHARED.get("dataset")
 if sources().get(dataset) is None or not sources()[dataset].synthetic:
     st.caption(f"The benchmark draws lengths from a synthetic dataset; {dataset} is not one, "
                "so it uses support-tickets.")
     dataset = "support-tickets"
 
+busy = st.container()   # a run's progress shows here, above its settings, scrolled into view
+context = st.select_slider("Context (tokens per row) of the benchmark", options=CONTEXTS, **S.bind("bench_context"),
+                           help=f"The lesson's {LESSON_CONTEXT} unless you pick another: the time grows with its "
+                                "square. The sidebar's context is not used here.")
+sidebar = SHARED.get("context")
+st.caption(f"The benchmark runs at context {context}, set here (the lesson's is {LESSON_CONTEXT}); it does not follow "
+           f"the sidebar's context" + (f" ({sidebar}), at which every padded row would cost {(sidebar / context) ** 2:.3g} "
+                                       "times as much." if sidebar != context else "."))
 c1, c2, c3, c4, c5 = st.columns(5)
-docs = c1.select_slider("Documents", options=(32, 64, 128, 256, 512, 1024, 2048), **S.bind("docs"))
-heads = c2.select_slider("Heads", options=(1, 2, 4, 8, 16), **S.bind("heads"))
-repeats = c3.select_slider("Repeats", options=(1, 2, 3, 5), **S.bind("repeats"),
+docs = c1.select_slider("Documents", options=DOCS, **S.bind("docs"))
+heads = c2.select_slider("Heads", options=HEADS, **S.bind("heads"))
+repeats = c3.select_slider("Repeats", options=REPEATS, **S.bind("repeats"),
                            help="rounds, interleaved; the table shows the best, the median and the worst")
 devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 device = c4.radio("Device", devices, horizontal=True, key=S.key("device"),
@@ -81,24 +115,31 @@ st.markdown(
 )
 
 
-def _run() -> None:
-    bar = st.progress(0.0, text="starting")
-    from packing_core.experiments import PACKED_BACKENDS, run_benchmark
-    usable = available_backends(device)
-    chosen = [b for b in PACKED_BACKENDS if b in usable and (b != "flex" or with_flex)]
-    try:
-        st.session_state[S.key("result")] = run_benchmark(
-            docs=docs, context=context, heads=heads, head_dim=64, repeats=repeats, device=device,
-            dataset=dataset, backends=chosen, progress=lambda f, msg: bar.progress(min(1.0, f), text=msg))
-        st.session_state.pop(S.key("error"), None)
-    except InputError as e:
-        st.session_state[S.key("error")] = str(e)
-    bar.empty()
+chosen = [b for b in PACKED_BACKENDS if b in available_backends(device) and (b != "flex" or with_flex)]
 
 
-if st.button("Run the benchmark", type="primary"):
-    with guard("run the benchmark"):
-        _run()
+@st.cache_data(show_spinner=False, ttl=60, max_entries=64)   # the rate under it is measured again after a minute
+def _estimate(what: str, **settings):
+    return (benchmark_estimate if what == "run" else breakdown_estimate)(**settings)
+
+
+with guard("estimate the benchmark's time"):
+    estimate = _estimate("run", docs=docs, context=context, heads=heads, repeats=repeats, backends=tuple(chosen),
+                         dataset=dataset)
+busy_now = load_warning()
+if busy_now:
+    st.warning(busy_now)
+run_now = st.button("Run the benchmark", type="primary", help=estimate.basis)
+st.caption(f"**Run the benchmark** takes {estimate.about()} with these settings ({esc(estimate.basis)}).")
+if run_now:
+    with guard("run the benchmark"), progress(busy, estimate) as update:
+        try:
+            st.session_state[S.key("result")] = run_benchmark(
+                docs=docs, context=context, heads=heads, head_dim=64, repeats=repeats, device=device,
+                dataset=dataset, backends=chosen, progress=update)
+            st.session_state.pop(S.key("error"), None)
+        except InputError as e:
+            st.session_state[S.key("error")] = str(e)
 
 if S.key("error") in st.session_state:
     st.error(f"Could not run the benchmark: {esc(st.session_state[S.key('error')])}")
@@ -109,13 +150,13 @@ view = st.radio("Figure", views if result is not None else views[:1], horizontal
 if view == views[0]:
     with guard("draw the tiles each kernel computes"):
         figure(tile_figure(_footprints(dataset, min(docs, TILE_EXAMPLE), context, (128, 64)),
-                           title=f"What each kernel computes, the first {min(docs, TILE_EXAMPLE)} documents "
-                                 f"(blue: needed; grey: computed, then masked; white: skipped)"),
+                           title=f"What each kernel computes for the first {min(docs, TILE_EXAMPLE)} documents, "
+                                 "every panel at one scale"),
                key=S.key("tiles"))
         st.caption("Full squares, as every bound here: padded SDPA's grey upper triangles are what torch's CPU kernel "
                    "computes at 512 tokens and below. A GPU causal kernel skips them, as flex skips its upper tiles.")
 if result is None:
-    st.info("Press the button: it takes from seconds (32 documents) to minutes (2,048 on a CPU).")
+    st.info(f"Press the button: {estimate.about()} with these settings.")
 else:
     cfg, machine = result.config, result.machine
     st.caption(f"{cfg.docs} documents of {cfg.dataset}, context {cfg.context}, {cfg.heads} heads x "
@@ -169,13 +210,29 @@ st.markdown(
     "q, k and v than a long padded row, so on a CPU reading the inputs weighs more on packing. "
     "This run times the same per-document calls four ways, each adding one cost to the last."
 )
-if st.button("Break down the segments backend", key=S.key("breakdown_run")):
-    with guard("break down the segments backend"):
-        from packing_core.experiments import segments_breakdown
-        with st.spinner("timing four stages"):
+broken_down = st.container()   # the breakdown's progress: at the top of its section
+with guard("estimate the breakdown's time"):
+    def breakdown_of(n: int):
+        return _estimate("breakdown", docs=n, context=context, heads=heads, repeats=repeats, dataset=dataset)
+    fits = docs_within(BREAKDOWN_LIMIT_S, [n for n in DOCS if n <= docs], breakdown_of)
+if fits is None:
+    st.info(f"At context {context} even {DOCS[0]} documents take {breakdown_of(DOCS[0]).about()} to break down, "
+            f"past the minute a class waits: choose a shorter context above to run it.")
+else:
+    if fits < docs:
+        st.caption(f"The breakdown times {fits} of the {docs} documents: all {docs} would take "
+                   f"{breakdown_of(docs).about()}, past the minute a class waits.")
+    if busy_now:
+        st.caption("On a busy machine some rounds slow more than others, so the stages may not fall in order and "
+                   "the breakdown may be unable to say where the time goes; it says so when that happens.")
+    plan_b = breakdown_of(fits)
+    if st.button("Break down the segments backend", key=S.key("breakdown_run"), help=plan_b.basis):
+        with guard("break down the segments backend"), progress(broken_down, plan_b) as update:
+            from packing_core.experiments import segments_breakdown
             st.session_state[S.key("breakdown")] = segments_breakdown(
-                docs=docs, context=context, heads=heads, head_dim=64, repeats=repeats,
-                dataset=dataset)
+                docs=fits, context=context, heads=heads, head_dim=64, repeats=repeats,
+                dataset=dataset, progress=update)
+    st.caption(f"**Break down** takes {plan_b.about()} ({esc(plan_b.basis)}).")
 breakdown = st.session_state.get(S.key("breakdown"))
 if breakdown is not None:
     stages = breakdown.stages

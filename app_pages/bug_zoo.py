@@ -2,7 +2,7 @@
 losses weight documents."""
 import streamlit as st
 
-from app_pages._lab import esc, figure, guard, lesson, page_settings, steps
+from app_pages._lab import choice, esc, figure, guard, lesson, number, page_settings, steps, text
 from packing_core import ZOO, InputError
 from packing_core.analysis import (
     AVERAGING_RULES,
@@ -16,9 +16,11 @@ from packing_core.batch import LOSS_RULES
 from packing_core.data import parse_lengths
 from packing_core.viz import zoo_figures
 
-S = page_settings("bug_zoo", rows="4 | 60 60", preset="split-pairs", layout="1 || 1 1 1", accumulation=2, ranks=1,
-                  rule="document-micro", twice=False)
 OWN = "your own"   # the calculator's preset that leaves every setting to the learner
+S = page_settings("bug_zoo", rows=text("4 | 60 60", lambda raw: parse_lengths(raw.replace("|", " "))),
+                  preset=choice("split-pairs", (*PRESETS, OWN)), layout=text("1 || 1 1 1", parse_layout),
+                  accumulation=number(2, 1, 64), ranks=number(1, 1, 64), rule=choice("document-micro", AVERAGING_RULES),
+                  twice=False)
 
 st.title("Bug zoo")
 lesson(__file__)

@@ -3,7 +3,7 @@ import streamlit as st
 
 import packing_core as pc
 from app_pages import _content
-from app_pages._lab import figure, guard, lesson, page_settings, steps
+from app_pages._lab import Setting, choice, figure, guard, lesson, page_settings, steps
 from packing_core.attention import ATTENTION_READERS, KERNELS, known_families
 from packing_core.check import (
     BATCH_FILE_TYPES,
@@ -18,7 +18,9 @@ from packing_core.viz import hf_batch_figure
 
 NONE = "(none: attention layers only)"
 MAX_PAGE_BATCHES = 32      # files one upload checks as a stream (the CLI takes a folder of any size)
-S = page_settings("check_your_setup", attn="sdpa", use_cache=False, model_type=NONE, kernels=[])
+S = page_settings("check_your_setup", attn=choice("sdpa", ATTENTION_READERS), use_cache=False,
+                  model_type=choice(NONE, lambda: (NONE, *(f.model_type for f in known_families(built=True)))),
+                  kernels=Setting([], link=False))
 
 st.title("Check your setup")
 lesson(__file__)

@@ -11,6 +11,7 @@ from app_pages._lab import (
     SHARED,
     UPLOAD,
     cached_figure,
+    choice,
     current_lengths,
     dataset_label,
     dataset_purpose,
@@ -19,6 +20,7 @@ from app_pages._lab import (
     guard,
     length_summary,
     lesson,
+    number,
     page_settings,
     recommendation,
     sources,
@@ -64,8 +66,9 @@ from packing_core.viz import (
     strategy_figure,
 )
 
-S = page_settings("dataset_explorer", overlong="split", ranks=8, micro_batches=4, trainer=FRAMEWORKS[0], cap=8,
-                  model_shape="SmolLM2-135M")
+S = page_settings("dataset_explorer", overlong=choice("split", OVERLONG_POLICIES), ranks=number(8, 1, 1024),
+                  micro_batches=number(4, 1, 256), trainer=choice(FRAMEWORKS[0], FRAMEWORKS), cap=choice(8, CAP_LADDER),
+                  model_shape=choice("SmolLM2-135M", tuple(MODEL_SHAPES)))
 
 st.title("Dataset explorer")
 lesson(__file__)

@@ -1,8 +1,29 @@
 """Leakage lab: predict, then compare alone and packed logits; causality; beyond attention; the mask off in training."""
+from contextlib import nullcontext
+
 import streamlit as st
 
 from app_pages import _content, _leakage_steps
-from app_pages._lab import cached_figure, esc, figure, guard, lesson, model_status, page_settings, plan, steps, terms_help
+from app_pages._lab import (
+    Setting,
+    cached_figure,
+    choice,
+    esc,
+    figure,
+    fragment,
+    guard,
+    lesson,
+    lines,
+    model_status,
+    number,
+    page_settings,
+    plan,
+    progress,
+    scroll_here,
+    steps,
+    terms_help,
+    text,
+)
 from packing_core.attention import available_backends
 from packing_core.experiments import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS, TrainPair
 from packing_core.models import (
@@ -31,9 +52,14 @@ from packing_core.viz import logit_diff_figure, plan_strip
 MODELS = {s.name: s.label for s in model_specs()}   # the registry's models, in its order
 ANSWERS = ("They change", "They stay the same")
 DRIFT_STEPS = 20
-S = page_settings("leakage_lab", mask="on", positions="reset", model=DEFAULT_MODEL, attention="segments", skip=False,
-                  train_seed=0, texts="\n".join(DEFAULT_TEXTS), drift=False, neighbours="related",
-                  scenario="correct", use_cache=False, causal="on", signal=False)
+S = page_settings("leakage_lab", mask=choice("on", ("on", "off")), positions=choice("reset", ("reset", "continuous")),
+                  model=choice(DEFAULT_MODEL, lambda: (*MODELS, *map(str, model_dirs()))),
+                  attention=choice("segments", lambda: (*available_backends("cpu"), *attn_implementations_of(PRETRAINED))),
+                  skip=False, train_seed=number(0, 0, 999), drift=Setting(False, link=False),
+                  texts=text("\n".join(DEFAULT_TEXTS), lines(MIN_TEXTS, MAX_TEXTS, 8 * MAX_TEXT_TOKENS)),
+                  neighbours=choice("related", ("related", "independent")), use_cache=False,
+                  scenario=choice("correct", (*_content.SCENARIOS, _content.FREE)), causal=choice("on", ("on", "off")),
+                  signal=False)
 
 st.title("Leakage lab")
 lesson(__file__)
@@ -93,7 +119,7 @@ def choose(key: str, options: list, default) -> None:
         st.session_state[S.key(key)] = default
 
 
-@st.fragment
+@fragment("leakage_lab")
 def lab() -> None:
     """Only this part reruns when a toggle changes."""
     missing = {n: model_status(n)[1] for n in MODELS if not model_status(n)[0]}
@@ -102,6 +128,8 @@ def lab() -> None:
     choose("model", models, DEFAULT_MODEL)
     scenarios = [n for n, (_, v) in _content.SCENARIOS.items() if v["model"] in models] + [_content.FREE]
     choose("scenario", scenarios, "correct")
+    if S.from_link():   # a link says every switch itself: its scenario must not reset them
+        st.session_state[S.key("applied")] = S.get("scenario")
     scenario = st.selectbox("Scenario", scenarios, **S.bind("scenario"),
                             format_func=lambda n: _content.SCENARIOS[n][0] if n in _content.SCENARIOS
                             else "Advanced: set every switch yourself")
@@ -164,6 +192,7 @@ def lab() -> None:
             f"{'Right' if right else 'Not this time'}: document 1's logits "
             f"{'stayed the same' if doc1.equivalent else 'changed'} (max |Δlogit| {doc1.max_abs_diff:.1e}, "
             f"tolerance {rep.tolerance:.1e}).")
+    scroll_here("leakage_lab.answer", (key, guess, reveal))   # the answer in view on a projector
     if rep.equivalent:
         verdict.success(f"Verdict: {rep.verdict}")
     else:
@@ -228,24 +257,8 @@ NEIGHBOURS = {"related": f"{SAME_TOPIC:.0%} share a topic (sorted by source)",
               "independent": f"1 in {TOPICS} (shuffled)"}
 
 
-def train_pair(seed: int, neighbours: str, where) -> TrainPair:
-    """The demo pair from packing_core's cache (memory, then disk), or trained now with a progress bar in ``where``."""
-    from packing_core.experiments import train_pair as pair
-
-    bar = None
-
-    def progress(share: float, what: str) -> None:
-        nonlocal bar
-        bar = bar or where.progress(0.0)
-        bar.progress(min(share, 1.0), text=what)
-
-    result = pair(seed, neighbours, progress=progress)
-    if bar is not None:
-        bar.empty()
-    return TrainPair(*result)
-
-
 with train_step:
+    busy = st.container()   # the top of the step: a run's progress shows here, scrolled into view
     st.subheader("A wrong mask never errors")
     st.markdown(_content.LEAKAGE_TRAIN.format(topics=TOPICS, tokens=TOKENS_PER_TOPIC))
     c1, c2, c3 = st.columns([1, 2, 2], vertical_alignment="bottom")
@@ -253,37 +266,51 @@ with train_step:
                            help="Another seed draws other data and other starting weights.")
     neighbours = c2.radio("Neighbouring documents", list(NEIGHBOURS), format_func=NEIGHBOURS.get, horizontal=True,
                           **S.bind("neighbours"), help="how often a document follows one on its own topic")
-    if c3.button("Train both", key=S.key("train"), type="primary"):
-        st.session_state[S.key("trained")] = True   # keep showing the runs on later reruns (cached)
-    busy = st.container()   # the progress bar sits right under the button, in view while it trains
+    from packing_core.experiments import cached_pair, train_estimate, train_pair
 
-    if st.session_state.get(S.key("trained")):
+    chosen, estimate = (int(seed), neighbours), train_estimate(int(seed), neighbours)
+    pressed = c3.button("Train both", key=S.key("train"), type="primary", help=f"{estimate.about()}: {estimate.basis}")
+    if pressed:
+        st.session_state[S.key("trained")] = chosen   # what the runs below show, until the button is pressed again
+    st.caption(f"**Train both** takes {estimate.about()} for these settings ({esc(estimate.basis)}). Changing a "
+               "setting trains nothing until you press it.")
+    ran, pair = st.session_state.get(S.key("trained")), None
+    if ran:
         from packing_core.viz import DELTA_COLOURS, loss_curves_figure
 
-        with guard(f"train the tiny model with seed {seed}"):
-            pair = train_pair(int(seed), neighbours, busy)
+        with guard(f"train the tiny model with seed {ran[0]}"):   # only the button trains; else the cache
+            with progress(busy, estimate) if pressed and estimate.seconds else nullcontext() as update:
+                pair = train_pair(*ran, progress=update) if pressed else cached_pair(*ran)
+        stale = tuple(ran) != chosen
+        if stale:
+            st.warning(f"Stale: the runs below are seed {ran[0]} with {NEIGHBOURS[ran[1]]}. The settings above "
+                       f"changed; press **Train both** to train seed {chosen[0]} ({estimate.about()}).")
+    if pair is not None:
+        pair = TrainPair(*pair)
         on, off = pair
-        figure(cached_figure(loss_curves_figure, [on, off],
-                             title="Training loss per step, and the loss with each document alone"),
-               key=S.key("train_curves"))
-        m1, m2, m3 = st.columns(3)
-        m1.metric("Train loss, mask on", f"{on.train_loss:.3f}")
-        # deltas coloured by meaning (viz.style.DELTA_COLOURS): the broken run's lower train loss is no good news
-        m1.metric("Train loss, mask off", f"{off.train_loss:.3f}", delta=f"{off.train_loss - on.train_loss:+.3f}",
-                  delta_color=DELTA_COLOURS["neutral"], help="mean of the last 20 steps, as the training log shows it")
-        m2.metric("Loss alone, mask on", f"{on.alone_loss:.3f}")
-        m2.metric("Loss alone, mask off", f"{off.alone_loss:.3f}", delta=f"{off.alone_loss - on.alone_loss:+.3f}",
-                  delta_color=DELTA_COLOURS["leak" if off.alone_loss > on.alone_loss else "neutral"],
-                  help="held-out documents, each run on its own, as at inference: the real harm")
-        m3.metric("Drift with the previous document visible, mask on", f"{100 * on.drift_share:.0f}%")
-        m3.metric("Drift with the previous document visible, mask off", f"{100 * off.drift_share:.0f}%",
-                  delta=f"{100 * (off.drift_share - on.drift_share):+.0f} points", delta_color=DELTA_COLOURS["neutral"],
-                  help=f"both models read the previous document here; over {off.drift_cases} documents that "
-                       "follow one on another topic, how often the first guess comes from the old topic")
-        st.markdown(f"**What the numbers say.** {pair.story()}")   # library text, no user input
-        st.caption(f"Held-out loss packed as in training: mask on {on.packed_loss:.3f}, mask off {off.packed_loss:.3f}; "
-                   f"with the previous document visible: mask on {on.visible_loss:.3f}, mask off {off.visible_loss:.3f}. "
-                   f"{on.steps} steps each, {on.seconds + off.seconds:.1f} s for both runs.")
+        result = st.container(key="stale_leakage_lab_train" if stale else "leakage_lab_train")
+        with result:
+            figure(cached_figure(loss_curves_figure, [on, off],
+                                 title="Training loss per step, and the loss with each document alone"),
+                   key=S.key("train_curves"))
+            m1, m2, m3 = st.columns(3)
+            m1.metric("Train loss, mask on", f"{on.train_loss:.3f}")
+            # deltas coloured by meaning (viz.style.DELTA_COLOURS): the broken run's lower train loss is no good news
+            m1.metric("Train loss, mask off", f"{off.train_loss:.3f}", delta=f"{off.train_loss - on.train_loss:+.3f}",
+                      delta_color=DELTA_COLOURS["neutral"], help="mean of the last 20 steps, as the training log shows it")
+            m2.metric("Loss alone, mask on", f"{on.alone_loss:.3f}")
+            m2.metric("Loss alone, mask off", f"{off.alone_loss:.3f}", delta=f"{off.alone_loss - on.alone_loss:+.3f}",
+                      delta_color=DELTA_COLOURS["leak" if off.alone_loss > on.alone_loss else "neutral"],
+                      help="held-out documents, each run on its own, as at inference: the real harm")
+            m3.metric("Drift with the previous document visible, mask on", f"{100 * on.drift_share:.0f}%")
+            m3.metric("Drift with the previous document visible, mask off", f"{100 * off.drift_share:.0f}%",
+                      delta=f"{100 * (off.drift_share - on.drift_share):+.0f} points", delta_color=DELTA_COLOURS["neutral"],
+                      help=f"both models read the previous document here; over {off.drift_cases} documents that "
+                           "follow one on another topic, how often the first guess comes from the old topic")
+            st.markdown(f"**What the numbers say.** {pair.story()}")   # library text, no user input
+            st.caption(f"Held-out loss packed as in training: mask on {on.packed_loss:.3f}, mask off {off.packed_loss:.3f}; "
+                       f"with the previous document visible: mask on {on.visible_loss:.3f}, mask off {off.visible_loss:.3f}. "
+                       f"{on.steps} steps each, {on.seconds + off.seconds:.1f} s for both runs.")
 
 with debate_step:
     st.subheader("Is reading across documents always a bug?")

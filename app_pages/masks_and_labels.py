@@ -3,7 +3,7 @@ import numpy as np
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import figure, guard, lesson, page_settings, steps, terms_help
+from app_pages._lab import choice, figure, guard, lesson, page_settings, steps, terms_help
 from packing_core import PackedBatch, check_batch
 from packing_core.analysis import alone_vs_packed_attention
 from packing_core.attention import ATTENTION_READERS, packed_attention
@@ -13,7 +13,8 @@ from packing_core.viz import layout_figure, mask_figure, targets_figure
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
 PROMPT_BREAKS = ("prompts-in-the-loss", "prompts-cut-from-attention")
-S = page_settings("masks_and_labels", width=64, instruction=False, break_="none", attn="sdpa")
+S = page_settings("masks_and_labels", width=choice(64, WIDTHS), instruction=False, break_=choice("none", BREAKS),
+                  attn=choice("sdpa", ATTENTION_READERS))
 
 st.title("Masks and labels")
 lesson(__file__)
@@ -63,7 +64,8 @@ with guard(f"build a row of {width} tokens"):
     checked_row = check_batch(shown, attn)
     per_impl = check_all_implementations(shown)
     kernel = packed_attention(shown, attn).allowed(0)
-    intended = packed_attention(good, "segments").allowed(0)     # the block-diagonal causal mask of the documents
+    intended_mask = packed_attention(good, "segments").allowed(0)     # the block-diagonal causal mask of the documents
+    varlen = packed_attention(shown, "varlen").allowed(0)   # what a kernel fed cu_seqlens reads: the one-layer check's view
     causal = packed_attention(shown, "causal_only").allowed(0)   # one triangle over the row's real tokens
     loss_positions, answers = loss_vs_answers(shown)
     isolation = attention_check(width, instruction, how)
@@ -87,7 +89,7 @@ with mask_step:
         help=terms_help('next-fit'),
     )
     st.subheader("Attention: a causal mask is not a boundary mask")
-    block_diagonal = bool(np.array_equal(kernel, intended))
+    block_diagonal = bool(np.array_equal(kernel, intended_mask))
     st.markdown(
         f"Row 0 holds {n_docs} documents. **Left**, the ordinary causal triangle (j ≤ i): every red "
         f"cell is a token reading another document. **Right**, what {attn} reads in this batch: "
@@ -98,18 +100,34 @@ with mask_step:
            "documents.")
         + " Hover a cell to see which query reads which key."
     )
-    figure(mask_figure({"causal only (j ≤ i)": causal,
-                        f"what {attn} reads in this batch": kernel},
-                       doc, shown.position_ids[0].numpy()), key=S.key("masks"))
-    offsets = good.row_piece_offsets[0].tolist()
-    listed = ", ".join(map(str, offsets[:12])) + (", ..." if len(offsets) > 12 else "")
+    # a kernel that reads no cu_seqlens may compute this batch correctly where a varlen kernel would not: show both
+    differs = not np.array_equal(kernel, varlen)
+    panels = {"causal only (j ≤ i)": causal, f"what {attn} reads in this batch": kernel}
+    if differs:
+        panels["what a varlen kernel reads (its cu_seqlens)"] = varlen
+    figure(mask_figure(panels, doc, shown.position_ids[0].numpy()), key=S.key("masks"))
+
+    def listed(values) -> str:
+        values = [int(v) for v in values]
+        return "[" + ", ".join(map(str, values[:12])) + (", ..." if len(values) > 12 else "") + "]"
+
+    planted = shown.cu_seqlens.tolist()
+    intended = good.cu_seqlens.tolist()
     st.markdown(
         f"A varlen kernel never builds this {width} x {width} matrix. It reads the document offsets, "
-        f"`cu_seqlens` = `[{listed}]` for this row (the cumulative sum of the "
-        "lengths), and computes only the blocks. A batch of several rows still gets one array: the rows laid end "
-        "to end, with a cut at each row edge (see *Why packing*).",
+        f"`cu_seqlens` = `{listed(intended)}` (the cumulative sum of the lengths, over the batch's rows laid end "
+        "to end, with a cut at each row edge: see *Why packing*), and computes only the blocks.",
         help=terms_help('varlen'),
     )
+    if planted != intended:
+        st.markdown(
+            f"**The planted bug:** this batch carries `cu_seqlens` = `{listed(planted)}` instead. "
+            + (f"`{attn}` never reads `cu_seqlens` (it finds the documents from `position_ids`), so on {attn} this "
+               "batch still computes correctly (middle); a varlen kernel reads the planted offsets and lets the "
+               "documents of a row read each other (right). The one-layer check of step 4 reads the batch as a "
+               "varlen kernel does, so it reports that leak." if differs else
+               f"`{attn}` reads them, so its documents read each other (right panel, red).")
+        )
 
 # ---------------------------------------------------------------- positions
 with positions_step:
@@ -181,9 +199,12 @@ with check_step:
                    f"its alone run (max |Δ| {max(isolation.max_abs_diff, default=0):.1e}). This layer has no "
                    "positions, so it judges the mask only.")
     else:
-        st.warning(f"Alone vs packed, one attention layer with random weights: document piece(s) "
+        st.warning(f"Alone vs packed, one attention layer with random weights, reading the batch as a varlen "
+                   f"kernel does (its cu_seqlens): document piece(s) "
                    f"{', '.join(map(str, isolation.differing))} differ from their alone run by up to "
                    f"{max(isolation.max_abs_diff):.1f}. "
+                   + (f"{attn} reads no cu_seqlens, so this is what a varlen kernel would compute, not {attn}: "
+                      "step 1 shows both. " if differs else "")
                    + ("check_batch and the loss count see nothing here: the loss tensors are intact, only "
                       "who may read whom changed. Only this comparison catches it."
                       if checked_row.sound else "The tensors show it too."))

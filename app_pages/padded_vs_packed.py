@@ -4,18 +4,21 @@ import streamlit as st
 from app_pages import _content
 from app_pages._lab import (
     SHARED,
+    choice,
     current_lengths,
     dataset_label,
     esc,
     figure,
     guard,
     lesson,
+    number,
     page_settings,
     plan,
     steps,
     strategy_dataframe,
     strategy_table,
     terms_help,
+    text,
 )
 from packing_core import STRATEGIES
 from packing_core.analysis import (
@@ -37,8 +40,10 @@ from packing_core.viz import plan_strip, row_order_figure, strategy_figure
 WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24
 FLEX_TILE = DEFAULT_TILE    # FlexAttention's default tile, as the Benchmark counts it
-S = page_settings("padded_vs_packed", lengths=WORKED, draw_n=32, strategy="concat-cut", overlong="split", batch=32,
-                  buckets=8, sort=False, shuffle=False, model_shape="SmolLM2-135M")
+S = page_settings("padded_vs_packed", lengths=text(WORKED, parse_lengths), draw_n=number(32, 1, 4096),
+                  strategy=choice("concat-cut", lambda: tuple(STRATEGIES)), overlong=choice("split", OVERLONG_POLICIES),
+                  batch=number(32, 1, 4096), buckets=number(8, 1, 64), sort=False, shuffle=False,
+                  model_shape=choice("SmolLM2-135M", tuple(MODEL_SHAPES)))
 
 st.title("Padded vs packed")
 top = st.container()   # the lesson box, filled once the page knows its numbers (its question quotes them)

@@ -10,8 +10,10 @@ from app_pages._lab import (
     lesson,
     page_settings,
     plan,
+    scroll_here,
     source_lengths,
     steps,
+    stop,
     strategy_table,
     terms_help,
 )
@@ -55,13 +57,14 @@ if guess is None and not reveal:
     pad_or_pack.info("Make a prediction to see the answer.")
     for later in (starts, real, schedule_step, trade):
         later.info("Make a prediction in step 1 first: this step builds on its answer.")
-    st.stop()
+    stop()
 
 with pad_or_pack:
     if guess is not None:
         (st.success if guess == pm.slots else st.info)(
             f"{'Right' if guess == pm.slots else 'Not this time'}: {pm.rows} rows x {ctx} = {pm.slots:,} slots "
             f"for {pm.real_tokens} real tokens.")
+        scroll_here("why_packing.answer", guess)   # the answer in view on a projector, not below the fold
 
     st.markdown("Each colour is one document; grey is padding.")
     left, right = st.columns(2, gap="large")

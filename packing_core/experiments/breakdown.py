@@ -63,7 +63,7 @@ class Breakdown:
 
 def segments_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16,
                        head_dim: int = 64, repeats: int = 3, dataset: str = "support-tickets",
-                       seed: int = 0, padded_layout: str = "model") -> Breakdown:
+                       seed: int = 0, padded_layout: str = "model", progress=None) -> Breakdown:
     """Where the CPU ``segments`` backend's time goes, stage by stage (float32, CPU).
 
     Each stage adds one cost to the one before; its ``of_flop_ratio`` is the share of
@@ -77,6 +77,8 @@ def segments_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16,
     - ``copy_out``: plus copying each output into a result tensor that is reused.
     - ``backend``: ``attend(..., "segments")``: plus a fresh result tensor per call,
       whose first touch costs a page fault per 4 KiB page.
+
+    ``progress(fraction, message)``, if given, hears each round start (a page draws its bar from it).
     """
     from packing_core.data import synthetic_lengths
     from packing_core.packing.strategies import make_plan
@@ -127,12 +129,16 @@ def segments_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16,
         "copy_out": per_document(copy=True),
         "backend": lambda: attend(q, k, v, cu_t, int(piece_len.max()), "segments"),
     }
+    report = progress or (lambda fraction, message: None)
+    report(0.0, "warm-up: every stage once")
     for fn in fns.values():
         fn()
     best = {name: float("inf") for name in fns}
-    for _ in range(repeats):
+    for r in range(repeats):
+        report((r + 1) / (repeats + 2), f"round {r + 1} of {repeats}: padded rows, then the three per-document passes")
         for name, seconds in _time_round(fns, cpu).items():
             best[name] = min(best[name], seconds)
+    report((repeats + 1) / (repeats + 2), "each document length once more, its inputs in cache")
     best["kernel_cached"] = cached_kernel()
     padded_s = best.pop("padded")
     return Breakdown(

@@ -122,6 +122,21 @@ def cached_pair(seed: int, neighbours: str = "related") -> tuple[TrainResult, Tr
     return pair
 
 
+def trained_seconds(limit: int = 5) -> list[float]:
+    """Seconds both runs of a demo pair took, for the pairs this server knows: those this process trained or
+    read, then the disk cache's, newest first (each file is a few kilobytes). What "Train both" will cost here."""
+    known = [on.seconds + off.seconds for on, off in reversed(list(_memo.values()))]
+    folder = cache_dir() / "demo"
+    files = sorted(folder.glob(f"{_fingerprint()}-*.json"), key=lambda f: f.stat().st_mtime, reverse=True) \
+        if folder.is_dir() else []
+    for path in files[:limit]:
+        try:
+            known.append(sum(float(run["seconds"]) for run in json.loads(path.read_text())))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return known[:limit]
+
+
 def train_pair(seed: int = 0, neighbours: str = "related",
                progress: Progress | None = None) -> TrainPair:
     """The training demo, mask on then mask off, from the cache or trained now.

@@ -216,23 +216,31 @@ def benchmark_figure(result: dict, title: str | None = None) -> go.Figure:
 
 
 def row_order_figure(orders: dict, title: str | None = None) -> go.Figure:
-    """Longest document per row, in row order, one line per plan (``{label: RowOrder}``).
+    """Longest document per row, in row order: one panel per plan (``{label: RowOrder}``), stacked on one row axis
+    and one length axis, so no line hides another (bfd's falling line is the point; a shuffle's noise is its own).
 
     At most ``MAX_POINTS`` points per line: beyond that, each point is the longest of a
     block of rows (a spike never vanishes).
     """
-    fig = go.Figure()
+    n = max(1, len(orders))
+    fig = make_subplots(rows=n, cols=1, shared_xaxes=True, shared_yaxes=True, vertical_spacing=0.12 if n > 1 else 0,
+                        subplot_titles=list(orders))
+    top = 1
     for i, (label, order) in enumerate(orders.items()):
         longest = np.asarray(order.longest)
         k = stride_for(len(longest), MAX_POINTS)
         if k > 1:
             longest = np.maximum.reduceat(longest, np.arange(0, len(longest), k))
+        top = max(top, int(longest.max()) if len(longest) else 1)
         fig.add_trace(go.Scattergl(
-            x=np.arange(len(longest)) * k, y=longest, mode="lines", name=label,
+            x=np.arange(len(longest)) * k, y=longest, mode="lines", name=label, showlegend=False,
             line=dict(width=1.5, color=SERIES[i % len(SERIES)]),
             hovertemplate="row %{x}: longest document %{y} tokens<extra>" + label + "</extra>",
-        ))
-    fig.update_xaxes(title_text="row (the order batches are drawn in)")
-    fig.update_yaxes(title_text="longest document in the row")
-    return apply_layout(fig, title=title, height=260)
+        ), row=i + 1, col=1)
+    fig.update_yaxes(range=[0, top * 1.05], nticks=3)
+    fig.update_xaxes(title_text="row (the order batches are drawn in)", row=n, col=1)
+    fig.update_yaxes(title_text="longest document", row=(n + 1) // 2, col=1)
+    for a in fig.layout.annotations:   # each panel's name at its top left, where the eye starts
+        a.update(x=0, xanchor="left", font=dict(size=13))
+    return apply_layout(fig, title=title, height=60 + 105 * n)
 

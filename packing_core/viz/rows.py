@@ -31,9 +31,36 @@ from packing_core.viz.style import (
     downsample_codes,
     legend_swatch,
     stride_for,
+    swatch_text,
+    wrap_title,
 )
 
 TEXT_UP_TO = 96   # tokens: up to this row width every cell shows its character or value
+PLOT_PX = 460     # a track's plot area at a projector's 1024 pixels beside the sidebar (its names wrapped at the left)
+
+
+def sparse_labels(labels, plot_px: int = PLOT_PX, font_px: int = 11) -> np.ndarray:
+    """A track's labels thinned until they fit their cells: numbers wider than a cell show every k-th value
+    (0 always, so each document's start), a run of one repeated number shows once; characters all stay.
+
+    >>> sparse_labels([str(i) for i in range(64)])[:8].tolist()
+    ['0', '', '', '3', '', '', '6', '']
+    >>> sparse_labels(["3", "3", "3", "4", "4"], plot_px=20).tolist()
+    ['3', '', '', '4', '']
+    """
+    labels = np.asarray(labels).astype(str)
+    if not len(labels):
+        return labels
+    cell = plot_px / len(labels)
+    numeric = np.char.isdigit(np.char.lstrip(labels, "-"))
+    repeated = np.r_[False, labels[1:] == labels[:-1]]
+    out = np.where(repeated & numeric, "", labels)
+    widest = int(np.char.str_len(labels).max())
+    every = int(np.ceil((0.6 * font_px * widest + 3) / cell))
+    if widest > 1 and every > 1 and numeric.any():
+        values = np.where(numeric, np.char.lstrip(labels, "-"), "0").astype(np.int64)
+        out = np.where(numeric & (values % every != 0), "", out)
+    return out
 
 
 
@@ -86,8 +113,9 @@ def mask_figure(masks: dict, doc_ids, position_ids, *, max_side: int = 128,
     unit = f" (1 cell = {k}x{k} tokens)" if k > 1 else ""
     fig.update_yaxes(autorange="reversed", title=f"query token i{unit}", showgrid=False, scaleanchor=None)
     fig.update_xaxes(title="key token j", showgrid=False)
-    fig.update_yaxes(title=None, col=2)
-    return apply_layout(fig, title=title, height=520, top=80 if title else 40)
+    for c in range(2, len(masks) + 1):
+        fig.update_yaxes(title=None, col=c)
+    return apply_layout(fig, title=title, height=520 if len(masks) < 3 else 420, top=80 if title else 40)
 
 
 # ---------------------------------------------------------------- token tracks
@@ -113,13 +141,16 @@ def tracks_figure(tracks: list[Track], *, max_cols: int = 1024, title: str | Non
     names = [t.name for t in tracks]
     codes = downsample_codes(np.stack([t.codes for t in tracks]), k)
     labels = np.stack([np.asarray(t.labels, dtype=str) for t in tracks])[:, ::k]
-    shown = np.where(codes == PAD, "", labels)  # grey says "pad"; the word would crowd the cells
+    # grey says "pad" (the word would crowd the cells); wide numbers thin out to fit a projector's cells
+    shown = np.stack([sparse_labels(row) for row in np.where(codes == PAD, "", labels)])
     heat = code_heatmap(codes, x=np.arange(0, L, k), y=names, text=shown, show_text=show and k == 1,
                         gaps=k == 1 and L <= 256, customdata=labels,
                         hovertemplate="token %{x}, %{y}: %{customdata}<extra></extra>")
-    heat.textfont = dict(size=11 if L <= 40 else 9 if L <= 72 else 8)
+    heat.textfont = dict(size=13 if L <= 40 else 11 if L <= 72 else 9)   # black or white by cell: plotly's own
     fig = go.Figure(heat)
-    fig.update_yaxes(autorange="reversed", showgrid=False)
+    # each name on two short lines: the cells get the width a projector needs
+    fig.update_yaxes(autorange="reversed", showgrid=False, tickvals=names,
+                     ticktext=[wrap_title(n, 18) for n in names])
     fig.update_xaxes(title=f"token in the row{f' (1 cell = {k} tokens)' if k > 1 else ''}", showgrid=False)
     return apply_layout(fig, title=title, height=90 + 34 * len(tracks))
 
@@ -217,7 +248,7 @@ def logit_diff_figure(token_diffs, cu_seqlens, tolerance: float, *, floor: float
                        text=f"tolerance {tolerance:.1e}", showarrow=False, font=dict(color=REFERENCE_COLOUR))
     for d in range(len(cu) - 1):
         fig.add_annotation(x=(cu[d] + cu[d + 1] - 1) / 2, y=1.0, yref="paper", yanchor="bottom",
-                           text=f"document {d}", showarrow=False, font=dict(color=doc_colour(d)))
+                           text=swatch_text(doc_colour(d), f"document {d}"), showarrow=False)
     top = max(float(shown.max()), tolerance) * 10
     fig.update_yaxes(type="log", title="max |Δlogit| (log)", range=[np.log10(floor) - 0.3, np.log10(top)],
                      dtick=1, exponentformat="power", gridcolor="#eee")

@@ -65,7 +65,34 @@ ALERT = LEAK   # the heatmap code's older name: a cell that crossed a document e
 _CODE_COLOURS = (EMPTY_COLOUR, PAD_COLOUR, *PALETTE, LEAK_COLOUR)  # codes -2 .. len(PALETTE) in order
 
 
-FONT = dict(family="Inter, Segoe UI, sans-serif", size=13)
+# Text on the white figure, whatever the page's theme (a figure is a white card even on a dark page):
+# titles, labels and legends near-black (15:1 on white), tick labels dark grey (7.8:1); WCAG asks 4.5:1,
+# and a projector washes the light greys out first (plotly in Streamlit's theme drew ticks at 3.7:1).
+TEXT_COLOUR = "#262730"
+TICK_COLOUR = "#4f5260"
+PAPER_COLOUR = "#ffffff"
+FONT = dict(family="Inter, Segoe UI, sans-serif", size=13, color=TEXT_COLOUR)
+
+
+def contrast_ratio(foreground: str, background: str = PAPER_COLOUR) -> float:
+    """WCAG 2 contrast of two ``#rrggbb`` colours, 1 to 21: ``round(contrast_ratio("#767676"), 1) == 4.5``.
+
+    >>> round(contrast_ratio(TICK_COLOUR), 1), round(contrast_ratio("#808495"), 1)
+    (7.8, 3.7)
+    """
+    def luminance(colour: str) -> float:
+        channels = [int(colour.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4)]
+        linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    hi, lo = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def swatch_text(colour: str, text: str) -> str:
+    """A label whose colour is a square before dark text, never the text itself (a yellow word on white reads
+    at 1.6:1): ``swatch_text("#f28e2b", "document 0")``."""
+    return f"<span style='color:{colour}'>■</span> {text}"
 
 
 def doc_colour(doc: int) -> str:
@@ -187,27 +214,41 @@ def wrap_title(title: str, width: int = TITLE_CHARS) -> str:
 
 
 def apply_layout(fig: go.Figure, *, title: str | None, height: int, top: int | None = None, **kw) -> go.Figure:
-    """Title top left (wrapped to fit half a projector's page), legend under the x axis, white plot."""
+    """Title top left (wrapped to fit half a projector's page), legend under the x axis, a white card with
+    dark text in any theme (``TEXT_COLOUR``, ``TICK_COLOUR``: at least 7:1 on white).
+
+    The title hangs from the top edge and subplot titles sit under it, each in a band of its own, so a
+    wrapped title never runs into the first panel's title.
+    """
     if title:
         title = wrap_title(title)
-    top = (40 if title else 12) if top is None else top
-    extra = 19 * title.count("<br>") if title else 0   # wrapped lines add height, never take the plot's
+    title_lines = title.count("<br>") + 1 if title else 0
     subplot_titles = [a for a in fig.layout.annotations if a.yanchor == "bottom" and a.yref == "paper"]
+    sub_lines = 0
     if len(subplot_titles) > 1:   # side by side, each gets its share of the width
         chars = max(16, int(TITLE_CHARS * 1.6 / len(subplot_titles)))
         for a in subplot_titles:
             a.text = wrap_title(a.text, chars)
-        extra += 19 * max(a.text.count("<br>") for a in subplot_titles)
-    top, height = top + extra, height + extra
+    if subplot_titles:
+        sub_lines = max(a.text.count("<br>") + 1 for a in subplot_titles)
+    needed = (20 + 20 * title_lines if title else 8) + (17 * sub_lines + 6 if sub_lines else 0)
+    base = (40 if title else 12) if top is None else top
+    top = max(base + (19 * (title_lines - 1) if title_lines else 0), needed)
+    height = height + top - base
     # The legend sits in its own strip at the figure's foot, sized for the rows it wraps into
     # at a projector's width, so it never covers the x axis.
     names = [t.name for t in fig.data if t.name and t.showlegend is not False]
     legend_rows = max(1, math.ceil(sum(7 * len(n) + 44 for n in names) / LEGEND_ROW_PX))
     bottom, legend_px = 40, 22 * legend_rows + 8
-    fig.update_layout(title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
+    fig.update_layout(title=dict(text=title, x=0, xanchor="left", y=1, yref="container", yanchor="top",
+                                 pad=dict(t=16), font=dict(size=15, color=TEXT_COLOUR)) if title else None,
                       height=height + legend_px, margin=dict(l=10, r=10, t=top, b=bottom + legend_px),
-                      font=FONT, plot_bgcolor="white",
+                      font=FONT, plot_bgcolor=PAPER_COLOUR, paper_bgcolor=PAPER_COLOUR,
                       legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0,
-                                  xanchor="left"), **kw)
+                                  xanchor="left", font=dict(color=TEXT_COLOUR)), **kw)
+    fig.update_xaxes(tickfont=dict(color=TICK_COLOUR), title_font=dict(color=TEXT_COLOUR))
+    fig.update_yaxes(tickfont=dict(color=TICK_COLOUR), title_font=dict(color=TEXT_COLOUR))
+    for a in fig.layout.annotations:
+        if a.font.color is None:
+            a.font.color = TEXT_COLOUR
     return fig
-

@@ -33,6 +33,7 @@ from packing_core.viz.style import (
     apply_layout,
     colour_codes,
     doc_colour,
+    swatch_text,
 )
 
 DIFFERS = "differs from the fix"   # the name of the circles that mark it
@@ -90,7 +91,7 @@ def logits_figure(result) -> go.Figure:
     for d in np.unique(doc[doc >= 0]):
         at = np.flatnonzero(doc == d)
         fig.add_annotation(x=(at[0] + at[-1]) / 2, y=1.0, yref="paper", yanchor="bottom", showarrow=False,
-                           text=f"document {d}", font=dict(color=doc_colour(d)))
+                           text=swatch_text(doc_colour(d), f"document {d}"))
     fig.add_hline(y=tol, line=dict(color=REFERENCE_COLOUR, dash="dash", width=2))
     fig.add_annotation(x=0, xref="paper", xanchor="left", y=np.log10(tol), yanchor="bottom", showarrow=False,
                        text=f"tolerance {tol:.1e}", font=dict(color=REFERENCE_COLOUR))

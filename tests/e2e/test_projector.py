@@ -4,12 +4,15 @@ Checked in a real Chromium at that size, page by page and step by step (every ta
 with steps, clicked): no metric value or label, toggle, radio or button label, tab, tab list or
 expander title is clipped (an element that hides overflow and whose ``scrollWidth`` exceeds its
 ``clientWidth``); no table's columns scroll sideways; every plotly title, subplot title, axis
-title, legend entry and bar label lies inside its figure, and no two subplot titles overlap. Each
+title, legend entry and bar label lies inside its figure, no two subplot titles overlap and the figure's
+title overlaps none; every caption and every word of a figure reads at 4.5:1 contrast or more. Each
 step of a page with steps is at most two screens tall plus the page's header (its title and lesson
 box). A screenshot of each page and step lands in
 ``artifacts/screenshots/projector-*.png``; the measured heights in ``artifacts/projector-heights.json``.
 """
 import json
+import re
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -71,7 +74,8 @@ FIGURE_JS = """() => {
         }
       }
     }
-    const titles = [...plot.querySelectorAll(".annotation-text")].map(t => [t.textContent, t.getBoundingClientRect()]);
+    // the figure's title too: a wrapped title once ran into the first panel's title
+    const titles = [...plot.querySelectorAll(".gtitle, .annotation-text")].map(t => [t.textContent, t.getBoundingClientRect()]);
     for (let a = 0; a < titles.length; a++) for (let b = a + 1; b < titles.length; b++) {
       const [ta, ra] = titles[a], [tb, rb] = titles[b];
       const meet = ra.left < rb.right - 1 && rb.left < ra.right - 1 && ra.top < rb.bottom - 1 && rb.top < ra.bottom - 1;
@@ -120,6 +124,7 @@ class Visit:
     problems: list = field(default_factory=list)
     heights: dict = field(default_factory=dict)
     unhealthy: str = ""
+    contrast: list = field(default_factory=list)   # (step, "caption" or "plot", ratio, text)
 
 
 def problems(app_page) -> list[str]:
@@ -154,6 +159,9 @@ def tour(browser, streamlit_server, artifacts_dir) -> dict:
                 if step:
                     app_page.step(step)
                 visit.problems += [f"{step or spec.title}: {p}" for p in problems(app_page)]
+                measured = app_page.page.evaluate(CONTRAST_JS)
+                visit.contrast += [(step or spec.title, kind, ratio, text) for kind in ("captions", "plot")
+                                   for ratio, text in measured[kind]]
                 visit.heights[step or spec.title] = app_page.page.evaluate(HEIGHT_JS)
                 app_page.screenshot(f"projector-{spec.name.replace('_', '-')}" + (f"-{n}" if step else ""))
             try:
@@ -255,3 +263,93 @@ def test_a_bug_zoo_reproduction_reads_at_1024_by_768(app_page, bug):
     app_page.screenshot(f"projector-bug-zoo-{bug}")
     app_page.assert_healthy()
     assert charts.count() >= 1 and found == [], "\n".join(found)
+
+
+# Contrast as a class sees it, computed in the page: each caption's colour (its alpha and every ancestor's
+# opacity applied) over the first background behind it, and each plotly word (tick, axis title, figure and
+# panel titles, legend, labels on the plot) over its figure's paper. WCAG 2's formula; 4.5:1 is AA for text.
+CONTRAST_JS = """() => {
+  const rgba = s => { const m = s.match(/[\\d.]+/g).map(Number); return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1]; };
+  const lum = ([r, g, b]) => { const f = c => { c /= 255; return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  const ratio = (a, b) => { const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+  const over = ([r, g, b, a], bg) => [r * a + bg[0] * (1 - a), g * a + bg[1] * (1 - a), b * a + bg[2] * (1 - a)];
+  const behind = el => { for (let e = el; e; e = e.parentElement) { const c = rgba(getComputedStyle(e).backgroundColor);
+    if (c[3] > 0.5) return c; } return [255, 255, 255, 1]; };
+  const opacity = el => { let o = 1;
+    for (let e = el; e; e = e.parentElement) o *= Number(getComputedStyle(e).opacity); return o; };
+  const seen = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0 && el.textContent.trim(); };
+  const out = {captions: [], plot: []};
+  document.querySelectorAll("[data-testid='stMain'] [data-testid='stCaptionContainer']").forEach(el => {
+    if (!seen(el) || el.closest("[class*='st-key-stale_']")) return;   // a stale result is dimmed on purpose
+    const fg = rgba(getComputedStyle(el).color); fg[3] *= opacity(el);
+    const bg = behind(el);
+    out.captions.push([ratio(over(fg, bg), bg), el.textContent.trim().slice(0, 40)]);
+  });
+  document.querySelectorAll("[data-testid='stMain'] .js-plotly-plot").forEach(plot => {
+    const paper = rgba(getComputedStyle(plot.querySelector(".main-svg")).backgroundColor || "rgb(255,255,255)");
+    const bg = paper[3] > 0.5 ? paper : behind(plot);
+    plot.querySelectorAll(".xtick text, .ytick text, .g-xtitle text, .g-ytitle text, .gtitle, .annotation-text, .legendtext")
+      .forEach(t => { if (!seen(t)) return;
+        const cs = getComputedStyle(t); const fg = rgba(cs.fill); fg[3] *= Number(cs.fillOpacity || 1) * opacity(t);
+        out.plot.push([ratio(over(fg, bg), bg), t.textContent.trim().slice(0, 40)]); });
+  });
+  return out;
+}"""
+CONTRAST_GOAL = 4.5
+
+
+@pytest.mark.parametrize("page", [p.name for p in SPECS])
+def test_captions_and_plot_text_read_at_four_and_a_half_to_one_or_more(tour, page):
+    low = [f"{where}: {kind} {text!r} at {ratio:.2f}:1" for where, kind, ratio, text in tour[page].contrast
+           if ratio < CONTRAST_GOAL]
+    assert tour[page].contrast, "nothing measured: no caption or figure text was found"
+    assert low == [], "\n".join(low)
+
+
+ANSWER = re.compile(r"^(Right|Not this time)")
+
+
+@pytest.mark.parametrize("page, option", [("why_packing", "4,096 slots"), ("leakage_lab", "They change")])
+def test_the_answer_to_a_prediction_comes_into_view(app_page, page, option):
+    """Once it sat at y = 790 of a 768-pixel projector: the class saw nothing change."""
+    app_page.open(page)
+    app_page.radio("Your prediction", option)
+    answer = app_page.main.locator("[data-testid='stAlert']").filter(has_text=ANSWER).first
+    answer.wait_for()
+    app_page.page.wait_for_timeout(1200)                    # the page scrolls smoothly to it
+    box = answer.bounding_box()
+    assert box and 0 <= box["y"] and box["y"] + box["height"] <= SIZE["height"], box
+    app_page.screenshot(f"projector-{page.replace('_', '-')}-answer")
+    app_page.assert_healthy()
+
+
+PROGRESS_IN_VIEW_JS = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stProgress']")]
+  .some(el => { const r = el.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight; })"""
+
+
+def test_training_runs_only_on_its_button_and_shows_its_progress_in_view(app_page):
+    """A new seed or the other neighbours once trained at once (22 s), its progress bar below the fold."""
+    from packing_core.experiments import cached_pair
+
+    seed = next(s for s in range(500 + int(time.time()) % 400, 1000) if cached_pair(s, "independent") is None)
+    app_page.open("leakage_lab?step=2")
+    app_page.click("Train both")                                           # the lesson's seed: cached, at once
+    box = app_page.control("spinbutton", "Seed")
+    box.fill(str(seed))
+    with app_page.rerun():
+        box.press("Enter")
+    app_page.radio("Neighbouring documents", "1 in 8 (shuffled)")
+    assert "Training the tiny model" not in app_page.text()
+    assert any(w.startswith("Stale") for w in app_page.alerts("warning")), app_page.alerts("warning")
+    assert cached_pair(seed, "independent") is None                         # nothing trained
+    seen = False
+    with app_page.rerun(timeout_ms=300_000):
+        app_page.page.get_by_role("button", name="Train both", exact=True).click()
+        deadline = time.monotonic() + 300
+        while not seen and time.monotonic() < deadline:
+            seen = app_page.page.evaluate(PROGRESS_IN_VIEW_JS)
+            app_page.page.wait_for_timeout(150)
+    assert seen, "the training's progress bar never showed inside the 768-pixel window"
+    assert app_page.metric("Train loss, mask off") and not any(w.startswith("Stale") for w in app_page.alerts("warning"))
+    app_page.assert_healthy()

@@ -282,3 +282,31 @@ def test_row_order_figure_draws_one_line_per_plan_with_the_longest_piece_per_row
     fig = row_order_figure({"bfd": row_order(p)})
     assert len(fig.data) == 1 and fig.data[0].name == "bfd"
     assert list(fig.data[0].y) == [300, 250, 200]
+
+
+def test_each_row_order_gets_its_own_panel_so_no_line_hides_another():
+    from packing_core import make_plan
+    from packing_core.analysis import row_order
+    from packing_core.viz import row_order_figure
+
+    lengths = np.random.default_rng(0).integers(5, 300, 500)
+    orders = {"bfd": row_order(make_plan(lengths, 320, "bfd")),
+              "bfd + shuffle": row_order(make_plan(lengths, 320, "bfd", shuffle=True, seed=0))}
+    fig = row_order_figure(orders)
+    assert [t.yaxis for t in fig.data] == ["y", "y2"]                      # one panel each, bfd on top
+    assert [a.text for a in fig.layout.annotations] == list(orders)
+    assert tuple(fig.layout.yaxis.range) == tuple(fig.layout.yaxis2.range)  # one length scale
+
+
+def test_position_ids_thin_out_to_fit_a_projectors_cells_and_characters_stay():
+    b = _row_batch(64)
+    fig = layout_figure(b, 0)
+    names = list(fig.data[0].y)
+    text = np.asarray(fig.data[0].text)
+    positions = text[names.index("position_ids (reset)")]
+    shown = [int(v) for v in positions if v]
+    assert 0 < len(shown) < int(b.valid[0].sum()) and all(v % 3 == 0 for v in shown)   # every third at 64 tokens
+    starts = (b.position_ids[0].numpy() == 0) & b.valid[0].numpy()
+    assert (positions[starts] == "0").all()                                       # each document's start shows
+    tokens = text[names.index("tokens")]
+    assert (tokens[b.valid[0].numpy()] != "").all()                                # every character stays

@@ -26,7 +26,7 @@ from packing_core.viz import (
 )
 from packing_core.viz.style import LEAK, PALETTE, ROLES, figure_codes
 
-ALLOWED = set(ROLES.values()) | set(PALETTE)
+ALLOWED = set(ROLES.values()) | set(PALETTE) | {style.TEXT_COLOUR}   # words are in the one text colour, never a role's
 
 
 def _rgb(hex_colour: str) -> np.ndarray:
@@ -164,3 +164,20 @@ def test_with_more_documents_than_colours_neighbours_still_differ_and_the_hover_
 
 def test_a_plan_strip_with_few_documents_keeps_their_colours_from_other_figures():
     assert figure_codes([[0, 1, 2, 13, -1, -2]]).tolist() == [[0, 1, 2, 13, -1, -2]]
+
+
+def test_every_figure_is_dark_text_on_white_at_four_and_a_half_to_one_or_more_in_any_theme(figures):
+    """A figure is a white card whatever the page's theme; its words (titles, ticks, axis titles, legend, labels on
+    it) are at least 4.5:1 against it (WCAG AA). Streamlit's theme drew plotly ticks at 3.7:1."""
+    low = {}
+    for name, fig in figures.items():
+        lay = fig.layout
+        assert (lay.paper_bgcolor, lay.plot_bgcolor) == (style.PAPER_COLOUR, style.PAPER_COLOUR), name
+        colours = {lay.font.color, lay.legend.font.color}
+        if lay.title.text:
+            colours.add(lay.title.font.color)
+        for axis in [a for k in lay for a in [lay[k]] if k.startswith(("xaxis", "yaxis"))]:
+            colours |= {axis.tickfont.color, axis.title.font.color}
+        colours |= {a.font.color for a in lay.annotations}
+        low[name] = sorted(c for c in colours if c is None or style.contrast_ratio(c) < 4.5)
+    assert {k: v for k, v in low.items() if v} == {}

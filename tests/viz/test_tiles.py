@@ -75,3 +75,31 @@ def test_computed_tiles_are_shaded_and_skipped_ones_blank(figure):
 def test_an_empty_list_is_refused_with_the_fix():
     with pytest.raises(ValueError, match="kernel_footprints"):
         tile_figure([])
+
+
+def test_every_panel_is_drawn_at_one_scale_and_the_padded_one_says_how_much_more_it_computes():
+    """The class once read the padded panel (32,768 tokens squeezed into one panel) as the least work."""
+    from packing_core.analysis import kernel_footprints
+    from packing_core.viz import tile_figure
+
+    prints = kernel_footprints([114, 60, 200, 90, 300, 40], 512, tiles=(128,))
+    fig = tile_figure(prints, title="What each kernel computes, at one scale")
+    span = min(p.tokens for p in prints)
+    xs = [fig.layout[f"xaxis{'' if c == 1 else c}"] for c in range(1, len(prints) + 1)]
+    assert [tuple(x.range) for x in xs] == [(0, span)] * len(prints)
+    padded = next(x for x, p in zip(xs, prints) if p.kernel == "padded SDPA")
+    assert padded.title.text == f"its first {span:,}<br>of {prints[0].tokens:,} tokens" and prints[0].tokens > span
+    ys = [fig.layout[f"yaxis{'' if c == 1 else c}"] for c in range(1, len(prints) + 1)]
+    assert all(y.scaleanchor for y in ys)                                   # square cells: one scale both ways
+
+
+def test_the_title_sits_above_the_panel_titles_never_over_them():
+    from packing_core.analysis import kernel_footprints
+    from packing_core.viz import tile_figure
+
+    fig = tile_figure(kernel_footprints([114, 60, 200, 90], 256, tiles=(128, 64)),
+                      title="What each kernel computes for the first 16 documents, every panel at one scale")
+    title_lines = fig.layout.title.text.count("<br>") + 1
+    panel_lines = max(a.text.count("<br>") + 1 for a in fig.layout.annotations)
+    assert fig.layout.title.yref == "container" and fig.layout.title.yanchor == "top"
+    assert fig.layout.margin.t >= 20 + 20 * title_lines + 17 * panel_lines   # a band for each, stacked
