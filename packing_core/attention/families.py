@@ -269,8 +269,10 @@ def family(model_type: str) -> Family:
             if model_type in f.aliases:
                 return f
     known = sorted(f.model_type for f in table.values() if not f.not_built)
-    raise InputError(f"unknown model type {model_type!r}: give the model_type of a config.json; the lab knows the "
-                     f"{len(known)} families measured on transformers {table_version()}: {', '.join(known)}")
+    shown = repr(model_type) if len(repr(model_type)) <= 80 else f"{repr(model_type)[:60]}... ({len(str(model_type)):,} characters)"
+    raise InputError(f"unknown model type {shown}: give the model_type of a config.json; the lab knows the "
+                     f"{len(known)} families measured on transformers {table_version()} ({', '.join(known[:12])}, ...: "
+                     "packing_core.attention.known_families() lists them)")
 
 
 def nearest_setup(signals) -> str:
