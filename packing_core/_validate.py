@@ -26,6 +26,7 @@ packing_core._validate.InputError: context must be at most 268,435,456, got 10,0
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import Literal, get_args
 
@@ -37,29 +38,62 @@ Overlong = Literal["split", "truncate", "drop"]
 MASKS: tuple[str, ...] = get_args(Mask)
 OVERLONG_POLICIES: tuple[str, ...] = get_args(Overlong)
 DEFAULT_CONTEXT = 512          # the lab's default row length (CLI and pages): TEACHING's worked example
+LIMIT_ERRORS: list[str] = []   # settings of the limits below that were not numbers (the CLI reports the first)
+
+
+def _limit(name: str, default):
+    """``default``, or ``$PACKING_LAB_<name>`` where an operator raised (or lowered) it; read once, at import."""
+    text = os.environ.get(f"PACKING_LAB_{name}", "").strip()
+    if not text:
+        return default
+    try:
+        value = type(default)(text.replace("_", ""))
+    except ValueError:
+        value = -1
+    if not value > 0 or value != value:
+        LIMIT_ERRORS.append(f"PACKING_LAB_{name}={text[:40]!r} is not a positive number; unset it for the "
+                            f"default ({default:,})")
+        return default
+    return value
+
+
+# Fixed bounds: inside them every sum the lab forms (tokens, slots, row offsets) fits an int64.
 MAX_CONTEXT = 2**28            # 268,435,456 tokens per row: far past any model's context
 MAX_BATCH_SIZE = 2**20         # rows per batch (pad-longest, bucket)
 MAX_LENGTH = 2**40             # tokens in one document (about 1.1e12)
 MAX_DOCUMENTS = 2**30          # documents in one dataset (about 1.07e9)
 MAX_TOTAL_TOKENS = 2**53       # tokens in one dataset (about 9.0e15; exact as a float64 too)
-MAX_TEXT_BYTES = 4 << 20       # bytes in one text value (a line, a cell): refused before tokenising
-MAX_SPLIT_PIECES = 4_000_000   # extra pieces from splitting overlong documents: a plan of them stays under 1 GiB
-MAX_DISTINCT_LENGTHS = 2**20   # distinct lengths in one profile (a profile file stays under ~40 MB)
-MAX_PROFILE_BYTES = 64 << 20   # bytes of one profile file: refused before it is parsed
-MAX_TURNS = 512                # messages in one chat record: each answer renders its prefix once
-MAX_TEMPLATE_SECONDS = 2.0     # seconds one chat-template rendering may take (nested loops meet it)
-MAX_WORKERS = 8                # scan workers (processes or Ray actors): with the tokenizer each, under 1 GiB
-MAX_BATCH_TOKENS = 2**20       # tokens (batch x row length) in one trainer batch file
-MAX_MASK_VALUES = 2**26        # values of a 3D/4D attention mask in one batch file (4 rows of 4,096 x 4,096)
-MAX_STREAM_BATCHES = 100_000   # batch files one stream check reads, one at a time (each within the bounds above)
-MAX_BATCH_FILE_BYTES = 256 << 20   # bytes of one batch file, read or decompressed (.npz)
-MAX_JSON_BYTES = 32 << 20      # bytes of one JSON batch file, a config.json, a dataset_dict.json ...
-MAX_RUN_ROW_TOKENS = 4096      # tokens per row when `check --model` runs a batch (attention grows with its square)
-MAX_RUN_DOCUMENTS = 512        # documents `check --model` runs alone, one forward pass each
-MAX_LAYERS = 256               # layers in a local model's config.json
-MAX_MODEL_WIDTH = 65_536       # hidden size, intermediate size, heads in a local model's config.json
-MAX_VOCAB = 2**21              # vocabulary of a local model or tokenizer (2,097,152 tokens)
-MAX_MODEL_PARAMETERS = 2**31   # parameters estimated from a local model's config.json, before building it
+FIXED_LIMITS = ("MAX_CONTEXT", "MAX_BATCH_SIZE", "MAX_LENGTH", "MAX_DOCUMENTS", "MAX_TOTAL_TOKENS")
+# Memory and time limits: each keeps one analysis of a hostile file under 1 GiB and a minute on a small server,
+# and each may be raised for a bigger one with PACKING_LAB_<NAME> (``limit_hint`` says so in every refusal).
+MAX_TEXT_BYTES = _limit("MAX_TEXT_BYTES", 4 << 20)   # bytes in one text value (a line, a cell), before tokenising
+MAX_SPLIT_PIECES = _limit("MAX_SPLIT_PIECES", 4_000_000)   # extra pieces from splitting: a plan stays under 1 GiB
+MAX_DISTINCT_LENGTHS = _limit("MAX_DISTINCT_LENGTHS", 2**20)   # distinct lengths in one profile (file ~40 MB)
+MAX_PROFILE_BYTES = _limit("MAX_PROFILE_BYTES", 64 << 20)   # bytes of one profile file: refused before parsing
+MAX_TURNS = _limit("MAX_TURNS", 512)             # messages in one chat record: each answer renders its prefix once
+MAX_TEMPLATE_SECONDS = _limit("MAX_TEMPLATE_SECONDS", 2.0)   # seconds one chat-template rendering may take
+MAX_WORKERS = _limit("MAX_WORKERS", 8)           # scan workers (processes or Ray actors): with a tokenizer each
+MAX_BATCH_TOKENS = _limit("MAX_BATCH_TOKENS", 2**20)   # tokens (batch x row length) in one trainer batch file
+MAX_MASK_VALUES = _limit("MAX_MASK_VALUES", 2**25)   # values of a 3D/4D mask in one batch (2 rows of 4,096 x 4,096)
+MAX_STREAM_BATCHES = _limit("MAX_STREAM_BATCHES", 100_000)   # batch files one stream check reads, one at a time
+MAX_BATCH_FILE_BYTES = _limit("MAX_BATCH_FILE_BYTES", 256 << 20)   # bytes of one batch file, read or unpacked
+MAX_JSON_BYTES = _limit("MAX_JSON_BYTES", 32 << 20)   # bytes of one JSON batch, dataset index, stream state ...
+MAX_CONFIG_BYTES = _limit("MAX_CONFIG_BYTES", 4 << 20)   # a model's config.json or weight index: a few KB in practice
+MAX_TOKENIZER_FILE_BYTES = _limit("MAX_TOKENIZER_FILE_BYTES", 64 << 20)   # tokenizer.json of 250k tokens: ~20 MB
+MAX_HEADER_BYTES = _limit("MAX_HEADER_BYTES", 16 << 20)   # a CSV header line
+MAX_SHARDS = _limit("MAX_SHARDS", 100_000)       # files one scan may take (a glob or a folder that finds more)
+MAX_DEPTH = _limit("MAX_DEPTH", 64)              # folder levels a folder or a ``**`` glob descends
+MAX_ARROW_BATCH_BYTES = _limit("MAX_ARROW_BATCH_BYTES", 256 << 20)   # one Arrow record batch, decompressed
+MAX_RUN_ROW_TOKENS = _limit("MAX_RUN_ROW_TOKENS", 4096)   # tokens per row `check --model` runs (attention: square)
+MAX_RUN_DOCUMENTS = _limit("MAX_RUN_DOCUMENTS", 512)   # documents `check --model` runs alone, one forward pass each
+MAX_LAYERS = _limit("MAX_LAYERS", 256)           # layers in a local model's config.json
+MAX_MODEL_WIDTH = _limit("MAX_MODEL_WIDTH", 65_536)   # hidden size, intermediate size, heads in a config.json
+MAX_VOCAB = _limit("MAX_VOCAB", 2**21)           # vocabulary of a local model or tokenizer (2,097,152 tokens)
+MAX_MODEL_PARAMETERS = _limit("MAX_MODEL_PARAMETERS", 2**31)   # parameters estimated from a config, before building
+MAX_ADDED_TOKENS = _limit("MAX_ADDED_TOKENS", 4096)   # a tokenizer's added tokens the fast counters work around
+MAX_STREAM_BUFFER = _limit("MAX_STREAM_BUFFER", 2**20)   # pieces a stream packer's buffer holds (~150 MB of Python)
+MAX_PLAN_SECONDS = _limit("MAX_PLAN_SECONDS", 60.0)   # seconds the optimal planner may be given (its time_limit)
+MAX_PRICING_CELLS = _limit("MAX_PRICING_CELLS", 40_000_000)   # knapsack cells of one pricing step of `optimal`
 # A length written as text: ASCII spaces around, an optional sign, ASCII digits. "+7" is 7 and
 # " 12 " is 12 everywhere; "12.0", "1e3" and "٣" (an Arabic-Indic three) are lengths nowhere.
 # Spelled out so that Python's re and Arrow's RE2 read it alike (Python's \s and \d are Unicode).
@@ -312,11 +346,27 @@ def as_batch_size(value, name: str = "batch_size") -> int:
 
 # The documented limits, by name (the README and the hostile-input benchmark print them).
 LIMITS = {name: globals()[name] for name in (
-    "MAX_CONTEXT", "MAX_BATCH_SIZE", "MAX_LENGTH", "MAX_DOCUMENTS", "MAX_TOTAL_TOKENS", "MAX_TEXT_BYTES",
-    "MAX_SPLIT_PIECES", "MAX_DISTINCT_LENGTHS", "MAX_PROFILE_BYTES", "MAX_TURNS", "MAX_TEMPLATE_SECONDS",
-    "MAX_WORKERS", "MAX_BATCH_TOKENS", "MAX_BATCH_FILE_BYTES", "MAX_JSON_BYTES", "MAX_LAYERS", "MAX_MODEL_WIDTH",
-    "MAX_VOCAB", "MAX_MODEL_PARAMETERS", "MAX_RUN_ROW_TOKENS", "MAX_RUN_DOCUMENTS", "MAX_MASK_VALUES",
-    "MAX_STREAM_BATCHES")}
+    *FIXED_LIMITS, "MAX_TEXT_BYTES", "MAX_SPLIT_PIECES", "MAX_DISTINCT_LENGTHS", "MAX_PROFILE_BYTES", "MAX_TURNS",
+    "MAX_TEMPLATE_SECONDS", "MAX_WORKERS", "MAX_BATCH_TOKENS", "MAX_MASK_VALUES", "MAX_STREAM_BATCHES",
+    "MAX_BATCH_FILE_BYTES", "MAX_JSON_BYTES", "MAX_CONFIG_BYTES", "MAX_TOKENIZER_FILE_BYTES", "MAX_HEADER_BYTES",
+    "MAX_SHARDS", "MAX_DEPTH", "MAX_ARROW_BATCH_BYTES", "MAX_RUN_ROW_TOKENS", "MAX_RUN_DOCUMENTS", "MAX_LAYERS",
+    "MAX_MODEL_WIDTH", "MAX_VOCAB", "MAX_MODEL_PARAMETERS", "MAX_ADDED_TOKENS", "MAX_STREAM_BUFFER",
+    "MAX_PLAN_SECONDS", "MAX_PRICING_CELLS")}
+
+
+def limit_hint(name: str) -> str:
+    """How a refusal names its limit, and how to raise it.
+
+    >>> limit_hint("MAX_LAYERS")
+    'limit MAX_LAYERS = 256; raise it with PACKING_LAB_MAX_LAYERS'
+    >>> limit_hint("MAX_LENGTH")
+    'MAX_LENGTH = 1,099,511,627,776, a fixed bound (sums stay exact in int64)'
+    """
+    value = LIMITS[name]
+    shown = f"{value:g}" if isinstance(value, float) else f"{value:,}"
+    if name in FIXED_LIMITS:
+        return f"{name} = {shown}, a fixed bound (sums stay exact in int64)"
+    return f"limit {name} = {shown}; raise it with PACKING_LAB_{name}"
 
 
 def as_workers(value, name: str = "workers") -> int:
@@ -327,4 +377,5 @@ def as_workers(value, name: str = "workers") -> int:
     packing_core._validate.InputError: workers must be at most 8, got 1,000,000; ...
     """
     return whole_number(value, name, minimum=0, maximum=MAX_WORKERS,
-                        hint=f"each worker holds a tokenizer; {MAX_WORKERS} keep a scan under 1 GiB")
+                        hint=f"each worker holds a tokenizer; {MAX_WORKERS} keep a scan under 1 GiB "
+                             f"({limit_hint('MAX_WORKERS')})")

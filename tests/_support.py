@@ -97,6 +97,26 @@ def save_tiny_llama(folder: Path, vocab_size: int, max_positions: int) -> Path:
     return folder
 
 
+CHAT_TEMPLATE = ("{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} </s> {% endfor %}"
+                 "{% if add_generation_prompt %}<assistant> {% endif %}")
+
+
+def save_word_tokenizer(folder: Path, size: int, template: str = CHAT_TEMPLATE) -> Path:
+    """A real tokenizers/transformers fast tokenizer folder: a WordLevel vocabulary of ``size`` words, a chat template."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["[UNK]", "</s>", "<user>", "<assistant>", "<system>", "hi", "hello", "world", "a", "b"]
+    vocab = {w: i for i, w in enumerate(words + [f"w{i}" for i in range(size - len(words))])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", eos_token="</s>")
+    fast.chat_template = template
+    folder.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(folder)
+    return folder
+
+
 def browser_skip_reason() -> str | None:
     """Why the browser tests cannot run here, or None when they can."""
     try:
@@ -335,3 +355,102 @@ LAUNCHER = ("import os, sys\n"
             "    os.execv(sys.argv[2], sys.argv[2:])\n"
             "_, status, usage = os.wait4(pid, 0)\n"
             "open(sys.argv[1], 'w').write(f'{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}')\n")
+
+
+# ---------------------------------------------------------------- the hostile-input catalogues: a process tree, measured
+HOSTILE_LIMIT_MIB = 1024   # the contract: a CLI process tree (scan workers included) stays within 1 GiB
+# the packing_core under test: this checkout, or (to measure a catalogue "before") another one
+UNDER_TEST = Path(os.environ.get("PACKING_LAB_UNDER_TEST") or ROOT)
+HOSTILE_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
+               "PYTHONPATH": str(UNDER_TEST), "TOKENIZERS_PARALLELISM": "false"}
+# a library call held to the CLI's contract: an InputError is one "error:" line and exit 2, anything else a traceback
+LIBRARY_CALL = ("import sys\n"
+                "from packing_core._validate import InputError\n"
+                "try:\n"
+                "    exec(compile(sys.argv[1], '<case>', 'exec'), {'__name__': '__case__'})\n"
+                "except InputError as e:\n"
+                "    sys.stderr.write('error: ' + ' '.join(str(e).split()) + '\\n')\n"
+                "    sys.exit(2)\n")
+
+
+def tree_rss(proc) -> int:
+    """Resident bytes of ``proc`` (a psutil.Process) and all its descendants, now."""
+    import psutil
+
+    total = 0
+    try:
+        family = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for p in family:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_tree(command: list[str], cwd: Path, timeout: float, env: dict | None = None,
+             file_size: int | None = None) -> Measured:
+    """``command`` in ``cwd``: exit code, output, the peak RSS of its whole process tree, seconds.
+
+    A psutil sampler follows the tree every 20 ms; the child's own peak comes from ``wait4``
+    (through ``LAUNCHER``). A hang is killed at ``timeout`` with its process group (exit -9).
+    ``file_size`` caps the bytes any file of the tree may grow to (``RLIMIT_FSIZE``): writes past
+    it fail with ``EFBIG``, a disk that fills up, without a test hook in the code under test.
+    """
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import threading
+    import time
+
+    import psutil
+
+    def limit():
+        os.setsid()
+        if file_size is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err, usage = (Path(tmp) / n for n in ("out", "err", "usage"))
+        start = time.perf_counter()
+        with open(out, "wb") as o, open(err, "wb") as e:
+            launcher = subprocess.Popen([sys.executable, "-I", "-S", "-c", LAUNCHER, str(usage), *command],
+                                        cwd=cwd, env={**HOSTILE_ENV, **(env or {})}, stdout=o, stderr=e,
+                                        stdin=subprocess.DEVNULL, preexec_fn=limit)
+            peak, done = [0], threading.Event()
+
+            def sample():
+                proc = psutil.Process(launcher.pid)
+                while not done.is_set():
+                    peak[0] = max(peak[0], tree_rss(proc))
+                    done.wait(0.02)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            try:
+                launcher.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(launcher.pid, signal.SIGKILL)   # the launcher, the CLI and its workers: a hang
+                launcher.wait()
+            done.set()
+            sampler.join()
+        seconds = time.perf_counter() - start
+        rc, child_kib = map(int, usage.read_text().split()) if usage.exists() and usage.read_text() else (-9, 0)
+        # the sampler also counts the launcher (about 10 MiB); the child's own peak from wait4
+        peak_mib = max(peak[0] / 2**20, child_kib / 1024)
+        return Measured(rc, out.read_text(errors="replace"), err.read_text(errors="replace"), peak_mib, seconds)
+
+
+def run_cli_tree(argv: list[str], cwd: Path, timeout: float, env: dict | None = None,
+                 file_size: int | None = None) -> Measured:
+    """``python -m packing_core *argv``, or with ``argv = ["-c", code]`` a library call under ``LIBRARY_CALL``."""
+    import sys
+
+    command = ([sys.executable, "-c", LIBRARY_CALL, argv[1]] if argv[:1] == ["-c"]
+               else [sys.executable, "-m", "packing_core", *argv])
+    return run_tree(command, cwd, timeout, env, file_size)

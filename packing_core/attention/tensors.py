@@ -96,11 +96,28 @@ def read_4d_mask(mask, convention: str = "auto") -> FourDMask:
     (Megatron). Rows that are all one value (a pad that reads nothing, a last query that reads
     everything) say nothing. Where the rows disagree, ``convention`` (``may-read`` or ``masked``)
     decides, and without it the mask is refused with the way out. Additive masks carry their
-    meaning in the numbers. NaN is refused: every score it touches is NaN.
+    meaning in the numbers. NaN is refused: every score it touches is NaN. So is a mask that lets
+    no query read any key (every value masked, an all-False boolean): each query's softmax runs
+    over nothing, and there is no document left to check.
 
     >>> read_4d_mask(np.array([[[[1.0, 0.0], [1.0, 1.0]]]])).kind
     'binary'
+    >>> read_4d_mask(np.full((1, 1, 2, 2), -np.inf))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    packing_core._validate.InputError: the 4D attention_mask lets no query read any key ...
     """
+    info = _read_4d_mask(mask, convention)
+    if not info.allowed.any():
+        what = ("every value is a large negative number" if info.kind == "additive" else
+                f"every value means masked under {info.convention} (True = "
+                f"{'may read' if info.convention == 'may-read' else 'masked'})")
+        raise InputError(f"the 4D attention_mask lets no query read any key ({what}): each query's softmax runs over "
+                         "nothing (NaN, or uniform over masked keys) and no document is left to check; build it with "
+                         "0 (or True) where a key may be read, or check that it belongs to this batch")
+    return info
+
+
+def _read_4d_mask(mask, convention: str) -> FourDMask:
     if convention not in MASK_CONVENTIONS:
         raise InputError(f"unknown mask convention {convention!r}: choose one of {', '.join(MASK_CONVENTIONS)}")
     m = np.asarray(mask)
@@ -120,6 +137,10 @@ def read_4d_mask(mask, convention: str = "auto") -> FourDMask:
     informative = on.any(-1) & ~on.all(-1)
     if informative.any():
         diag = diag[informative]
+    elif convention == "auto" and not on.any() and T > 1:   # all False: nothing says what False means
+        raise InputError("the 4D attention_mask is all False: read as True = may read (transformers, torch's sdpa) "
+                         "no query may read any key, read as True = masked (Megatron) every query reads the future; "
+                         "build it with True where a key may be read, or check that it belongs to this batch")
     found = "may-read" if diag.all() else "masked" if not diag.any() else ""
     if convention != "auto":
         if found and found != convention:

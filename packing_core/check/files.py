@@ -20,7 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
-from packing_core._validate import MAX_BATCH_FILE_BYTES, MAX_BATCH_TOKENS, MAX_JSON_BYTES, MAX_MASK_VALUES, InputError
+from packing_core._validate import (
+    MAX_BATCH_FILE_BYTES,
+    MAX_BATCH_TOKENS,
+    MAX_JSON_BYTES,
+    MAX_MASK_VALUES,
+    InputError,
+    limit_hint,
+)
+
+MAX_BATCH_ARRAYS = 64   # arrays in one .npz batch (a trainer's batch holds a handful)
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".bin", ".ckpt")
 BATCH_FILE_TYPES = ("safetensors", "npz", "json")
@@ -116,7 +125,7 @@ def load_batch_bytes(data: bytes, name: str = "batch") -> dict:
     name = display(name)
     if len(data) > MAX_BATCH_FILE_BYTES:
         raise InputError(f"{name} is {len(data):,} bytes, more than a batch file may be ({MAX_BATCH_FILE_BYTES:,}); "
-                         "save one batch, not a dataset")
+                         f"save one batch, not a dataset ({limit_hint('MAX_BATCH_FILE_BYTES')})")
     return {k: _bounded(name, k, v) for k, v in _load(data, name).items()}
 
 
@@ -135,7 +144,7 @@ def _load(data: bytes, name: str) -> dict:
     if head.lstrip()[:1] in (b"{", b"[") or name.lower().endswith(".json"):
         if len(data) > MAX_JSON_BYTES:
             raise InputError(f"{name} is {len(data):,} bytes of JSON, more than the lab parses ({MAX_JSON_BYTES:,}); "
-                             "save the batch as .safetensors or .npz")
+                             f"save the batch as .safetensors or .npz ({limit_hint('MAX_JSON_BYTES')})")
         batch = load_json(data, name, max_items=4 * MAX_BATCH_TOKENS, max_int=2**63 - 1)
         if not isinstance(batch, dict):
             raise InputError(f"{name} holds a JSON {type(batch).__name__}; give an object "
@@ -192,9 +201,10 @@ def _load_npz(data: bytes, name: str) -> dict:
             if any(i.filename.endswith(".pkl") for i in infos):
                 _refuse_pickle(name, "a torch.save archive (it holds a data.pkl)")
             unpacked = sum(i.file_size for i in infos)
-            if unpacked > MAX_BATCH_FILE_BYTES or len(infos) > 64:
+            if unpacked > MAX_BATCH_FILE_BYTES or len(infos) > MAX_BATCH_ARRAYS:
                 raise InputError(f"{name} unpacks to {unpacked:,} bytes in {len(infos):,} arrays, more than a batch "
-                                 f"may hold ({MAX_BATCH_FILE_BYTES:,} bytes); save one batch of integer arrays")
+                                 f"may hold ({MAX_BATCH_FILE_BYTES:,} bytes, {MAX_BATCH_ARRAYS} arrays); save one batch "
+                                 f"of integer arrays ({limit_hint('MAX_BATCH_FILE_BYTES')})")
             for info in infos:
                 with z.open(info) as member:
                     _check_npy_header(member, info.filename, name)
@@ -222,7 +232,7 @@ def _check_npy_header(member, member_name: str, name: str) -> None:
     elements = int(np.prod([int(n) for n in shape], dtype=object)) if shape else 1
     if elements > _most_values(len(shape)):
         raise InputError(f"{name}: {member_name!r} declares shape {tuple(shape)} ({elements:,} values), more than a "
-                         f"batch may hold ({MAX_BATCH_TOKENS:,} tokens); check one batch at a time")
+                         f"batch may hold ({_too_many(len(shape))}")
 
 
 def _most_values(ndim: int) -> int:
@@ -230,12 +240,20 @@ def _most_values(ndim: int) -> int:
     return MAX_MASK_VALUES if ndim >= 3 else MAX_BATCH_TOKENS + 1
 
 
+def _too_many(ndim: int) -> str:
+    """The end of the message for an array past :func:`_most_values`: the limit, the fix, how to raise it."""
+    if ndim >= 3:   # queries x keys: an 8,192-token row alone is 2**26 values
+        return (f"{MAX_MASK_VALUES:,} values of a 3D/4D mask); give the boundaries as position_ids or cu_seq_lens_q/_k "
+                f"instead of a 4D mask, or check shorter rows ({limit_hint('MAX_MASK_VALUES')})")
+    return f"{MAX_BATCH_TOKENS:,} tokens); check one batch at a time ({limit_hint('MAX_BATCH_TOKENS')})"
+
+
 def _bounded(name: str, key: str, value):
     """One array of the batch, within ``MAX_BATCH_TOKENS`` values and the int64 range."""
     if isinstance(value, np.ndarray):
         if value.size > _most_values(value.ndim):   # cu_seq_lens hold one more than the tokens
             raise InputError(f"{name}: {key} holds {value.size:,} values, more than a batch may hold "
-                             f"({MAX_BATCH_TOKENS:,} tokens); check one batch at a time")
+                             f"({_too_many(value.ndim)}")
         if value.dtype.kind == "u" and value.dtype.itemsize == 8 and value.size:
             top = int(value.max())
             if top > np.iinfo(np.int64).max:

@@ -144,6 +144,10 @@ def batch_tensors(batch: Mapping, mask_convention: str = "auto") -> tuple[BatchT
     if ids.ndim != 2 or ids.shape[1] == 0:
         raise InputError(f"{key} must be [batch, tokens] with at least one token, got shape {ids.shape}")
     B, T = ids.shape
+    if (ids < 0).any():     # an embedding has no row -3: int8 -3 is no token (a uint8 251 cast wrong?)
+        r, i = (int(x[0]) for x in np.nonzero(ids < 0))
+        raise InputError(f"{key} holds {int(ids[r, i])} at row {r}, token {i}: token ids are rows of the embedding, "
+                         "0 or more; save the ids as int64 (a signed 8- or 16-bit type wraps large ids negative)")
     out: dict = {"input_ids": ids}
     used = {key}
     k, v = _pick(batch, "position_ids")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from packing_core._validate import MAX_STREAM_BATCHES, InputError
+from packing_core._validate import MAX_STREAM_BATCHES, InputError, limit_hint
 from packing_core.check.batch import check_hf_batch
 from packing_core.check.files import load_batch_file
 from packing_core.check.result import BatchCheck
@@ -77,6 +77,16 @@ class StreamSummary:
 
     batches: tuple[BatchStats, ...]
     eos_known: bool = False          # whether EOS ids were given (without them a wrapped stream shows no boundary)
+    refused: tuple[tuple[str, str], ...] = ()   # (file, why) of the files refused as input; the rest summarised
+
+    def refusal(self) -> str:
+        """One line naming the refused files (the first with its reason), or "" when none was."""
+        if not self.refused:
+            return ""
+        name, why = self.refused[0]
+        more = f" (and {len(self.refused) - 1:,} more)" if len(self.refused) > 1 else ""
+        return (f"{len(self.refused):,} of {len(self.refused) + len(self.batches):,} batch files refused{more}; "
+                f"first {name}: {why}")
 
     @property
     def slots(self) -> int:
@@ -129,7 +139,8 @@ class StreamSummary:
         return {"line": self.line, "batches": len(self.batches), "slots": self.slots, "fill": self.fill,
                 "trained_share": self.trained_share, "packing_on": self.packing_on,
                 "with_boundaries": self.with_boundaries, "documents_per_row": self.documents_per_row,
-                "worst": worst and worst.to_dict(), "per_batch": [b.to_dict() for b in self.batches]}
+                "worst": worst and worst.to_dict(), "per_batch": [b.to_dict() for b in self.batches],
+                "refused": [{"file": n, "why": w} for n, w in self.refused]}
 
     def format_table(self, limit: int = 20) -> str:
         lines = [self.line, f"{'batch':<28} {'rows x width':>13} {'fill':>7} {'trained':>8} {'docs/row':>8}  errors"]
@@ -141,6 +152,9 @@ class StreamSummary:
             lines.append(f"... {len(self.batches) - limit} more")
         if (w := self.worst) is not None:
             lines.append(f"worst: {w.name} ({len(w.errors)} error(s), {w.fill:.1%} real tokens)")
+        if self.refused:
+            lines.append(f"refused: {', '.join(n for n, _ in self.refused[:limit])}"
+                         + (f" ... {len(self.refused) - limit:,} more" if len(self.refused) > limit else ""))
         return "\n".join(lines)
 
 
@@ -175,7 +189,8 @@ def stream_files(paths) -> list[Path]:
             out.append(p)
         if len(out) > MAX_STREAM_BATCHES:
             raise InputError(f"more than {MAX_STREAM_BATCHES:,} batch files: a stream check reads at most that many; "
-                             "give a sample (every 10th file says as much about fill and packing)")
+                             "give a sample (every 10th file says as much about fill and packing) "
+                             f"({limit_hint('MAX_STREAM_BATCHES')})")
     if not out:
         raise InputError("no batch files given")
     return out
@@ -184,13 +199,18 @@ def stream_files(paths) -> list[Path]:
 def check_stream(paths, attn_implementation: str = "sdpa", **check) -> StreamSummary:
     """Check every batch file of ``paths`` (files or folders), one at a time, and summarise the stream.
 
-    ``check`` takes :func:`packing_core.check.batch.check_hf_batch`'s keywords (``eos_ids``,
+    A file refused as input (a pickle, a JSON bomb) is named in ``refused`` and the others are
+    still summarised. ``check`` takes :func:`packing_core.check.batch.check_hf_batch`'s keywords (``eos_ids``,
     ``tokenizer``, ``labels``, ...). Only each batch's numbers are kept.
     """
     files = stream_files(paths)
-    stats = []
+    stats, refused = [], []
     for f in files:                 # files of a stream: read, checked and dropped one at a time
-        result = check_hf_batch(load_batch_file(f), attn_implementation, compare=False, **check)
+        try:
+            result = check_hf_batch(load_batch_file(f), attn_implementation, compare=False, **check)
+        except InputError as e:     # one hostile file among thousands: named, and the rest still summarised
+            refused.append((f.name, str(e)))
+            continue
         stats.append(batch_stats(result, f.name))
     known = bool(check.get("eos_ids") or check.get("tokenizer"))
-    return StreamSummary(tuple(stats), known)
+    return StreamSummary(tuple(stats), known, tuple(refused))

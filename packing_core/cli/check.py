@@ -156,6 +156,8 @@ def run(args, out, err) -> int:
             dump_json({**summary.to_dict(), "scope": scope}, out)
         else:
             out.write(summary.format_table() + "\n" + (scope + "\n" if scope else ""))
+        if summary.refused:     # the summary above; the refused files as the one error line (exit 2)
+            raise InputError(summary.refusal())
         return 1 if any(b.errors or (args.strict and b.warnings) for b in summary.batches) else 0
     batch = load_batch_file(args.file[0])
     every = args.attn_implementation == "all"

@@ -56,6 +56,23 @@ def escaped(text) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
 
 
+MAX_SHOWN_WORD = 160   # characters of one unbroken run (a name, a value) an error line shows
+
+
+def error_line(text) -> str:
+    """An error message as one short line: escaped, and any run of ``MAX_SHOWN_WORD``+ characters without
+    a space (a 100 kB name echoed back) cut in the middle, with its length said.
+
+    >>> line = error_line("unknown bug '" + "x" * 100_000 + "'")
+    >>> len(line) < 120, "[100,002 characters]" in line
+    (True, True)
+    """
+    def cut(m: re.Match) -> str:
+        word = m.group()
+        return f"{word[:60]}...[{len(word):,} characters]...{word[-20:]}"
+    return re.sub(r"\S{%d,}" % MAX_SHOWN_WORD, cut, escaped(text))
+
+
 def dump_json(value, out) -> None:
     json.dump(value, out, indent=2)
     out.write("\n")

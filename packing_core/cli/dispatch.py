@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import sys
 
-from packing_core._validate import InputError
+from packing_core._validate import LIMIT_ERRORS, InputError
 from packing_core.cli import balance, check, report, scan, verify, warm, zoo
-from packing_core.cli.common import EXIT_BAD_INPUT, EXIT_BUG, Parser, escaped, quiet_libraries
+from packing_core.cli.common import EXIT_BAD_INPUT, EXIT_BUG, Parser, error_line, quiet_libraries
 from packing_core.models.registry import model_names
 
 COMMANDS = (report, balance, scan, check, verify, zoo, warm)
@@ -35,13 +35,15 @@ def main(argv=None, out=None, err=None) -> int:
     err = err or sys.stderr
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        if LIMIT_ERRORS:   # a PACKING_LAB_MAX_* setting that is not a number: said before any work
+            raise InputError(LIMIT_ERRORS[0])
         command = next((a for a in argv if not a.startswith("-")), None)
         args = parser(command if command in {c.NAME for c in COMMANDS} else None).parse_args(argv)
         if args.command in ("verify", "check") and args.model not in (None, *model_names(tokenizer=False)):
             quiet_libraries()   # a real model loads through transformers
         return next(c for c in COMMANDS if c.NAME == args.command).run(args, out, err)
     except InputError as e:
-        err.write(f"error: {escaped(e)}\n")
+        err.write(f"error: {error_line(e)}\n")
         return EXIT_BAD_INPUT
     except BrokenPipeError:   # the reader went away (``check ... | head``): not an error of the input
         if out is sys.stdout:   # the real stdout: no second error when the interpreter flushes it at exit
@@ -54,7 +56,7 @@ def main(argv=None, out=None, err=None) -> int:
         err.write("error: the input is nested too deeply to read; flatten it\n")
         return EXIT_BAD_INPUT
     except (OSError, MemoryError) as e:  # unreadable paths and the like: still one line
-        err.write(f"error: {e.__class__.__name__}: {escaped(e)}\n")
+        err.write(f"error: {e.__class__.__name__}: {error_line(e)}\n")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:   # Ctrl-C: writes are atomic, so nothing half-done is left behind
         err.write("error: interrupted; nothing was written\n")

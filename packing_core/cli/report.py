@@ -137,11 +137,28 @@ def _cap_lines(out, options, left_out, cap, cap_sentence) -> None:
     out.write((cap_sentence(cap) + "\n\n") if cap is not None else "\n")
 
 
+def _same_tokenizer(profile, spec: str) -> None:
+    """A --tokenizer named beside a profile must be the one that counted it: its numbers are that tokenizer's."""
+    if spec == "auto" or profile.tokenizer == "none":     # nothing named, or lengths counted by no tokenizer
+        return
+    from packing_core.data.scan import tokenizer_identity
+    from packing_core.models.tokenizers import load_tokenizer
+
+    given = tokenizer_identity(load_tokenizer(spec))
+    same = (given["vocab_hash"] == profile.vocab_hash if profile.vocab_hash and given["vocab_hash"]
+            else given["tokenizer"] == profile.tokenizer)
+    if not same:
+        raise InputError(f"the profile was counted with the tokenizer {profile.tokenizer!r}, not --tokenizer "
+                         f"{spec!r}: its numbers are that tokenizer's; scan the data again with --tokenizer {spec!r}, "
+                         "or drop --tokenizer")
+
+
 def _profile_report(args, strategies, out) -> int:
     from packing_core.analysis.profile_report import format_profile_report, profile_table, report_dict
     from packing_core.analysis.quality import cap_sentence
 
     profile = load_profile(args)
+    _same_tokenizer(profile, args.tokenizer)
     names, options, left_out = _plan_args(args, strategies)
     kwargs = dict(overlong=args.overlong, batch_size=args.batch_size, seed=args.seed)
     plans = profile_table(profile, args.context, strategies=names, **kwargs, **options)

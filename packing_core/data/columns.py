@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import packing_core.data.sources as sources
 from packing_core._settings import ReadBudget
 from packing_core._validate import INTEGER_TEXT, InputError, as_lengths, length_values, whole_number
-from packing_core.data.kinds import LENGTH_COLUMNS
+from packing_core.data.kinds import KIND_COLUMNS, LENGTH_COLUMNS
 from packing_core.data.lengths import Tokenizer, byte_tokenizer, token_lengths
 
 __all__ = ["column_batches", "column_lengths", "describe_columns", "lengths_from_file", "pick_column", "texts_from_file"]
@@ -96,6 +96,8 @@ def column_batches(src: sources.Source, column: str, *, text_only: bool = False,
         t = values.type
         if (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type):
             values = pc.list_value_length(values)
+        elif column.lower() in KIND_COLUMNS["token-ids"] and (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            values = _id_list_texts(values, _named(src, column, where))
         batch_kind = _type_kind(values, column, sniff, kind)
         if not batch_kind:
             raise InputError(f"{src.name}: column {sources.display(column)!r} has type {t}, neither integer "
@@ -112,6 +114,30 @@ def column_batches(src: sources.Source, column: str, *, text_only: bool = False,
             keep = np.flatnonzero(~blank.to_numpy(zero_copy_only=False))
             # blank texts (empty, whitespace, missing) are no documents and are skipped
             yield kind, values.take(pa.array(keep)), _kept(where, keep)
+
+
+# a list of token ids written as text, as pandas' to_csv writes a list column: "[1, 2, 3]"
+ID_LIST_TEXT = r"^[ \t]*\[[ \t]*([+-]?[0-9]+[ \t]*(,[ \t]*[+-]?[0-9]+[ \t]*)*)?\][ \t]*$"
+
+
+def _id_list_texts(values: pa.Array, where: sources.Where) -> pa.Array:
+    """How many ids each ``"[1, 2, 3]"`` holds (CSV cells of a token-id column); any other text is refused.
+
+    A CSV cell is always text, so a list column saved by pandas comes back as ``"[1, 2, 3]"``: its
+    ids are counted (3), never its characters (9).
+
+    >>> _id_list_texts(pa.array(["[1, 2, 3]", " [7] "]), str).to_pylist()
+    [3, 1]
+    """
+    ok = pc.fill_null(pc.match_substring_regex(values, ID_LIST_TEXT), False).to_numpy(zero_copy_only=False)
+    if not ok.all():
+        i = int(np.argmin(ok))
+        text = values[i].as_py()
+        raise InputError(f"{where(i)} holds {text[:40]!r}, not a list of token ids like [1, 2, 3]; a token-id "
+                         "column holds integer lists (name the column text to count it as text)")
+    commas = pc.count_substring(values, ",").to_numpy(zero_copy_only=False)
+    empty = pc.match_substring_regex(values, r"^[ \t]*\[[ \t]*\][ \t]*$").to_numpy(zero_copy_only=False)
+    return pa.array(np.where(empty, 0, commas + 1).astype(np.int64))
 
 
 def _named(src: sources.Source, column: str, where: sources.Where) -> sources.Where:

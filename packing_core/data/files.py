@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 
 import packing_core.data.sources as sources
-from packing_core._validate import InputError
+from packing_core._validate import MAX_TOKENIZER_FILE_BYTES, InputError, limit_hint
 from packing_core.data.sources import check_regular, display, load_json
 
 __all__ = ["check_output", "check_regular", "display", "load_json", "read_bytes", "vet_tokenizer_folder",
@@ -128,7 +128,6 @@ def write_atomic(path, data, inputs=()) -> Path:
     return path
 
 
-MAX_TOKENIZER_FILE_BYTES = 64 << 20   # tokenizer.json of a 250k vocabulary is about 20 MB
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
@@ -148,7 +147,7 @@ def vet_tokenizer_folder(folder: Path) -> None:
             sources.check_regular(path)
             if path.stat().st_size > MAX_TOKENIZER_FILE_BYTES:
                 raise InputError(f"{path} is {path.stat().st_size:,} bytes, more than a tokenizer file may be "
-                                 f"({MAX_TOKENIZER_FILE_BYTES:,}); check the folder")
+                                 f"({MAX_TOKENIZER_FILE_BYTES:,}); check the folder ({limit_hint('MAX_TOKENIZER_FILE_BYTES')})")
             if name.endswith(".json") and name != "tokenizer.json":
                 data = sources.open_source(path, sources.WHOLE).read_all(MAX_TOKENIZER_FILE_BYTES, "the tokenizer file")
                 config = load_json(data, str(path))

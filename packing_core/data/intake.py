@@ -92,14 +92,38 @@ def profile_from_inputs(inputs, load_tokenizer: Callable, *, kind: str | None = 
 
     path = _single_file(inputs)
     if path is None:
+        profiles = _profiles(inputs)
+        if profiles:    # the same answer as each profile alone: their counts add up (a file twice counts twice)
+            return profiles[0].merge(*profiles[1:])
         _check_kind(kind)
         return scan_input(kind, column)
     src = sources.open_source(path)     # regular files only, the name escaped, a registered format
+    profile = _profile(src, path)
+    return profile if profile is not None else _from_source(src, kind, column, scan_input)
+
+
+def _profile(src: sources.Source, path: Path) -> LengthProfile | None:
+    """The profile a ``.json`` file holds (one a scan wrote), or None for data."""
     if src.fmt == "jsonl" and path.suffix.lower() == ".json" and src.size <= MAX_PROFILE_BYTES:
         data = src.read_all(MAX_PROFILE_BYTES, "the profile")
         if looks_like_profile(data):
             return LengthProfile.load(data)
-    return _from_source(src, kind, column, scan_input)
+    return None
+
+
+def _profiles(inputs) -> list[LengthProfile]:
+    """The profiles among several inputs: all of them (read as one), or none; a mix of the two is refused."""
+    inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    found, data = [], []
+    for given in inputs:
+        path = Path(given).expanduser()
+        is_file = path.suffix.lower() == ".json" and path.is_file()
+        profile = _profile(sources.open_source(path), path) if is_file else None
+        (found if profile is not None else data).append((given, profile))
+    if found and data:
+        raise InputError(f"{sources.display(str(found[0][0]))} is a length profile but {sources.display(str(data[0][0]))} "
+                         "is data: give profiles alone (their counts add up) or data files alone")
+    return [p for _, p in found]
 
 
 def profile_from_upload(files: list[tuple[str, bytes]], load_tokenizer: Callable, *, kind: str | None = None,

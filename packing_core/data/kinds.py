@@ -69,6 +69,8 @@ def _shown(columns) -> str:
 def detect_kind(columns, kind: str | None = None, name: str = "the data") -> str:
     """The record kind of a table with these columns, or ``kind`` checked against them."""
     columns = list(columns)
+    if not columns:   # an empty file (a shard a writer left empty) has no columns to detect anything from
+        raise InputError(f"{name} is empty: it holds no records; remove it (or fill it) and run again")
     if kind is not None:
         if kind not in RECORD_KINDS:
             raise InputError(f"unknown kind {kind!r}; choose one of {', '.join(RECORD_KINDS)}")

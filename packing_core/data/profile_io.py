@@ -33,6 +33,7 @@ from packing_core._validate import (
     MAX_PROFILE_BYTES,
     MAX_TOTAL_TOKENS,
     InputError,
+    limit_hint,
     whole_number_text,
 )
 from packing_core.data.files import display, load_json, read_bytes
@@ -63,7 +64,8 @@ def read_profile(source) -> tuple[object, str]:
         name, raw = display(str(getattr(source, "name", None) or "<upload>")), source.read(MAX_PROFILE_BYTES + 1)
     if len(raw) > MAX_PROFILE_BYTES:
         raise InputError(f"the profile {name} is larger than {MAX_PROFILE_BYTES:,} bytes, more than the lab "
-                         "reads; a profile of every length the lab accepts is smaller: check the file")
+                         "reads; a profile of every length the lab accepts is smaller: check the file "
+                         f"({limit_hint('MAX_PROFILE_BYTES')})")
     try:
         return load_json(raw, name, max_items=_MAX_PROFILE_ITEMS, duplicates=True), name
     except ValueError as e:
@@ -128,7 +130,8 @@ def _int_map(values, what: str, name: str, maximum: int) -> dict[int, int]:
         raise TypeError(what)
     if len(values) > MAX_DISTINCT_LENGTHS:
         raise InputError(f"{name} holds {len(values):,} distinct lengths, more than the lab accepts "
-                         f"({MAX_DISTINCT_LENGTHS:,}); merge nearby lengths or profile a shard")
+                         f"({MAX_DISTINCT_LENGTHS:,}); merge nearby lengths or profile a shard "
+                         f"({limit_hint('MAX_DISTINCT_LENGTHS')})")
     out: dict[int, int] = {}
     for k, v in values.items():
         length = field_number(k, "length", name, MAX_LENGTH, minimum=1)
@@ -206,7 +209,7 @@ def _check_limits(lengths: np.ndarray, counts: np.ndarray) -> int:
     """
     if len(lengths) > MAX_DISTINCT_LENGTHS:
         raise InputError(f"the profile holds {len(lengths):,} distinct lengths, more than the lab accepts "
-                         f"({MAX_DISTINCT_LENGTHS:,}); profile a shard of the data")
+                         f"({MAX_DISTINCT_LENGTHS:,}); profile a shard of the data ({limit_hint('MAX_DISTINCT_LENGTHS')})")
     if len(lengths) and int(lengths[-1]) > MAX_LENGTH:
         raise InputError(f"profile length {int(lengths[-1]):,} is above the largest length the lab accepts "
                          f"({MAX_LENGTH:,} tokens)")

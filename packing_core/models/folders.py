@@ -7,19 +7,24 @@ well under a second; ``pretrained.load_local_model`` calls it again before loadi
 """
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
-from packing_core._validate import InputError
+from packing_core._validate import MAX_CONFIG_BYTES, InputError
 
 WEIGHT_SUFFIX = ".safetensors"
-MAX_CONFIG_BYTES = 4 << 20     # a config.json or an index file: a few KB in practice
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 _WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "intermediate_size", "n_inner", "ffn_dim", "num_attention_heads",
                "n_head", "num_key_value_heads", "head_dim", "num_experts", "num_local_experts")
 _POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx")
+_MODEL_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")   # "llama", "qwen3_5_text", "bert-generation"
 
 
-def _config_number(config: dict, keys, folder: str, maximum: int, what: str) -> int | None:
+def _config_number(config: dict, keys, folder: str, limit: str, what: str) -> int | None:
+    from packing_core._validate import LIMITS, limit_hint
+
+    maximum = LIMITS[limit]
     for key in keys:
         value = config.get(key)
         if value is None:
@@ -29,7 +34,7 @@ def _config_number(config: dict, keys, folder: str, maximum: int, what: str) -> 
                              "fix the config or save the model again")
         if value > maximum:
             raise InputError(f"{folder}/config.json: {key} = {value:,}, more {what} than the lab builds "
-                             f"({maximum:,}); the lab checks small causal LMs: pick a smaller model")
+                             f"({maximum:,}); the lab checks small causal LMs: pick a smaller model ({limit_hint(limit)})")
         return value
     return None
 
@@ -48,7 +53,7 @@ def vet_model_folder(folder: Path) -> dict:
       reads a shard with safetensors only when its name ends in ``.safetensors`` and falls
       back to ``torch.load`` (a pickle) otherwise. Such an index is refused here.
     """
-    from packing_core._validate import MAX_CONTEXT, MAX_LAYERS, MAX_MODEL_PARAMETERS, MAX_MODEL_WIDTH, MAX_VOCAB
+    from packing_core._validate import MAX_MODEL_PARAMETERS, limit_hint
     from packing_core.data.sources import WHOLE, check_regular, display, load_json, open_source
 
     shown = display(str(folder))
@@ -62,11 +67,11 @@ def vet_model_folder(folder: Path) -> dict:
     if not isinstance(config, dict):
         raise InputError(f"{shown}/config.json holds a JSON {type(config).__name__}, not an object; "
                          "save the model again with save_pretrained()")
-    layers = _config_number(config, _LAYER_KEYS, shown, MAX_LAYERS, "layers")
+    layers = _config_number(config, _LAYER_KEYS, shown, "MAX_LAYERS", "layers")
     for key in _WIDTH_KEYS:
-        _config_number(config, (key,), shown, MAX_MODEL_WIDTH, f"units in {key}")
-    vocab = _config_number(config, ("vocab_size",), shown, MAX_VOCAB, "tokens") or 0
-    _config_number(config, _POSITION_KEYS, shown, MAX_CONTEXT, "positions")
+        _config_number(config, (key,), shown, "MAX_MODEL_WIDTH", f"units in {key}")
+    vocab = _config_number(config, ("vocab_size",), shown, "MAX_VOCAB", "tokens") or 0
+    _config_number(config, _POSITION_KEYS, shown, "MAX_CONTEXT", "positions")
     width = next((config[k] for k in ("hidden_size", "n_embd", "d_model") if isinstance(config.get(k), int)), 0)
     inner = next((config[k] for k in ("intermediate_size", "n_inner", "ffn_dim") if isinstance(config.get(k), int)),
                  4 * width)
@@ -74,7 +79,8 @@ def vet_model_folder(folder: Path) -> dict:
     parameters = 2 * vocab * width + (layers or 0) * (4 * width * width + 3 * width * inner * experts)
     if parameters > MAX_MODEL_PARAMETERS:
         raise InputError(f"{shown}/config.json describes about {parameters:,} parameters, more than the lab builds "
-                         f"({MAX_MODEL_PARAMETERS:,}); the lab checks small causal LMs: pick a smaller model")
+                         f"({MAX_MODEL_PARAMETERS:,}); the lab checks small causal LMs: pick a smaller model "
+                         f"({limit_hint('MAX_MODEL_PARAMETERS')})")
     weights = sorted(folder.glob("*" + WEIGHT_SUFFIX))
     if not weights:
         pickles = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"))
@@ -113,14 +119,19 @@ def config_model_type(folder) -> str:
 
     folder = Path(folder)
     shown = display(str(folder))
-    if not (folder / "config.json").is_file():
+    if not os.path.lexists(folder / "config.json"):   # a FIFO or a device there is named by open_source
         raise InputError(f"{shown} has no config.json: give a Hugging Face model folder, or --model-type NAME")
     config = load_json(open_source(folder / "config.json", WHOLE).read_all(MAX_CONFIG_BYTES, "the model config"),
                        f"{folder}/config.json")
     text = config.get("text_config") if isinstance(config, dict) else None
     for source in (text, config):
         if isinstance(source, dict) and isinstance(source.get("model_type"), str) and source["model_type"]:
-            return source["model_type"]
+            name = source["model_type"]
+            if not _MODEL_TYPE.match(name):   # transformers' types are short identifiers: never echo 100 kB back
+                raise InputError(f"{shown}/config.json names the model_type {display(name[:40])!r}"
+                                 f"{'...' if len(name) > 40 else ''} ({len(name):,} characters), which is no "
+                                 "transformers model type; fix the config, or give --model-type NAME")
+            return name
     raise InputError(f"{shown}/config.json names no model_type; save the model again with save_pretrained(), "
                      "or give --model-type NAME")
 

@@ -15,6 +15,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -43,20 +44,130 @@ def _gguf_folder() -> Path | None:
 
 
 def _atomic_save(final: Path, save) -> Path:
-    """Write a folder via ``save(tmp)`` then rename: a reader never sees half a model."""
+    """Write a folder via ``save(tmp)`` then rename: a reader never sees half a model.
+
+    A failed write (a full disk) removes the half-written folder and says so in one line.
+    """
     if final.is_dir():
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+    tmp = None
     try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
         save(tmp)
         os.rename(tmp, final)
-    except OSError:
+    except OSError as e:
         if not final.is_dir():  # not lost to a concurrent writer: a real failure
-            raise
+            raise InputError(f"could not write {final} ({e.strerror or type(e).__name__}); nothing half-written was "
+                             "left: free some space in that folder (or point PACKING_LAB_CACHE elsewhere) and run "
+                             "`python -m packing_core warm` again") from None
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+SHARD_BYTES = 64 << 20    # weights per safetensors file of the converted copy (the memory one write holds)
+_DEQUANTIZE_ROWS = 4096   # rows of a quantized tensor dequantised at a time
+
+
+def _dequantized(tensor) -> np.ndarray:
+    """One GGUF tensor as float32, a few thousand rows at a time (gguf's ``dequantize`` holds several copies)."""
+    from gguf import dequantize
+
+    data = tensor.data
+    if data.ndim < 2 or data.shape[0] <= _DEQUANTIZE_ROWS:
+        return np.ascontiguousarray(dequantize(data, tensor.tensor_type), dtype=np.float32)
+    first = dequantize(data[:_DEQUANTIZE_ROWS], tensor.tensor_type)
+    out = np.empty((data.shape[0], *first.shape[1:]), np.float32)
+    out[:_DEQUANTIZE_ROWS] = first
+    for i in range(_DEQUANTIZE_ROWS, data.shape[0], _DEQUANTIZE_ROWS):
+        out[i:i + _DEQUANTIZE_ROWS] = dequantize(data[i:i + _DEQUANTIZE_ROWS], tensor.tensor_type)
+    return out
+
+
+def convert_gguf(source: Path, target: Path, gguf_file: str = GGUF_FILE) -> None:
+    """A GGUF model as a float32 safetensors folder, one tensor at a time: about the largest tensor in memory.
+
+    transformers' own GGUF load (``from_pretrained(gguf_file=...)`` then ``save_pretrained``) holds the
+    dequantised state dict and the model at once (1.2 GB for SmolLM2-135M). This does the same steps
+    tensor by tensor, with transformers' own pieces (``modeling_gguf_pytorch_utils``:
+    ``load_gguf_checkpoint`` for the config, ``TENSOR_PROCESSORS`` for LLaMA's reverse permutation of
+    the query and key weights, ``get_gguf_hf_weights_map`` for the names, built on a meta-device
+    model), and writes shards of ``SHARD_BYTES`` with an index. The weights are byte for byte those
+    of the one-shot conversion (``tests/models/test_pretrained.py``).
+    """
+    import gc
+    import json
+
+    from gguf import GGUFReader
+    from safetensors.numpy import save_file
+    from transformers import CONFIG_MAPPING
+    from transformers.modeling_gguf_pytorch_utils import (
+        TENSOR_PROCESSORS,
+        TensorProcessor,
+        get_gguf_hf_weights_map,
+        load_gguf_checkpoint,
+        read_field,
+    )
+
+    path = str(source / gguf_file)
+    parsed = load_gguf_checkpoint(path, return_tensors=False)
+    parsed.pop("tokenizer", None)
+    parsed.pop("tokenizer_config", None)
+    gc.collect()
+    config = CONFIG_MAPPING[parsed["config"]["model_type"]].from_dict(dict(parsed["config"]))
+    config.architectures = [AutoModelForCausalLM._model_mapping[type(config)].__name__]
+    with torch.device("meta"):
+        names = AutoModelForCausalLM.from_config(config)
+    reader = GGUFReader(path)
+    processor = TENSOR_PROCESSORS.get(read_field(reader, "general.architecture")[0], TensorProcessor)(
+        config=parsed["config"])
+    mapping = get_gguf_hf_weights_map(names, processor)
+    shard: dict[str, np.ndarray] = {}
+    index: dict[str, str] = {}
+
+    def flush() -> None:
+        if shard:
+            name = f"model-{len(set(index.values())) + 1:05d}.safetensors"
+            save_file(shard, str(target / name), metadata={"format": "pt"})
+            index.update(dict.fromkeys(shard, name))
+            shard.clear()
+            gc.collect()
+
+    for tensor in reader.tensors:
+        result = processor.process(weights=_dequantized(tensor), name=tensor.name, tensor_key_mapping=mapping,
+                                   parsed_parameters=parsed)
+        if result.name in mapping:
+            shard[mapping[result.name]] = np.ascontiguousarray(result.weights, dtype=np.float32)
+            if sum(a.nbytes for a in shard.values()) >= SHARD_BYTES:
+                flush()
+    flush()
+    total = sum((target / f).stat().st_size for f in set(index.values()))
+    (target / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": total}, "weight_map": dict(sorted(index.items()))}, indent=2))
+    config.dtype = torch.float32
+    config.save_pretrained(target)
+
+
+def converted_problem() -> str | None:
+    """Why the converted copy in the cache cannot be loaded (truncated, a file missing), or None when it can.
+
+    Reads its config and each safetensors header only (no torch work): cheap enough for every page run.
+    """
+    folder = cache_dir() / _MODEL_DIR
+    if not folder.is_dir():
+        return f"no converted copy in {folder}"
+    try:
+        vet_model_folder(folder)
+    except InputError as e:
+        return str(e)
+    return None
+
+
+def _damaged(folder: Path, problem: str) -> InputError:
+    return InputError(f"the converted SmolLM2 copy in {folder} is damaged ({problem}); run `python -m packing_core "
+                      "warm`, which rebuilds it (or delete that folder)")
 
 
 def _missing_message() -> str:
@@ -67,6 +178,9 @@ def _missing_message() -> str:
 def pretrained_status() -> tuple[bool, str]:
     """``(available, message)`` for the SmolLM2 model: what is there, or how to install it."""
     if (cache_dir() / _MODEL_DIR).is_dir():
+        problem = converted_problem()
+        if problem is not None:
+            return False, str(_damaged(cache_dir() / _MODEL_DIR, problem))
         return True, f"SmolLM2-135M-Instruct: converted copy in {cache_dir() / _MODEL_DIR}"
     if _gguf_folder() is None:
         return False, _missing_message()
@@ -76,39 +190,40 @@ def pretrained_status() -> tuple[bool, str]:
                   f"(20-60 s) and caches it in {cache_dir()}")
 
 
-def _converted_model_dir() -> Path:
+def _converted_model_dir(rebuild: bool = False) -> Path:
+    """The converted copy, converted now if absent; a damaged one is refused, or with ``rebuild`` replaced."""
     final = cache_dir() / _MODEL_DIR
     if final.is_dir():
-        return final
+        problem = converted_problem()
+        if problem is None:
+            return final
+        if not rebuild:
+            raise _damaged(final, problem)
+        aside = final.with_name(f".{final.name}-damaged-{os.getpid()}")
+        os.rename(final, aside)          # atomic: no reader sees a half-removed folder
+        shutil.rmtree(aside, ignore_errors=True)
     folder = _gguf_folder()
     if folder is None:
         raise InputError(_missing_message())
 
     def save(tmp: Path):
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE,
-                                                     local_files_only=True)
-        # The weights are already dequantised to float32; drop the GGUF quantizer
-        # so save_pretrained writes them as plain safetensors.
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
+        AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE, local_files_only=True).save_pretrained(tmp)
+        convert_gguf(folder, tmp)
 
     with _convert_lock:
         return _atomic_save(final, save)
 
 
-def load_pretrained(name: str = PRETRAINED, dtype: torch.dtype = torch.float32):
+def load_pretrained(name: str = PRETRAINED, dtype: torch.dtype = torch.float32, *, rebuild: bool = False):
     """``(model, tokenizer)`` for SmolLM2-135M-Instruct (LLaMA, 134.5M parameters), offline.
 
     The first call dequantises the packaged GGUF file and caches a safetensors copy
-    in :func:`cache_dir`; later calls load that copy in about a second.
+    in :func:`cache_dir`; later calls load that copy in about a second. A damaged copy (a
+    truncated file) is refused in one line, or with ``rebuild`` (``warm`` does) converted again.
     """
     if name != PRETRAINED:
         raise InputError(f"unknown pretrained model {name!r}: the one available is {PRETRAINED!r}")
-    folder = _converted_model_dir()
+    folder = _converted_model_dir(rebuild)
     model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype)
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return model.eval(), tokenizer

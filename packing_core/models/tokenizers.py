@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, tokenizer_dirs, word_counter_enabled
-from packing_core._validate import InputError
+from packing_core._validate import MAX_ADDED_TOKENS, InputError
 from packing_core.data.chat_template import render, renders_alone
 from packing_core.data.files import TOKENIZER_FILES, vet_tokenizer_folder
 from packing_core.data.lengths import byte_tokenizer
@@ -108,6 +108,8 @@ class ByteLevelCounter:
                 or not isinstance(model, models.BPE) or model.dropout not in (None, 0.0)):
             return None
         added = sorted({t.content for t in fast.get_added_tokens_decoder().values() if t.content}, key=len, reverse=True)
+        if len(added) > MAX_ADDED_TOKENS:   # one regular expression of 50,000 alternatives: the Rust side counts
+            return None
         counter = cls(_WordCounts(lambda w: sum(len(model.tokenize(p)) for p, _ in pre.pre_tokenize_str(w)), limit),
                       re.compile("|".join(map(re.escape, added))) if added else None, "".join({t[0] for t in added}))
         expected = [len(e) for e in fast.encode_batch_fast(list(PROBES), add_special_tokens=False)]
@@ -274,8 +276,8 @@ def _split_tokens(tok: HFTokenizer) -> tuple[tuple[str, ...], tuple[str, ...]]:
     added = tuple(sorted({t.content for t in tokens if t.content}, key=len, reverse=True))
     plain = all(not (t.lstrip or t.rstrip or t.single_word) for t in tokens)
     pre = fast.pre_tokenizer.__getstate__() if fast.pre_tokenizer is not None else b""
-    if not added or not plain or b"Metaspace" in pre:
-        return added, ()
+    if not added or not plain or b"Metaspace" in pre or len(added) > MAX_ADDED_TOKENS:
+        return added, ()     # (past MAX_ADDED_TOKENS, finding the safe cuts would cost more than counting whole)
     parts = ["x", " y ", "\n\n", "Hello, world!", "é  ü\t", ""]    # each token joins them all: one text each
     alone = int(tok.count(parts).sum())
     whole = tok.count([t.join(parts) for t in added])

@@ -23,7 +23,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from packing_core._validate import OVERLONG_POLICIES, InputError, as_batch_size, as_context, choice, whole_number
+from packing_core._validate import (
+    MAX_SPLIT_PIECES,
+    OVERLONG_POLICIES,
+    InputError,
+    as_batch_size,
+    as_context,
+    choice,
+    whole_number,
+    whole_number_text,
+)
 from packing_core.data.profile import LengthProfile
 from packing_core.packing.bounds import Bounds, bounds_from_lengths, row_bounds
 from packing_core.packing.options import DEFAULT_TIME_LIMIT, PlanOptions, as_max_docs_per_row, as_time_limit
@@ -117,13 +126,29 @@ def _trained(counts, lengths, n, context, overlong, loss_tokens, real) -> int:
             return real                        # plain text: every placed token is trained
         loss = np.asarray(loss_tokens, np.int64)[np.asarray(counts.counts) > 0]
     else:
-        loss = np.array([int(loss_tokens.get(int(k), loss_tokens.get(str(int(k)), 0))) for k in lengths], np.int64)
+        loss = _checked_loss(loss_tokens, lengths, n)
     over = lengths > context
     if overlong == "drop":
         return int(loss[~over].sum())
     if overlong == "truncate":   # the cut takes the last tokens: the answer's first
         return int(loss[~over].sum() + np.maximum(0, loss[over] - (lengths[over] - context) * n[over]).sum())
     return int(loss.sum())
+
+
+def _checked_loss(loss_tokens, lengths: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``{length: trained tokens}`` as an array beside ``lengths``: whole numbers from 0 to the tokens of that length."""
+    if not isinstance(loss_tokens, dict):
+        raise InputError(f"loss_tokens are {{length: trained tokens}}, got {type(loss_tokens).__name__}")
+    given = {whole_number_text(k): v for k, v in loss_tokens.items()}
+    if None in given:
+        raise InputError(f"loss_tokens hold a length that is not a whole number ({next(iter(loss_tokens))!r}); "
+                         "give {length: trained tokens}")
+    out = []
+    for length, docs in zip(lengths.tolist(), n.tolist()):
+        out.append(whole_number(given.get(length, 0), f"trained tokens of length {length:,}", minimum=0,
+                                maximum=length * docs, hint=f"{docs:,} documents of {length:,} tokens hold "
+                                                            f"{length * docs:,} tokens, the most the loss can train"))
+    return np.array(out, np.int64).reshape(-1)
 
 
 def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMENTS, seed: int = 0,
@@ -138,6 +163,9 @@ def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMEN
     lengths, counts_ = histogram_arrays(counts)
     profile = LengthProfile(lengths, counts_)
     sample = profile.sample(n, seed)
+    if overlong == "split":   # a sample of long documents splits into pieces too: keep the prefix a plan may hold
+        extra = np.cumsum(-(-sample // as_context(context)) - 1)
+        sample = sample[: max(1, int(np.searchsorted(extra, MAX_SPLIT_PIECES, side="right")))]
     m = make_plan(sample, context, strategy, overlong=overlong, batch_size=batch_size, seed=seed,
                   max_docs_per_row=max_docs_per_row).metrics()
     bounds = bounds_from_lengths(sample, context, overlong=overlong, max_docs_per_row=max_docs_per_row)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, fields
 import highspy
 import numpy as np
 
-from packing_core._validate import OVERLONG_POLICIES, as_context, choice
+from packing_core._validate import MAX_PRICING_CELLS, OVERLONG_POLICIES, as_context, choice
 from packing_core.packing.bounds import RowBound, row_bounds
 from packing_core.packing.count_rows import CountRows, _bfd_rows
 from packing_core.packing.knapsack import price, pricing_work
@@ -44,7 +44,6 @@ from packing_core.packing.place import Placement, place_bfd
 __all__ = ["MAX_PRICING_CELLS", "Certificate", "OptimalSolution", "lp_bound", "optimal_from_counts", "place_optimal",
            "rows_optimal", "solve_optimal"]
 
-MAX_PRICING_CELLS = 40_000_000     # knapsack cells of one pricing step (about 0.1 s): above it, bfd + L2
 _COLUMNS_PER_STEP = 12
 _SMOOTH = 0.5          # weight of the best-bound duals in the pricing point
 _EPS = 1e-9

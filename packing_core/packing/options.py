@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core._validate import InputError
+from packing_core._validate import MAX_PLAN_SECONDS, InputError, limit_hint
 
 __all__ = ["DEFAULT_TIME_LIMIT", "MAX_TIME_LIMIT", "PlanOptions", "as_max_docs_per_row", "as_time_limit"]
 
 DEFAULT_TIME_LIMIT = 5.0      # seconds `optimal` may spend before it returns its best plan and gap
-MAX_TIME_LIMIT = 3600.0
+MAX_TIME_LIMIT = MAX_PLAN_SECONDS   # the one time budget of a plan (``_validate``)
 
 
 @dataclass(frozen=True)
@@ -76,5 +76,5 @@ def as_time_limit(value, name: str = "time_limit") -> float:
     bad = isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating))
     if bad or not math.isfinite(float(value)) or not 0 < float(value) <= MAX_TIME_LIMIT:
         raise InputError(f"{name} must be a number of seconds above 0 and at most {MAX_TIME_LIMIT:,.0f}, "
-                         f"got {value!r}; try {DEFAULT_TIME_LIMIT:g}")
+                         f"got {value!r}; try {DEFAULT_TIME_LIMIT:g} ({limit_hint('MAX_PLAN_SECONDS')})")
     return float(value)

@@ -22,7 +22,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packing_core._validate import OVERLONG_POLICIES, InputError
+from packing_core._validate import (
+    MAX_DOCUMENTS,
+    MAX_LENGTH,
+    MAX_TOTAL_TOKENS,
+    OVERLONG_POLICIES,
+    InputError,
+    whole_number,
+    whole_number_text,
+)
 
 __all__ = ["OVERLONG_POLICIES", "Pieces", "histogram_arrays", "kept_tokens", "overlong_pieces", "piece_histogram",
            "pieces_from_lengths"]
@@ -91,18 +99,49 @@ def piece_histogram(lengths: np.ndarray, counts: np.ndarray, context: int, overl
     return uniq[keep], piece_n[keep], (pieces, last)
 
 
+def _checked_counts(counts: dict) -> tuple[np.ndarray, np.ndarray]:
+    """``{length: documents}`` as two int64 arrays (lengths ascending), every value and the totals checked."""
+    fix = "give {length: documents} with whole numbers, e.g. {300: 2, 200: 3}"
+    pairs = []
+    for k, v in counts.items():
+        length = whole_number_text(k)
+        if length is None or not 1 <= length <= MAX_LENGTH:
+            raise InputError(f"length {str(k)[:40]!r} is not a whole number from 1 to {MAX_LENGTH:,}; {fix}")
+        pairs.append((length, whole_number(v, f"documents of length {length:,}", minimum=0, maximum=MAX_DOCUMENTS,
+                                           hint=fix)))
+    pairs.sort()
+    if any(a[0] == b[0] for a, b in zip(pairs, pairs[1:])):
+        raise InputError(f"the counts hold one length twice (as 7 and '7', say); {fix}")
+    documents, tokens = sum(n for _, n in pairs), sum(k * n for k, n in pairs)
+    if documents > MAX_DOCUMENTS or tokens > MAX_TOTAL_TOKENS:
+        raise InputError(f"the counts hold {documents:,} documents and {tokens:,} tokens, more than the lab accepts "
+                         f"({MAX_DOCUMENTS:,} documents, {MAX_TOTAL_TOKENS:,} tokens); plan a sample or a shard")
+    return (np.array([k for k, _ in pairs], dtype=np.int64).reshape(-1),
+            np.array([n for _, n in pairs], dtype=np.int64).reshape(-1))
+
+
 def histogram_arrays(counts) -> tuple[np.ndarray, np.ndarray]:
     """``(lengths ascending, documents of each)`` of ``{length: documents}`` or a ``LengthProfile``.
 
     >>> [a.tolist() for a in histogram_arrays({300: 2, 200: 0, 100: 1})]
     [[100, 300], [1, 2]]
+
+    Keys are whole numbers (or their text, as JSON writes them) from 1 to ``MAX_LENGTH``, counts whole
+    numbers from 0 to ``MAX_DOCUMENTS``, and the whole within ``MAX_DOCUMENTS`` documents and
+    ``MAX_TOTAL_TOKENS`` tokens (so no sum wraps): a 2.5-token length, 2.7 documents or ``{4: 2**62}``
+    are refused in one line.
+
+    >>> histogram_arrays({4: 2**62})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    packing_core._validate.InputError: documents of length 4 must be at most 1,073,741,824, got 4,611,686,018,427,387,904...
     """
     if isinstance(counts, dict):
-        keys = sorted(counts, key=int)
-        lengths = np.array([int(k) for k in keys], dtype=np.int64)
-        n = np.array([int(counts[k]) for k in keys], dtype=np.int64)
-    else:   # a LengthProfile (or anything with lengths and counts arrays)
+        lengths, n = _checked_counts(counts)
+    elif hasattr(counts, "lengths") and hasattr(counts, "counts"):   # a LengthProfile: checked when it was made
         lengths, n = np.asarray(counts.lengths, np.int64), np.asarray(counts.counts, np.int64)
+    else:
+        raise InputError(f"length counts are {{length: documents}} or a LengthProfile, got {type(counts).__name__}; "
+                         "for a list of lengths use make_plan")
     keep = n > 0
     if (n < 0).any() or (lengths[keep] < 1).any():
         raise InputError("length counts must be >= 0 and lengths >= 1; pass {length: documents}")

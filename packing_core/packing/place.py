@@ -22,6 +22,7 @@ All placement is vectorised over arrays, or over the length histogram (at most
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -187,6 +188,13 @@ def _fit_decreasing(length: np.ndarray, context: int, best: bool):
     offset = np.empty(n, dtype=np.int64)
     room = np.zeros(0, dtype=np.int64)          # ffd: remaining room of every row, by row id
     by_room: dict[int, np.ndarray] = {}         # bfd: row ids grouped by remaining room
+    rooms: list[int] = []                       # bfd: the keys of by_room, ascending (never re-sorted)
+
+    def add_room(rest: int, ids_: np.ndarray) -> None:
+        if len(ids_):
+            if rest not in by_room:
+                bisect.insort(rooms, rest)
+            by_room[rest] = np.concatenate([by_room.get(rest, np.zeros(0, np.int64)), ids_])
     n_rows = 0
     bounds = list(first) + [n]
     for g, neg in enumerate(values):
@@ -194,10 +202,10 @@ def _fit_decreasing(length: np.ndarray, context: int, best: bool):
         lo, hi = bounds[g], bounds[g + 1]
         need = hi - lo
         takers, takes, base = [], [], []      # rows, pieces each takes, first free offset
-        if best:
-            for c in sorted(r for r in by_room if r >= size):
-                if need == 0:
-                    break
+        if best:   # the rooms that fit, tightest first; rooms made meanwhile are smaller than the one just used
+            j = bisect.bisect_left(rooms, size)
+            while need and j < len(rooms):
+                c = rooms.pop(j)
                 ids = by_room.pop(c)
                 q = c // size
                 full = min(len(ids), need // q)
@@ -208,8 +216,8 @@ def _fit_decreasing(length: np.ndarray, context: int, best: bool):
                 base.append(np.full(used, context - c))
                 need -= full * q + part
                 for rest, ids_ in ((c - q * size, ids[:full]), (c - part * size, ids[full:used]), (c, ids[used:])):
-                    if len(ids_):
-                        by_room[rest] = np.concatenate([by_room.get(rest, np.zeros(0, np.int64)), ids_])
+                    add_room(rest, ids_)
+                j = bisect.bisect_right(rooms, c)
         else:
             fits = np.nonzero(room >= size)[0]
             if len(fits) and need:
@@ -238,8 +246,7 @@ def _fit_decreasing(length: np.ndarray, context: int, best: bool):
             base.append(np.zeros(len(new), dtype=np.int64))
             if best:
                 for rest, ids_ in ((context - q0 * size, new[:full]), (context - part * size, new[full:])):
-                    if len(ids_):
-                        by_room[rest] = np.concatenate([by_room.get(rest, np.zeros(0, np.int64)), ids_])
+                    add_room(rest, ids_)
             else:
                 room = np.concatenate([room, context - t * size])
         rows_g = np.concatenate(takers)

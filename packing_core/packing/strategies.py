@@ -19,6 +19,7 @@ from packing_core._validate import (
     as_lengths,
     as_seed,
     choice,
+    limit_hint,
     whole_number,
 )
 from packing_core.packing.options import DEFAULT_TIME_LIMIT, PlanOptions, as_max_docs_per_row, as_time_limit
@@ -40,7 +41,7 @@ def _check_split(arr: np.ndarray, context: int) -> None:
             f"splitting at context {context} would make {pieces:,.0f} pieces from {len(arr):,} documents "
             f"(the longest, at position {i}, has {int(arr[i])} tokens); at most {MAX_SPLIT_PIECES:,} extra pieces "
             "are allowed: check the lengths, "
-            "raise the context, or use overlong='truncate' or 'drop'"
+            f"raise the context, or use overlong='truncate' or 'drop' ({limit_hint('MAX_SPLIT_PIECES')})"
         )
 
 

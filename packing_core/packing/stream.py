@@ -36,7 +36,17 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from packing_core._validate import OVERLONG_POLICIES, InputError, as_context, choice, whole_number
+from packing_core._validate import (
+    MAX_JSON_BYTES,
+    MAX_LENGTH,
+    MAX_STREAM_BUFFER,
+    OVERLONG_POLICIES,
+    InputError,
+    as_context,
+    choice,
+    limit_hint,
+    whole_number,
+)
 from packing_core.packing.plan import PlacedPieces, Plan
 from packing_core.packing.strategies import make_plan
 
@@ -45,7 +55,7 @@ __all__ = ["MAX_BUFFER", "STREAM_STATE_VERSION", "TRL_WINDOW", "BufferCurve", "S
 
 STREAM_STATE_VERSION = 1
 TRL_WINDOW = 1000           # datasets' Dataset.map(batched=True) default batch_size: TRL's packing window
-MAX_BUFFER = 2**24          # pieces one buffer may hold (a state of that size is about 400 MB of JSON)
+MAX_BUFFER = MAX_STREAM_BUFFER   # pieces one buffer may hold (each a few Python objects: about 150 MB at most)
 
 
 def _fill(value, name: str = "min_fill") -> float:
@@ -90,10 +100,18 @@ class StreamState:
         Traceback (most recent call last):
         packing_core._validate.InputError: stream state: buffer piece 0 is 9 tokens long, outside 1..8 (the context)
         """
-        try:
-            d = json.loads(text)
-        except (TypeError, ValueError) as e:
-            raise InputError(f"stream state is not JSON ({e}); pass the text StreamState.to_json() wrote") from None
+        from packing_core.data.sources import load_json
+
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise InputError(f"stream state must be the text StreamState.to_json() wrote, got {type(text).__name__}")
+        if len(text) > MAX_JSON_BYTES:   # 100 MB of hand-made buffer: refused before it is parsed
+            raise InputError(f"stream state is {len(text):,} characters, more than a state of a full buffer "
+                             f"({MAX_STREAM_BUFFER:,} pieces) needs; pass the text StreamState.to_json() wrote "
+                             f"({limit_hint('MAX_JSON_BYTES')})")
+        try:    # no NaN, no key twice (json.loads keeps the last silently), no nesting past the recursion limit
+            d = load_json(text, "stream state", max_items=4 * MAX_STREAM_BUFFER + 64, duplicates=True)
+        except InputError as e:
+            raise InputError(f"{e}; pass the text StreamState.to_json() wrote") from None
         if not isinstance(d, dict) or d.get("version") != STREAM_STATE_VERSION:
             raise InputError(f"stream state must be a JSON object with version {STREAM_STATE_VERSION}; "
                              "pass the text StreamState.to_json() wrote")
@@ -106,7 +124,8 @@ class StreamState:
 def _checked(d: dict) -> StreamState:
     num = lambda k, lo, hi=None: whole_number(d[k], f"stream state: {k}", minimum=lo, maximum=hi)  # noqa: E731
     context = as_context(d["context"], "stream state: context")
-    size = num("buffer_size", 1, MAX_BUFFER)
+    size = whole_number(d["buffer_size"], "stream state: buffer_size", maximum=MAX_BUFFER,
+                        hint=f"a buffer of pieces is held in memory ({limit_hint('MAX_STREAM_BUFFER')})")
     position, offset, rows = num("position", 0), num("offset", 0), num("rows", 0)
     overlong = choice("stream state: overlong", d["overlong"], OVERLONG_POLICIES)
     buf = d["buffer"]
@@ -172,7 +191,7 @@ class StreamPacker:
 
     def _pieces(self, length) -> Iterator[tuple[int, int]]:
         """``(start, length)`` of the pieces of the document at the current position, from ``offset`` on."""
-        length = whole_number(length, f"stream length at document {self.position}", maximum=2**40)
+        length = whole_number(length, f"stream length at document {self.position}", maximum=MAX_LENGTH)
         c = self.context
         if self.overlong == "split":
             for start in range(self.offset, length, c):
@@ -263,7 +282,8 @@ def buffer_curve(lengths, context: int, buffer_sizes=None, *, min_fill: float = 
     if buffer_sizes is None:
         top = max(1, len(lengths))
         buffer_sizes = sorted({min(2**k, top) for k in range(int(math.log2(top)) + 2)})
-    sizes = tuple(whole_number(b, "buffer size", maximum=MAX_BUFFER) for b in buffer_sizes)
+    sizes = tuple(whole_number(b, "buffer size", maximum=MAX_BUFFER, hint=limit_hint("MAX_STREAM_BUFFER"))
+                  for b in buffer_sizes)
     rows = tuple(sum(1 for _ in StreamPacker(context, b, min_fill=min_fill, overlong=overlong).rows(lengths.tolist()))
                  for b in sizes)
     return BufferCurve(context, sizes, rows, tuple(m.real_tokens / (r * context) for r in rows), m.rows,
@@ -288,7 +308,8 @@ def windowed_plan(lengths, context: int, window: int = TRL_WINDOW, *, overlong: 
     3
     """
     lengths = np.asarray(lengths)
-    window = whole_number(window, "window", maximum=MAX_BUFFER, hint=f"TRL's default is {TRL_WINDOW:,}")
+    window = whole_number(window, "window", maximum=MAX_BUFFER,
+                          hint=f"TRL's default is {TRL_WINDOW:,} ({limit_hint('MAX_STREAM_BUFFER')})")
     parts, base_row = [], 0
     for lo in range(0, len(lengths), window):        # one step per window
         p = make_plan(lengths[lo: lo + window], context, "bfd", overlong=overlong)

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from packing_core._validate import MAX_RUN_DOCUMENTS, MAX_RUN_ROW_TOKENS, InputError
+from packing_core._validate import MAX_RUN_DOCUMENTS, MAX_RUN_ROW_TOKENS, InputError, limit_hint
 from packing_core.attention.semantics import FLASH, TRAINER_READERS
 from packing_core.check.result import BatchCheck
 from packing_core.verify.equivalence import default_tolerance
@@ -105,6 +105,36 @@ def batch_kwargs(check: BatchCheck, device, dtype=torch.float32) -> dict:
     return kwargs
 
 
+def learned_positions(model) -> int | None:
+    """Rows of the model's learned position table (GPT-2's ``wpe``, OPT's ``embed_positions``), None without one.
+
+    A model with a learned table looks positions up, so a position past its last row is an index
+    error inside ``torch.embedding``; rotary models (LLaMA, Qwen) compute any position. OPT's table
+    keeps two extra rows (``OPTLearnedPositionalEmbedding.offset``).
+    """
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Embedding) and name.rsplit(".", 1)[-1] in ("wpe", "embed_positions",
+                                                                                  "position_embeddings"):
+            return int(module.num_embeddings) - int(getattr(module, "offset", 0))
+    return None
+
+
+def _check_positions(model, check: BatchCheck) -> None:
+    """Positions the model cannot look up are refused before the forward pass (never an IndexError inside it)."""
+    rows = learned_positions(model)
+    if rows is None:
+        return
+    t = check.tensors
+    positions = t.rope_position_ids if t.rope_position_ids is not None else t.position_ids
+    top = int(np.max(positions)) if positions is not None else check.shape[1] - 1
+    longest = max((n for row in check.documents.per_row() for _, n in row), default=0)
+    top = max(top, longest - 1)        # each document also runs alone, from position 0
+    if top >= rows:
+        raise InputError(f"the batch asks for position {top:,}, but {type(model).__name__} learned {rows:,} positions "
+                         f"(0 to {rows - 1:,}; n_positions / max_position_embeddings in its config): restart "
+                         "position_ids at each document, or cut rows of at most that many tokens")
+
+
 @torch.inference_mode()
 def run_hf_batch(model, check: BatchCheck, *, model_name: str = "", tolerance: float | None = None,
                  use_cache: bool | None = False) -> BatchVerdict:
@@ -120,13 +150,15 @@ def run_hf_batch(model, check: BatchCheck, *, model_name: str = "", tolerance: f
     if width > MAX_RUN_ROW_TOKENS:   # the model's attention holds rows x heads x width^2 scores
         raise InputError(f"the batch's rows are {width:,} tokens wide; running a model on it is limited to "
                          f"{MAX_RUN_ROW_TOKENS:,} tokens per row (its attention grows with the square of the row): "
-                         "check the file without --model, or cut a smaller batch")
+                         f"check the file without --model, or cut a smaller batch ({limit_hint('MAX_RUN_ROW_TOKENS')})")
     if check.documents.count > MAX_RUN_DOCUMENTS:
         raise InputError(f"the batch holds {check.documents.count:,} documents; running a model runs each one alone, "
-                         f"and is limited to {MAX_RUN_DOCUMENTS:,}: check the file without --model, or cut a smaller batch")
+                         f"and is limited to {MAX_RUN_DOCUMENTS:,}: check the file without --model, or cut a smaller batch "
+                         f"({limit_hint('MAX_RUN_DOCUMENTS')})")
     if int(ids.max()) >= model.config.vocab_size or int(ids.min()) < 0:
         raise InputError(f"input_ids run from {int(ids.min())} to {int(ids.max())}, outside "
                          f"the model's vocabulary of {model.config.vocab_size}: tokenise with the model's tokenizer")
+    _check_positions(model, check)
     impl = check.attn_implementation
     if impl in TRAINER_READERS:
         raise InputError(f"{impl} is read by its own trainer's model, not by a transformers model: run --model with "

@@ -25,13 +25,11 @@ import os
 import pickle
 import re
 import shutil
-import signal
 import socket
 import stat
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zipfile
 from collections.abc import Callable
@@ -45,66 +43,31 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests._support import LAUNCHER, Measured, save_tiny_llama
+from tests._support import (
+    HOSTILE_ENV,
+    HOSTILE_LIMIT_MIB,
+    Measured,
+    run_cli_tree,
+    save_tiny_llama,
+    save_word_tokenizer,
+    tree_rss,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-LIMIT_MIB = 1024
+LIMIT_MIB = HOSTILE_LIMIT_MIB
 CLASSES = ("data-destroyed", "pickles", "numbers", "hangs", "memory", "tracebacks", "short")
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
-       "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+ENV = HOSTILE_ENV
 PROGRESS = re.compile(r"scan: \d+/\d+ shards, [\d,]+ documents, [\d.,]+ documents/s, ETA [\d,?]+( s)?$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e]")
 
 
 # ---------------------------------------------------------------- measuring a process tree
-
-
-def _tree_rss(proc: psutil.Process) -> int:
-    total = 0
-    try:
-        family = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        return 0
-    for p in family:
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            pass
-    return total
+_tree_rss = tree_rss   # (tests/_support.py: one runner for every hostile catalogue)
 
 
 def run_cli(argv: list[str], cwd: Path, timeout: float, env: dict | None = None) -> Measured:
     """``python -m packing_core *argv`` in ``cwd``: exit code, output, tree peak RSS, seconds."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out, err, usage = (Path(tmp) / n for n in ("out", "err", "usage"))
-        start = time.perf_counter()
-        with open(out, "wb") as o, open(err, "wb") as e:
-            launcher = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", LAUNCHER, str(usage), sys.executable, "-m", "packing_core", *argv],
-                cwd=cwd, env={**ENV, **(env or {})}, stdout=o, stderr=e, stdin=subprocess.DEVNULL,
-                start_new_session=True)
-            peak, done = [0], threading.Event()
-
-            def sample():
-                proc = psutil.Process(launcher.pid)
-                while not done.is_set():
-                    peak[0] = max(peak[0], _tree_rss(proc))
-                    done.wait(0.02)
-
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-            try:
-                launcher.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(launcher.pid, signal.SIGKILL)   # the launcher, the CLI and its workers: a hang
-                launcher.wait()
-            done.set()
-            sampler.join()
-        seconds = time.perf_counter() - start
-        rc, child_kib = map(int, usage.read_text().split()) if usage.exists() else (-9, 0)
-        # the sampler also counts the launcher (about 10 MiB); the child's own peak from wait4
-        peak_mib = max(peak[0] / 2**20, child_kib / 1024)
-        return Measured(rc, out.read_text(errors="replace"), err.read_text(errors="replace"), peak_mib, seconds)
+    return run_cli_tree(argv, cwd, timeout, env)
 
 
 # ---------------------------------------------------------------- shared assets (built once)
@@ -115,23 +78,7 @@ class Assets:
     big_tokenizer: Path  # the same kind, 400 tokens: more than the llama's embedding rows
 
 
-CHAT_TEMPLATE = ("{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} </s> {% endfor %}"
-                 "{% if add_generation_prompt %}<assistant> {% endif %}")
-
-
-def _save_tokenizer(folder: Path, size: int, template: str = CHAT_TEMPLATE) -> Path:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    words = ["[UNK]", "</s>", "<user>", "<assistant>", "<system>", "hi", "hello", "world", "a", "b"]
-    vocab = {w: i for i, w in enumerate(words + [f"w{i}" for i in range(size - len(words))])}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", eos_token="</s>")
-    fast.chat_template = template
-    folder.mkdir(parents=True, exist_ok=True)
-    fast.save_pretrained(folder)
-    return folder
+_save_tokenizer = save_word_tokenizer   # (tests/_support.py)
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from packing_core._registry import MappingView, NamesView, Registry
 from packing_core._settings import ReadBudget, read_budget
-from packing_core._validate import MAX_TEXT_BYTES, InputError
+from packing_core._validate import MAX_TEXT_BYTES, InputError, limit_hint
 from packing_core.data.sources._range import ByteRange
 
 BATCH_BYTES = 8 << 20       # about this much of a file per batch, in every format
@@ -329,7 +329,7 @@ def too_long(src: Source, at: str, nbytes: int, column: str | None = None) -> So
     """The one message for a value past ``MAX_TEXT_BYTES`` (a line, a cell, a Parquet value)."""
     what = f"{display(column)!r} holds" if column is not None else "it holds"
     return SourceError(f"{src.name}: {at}: {what} {nbytes:,} bytes, more than one document may hold "
-                       f"({MAX_TEXT_BYTES:,}); split the long value or drop it")
+                       f"({MAX_TEXT_BYTES:,}); split the long value or drop it ({limit_hint('MAX_TEXT_BYTES')})")
 
 
 def is_text(t: pa.DataType) -> bool:

@@ -15,9 +15,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 import packing_core.data.sources._base as base
+from packing_core._validate import MAX_HEADER_BYTES, limit_hint
 from packing_core.data.sources._lines import check_text_head, chunks, utf8_error
-
-MAX_HEADER_BYTES = 16 << 20  # a header line longer than this is refused
 
 
 class Delimited:
@@ -63,7 +62,7 @@ class Delimited:
             raise base.SourceError(f"no documents found in {src.name} (the file is empty)")
         if len(head) > MAX_HEADER_BYTES and reader.line_num <= 1 and "\n" not in text and "\r" not in text:
             raise base.SourceError(f"the header line of {src.name} is longer than {MAX_HEADER_BYTES:,} bytes; "
-                                   "is it a CSV file?")
+                                   f"is it a CSV file? ({limit_hint('MAX_HEADER_BYTES')})")
         return names
 
     def batches(self, src: base.Source, columns: list[str], budget):

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 import packing_core.data.sources._base as base
-from packing_core._validate import MAX_TEXT_BYTES
+from packing_core._validate import MAX_TEXT_BYTES, limit_hint
 
 
 class Named(Protocol):
@@ -43,7 +43,8 @@ def chunks(f, src: Named, first: int = 1) -> Iterator[tuple[bytes, int]]:
         rest, block = block[cut:], block[:cut]
         if len(rest) > MAX_TEXT_BYTES:
             raise base.SourceError(f"{src.name}: line {first + _newlines(block)[1]} is longer than {MAX_TEXT_BYTES:,} "
-                             "bytes, more than one document may hold; split it or check the file")
+                                   f"bytes, more than one document may hold; split it or check the file "
+                                   f"({limit_hint('MAX_TEXT_BYTES')})")
         if block:
             block, count = _newlines(block)
             yield block, first
@@ -118,7 +119,9 @@ def check_text_head(f, src) -> None:
     """Refuse binary files early with a hint: text formats must be UTF-8 without NUL bytes."""
     head = f.read(8192)
     f.seek(0)
-    hints = {b"PAR1": "it looks like Parquet; name it .parquet or pass fmt='parquet'",
+    hints = {b"\xff\xfe\x00\x00": "it is UTF-32 encoded; re-save it as UTF-8",     # before UTF-16: same first bytes
+             b"\x00\x00\xfe\xff": "it is UTF-32 encoded; re-save it as UTF-8",
+             b"PAR1": "it looks like Parquet; name it .parquet or pass fmt='parquet'",
              b"\x1f\x8b": "it looks gzip-compressed; name it .jsonl.gz or decompress it first",
              b"PK\x03\x04": "it looks like a zip archive (xlsx?); export it as CSV first",
              b"\xff\xfe": "it is UTF-16 encoded; re-save it as UTF-8",

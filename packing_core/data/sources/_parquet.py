@@ -13,7 +13,7 @@ import dataclasses
 import pyarrow.parquet as pq
 
 import packing_core.data.sources._base as base
-from packing_core._validate import MAX_TEXT_BYTES
+from packing_core._validate import MAX_TEXT_BYTES, limit_hint
 
 MAX_BATCH_ROWS = 65_536      # a cap on rows per batch when rows are tiny
 
@@ -59,7 +59,7 @@ class Parquet:
                 raise base.SourceError(
                     f"{src.name}: row group {g} holds {size:,} bytes of {', '.join(map(base.display, columns))} in "
                     f"{group.num_rows:,} rows (from its metadata), more than one document may hold "
-                    f"({MAX_TEXT_BYTES:,} bytes); split the long values or drop them")
+                    f"({MAX_TEXT_BYTES:,} bytes); split the long values or drop them ({limit_hint('MAX_TEXT_BYTES')})")
             decoded += size
             widest = max(widest, per_row)
         base.check_budget(src.name, budget, rows, decoded, 0.0, "(from its metadata)")

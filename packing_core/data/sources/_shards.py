@@ -22,10 +22,8 @@ from pathlib import Path
 import packing_core.data.sources._base as base
 import packing_core.data.sources._lines as _lines
 import packing_core.data.sources._parquet as _parquet
+from packing_core._validate import MAX_DEPTH, MAX_SHARDS, limit_hint
 from packing_core.data.sources._saved import saved_dataset, shard
-
-MAX_SHARDS = 100_000       # files one scan may take (a glob or a folder that finds more is refused)
-MAX_DEPTH = 64             # folder levels a folder or a ``**`` glob descends
 
 
 def _walk(folder: Path, hidden: bool = False) -> Iterator[Path]:
@@ -130,7 +128,8 @@ def _regular_once(paths) -> list[Path]:
         seen.add(key)
         out.append(p)
         if len(out) > MAX_SHARDS:
-            raise base.SourceError(f"more than {MAX_SHARDS:,} data files found; scan a smaller folder or a narrower glob")
+            raise base.SourceError(f"more than {MAX_SHARDS:,} data files found; scan a smaller folder or a narrower glob "
+                                   f"({limit_hint('MAX_SHARDS')})")
     return out
 
 
@@ -169,7 +168,8 @@ def find_shards(inputs) -> list[base.Source]:
             raise base.SourceError(f"input not found: {base.display(given)!r}; check the path and the current folder "
                              f"({base.display(os.getcwd())})")
         if len(shards) > MAX_SHARDS:
-            raise base.SourceError(f"more than {MAX_SHARDS:,} data files given; scan a smaller folder or a narrower glob")
+            raise base.SourceError(f"more than {MAX_SHARDS:,} data files given; scan a smaller folder or a narrower glob "
+                                   f"({limit_hint('MAX_SHARDS')})")
     return shards
 
 
