@@ -176,7 +176,7 @@ PAGES = (
     PageSpec("app_pages/dataset_explorer.py", "Dataset explorer", ":material/bar_chart:", 5,
         "The right policy depends on the lengths: look at the histogram before choosing between bucketing and packing.",
         "For this dataset, would you bucket or pack on a first run, and what would make you change your mind?",
-        ("The lengths", "Every strategy", "Recommendation", "Balance", "Cap and stream", "The longest documents")),
+        ("The lengths", "Every strategy", "Recommendation", "Balance", "Cap and stream")),
     PageSpec("app_pages/benchmark.py", "Benchmark", ":material/speed:", 4,
         "A FLOP ratio is what the arithmetic alone predicts. Measured speed-ups usually fall short of it (small "
         "calls, memory traffic), but it is not a hard ceiling: a slow baseline can lose by more.",

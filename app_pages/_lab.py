@@ -208,6 +208,11 @@ class PageSettings:
     def get(self, name: str):
         return setting(self.key(name), self.settings[name].default)
 
+    def keep_within(self, name: str, options, default) -> None:
+        """Put a setting back on ``default`` when ``options`` no longer hold it (another model, a scenario)."""
+        if st.session_state.get(self.key(name), default) not in options:
+            st.session_state[self.key(name)] = default
+
     def from_link(self) -> bool:
         """Did a link set this page's view on this run? (A page whose settings depend on each other
         keeps the link's values instead of deriving them: the Leakage lab's scenario.)"""

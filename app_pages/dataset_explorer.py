@@ -105,7 +105,7 @@ with guard("compare the strategies"):
     advice = recommendation(stats, rows, purpose, sample)
 
 # The header above the steps stays short, so that their tabs start on a projector's first screen.
-lengths_step, strategies_step, advice_step, balance_step, limits_step, longest_step = steps(__file__)
+lengths_step, strategies_step, advice_step, balance_step, limits_step = steps(__file__)
 with lengths_step:
     st.caption(esc(upload["caption"] if yours else sources()[name].description))
     st.markdown("How much padding a dataset causes depends on its length distribution against the context. "
@@ -227,7 +227,7 @@ def longest_of(key: str, _lengths, context: int):
     return longest_share(plan), trained_positions(plan)
 
 
-with longest_step:
+with balance_step:     # the longest documents set each batch's max_seqlen: the same imbalance, seen per batch
     st.subheader("The longest documents set a batch's attention, and the large positions")
     with guard("measure the longest documents"):
         share, trained = longest_of(upload["digest"] if yours else name, sample, context)

@@ -113,21 +113,15 @@ def drift(mask: str, texts: tuple[str, ...], model: str, positions: str = "reset
                             pretrained=loaded(model), **attention_arguments(attention))
 
 
-def choose(key: str, options: list, default) -> None:
-    """Put a setting back on its default when the options no longer hold it (another model, a scenario)."""
-    if st.session_state.get(S.key(key), default) not in options:
-        st.session_state[S.key(key)] = default
-
-
 @fragment("leakage_lab")
 def lab() -> None:
     """Only this part reruns when a toggle changes."""
     missing = {n: model_status(n)[1] for n in MODELS if not model_status(n)[0]}
     local = {str(p): f"{p.name} (local folder)" for p in model_dirs()}   # $PACKING_LAB_MODEL_DIRS
     models = [n for n in MODELS if n not in missing] + list(local)
-    choose("model", models, DEFAULT_MODEL)
+    S.keep_within("model", models, DEFAULT_MODEL)
     scenarios = [n for n, (_, v) in _content.SCENARIOS.items() if v["model"] in models] + [_content.FREE]
-    choose("scenario", scenarios, "correct")
+    S.keep_within("scenario", scenarios, "correct")
     if S.from_link():   # a link says every switch itself: its scenario must not reset them
         st.session_state[S.key("applied")] = S.get("scenario")
     scenario = st.selectbox("Scenario", scenarios, **S.bind("scenario"),
@@ -148,7 +142,7 @@ def lab() -> None:
     model = c3.selectbox("Model", models, format_func=lambda m: MODELS.get(m) or local[m], **S.bind("model"),
                          help="Add your own: list Hugging Face model folders (safetensors) in PACKING_LAB_MODEL_DIRS")
     own = attn_implementations_of(model)   # transformers' own attention, for a model that has it
-    choose("attention", available_backends("cpu") + list(own), "segments")
+    S.keep_within("attention", available_backends("cpu") + list(own), "segments")
     attention = c4.selectbox("Attention", available_backends("cpu") + list(own), **S.bind("attention"),
                              help="the lab's backends; causal_only ignores document boundaries (the mask bug inside "
                                   "a kernel); sdpa is transformers' own attention, which finds documents from "

@@ -117,7 +117,7 @@ def player() -> None:
     with guard("plan every packer on these documents"):       # the end: every packer on the same documents
         ends = {s: plan(lengths, context, s) for s in TRACE_STRATEGIES}
     cert = ends["optimal"].certificate
-    best = (f"optimal's {cert.rows} rows are proven the fewest possible" if cert.gap_rows == 0 else
+    best = (f"optimal's {cert.rows} rows are proven optimal (they meet the lower bound)" if cert.gap_rows == 0 else
             f"optimal's {cert.rows} rows are {cert.gap_rows} above the proven lower bound ({cert.bound.rows})")
     st.markdown(f"**Done: {esc(strategy)} needs {trace.rows} rows.** On these documents: " + " · ".join(
         f"{s} {p.n_rows}" for s, p in ends.items()) + f"; {best}. Each greedy rule is a guess that is usually "

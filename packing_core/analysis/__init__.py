@@ -30,15 +30,15 @@ if TYPE_CHECKING:
     )
     from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
     from .costs import (
+        ATTENTION_KERNELS,
         BOUND_LABELS,
         CONVENTION,
         CONVENTION_NOTE,
         COST_FORMULA,
         FULL,
         HALVES,
-        KERNELS,
+        AttentionKernel,
         EndToEnd,
-        Kernel,
         KernelCost,
         attention_cells,
         attention_share,

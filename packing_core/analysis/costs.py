@@ -54,7 +54,7 @@ COST_FORMULA = ("FLOPs = 6·N·slots + 12·n_layer·d_model·A,  A = attention c
 
 
 @dataclass(frozen=True)
-class Kernel:
+class AttentionKernel:
     """One kind of attention kernel: what it computes, over which layout, and whether it skips the upper half."""
 
     name: str
@@ -68,24 +68,24 @@ class Kernel:
         return asdict(self)
 
 
-KERNELS = {k.name: k for k in (
-    Kernel("padded", "a padded causal kernel (SDPA with is_causal over padded rows)",
+ATTENTION_KERNELS = {k.name: k for k in (
+    AttentionKernel("padded", "a padded causal kernel (SDPA with is_causal over padded rows)",
            "every row's whole square, pads included: rows x width²", "padded",
            "on a GPU (flash, memory-efficient) and on torch's CPU kernel beyond about 512 tokens; not on torch's "
            "CPU kernel at 512 and below", BOUND_LABELS["padded"]),
-    Kernel("unpadded", "an unpadding varlen kernel over a padded batch (FlashAttention given an attention_mask)",
+    AttentionKernel("unpadded", "an unpadding varlen kernel over a padded batch (FlashAttention given an attention_mask)",
            "drops the pads and computes one square per sample: Σ len² of the samples", "padded",
            "yes (transformers passes causal=True)", BOUND_LABELS["segments"]),
-    Kernel("varlen", "an unpadding varlen kernel fed cu_seqlens (flash_attn_varlen_func, torch's varlen_attn)",
+    AttentionKernel("varlen", "an unpadding varlen kernel fed cu_seqlens (flash_attn_varlen_func, torch's varlen_attn)",
            "one square per document piece, no pads, no mask matrix: Σ len²", "packed",
            "yes, when asked for causality (causal=True, window_size=(-1, 0)); both default to full attention",
            BOUND_LABELS["varlen"]),
-    Kernel("segments", "one SDPA call per document (the lab's segments backend)",
+    AttentionKernel("segments", "one SDPA call per document (the lab's segments backend)",
            "one square per document piece: Σ len²", "packed", "as SDPA does: on a GPU, not on torch's CPU kernel "
            "at 512 tokens and below", BOUND_LABELS["segments"]),
-    Kernel("flex", "FlexAttention at a tile size", "every tile the block-diagonal causal mask touches, whole: "
+    AttentionKernel("flex", "FlexAttention at a tile size", "every tile the block-diagonal causal mask touches, whole: "
            "tiles touched x tile²", "packed", "yes, by whole tiles, on every device", BOUND_LABELS["flex"]),
-    Kernel("dense", "a materialised block-diagonal mask (SDPA with a boolean mask over the packed rows)",
+    AttentionKernel("dense", "a materialised block-diagonal mask (SDPA with a boolean mask over the packed rows)",
            "every cell of each row's square, masked or not: rows x width²", "packed", "no: the mask is only a "
            "matrix to it", BOUND_LABELS["dense"]),
 )}
@@ -105,8 +105,8 @@ def own_kernel(strategy: str) -> str:
 def _kernel_name(kernel: str, strategy: str) -> str:
     aliases = {"own": own_kernel(strategy), "skips-masked": own_kernel(strategy), "dense-mask": "dense"}
     name = aliases.get(kernel, kernel)
-    if name not in KERNELS:
-        raise InputError(f"kernel must be one of {', '.join(KERNELS)} (or 'own'), got {kernel!r}")
+    if name not in ATTENTION_KERNELS:
+        raise InputError(f"kernel must be one of {', '.join(ATTENTION_KERNELS)} (or 'own'), got {kernel!r}")
     return name
 
 
@@ -114,7 +114,7 @@ def attention_cells(plan: Plan | PlanMetrics, kernel: str = "own", *, convention
                     tile: int = DEFAULT_TILE) -> int:
     """Query-key cells one kernel computes over a plan, counted under ``convention``.
 
-    ``kernel`` is a :data:`KERNELS` name, or ``"own"``: the plan's own (:func:`own_kernel`). ``flex``
+    ``kernel`` is a :data:`ATTENTION_KERNELS` name, or ``"own"``: the plan's own (:func:`own_kernel`). ``flex``
     needs the :class:`Plan` (its pieces), the others read the plan's metrics.
 
     >>> from packing_core.packing.strategies import make_plan

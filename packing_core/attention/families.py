@@ -269,8 +269,7 @@ def family(model_type: str) -> Family:
             if model_type in f.aliases:
                 return f
     known = sum(not f.not_built for f in table.values())
-    shown = repr(model_type) if len(repr(model_type)) <= 80 else \
-        f"{repr(model_type)[:60]}... ({len(str(model_type)):,} characters)"
+    shown = repr(model_type) if len(repr(model_type)) <= 80 else f"{repr(model_type)[:60]}... ({len(str(model_type)):,} chars)"
     raise InputError(f"unknown model type {shown}: give the model_type of a config.json; the lab knows the "
                      f"{known} families measured on transformers {table_version()} (list them: python -m "
                      "packing_core check --list-model-types)")

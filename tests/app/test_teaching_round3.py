@@ -18,11 +18,11 @@ import packing_core as pc
 from app_pages import _content
 from packing_core import ZOO, make_plan
 from packing_core.analysis import (
+    ATTENTION_KERNELS,
     CONVENTION,
     CONVENTION_NOTE,
     FULL,
     HALVES,
-    KERNELS,
     MODEL_SHAPES,
     attention_cells,
     compare_schedules,
@@ -85,12 +85,12 @@ def test_M1_causal_halves_count_exactly_the_cells_a_causal_mask_allows():
 
 
 def test_M1_each_kernel_says_what_it_computes_and_whether_it_skips_the_upper_half():
-    assert CONVENTION == FULL and set(KERNELS) >= {"padded", "unpadded", "varlen", "segments", "flex", "dense"}
-    for k in KERNELS.values():
+    assert CONVENTION == FULL and set(ATTENTION_KERNELS) >= {"padded", "unpadded", "varlen", "segments", "flex", "dense"}
+    for k in ATTENTION_KERNELS.values():
         assert k.title and k.computes and k.skips_upper_half and k.bound and k.layout in ("padded", "packed")
-    assert KERNELS["dense"].skips_upper_half.startswith("no")
-    assert "512" in KERNELS["padded"].skips_upper_half and "GPU" in KERNELS["padded"].skips_upper_half
-    assert "window_size=(-1, 0)" in KERNELS["varlen"].skips_upper_half     # causal only when asked (W2)
+    assert ATTENTION_KERNELS["dense"].skips_upper_half.startswith("no")
+    assert "512" in ATTENTION_KERNELS["padded"].skips_upper_half and "GPU" in ATTENTION_KERNELS["padded"].skips_upper_half
+    assert "window_size=(-1, 0)" in ATTENTION_KERNELS["varlen"].skips_upper_half     # causal only when asked (W2)
 
 
 def test_M1_the_three_bills_state_the_convention_and_give_the_gpu_reading():
