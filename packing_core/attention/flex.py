@@ -316,7 +316,9 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
             with torch.set_grad_enabled(grad):
                 out = _kernel(key)(qv, kv, vv, block_mask)
             if fresh:
-                record = CompileRecord(*key[:5], seconds=time.perf_counter() - start)
+                device, dtype, heads, head_dim, tile_size = key[:5]
+                record = CompileRecord(str(device), str(dtype), int(heads), int(head_dim), int(tile_size),
+                                       seconds=time.perf_counter() - start)
                 _records[key] = record
                 log.warning("flex: compiled in %.1f s; later calls of this shape class reuse it",
                             record.seconds)

@@ -114,7 +114,8 @@ def _profile(src: sources.Source, path: Path) -> LengthProfile | None:
 def _profiles(inputs) -> list[LengthProfile]:
     """The profiles among several inputs: all of them (read as one), or none; a mix of the two is refused."""
     inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-    found, data = [], []
+    found: list[tuple] = []
+    data: list = []
     for given in inputs:
         path = Path(given).expanduser()
         is_file = path.suffix.lower() == ".json" and path.is_file()

@@ -70,7 +70,7 @@ class CountPlan:
     def to_dict(self) -> dict:
         return {**self.metrics.to_dict(), "basis": self.basis, "trained_tokens": self.trained_tokens,
                 "trained_per_slot": self.trained_per_slot, "note": self.note,
-                "certificate": None if self.certificate is None else self.certificate.to_dict(),
+                "certificate": None if self.certificate is None else self.certificate.to_dict(),  # type: ignore[attr-defined]
                 "bounds": None if self.bounds is None else self.bounds.to_dict()}
 
 
