@@ -78,14 +78,27 @@ class Machine:
 def machine_info(device: str = "cpu") -> Machine:
     """This machine now, with the load average before a run (``finished()`` adds the one after)."""
     torch = sys.modules.get("torch")
-    name = platform.processor() or platform.machine()
+    name = cpu = cpu_model()
     if torch is not None and str(device).startswith("cuda"):
         name = torch.cuda.get_device_name(torch.device(device))
-    return Machine(processor=platform.processor() or platform.machine(), cpus=os.cpu_count() or 1,
+    return Machine(processor=cpu, cpus=os.cpu_count() or 1,
                    python=platform.python_version(), numpy=np.__version__,
                    torch=None if torch is None else torch.__version__,
                    torch_threads=None if torch is None else torch.get_num_threads(),
                    device=str(device), device_name=name, load_before=load_average(), memory_gb=_memory_gb())
+
+
+def cpu_model() -> str:
+    """The CPU's model name ("AMD EPYC"), read from ``/proc/cpuinfo`` where there is one: Python's
+    ``platform.processor()`` is empty on Linux. Else that, or the architecture ("x86_64")."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()[:120] or platform.machine()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _memory_gb() -> float | None:

@@ -163,3 +163,16 @@ def test_sizes_no_benchmark_can_run_are_refused_with_a_hint(bad, message):
         run_benchmark(**args)
     with pytest.raises(ValueError, match=message):
         segments_breakdown(**args)
+
+
+def test_the_machine_names_its_cpu_model_where_linux_lists_it():
+    from pathlib import Path
+
+    from packing_core.experiments import machine_info
+
+    info = Path("/proc/cpuinfo")
+    listed = [line.partition(":")[2].strip() for line in info.read_text().splitlines()
+              if line.startswith("model name")] if info.is_file() else []
+    if not listed:
+        pytest.skip("no model name in /proc/cpuinfo here")
+    assert machine_info().processor == listed[0]       # "AMD EPYC", not the empty platform.processor()
