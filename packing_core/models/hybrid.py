@@ -32,6 +32,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from packing_core._validate import InputError
 from packing_core.attention.backends import attend
 from packing_core.attention.masks import causal, materialise
 
@@ -50,11 +51,11 @@ class HybridConfig:
     def __post_init__(self):
         unknown = set(self.honour) - set(KINDS)
         if unknown:
-            raise ValueError(f"honour names layer kinds {sorted(unknown)}; choose from {', '.join(KINDS)}")
+            raise InputError(f"honour names layer kinds {sorted(unknown)}; choose from {', '.join(KINDS)}")
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} must split into n_heads={self.n_heads} heads")
+            raise InputError(f"d_model={self.d_model} must split into n_heads={self.n_heads} heads")
         if self.kernel < 1:
-            raise ValueError(f"kernel must be >= 1, got {self.kernel}")
+            raise InputError(f"kernel must be >= 1, got {self.kernel}")
 
 
 def seq_idx_from_cu(cu_seqlens, total: int) -> torch.Tensor:
@@ -199,7 +200,7 @@ class HybridModel(nn.Module):
         ``trace``, when given, receives each layer's input by kind (what :func:`layer_leaks` replays).
         """
         if input_ids.dim() != 1:
-            raise ValueError(f"input_ids must be one packed row [T], got {tuple(input_ids.shape)}: concatenate "
+            raise InputError(f"input_ids must be one packed row [T], got {tuple(input_ids.shape)}: concatenate "
                              "the documents and pass cu_seqlens")
         x = self.tok_emb(input_ids)
         for norm, kind in zip(self.norms, KINDS):
@@ -253,7 +254,7 @@ def layer_leaks(model: HybridModel | None = None, lengths=(8, 8), *, seed: int =
     model = model or hybrid_model()
     lengths = tuple(int(n) for n in lengths)
     if len(lengths) < 2 or min(lengths) < 1:
-        raise ValueError(f"lengths must name at least two documents of >= 1 token, got {lengths}")
+        raise InputError(f"lengths must name at least two documents of >= 1 token, got {lengths}")
     g = torch.Generator().manual_seed(seed)
     docs = [torch.randint(0, model.cfg.vocab_size, (n,), generator=g) for n in lengths]
     alone_in, alone_out = [], []
