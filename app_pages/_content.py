@@ -188,7 +188,7 @@ def page(key: str) -> PageSpec:
     """The page whose title, file stem or path (``__file__`` works) is ``key``.
 
     >>> page("Bug zoo").minutes, page("app_pages/bug_zoo.py").title
-    (8, 'Bug zoo')
+    (6, 'Bug zoo')
     """
     stem = key.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
     for p in PAGES:
