@@ -489,3 +489,25 @@ def test_the_readmes_teacher_items_are_the_librarys_numbers():
     e = eval_loss_packed_vs_alone(broken_batch(good, "row-cu-seqlens"), good)
     assert eval_loss_packed_vs_alone(good).agree and not e.agree
     assert f"moves by {e.max_abs_diff:.2f} nats when `cu_seqlens` covers the whole batch" in said
+
+
+# ---------------------------------------------------------------- hold the line where the review read more states
+def test_no_review_quote_is_back_on_watch_it_pack_or_the_explorer_for_any_dataset_and_kind():
+    """The review read the explorer on four datasets x three contexts x both kinds; test_hold_the_line reads the
+    default and gsm8k at 2048. Here: every built-in dataset at 128 and 2048, pretraining and instruction, and the
+    one page it leaves out (Watch it pack)."""
+    from packing_core.data import list_sources
+    from tests.app.test_hold_the_line import CAUSALITY_QUOTES, QUOTES, page_strings
+    quotes = {**QUOTES, **CAUSALITY_QUOTES}
+    said = page_strings(open_page("watch_it_pack"))
+    for source in (s.name for s in list_sources() if s.available):
+        for context in (128, 2048):
+            at = open_page("dataset_explorer", dataset=source, context=context)
+            for purpose in at.radio(key=f"dataset_explorer.kind_{source}").options:
+                at.radio(key=f"dataset_explorer.kind_{source}").set_value(purpose).run()
+                assert_clean(at)
+                assert at.radio(key=f"dataset_explorer.kind_{source}").value == purpose
+                said += page_strings(at)
+    text = "\n".join(said)
+    back = [f"{finding}: {q!r}" for finding, qs in quotes.items() for q in qs if q in text]
+    assert not back and "Padded to 128" in text and "Padded to 2048" in text
