@@ -511,3 +511,19 @@ def test_no_review_quote_is_back_on_watch_it_pack_or_the_explorer_for_any_datase
     text = "\n".join(said)
     back = [f"{finding}: {q!r}" for finding, qs in quotes.items() for q in qs if q in text]
     assert not back and "Padded to 128" in text and "Padded to 2048" in text
+
+
+# ---------------------------------------------------------------- W1 on the page where the review saw it
+def test_W1_a_planted_row_cu_seqlens_shows_no_label_crossing_under_any_reader():
+    """The planted fault replaces cu_seqlens only; the HF view's labels come from the targets, so the page names
+    segments_disagree_with_cu_seqlens and no label crossing, whichever implementation reads the batch."""
+    at = open_page("masks_and_labels")
+    at.selectbox(key="w_masks_and_labels.break_").set_value("row-cu-seqlens").run()
+    crossing = RULES["label_crosses_boundary"].title
+    for reader in at.selectbox(key="w_masks_and_labels.attn").options:
+        at.selectbox(key="w_masks_and_labels.attn").set_value(reader).run()
+        assert_clean(at)
+        table = next(d.value for d in at.dataframe if "finding" in d.value.columns)
+        names = set(table["finding"])
+        assert "label_crosses_boundary" not in names and "segments_disagree_with_cu_seqlens" in names, reader
+        assert crossing not in text(at) and "train across a document edge" not in text(at), reader
