@@ -527,3 +527,15 @@ def test_W1_a_planted_row_cu_seqlens_shows_no_label_crossing_under_any_reader():
         names = set(table["finding"])
         assert "label_crosses_boundary" not in names and "segments_disagree_with_cu_seqlens" in names, reader
         assert crossing not in text(at) and "train across a document edge" not in text(at), reader
+
+
+def test_M1_the_glossary_names_the_one_convention_with_a_count_the_cost_model_gives():
+    one = make_plan([4], 4, "bfd")
+    full, half = attention_cells(one, "varlen", convention=FULL), attention_cells(one, "varlen", convention=HALVES)
+    said = _content.GLOSSARY["full squares"]
+    assert f"({half} cells instead of {full} for 4 tokens)" in said and (full, half) == (16, 10)
+    assert "Every attention ratio the lab shows is counted in full squares" in said and CONVENTION == FULL
+    for name in ("padded_vs_packed", "benchmark"):      # the hover where the pages first count cells
+        at = open_page(name)
+        tips = "\n".join(m.proto.help for m in [*at.markdown, *at.caption] if m.proto.help)
+        assert f"**full squares**: {said}" in tips, name
