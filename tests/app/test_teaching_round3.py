@@ -539,3 +539,12 @@ def test_M1_the_glossary_names_the_one_convention_with_a_count_the_cost_model_gi
         at = open_page(name)
         tips = "\n".join(m.proto.help for m in [*at.markdown, *at.caption] if m.proto.help)
         assert f"**full squares**: {said}" in tips, name
+
+
+def test_M7_a_planted_row_cu_seqlens_is_named_as_not_block_diagonal_for_a_kernel_that_reads_cu_seqlens():
+    at = open_page("masks_and_labels")
+    at.selectbox(key="w_masks_and_labels.attn").set_value("flash_attention_2").run()
+    assert "what flash_attention_2 reads in this batch: here the block-diagonal causal mask" in text(at)
+    at.selectbox(key="w_masks_and_labels.break_").set_value("row-cu-seqlens").run()
+    assert_clean(at)
+    assert "what flash_attention_2 reads in this batch: here **not** the block-diagonal causal mask" in text(at)
