@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from packing_core import make_plan
-from packing_core.analysis import CONVENTION, HALVES, attention_cells, kernel_costs
+from packing_core.analysis import CONVENTION, HALVES, attention_cells, kernel_costs, tiled_cells
 from packing_core.cli import main
 from packing_core.data import synthetic_lengths
 from tests._support import open_page
@@ -120,6 +120,9 @@ def test_a_benchmark_run_judges_each_backend_by_the_cost_models_bound():
     costs = {c.kernel: c for c in kernel_costs(make_plan(lengths, 512, "bfd"), make_plan(lengths, 512, "pad"),
                                                ("segments", "dense"))}
     bounds = benchmark_bounds(r)
+    # flex's bound reads the run's tile count: the cost model's tiles over the same bfd pieces
+    assert r.plans.bfd.tiled_cells == tiled_cells(make_plan(lengths, 512, "bfd"), r.config.tile)
+    assert r.plans.pad.attention_cost == attention_cells(make_plan(lengths, 512, "pad"))
     for backend in ("segments", "dense"):
         assert r.backends[backend].flop_ratio == pytest.approx(costs[backend].ratio)    # what the run judged by
         assert bounds[backend] == pytest.approx(costs[backend].ratio)                   # what the page shows
