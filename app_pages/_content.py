@@ -188,7 +188,7 @@ def page(key: str) -> PageSpec:
     """The page whose title, file stem or path (``__file__`` works) is ``key``.
 
     >>> page("Bug zoo").minutes, page("app_pages/bug_zoo.py").title
-    (8, 'Bug zoo')
+    (6, 'Bug zoo')
     """
     stem = key.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
     for p in PAGES:
@@ -271,6 +271,11 @@ GLOSSARY = {
     "FlashAttention": "A fused attention kernel (the flash-attn package); its varlen form reads cu_seqlens.",
     "FlexAttention": "torch's attention that takes the mask as a function and skips the tiles it fully hides.",
     "block-diagonal mask": "An attention mask with one causal triangle per document and nothing between them.",
+    "full squares": "How the lab counts attention cells (the query-key pairs a kernel computes): n² for a row or "
+                    "document of n tokens, even under a causal kernel, as torch's CPU kernel computes rows of up to "
+                    "512 tokens. A GPU causal kernel skips the upper half and pays n(n + 1)/2, the causal halves "
+                    "(10 cells instead of 16 for 4 tokens); a dense mask skips nothing. Every attention ratio the "
+                    "lab shows is counted in full squares, and the pages say what changes on a GPU.",
     "targets": "The token each position is trained to predict: the next token of the same document, or -100.",
     "loss mask": "Which positions count in the loss. A separate thing from the attention mask.",
     "EOS": "End-of-sequence token. Placed between documents, it tells the model that a new one starts.",

@@ -16,6 +16,7 @@ from app_pages._lab import (
     progress,
     sources,
     strategy_table,
+    terms_help,
 )
 from packing_core import InputError
 from packing_core.analysis import BOUND_LABELS, CONVENTION_NOTE, benchmark_bounds, halved_bound, kernel_footprints
@@ -52,7 +53,7 @@ st.markdown(
     "backend has its own FLOP bound; here you measure how much of it this machine actually gets."
 )
 st.caption(CONVENTION_NOTE + " The bounds below are counted that way, so they fit this CPU at contexts up to 512; "
-           "on a GPU, or on longer rows, read the dense and flex bounds at half.")
+           "on a GPU, or on longer rows, read the dense and flex bounds at half.", help=terms_help("full squares"))
 
 dataset = SHARED.get("dataset")
 if sources().get(dataset) is None or not sources()[dataset].synthetic:

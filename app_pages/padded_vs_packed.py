@@ -144,7 +144,7 @@ with bills_step:
         f"Attention grows with the square of the row. Padded to the context and run by a padded causal kernel "
         f"(SDPA with is_causal), which computes the pads, it costs rows x context² = "
         f"{pm.rows:,} x {context}² = {pad_cost:,} cells.",
-        help=terms_help('slot', 'sdpa'),
+        help=terms_help('slot', 'sdpa', 'full squares'),
     )
     if p.packed:
         flex = attention_cells(p, "flex", tile=FLEX_TILE)

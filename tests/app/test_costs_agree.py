@@ -8,10 +8,11 @@ import io
 import json
 import re
 
+import numpy as np
 import pytest
 
 from packing_core import make_plan
-from packing_core.analysis import CONVENTION, HALVES, attention_cells, kernel_costs
+from packing_core.analysis import CONVENTION, HALVES, attention_cells, kernel_costs, tiled_cells
 from packing_core.cli import main
 from packing_core.data import synthetic_lengths
 from tests._support import open_page
@@ -119,6 +120,26 @@ def test_a_benchmark_run_judges_each_backend_by_the_cost_models_bound():
     costs = {c.kernel: c for c in kernel_costs(make_plan(lengths, 512, "bfd"), make_plan(lengths, 512, "pad"),
                                                ("segments", "dense"))}
     bounds = benchmark_bounds(r)
+    # flex's bound reads the run's tile count: the cost model's tiles over the same bfd pieces
+    assert r.plans.bfd.tiled_cells == tiled_cells(make_plan(lengths, 512, "bfd"), r.config.tile)
+    assert r.plans.pad.attention_cost == attention_cells(make_plan(lengths, 512, "pad"))
     for backend in ("segments", "dense"):
         assert r.backends[backend].flop_ratio == pytest.approx(costs[backend].ratio)    # what the run judged by
         assert bounds[backend] == pytest.approx(costs[backend].ratio)                   # what the page shows
+
+
+def test_balance_its_json_and_the_explorers_balance_step_give_the_same_step_cost():
+    """The step's cost per rank (6N per token + 12 n_layer d_model per cell) and the verdict read from it."""
+    from packing_core.analysis import training_flops
+
+    argv = ("balance", "--synthetic", "support-tickets", "--context", "512", "--ranks", "8", "--micro-batches", "4")
+    text, js = cli(*argv), json.loads(cli(*argv, "--format", "json"))
+    step = js["step"]
+    for split, key in (("before", "before"), ("after", "balanced_by_attention")):
+        ranks = js[split]
+        flops = training_flops(np.asarray(ranks["rank_tokens"]), np.asarray(ranks["rank_attention"]), "SmolLM2-135M")
+        assert step["slowest_rank_flops"][key] == pytest.approx(float(flops.max()), rel=1e-12), split
+    assert step["verdict"] in text
+    at = open_page("dataset_explorer", dataset="support-tickets", context=512)
+    said = "\n".join(m.value for m in at.markdown).replace("\\", "")
+    assert f"**{step['verdict'][0].upper() + step['verdict'][1:]}.**" in said

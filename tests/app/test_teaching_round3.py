@@ -4,6 +4,7 @@ Each finding's test quotes the old words (they must be gone) and checks the new 
 library's numbers or the installed library's code, so a page and its test cannot drift apart together.
 """
 import contextlib
+import functools
 import inspect
 import io
 import json
@@ -24,12 +25,17 @@ from packing_core.analysis import (
     FULL,
     HALVES,
     MODEL_SHAPES,
+    PRESETS,
     attention_cells,
     compare_schedules,
     describe_padding,
+    end_to_end,
     length_stats,
     longest_share,
+    pair_gradient,
+    parse_layout,
     step_balance,
+    step_loss_weights,
     step_verdict,
     strategy_table,
     tiled_cells,
@@ -58,6 +64,13 @@ def cli(*argv) -> str:
     with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):   # --help prints and exits
         main(list(argv), out=out, err=out)
     return out.getvalue()
+
+
+@functools.cache
+def bucket_demo():
+    """The training demo Why packing runs (tens of seconds on two cores: once per test session)."""
+    from packing_core.experiments import bucket_loss_demo
+    return bucket_loss_demo()
 
 
 def page_lengths(name: str) -> np.ndarray:
@@ -364,11 +377,10 @@ def test_the_longest_documents_step_measures_the_users_data():
 
 
 def test_bucketings_loss_swing_is_shown_on_the_training_demo():
-    from packing_core.experiments import bucket_loss_demo
     at = why_packing()
     at.button(key="why_packing.bucket_go").click().run(timeout=600)
     assert_clean(at)
-    demo = bucket_loss_demo()
+    demo = bucket_demo()
     assert demo.sentence in text(at) and demo.bucketed.swing > 2 * demo.shuffled.swing
     assert any(c.proto.id.endswith("why_packing.bucket_loss") for c in at.get("plotly_chart"))
 
@@ -382,3 +394,157 @@ def test_evaluation_under_packing_is_shown_where_the_lab_checks(how):
     e = eval_loss_packed_vs_alone(broken_batch(good, how), good)
     assert e.agree == (how == "none")
     assert e.sentence in text(at) and "**Evaluation under packing**, a cheap production check" in text(at)
+
+
+def test_the_position_reset_histogram_on_screen_is_the_datas():
+    """The explorer draws both choices' trained tokens per position, bin by bin, from the user's plan."""
+    at = open_page("dataset_explorer")
+    trained = trained_positions(make_plan(load_lengths("support-tickets"), 512, "bfd"))
+    chart = next(c for c in at.get("plotly_chart") if c.proto.id.endswith("dataset_explorer.positions"))
+    bars = {t["name"]: _plotly_values(t["y"]) for t in json.loads(chart.proto.spec)["data"]}
+    assert bars["positions reset per document"] == trained.reset.tolist()
+    assert bars["positions along the row (no reset)"] == trained.continuous.tolist()
+    half = len(trained.reset) // 2        # the trade-off: resets starve the large positions, no reset does not
+    assert trained.reset[half:].sum() < 0.1 * trained.reset.sum() < trained.continuous[half:].sum()
+
+
+def _plotly_values(y) -> list:
+    """A trace's values as plotly serialises them: a list, or a typed array (``{"dtype", "bdata"}``)."""
+    if isinstance(y, dict):
+        import base64
+        return np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"]).tolist()
+    return list(y)
+
+
+# ---------------------------------------------------------------- the README quotes the library's figures
+def readme_paragraph(start: str) -> str:
+    """The README's paragraph that begins with ``start``, on one line (the README wraps its text)."""
+    readme = (ROOT / "README.md").read_text()
+    at = readme.index(start)
+    return " ".join(readme[at:readme.index("\n\n", at)].split())
+
+
+def test_the_readmes_three_costs_are_the_cost_models():
+    said = readme_paragraph("**Three costs, not one**")
+    lengths = load_lengths("support-tickets")
+    rows = strategy_table(lengths, 512)
+    r = {x.strategy: x for x in rows}
+    bfd, cut = r["bfd"], r["concat-cut"]
+    assert f"on the {len(lengths):,} support tickets at 512" in said
+    assert (f"bfd needs {bfd.slot_ratio:.2f}x fewer slots" in said
+            and f"{bfd.attention_ratio:.1f}x fewer attention cells with an unpadding varlen kernel" in said
+            and f"and {bfd.dense_mask_ratio:.2f}x fewer with a materialised dense mask" in said)
+    assert "These count full squares, the lab's one convention" in said and CONVENTION == FULL
+    assert (f"Σ len² ratio stays {bfd.attention_ratio_halves:.1f}x and the dense-mask ratio halves to "
+            f"{bfd.dense_mask_ratio_halves:.2f}x") in said
+    e2e = {shape: {e.strategy: e for e in end_to_end(rows, shape)} for shape in ("SmolLM2-135M", "7B")}
+    small, big = e2e["SmolLM2-135M"], e2e["7B"]
+    assert (f"attention is {small['pad'].attention_share:.1%} of a padded step for SmolLM2-135M".replace("%", " %")
+            in said and f"and {big['pad'].attention_share:.1%} for a 7B shape".replace("%", " %") in said)
+    assert f"so bfd saves {small['bfd'].ratio:.2f}x and {big['bfd'].ratio:.2f}x end to end" in said
+    assert f"concat-cut shows {cut.attention_ratio:.1f}x on attention only because it splits {cut.docs_split:,}" in said
+
+
+def test_the_readmes_teacher_items_are_the_librarys_numbers():
+    said = readme_paragraph("**What packing changes beyond the batch**")
+    lengths = load_lengths("support-tickets")
+    pad, bfd = make_plan(lengths, 512, "pad"), make_plan(lengths, 512, "bfd")
+    # the schedule
+    c = compare_schedules(pad.metrics(), bfd.metrics(), 64, 500)
+    p, k = c.padded, c.packed
+    assert (f"at 64 rows per optimizer step the tickets take {p.steps_per_epoch:,} steps per epoch padded and "
+            f"{k.steps_per_epoch:,} packed by bfd, {p.tokens_per_step:,.0f} against {k.tokens_per_step:,.0f} real "
+            f"tokens per step ({k.tokens_per_step / p.tokens_per_step:.1f}x); a 500-step warmup covers "
+            f"{p.warmup_share:.0%} of the padded epoch and {k.warmup_share:.0%} of the packed one").replace(
+                "%", " %") in said
+    assert f"Hold the tokens per step ({c.hold_rows_per_step} packed rows)" in said
+    # the loss weights' presets
+    w = {name: step_loss_weights(parse_layout(q.layout), q.accumulation, q.ranks, q.rule, q.divided_twice)
+         for name, q in PRESETS.items()}
+    assert f"a 4-token document alone in its row {w['loss-per-row'].weights[0]:.3f} of the step" in said
+    assert f"divided again by 4 accumulation steps sums to {w['divided-twice'].total:.2f}" in said
+    assert w["split-pairs"].weights.tolist() == pytest.approx([1 / 2, 1 / 6, 1 / 6, 1 / 6])
+    assert "four preference pairs split [1, 3] over two steps weigh 1/2, 1/6, 1/6, 1/6" in said
+    assert (f"flips from {pair_gradient(w['split-pairs'].unpacked):.4f} to "
+            f"{pair_gradient(w['split-pairs'].weights):+.3f}") in said
+    # the longest documents and the positions they train
+    share, trained = longest_share(bfd), trained_positions(bfd)
+    assert (f"the longest 1% of the pieces hold {share.top_tokens[0]:.0%} of the tokens and "
+            f"{share.top_cells[0]:.0%} of Σ len²").replace("%", " %") in said
+    m = share.batch_max_seqlen
+    assert f"runs from {int(m.min()):,} to {int(m.max()):,} tokens" in said
+    half = len(trained.edges) // 2
+    lo, total = int(trained.edges[half]), trained.reset.sum()
+    assert (f"positions {lo}-{trained.context - 1} get {trained.reset[half:].sum() / total:.1%} of the trained "
+            f"tokens").replace("%", " %") in said
+    assert f"gives them {trained.continuous[half:].sum() / total:.0%}".replace("%", " %") in said
+    # bucketing's symptom
+    demo = bucket_demo()
+    b, s = demo.bucketed, demo.shuffled
+    assert (f"moves {b.swing:.2f} nats from step to step against {s.swing:.2f} in random batches "
+            f"({b.swing / s.swing:.1f}x), correlated {demo.length_correlation:.2f}") in said
+    # evaluation under packing, on the Masks and labels batch
+    d = _content.row_documents(64)
+    good = pc.PackedBatch.from_documents(d.documents, 64, "next-fit", prompt_lengths=d.prompt_lengths)
+    e = eval_loss_packed_vs_alone(broken_batch(good, "row-cu-seqlens"), good)
+    assert eval_loss_packed_vs_alone(good).agree and not e.agree
+    assert f"moves by {e.max_abs_diff:.2f} nats when `cu_seqlens` covers the whole batch" in said
+
+
+# ---------------------------------------------------------------- hold the line where the review read more states
+def test_no_review_quote_is_back_on_watch_it_pack_or_the_explorer_for_any_dataset_and_kind():
+    """The review read the explorer on four datasets x three contexts x both kinds; test_hold_the_line reads the
+    default and gsm8k at 2048. Here: every built-in dataset at 128 and 2048, pretraining and instruction, and the
+    one page it leaves out (Watch it pack)."""
+    from packing_core.data import list_sources
+    from tests.app.test_hold_the_line import CAUSALITY_QUOTES, QUOTES, page_strings
+    quotes = {**QUOTES, **CAUSALITY_QUOTES}
+    said = page_strings(open_page("watch_it_pack"))
+    for source in (s.name for s in list_sources() if s.available):
+        for context in (128, 2048):
+            at = open_page("dataset_explorer", dataset=source, context=context)
+            for purpose in at.radio(key=f"dataset_explorer.kind_{source}").options:
+                at.radio(key=f"dataset_explorer.kind_{source}").set_value(purpose).run()
+                assert_clean(at)
+                assert at.radio(key=f"dataset_explorer.kind_{source}").value == purpose
+                said += page_strings(at)
+    text = "\n".join(said)
+    back = [f"{finding}: {q!r}" for finding, qs in quotes.items() for q in qs if q in text]
+    assert not back and "Padded to 128" in text and "Padded to 2048" in text
+
+
+# ---------------------------------------------------------------- W1 on the page where the review saw it
+def test_W1_a_planted_row_cu_seqlens_shows_no_label_crossing_under_any_reader():
+    """The planted fault replaces cu_seqlens only; the HF view's labels come from the targets, so the page names
+    segments_disagree_with_cu_seqlens and no label crossing, whichever implementation reads the batch."""
+    at = open_page("masks_and_labels")
+    at.selectbox(key="w_masks_and_labels.break_").set_value("row-cu-seqlens").run()
+    crossing = RULES["label_crosses_boundary"].title
+    for reader in at.selectbox(key="w_masks_and_labels.attn").options:
+        at.selectbox(key="w_masks_and_labels.attn").set_value(reader).run()
+        assert_clean(at)
+        table = next(d.value for d in at.dataframe if "finding" in d.value.columns)
+        names = set(table["finding"])
+        assert "label_crosses_boundary" not in names and "segments_disagree_with_cu_seqlens" in names, reader
+        assert crossing not in text(at) and "train across a document edge" not in text(at), reader
+
+
+def test_M1_the_glossary_names_the_one_convention_with_a_count_the_cost_model_gives():
+    one = make_plan([4], 4, "bfd")
+    full, half = attention_cells(one, "varlen", convention=FULL), attention_cells(one, "varlen", convention=HALVES)
+    said = _content.GLOSSARY["full squares"]
+    assert f"({half} cells instead of {full} for 4 tokens)" in said and (full, half) == (16, 10)
+    assert "Every attention ratio the lab shows is counted in full squares" in said and CONVENTION == FULL
+    for name in ("padded_vs_packed", "benchmark"):      # the hover where the pages first count cells
+        at = open_page(name)
+        tips = "\n".join(m.proto.help for m in [*at.markdown, *at.caption] if m.proto.help)
+        assert f"**full squares**: {said}" in tips, name
+
+
+def test_M7_a_planted_row_cu_seqlens_is_named_as_not_block_diagonal_for_a_kernel_that_reads_cu_seqlens():
+    at = open_page("masks_and_labels")
+    at.selectbox(key="w_masks_and_labels.attn").set_value("flash_attention_2").run()
+    assert "what flash_attention_2 reads in this batch: here the block-diagonal causal mask" in text(at)
+    at.selectbox(key="w_masks_and_labels.break_").set_value("row-cu-seqlens").run()
+    assert_clean(at)
+    assert "what flash_attention_2 reads in this batch: here **not** the block-diagonal causal mask" in text(at)
