@@ -31,6 +31,7 @@ packing_core._validate.InputError: unknown model type 'no_such_model': give the 
 """
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -39,8 +40,7 @@ from pathlib import Path
 from packing_core._validate import InputError
 
 KINDS = ("attention", "convolution", "recurrence")
-# The boundary signals a trainer's batch can carry; "use_cache" is the one that removes a boundary
-# (a cache turns off transformers' packed detection), so a batch check lists it when the forward uses one.
+# The boundary signals a batch can carry; "use_cache" removes one (a cache turns off transformers' packed detection).
 SIGNALS = ("position_ids", "cu_seq_lens", "seq_idx", "mask_4d", "use_cache")
 # What the packed row carries in each measured setup (each document alone carries the same kinds).
 SETUP_SIGNALS = {
@@ -53,8 +53,7 @@ SETUP_SIGNALS = {
 }
 SETUPS = tuple(SETUP_SIGNALS)
 STATUSES = ("sound", "leaks", "refused", "unreached", "unmeasured")
-# A difference is a leak above TOLERANCE times the largest |value| alone (float32: the sound cells measure
-# near 1e-7 of it, README).
+# A leak: a difference above TOLERANCE x the largest |value| alone (float32 sound cells: near 1e-7 of it, README).
 TOLERANCE = 1e-5
 # kernel-function names in transformers' modeling modules -> the layer kind they compute
 FUNCTION_KINDS = {
@@ -268,11 +267,12 @@ def family(model_type: str) -> Family:
         for f in table.values():
             if model_type in f.aliases:
                 return f
-    known = sum(not f.not_built for f in table.values())
-    shown = repr(model_type) if len(repr(model_type)) <= 80 else f"{repr(model_type)[:60]}... ({len(str(model_type)):,} chars)"
-    raise InputError(f"unknown model type {shown}: give the model_type of a config.json; the lab knows the "
-                     f"{known} families measured on transformers {table_version()} (list them: python -m "
-                     "packing_core check --list-model-types)")
+    known, short = [f.model_type for f in table.values() if not f.not_built], len(repr(model_type)) <= 80
+    near = difflib.get_close_matches(str(model_type).lower().replace("-", "_"), known, 3, 0.6) if short else []
+    shown = repr(model_type) if short else f"{repr(model_type)[:60]}... ({len(str(model_type)):,} chars)"
+    raise InputError(f"unknown model type {shown}: {'the nearest it knows: ' + ', '.join(near) + '; ' if near else ''}give "
+                     f"the model_type of a config.json; the lab knows the {len(known)} families measured on "
+                     f"transformers {table_version()} (list them: python -m packing_core check --list-model-types)")
 
 
 def nearest_setup(signals) -> str:

@@ -123,9 +123,10 @@ class CausalityReport:
 
     def finding(self) -> Finding | None:
         """``future_visible`` (error) with the first position that moved, or None when causal."""
-        if not self.future_visible:
+        moved = self.first_moved             # set exactly when the future is visible
+        if moved is None:
             return None
-        r, p = self.first_moved
+        r, p = moved
         return Finding("future_visible", f"{self.verdict} (under {self.attention or 'this attention'})",
                        marks=((r, p),))
 

@@ -146,8 +146,12 @@ def test_a_finding_sentence_names_the_layer_the_signal_and_the_kernel():
 
 def test_aliases_and_unknown_types():
     assert family("exaone").model_type == "llama" and family("qwen3_5").model_type == "qwen3_5_text"
-    with pytest.raises(InputError, match="unknown model type 'gpt5'.*llama"):
+    with pytest.raises(InputError, match=rf"unknown model type .gpt5.: the nearest it knows: gptj, gpt2, .*{len(BUILT)} famil"):
         family("gpt5")
+    with pytest.raises(InputError, match="'Qwen3-Next': the nearest it knows: qwen3_next, "):   # as a model card spells it
+        family("Qwen3-Next")
+    with pytest.raises(InputError, match=r"'nope': give the model_type .* --list-model-types\)$"):     # nothing near
+        family("nope")
     with pytest.raises(InputError, match="unknown boundary signal"):
         layer_verdicts("llama", ["positions"])
     with pytest.raises(InputError, match="could not be measured here"):

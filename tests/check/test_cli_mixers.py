@@ -120,6 +120,7 @@ def test_list_model_types_names_the_hybrids_and_the_blind_masks():
 
 @pytest.mark.parametrize("argv, says", [
     (["--model-type", "nope"], "unknown model type 'nope'"),
+    (["--model-type", "qwen3next"], "unknown model type 'qwen3next': the nearest it knows: qwen3_next, "),
     (["--model-type", "gemma3"], "could not be measured here"),
     (["--kernel", "triton"], "invalid choice"),
 ])

@@ -101,6 +101,7 @@ def _transformers_bug(model_type: str, caught_by) -> ZooResult:
     cb = check_hf_batch(broken, "sdpa", model_type=model_type, kernels=())
     cf = check_hf_batch(fixed, "sdpa", model_type=model_type, kernels=())
     vb, vf = run_hf_batch(model, cb), run_hf_batch(model, cf)
+    assert vb.token_diffs is not None and vf.token_diffs is not None          # a run over every row keeps them
     starts = np.cumsum([0, *map(len, _DOCS)])[:-1]
     packed_spans = [(0, int(s), len(d)) for s, d in zip(starts, _DOCS)]
     row_spans = [(r, 0, len(d)) for r, d in enumerate(_DOCS)]
@@ -201,6 +202,7 @@ def _varlen_without_causal() -> ZooResult:
 
     broken, fixed = verify_model("tiny-rope", causal=False), verify_model("tiny-rope")
     bc, fc = broken.causality, fixed.causality
+    assert bc is not None and fc is not None and bc.first_moved is not None    # verify_model runs causality too
     cu = np.asarray(fixed.cu_seqlens)
     return ZooResult(
         name="", symptom=f"alone vs packed: {broken.verdict.split('.')[0]} (max |dlogit| {broken.max_abs_diff:.1e}); "
