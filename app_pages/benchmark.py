@@ -23,6 +23,7 @@ from packing_core.analysis import BOUND_LABELS, CONVENTION_NOTE, benchmark_bound
 from packing_core.attention import available_backends
 from packing_core.data import synthetic_lengths
 from packing_core.experiments import (
+    BREAKDOWN_LIMIT_S,
     PACKED_BACKENDS,
     benchmark_estimate,
     breakdown_estimate,
@@ -32,7 +33,6 @@ from packing_core.experiments import (
     load_warning,
     run_benchmark,
 )
-from packing_core.experiments.estimate import BREAKDOWN_LIMIT_S
 from packing_core.viz import benchmark_figure, tile_figure
 
 DOCS, HEADS, REPEATS = (32, 64, 128, 256, 512, 1024, 2048), (1, 2, 4, 8, 16), (1, 2, 3, 5)

@@ -25,12 +25,11 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import packing_core as pc
+from packing_core.data import read_budget
+from packing_core.experiments import Machine, machine_info
 
-import packing_core as pc  # noqa: E402
-from packing_core.data import read_budget  # noqa: E402
-from packing_core.experiments import Machine, machine_info  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CATALOGUES = ("tests/e2e/test_hostile.py", "tests/e2e/test_hostile_round4.py")
 LIMIT_MIB = 1024

@@ -118,9 +118,7 @@ def _dense(q, k, v, cu: list[int], row_cu: list[int], scale, causal: bool = True
         for r, (a, b) in enumerate(chunk):
             qb[r, :b - a], kb[r, :b - a], vb[r, :b - a] = q[a:b], k[a:b], v[a:b]
             seg[r, :b - a] = seg_all[a:b]
-        mask = allowed(seg)                                     # [rows, width, width]: the rule of .masks
-        if not causal:                                          # the same blocks, their upper triangles too
-            mask = seg[:, :, None] == seg[:, None, :]
+        mask = allowed(seg, causal_flag=causal)   # [rows, width, width]: the rule of .masks (causal=False: whole blocks)
         o = F.scaled_dot_product_attention(_to_bhld(qb), _to_bhld(kb), _to_bhld(vb),
                                            attn_mask=mask[:, None], scale=scale)
         o = o.transpose(1, 2)

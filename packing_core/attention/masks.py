@@ -82,13 +82,16 @@ def and_masks(*predicates: MaskPredicate) -> MaskPredicate:
     return predicate
 
 
-def block_causal(segments, key_ok=None, *, reads_itself: bool = False) -> MaskPredicate:
+def block_causal(segments, key_ok=None, *, reads_itself: bool = False, causal_flag: bool = True) -> MaskPredicate:
     """The one rule: ``j <= i``, the same segment, a query that has one, and (if given) a readable key.
 
     ``segments`` ``[..., T]`` numbers the segment each token attends within (-1: none);
     ``key_ok`` ``[..., T]`` (None: every key) restricts the keys, as a 2D padding mask does.
+    ``causal_flag=False`` drops ``j <= i``: what a varlen kernel called without its causal flag reads
+    (each document whole, its future included).
     """
-    predicates = [causal, same_document(segments), in_segment(segments)]
+    predicates = [causal] if causal_flag else []
+    predicates += [same_document(segments), in_segment(segments)]
     if key_ok is not None:
         predicates.append(readable_keys(key_ok, reads_itself=reads_itself))
     return and_masks(*predicates)
@@ -100,7 +103,7 @@ def materialise(predicate: MaskPredicate, total: int, device=None) -> torch.Tens
     return predicate(idx[:, None], idx[None, :])
 
 
-def allowed(segments, key_ok=None, *, reads_itself: bool = False):
+def allowed(segments, key_ok=None, *, reads_itself: bool = False, causal_flag: bool = True):
     """bool ``[..., T, T]``, True where query i may read key j: :func:`block_causal` materialised.
 
     A numpy ``segments`` gives a numpy mask, a torch tensor a torch one (on its device).
@@ -109,10 +112,12 @@ def allowed(segments, key_ok=None, *, reads_itself: bool = False):
     [[1, 0, 0], [1, 1, 0], [0, 0, 1]]
     >>> allowed(np.array([0, 0, 0]), np.array([False, True, True]), reads_itself=True).astype(int).tolist()
     [[1, 0, 0], [0, 1, 0], [0, 1, 1]]
+    >>> allowed(np.array([0, 0, 1]), causal_flag=False).astype(int).tolist()    # no causal flag: the future too
+    [[1, 1, 0], [1, 1, 0], [0, 0, 1]]
     """
     T = segments.shape[-1]
     idx = np.arange(T) if isinstance(segments, np.ndarray) else torch.arange(T, device=segments.device)
-    return block_causal(segments, key_ok, reads_itself=reads_itself)(idx[:, None], idx[None, :])
+    return block_causal(segments, key_ok, reads_itself=reads_itself, causal_flag=causal_flag)(idx[:, None], idx[None, :])
 
 
 def segments_from_cu(cu_seqlens: torch.Tensor, total: int | None = None) -> torch.Tensor:

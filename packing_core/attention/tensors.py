@@ -82,7 +82,8 @@ def four_d_allowed(mask, convention: str = "may-read") -> np.ndarray:
     [[True, False], [True, True]]
     """
     m = np.asarray(mask)
-    if m.dtype.kind == "f" and not np.isin(m, (0.0, 1.0)).all():
+    # transformers adds a float 4D mask to the scores: all zeros masks nothing (additive), not everything
+    if m.dtype.kind == "f" and (not np.isin(m, (0.0, 1.0)).all() or not m.any()):
         return m > MASKED_BELOW
     on = m.astype(bool)
     return ~on if convention == "masked" else on
@@ -124,7 +125,8 @@ def _read_4d_mask(mask, convention: str) -> FourDMask:
     if m.dtype.kind == "f" and np.isnan(m).any():
         raise InputError("the 4D attention_mask holds NaN: every attention score it touches becomes NaN; build it "
                          "with 0 where a key may be read and torch.finfo(dtype).min where not")
-    if m.dtype.kind == "f" and not np.isin(m, (0.0, 1.0)).all():
+    # transformers adds a float 4D mask to the scores: all zeros masks nothing (additive), not everything
+    if m.dtype.kind == "f" and (not np.isin(m, (0.0, 1.0)).all() or not m.any()):
         if (m > 0).any():
             raise InputError(f"the 4D attention_mask is neither boolean nor additive: it holds positive values "
                              f"(up to {float(m.max()):g}); an additive mask holds 0 and large negative numbers")

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .breakdown import Breakdown, Stage, describe_breakdown, format_breakdown, segments_breakdown
     from .bucket_loss import BucketDemo, BucketRun, bucket_loss_demo
     from .estimate import (
+        BREAKDOWN_LIMIT_S,
         AttentionRate,
         Estimate,
         attention_rate,

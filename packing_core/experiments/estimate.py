@@ -114,6 +114,8 @@ def attention_rate(context: int, heads: int, head_dim: int = 64) -> AttentionRat
     import torch
     import torch.nn.functional as F
 
+    from packing_core.attention import masks
+
     key = (int(context), int(heads), int(head_dim))
     with _rates_lock:
         hit = _rates.get(key)
@@ -123,7 +125,7 @@ def attention_rate(context: int, heads: int, head_dim: int = 64) -> AttentionRat
 
     def best(length: int, mask: bool) -> float:
         q, k, v = (torch.randn(1, heads, length, head_dim, generator=g) for _ in range(3))
-        allowed = torch.ones(length, length, dtype=torch.bool).tril() if mask else None
+        allowed = masks.allowed(torch.zeros(length, dtype=torch.long)) if mask else None   # one document: causal
         times = []
         for _ in range(3):
             start = time.perf_counter()
