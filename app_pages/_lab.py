@@ -254,7 +254,9 @@ _DECLARED: dict[str, PageSettings] = {}    # page -> its declaration (the same f
 
 def page_settings(page: str, **declared) -> PageSettings:
     """Declare a page's settings (plain defaults, or ``choice`` / ``number`` / ``text``), and put the values of a
-    link that opens this page into the session: call it once, at the top of the page."""
+    link that opens this page into the session: call it once, at the top of the page. A text or a number a link
+    may set is declared with ``choice``, ``number`` or ``text`` (a plain ``"bfd"`` or ``64`` is refused here: a
+    link could put any text, or any 12-digit number, into its widget)."""
     settings = PageSettings(page, {k: v if isinstance(v, Setting) else Setting(v) for k, v in declared.items()})
     unchecked = [n for n, s in settings.settings.items() if s.link and isinstance(s.default, str)
                  and s.options is None and s.check is None]
