@@ -216,3 +216,13 @@ def test_the_markup_check_can_fail():
     assert _rendered(Tree(Fake("markdown", f"a {BOLD} b")), params)
     assert _rendered(Tree(Fake("caption", f"see {JS_LINK}")), params)
     assert not _rendered(Tree(Fake("markdown", _lab.esc(SCRIPT + BOLD + JS_LINK))), params)
+
+
+def test_a_setting_a_link_may_set_is_declared_with_its_choices_range_or_check():
+    """A plain text or number default would let a link put any value into the page's widget: refused at declaration
+    (before the session is touched), whatever the page."""
+    with pytest.raises(KeyError, match=r"\['strategy'\] with choice\(\) or text\(\)"):
+        _lab.page_settings("nowhere", strategy="bfd")
+    with pytest.raises(KeyError, match=r"\['shown'\] with number\(\) or choice\(\)"):
+        _lab.page_settings("nowhere", shown=0, skip=False)
+    assert "nowhere" not in _lab._DECLARED
