@@ -254,8 +254,18 @@ _DECLARED: dict[str, PageSettings] = {}    # page -> its declaration (the same f
 
 def page_settings(page: str, **declared) -> PageSettings:
     """Declare a page's settings (plain defaults, or ``choice`` / ``number`` / ``text``), and put the values of a
-    link that opens this page into the session: call it once, at the top of the page."""
+    link that opens this page into the session: call it once, at the top of the page. A text or a number a link
+    may set is declared with ``choice``, ``number`` or ``text`` (a plain ``"bfd"`` or ``64`` is refused here: a
+    link could put any text, or any 12-digit number, into its widget)."""
     settings = PageSettings(page, {k: v if isinstance(v, Setting) else Setting(v) for k, v in declared.items()})
+    unchecked = [n for n, s in settings.settings.items() if s.link and isinstance(s.default, str)
+                 and s.options is None and s.check is None]
+    if unchecked:   # a link would put any text into the session (and into a widget, or a line of the page)
+        raise KeyError(f"{page}: declare {unchecked} with choice() or text(): a link may set them")
+    unbounded = [n for n, s in settings.settings.items() if s.link and type(s.default) in (int, float)
+                 and s.options is None and (s.low is None or s.high is None)]
+    if unbounded:
+        raise KeyError(f"{page}: declare {unbounded} with number() or choice(): a link may set them")
     clash = {_param(n) for n in settings.settings} & ({_param(n) for n in SHARED.settings} | {STEP, CONTROLS})
     if clash:
         raise KeyError(f"{page}: {sorted(clash)} are names of the shared view; give the page's setting another name")
@@ -377,11 +387,14 @@ def write_url(page: str) -> None:
         written[:] = [*written[-48:], canonical]
 
 
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u202a-\u202e]")   # a link's name is shown on one line, as it reads
+
+
 def end_view(page: str) -> None:
     """End a run: name what the link held that nothing could use, and write the view into the URL."""
     ss = st.session_state
     link, used, notes = _link()
-    notes += [f"{name[:40]} (no such setting on this page)" for name in link if name not in used]
+    notes += [f"{_CONTROLS.sub('?', name[:40])} (no such setting on this page)" for name in link if name not in used]
     slot = ss.pop("_note_slot", None)
     if notes and slot is not None:
         slot.info("Part of this link was ignored, so those settings are at their defaults: "

@@ -10,12 +10,14 @@ from app_pages import _content
 from app_pages._lab import (
     SHARED,
     cached_figure,
+    choice,
     current_lengths,
     dataset_label,
     esc,
     figure,
     guard,
     lesson,
+    number,
     page_settings,
     plan,
 )
@@ -28,7 +30,8 @@ DRAW = 16               # documents in a random draw
 EXAMPLE, DRAWN = "example", "draw"
 ORDER = {"next-fit": "in the dataset's order", "ffd": "longest first", "bfd": "longest first",
          "optimal": "row by row, as the solver's plan lays them out"}
-S = page_settings("watch_it_pack", strategy="bfd", documents=EXAMPLE, shown=0, draw=1)
+S = page_settings("watch_it_pack", strategy=choice("bfd", TRACE_STRATEGIES), documents=choice(EXAMPLE, (EXAMPLE, DRAWN)),
+                  shown=number(0, 0, 100_000), draw=number(1, 0, 10**9))
 
 st.title("Watch it pack")
 lesson(__file__)

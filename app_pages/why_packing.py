@@ -8,6 +8,7 @@ from app_pages._lab import (
     guard,
     length_summary,
     lesson,
+    number,
     page_settings,
     plan,
     scroll_here,
@@ -20,7 +21,7 @@ from app_pages._lab import (
 from packing_core.analysis import batch_cu_seqlens, compare_schedules, row_cu_seqlens
 from packing_core.viz import DELTA_COLOURS, bucket_loss_figure, plan_strip, schedule_figure, slot_use_figure
 
-S = page_settings("why_packing", skip=False, rows_per_step=64, warmup=500)
+S = page_settings("why_packing", skip=False, rows_per_step=number(64, 1, 4096), warmup=number(500, 0, 100_000))
 
 st.title("Why packing")
 lesson(__file__)
