@@ -644,8 +644,10 @@ def progress(where, estimate=None):
     run and about how long is left: from the work done so far once there is some, before that from ``estimate``
     (a ``packing_core.experiments.Estimate``). Yields ``update(share, text)``; the bar goes when the block ends.
     """
-    box = where.container()
-    with box:
+    # A placeholder, not a container: a container's .empty() adds an empty element inside it and the finished bar
+    # stayed, greyed but readable ("Training the tiny model...") through the next click's run.
+    box = where.empty()
+    with box.container():
         scroll_here("progress", time.monotonic(), block="center")
         bar = st.progress(0.0, text="Starting" + (f": {estimate.about()} in all" if estimate is not None else ""))
     start = time.monotonic()
