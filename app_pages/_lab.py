@@ -14,7 +14,7 @@ from its default live in the URL's query parameters, written at the end of every
 bad link opens the default view with one line naming what was ignored::
 
     /masks_and_labels?step=4&break=row-cu-seqlens&attn=flash_attention_2
-    /leakage_lab?step=2&train_seed=3&neighbours=independent&controls=hidden
+    /leakage_lab?step=3&train_seed=3&neighbours=independent&controls=hidden
 """
 from __future__ import annotations
 
