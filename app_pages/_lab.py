@@ -148,7 +148,13 @@ class Setting:
                 ", ..." if len(options) > 8 else "")
             raise ValueError(f"not one of {shown}")
         if self.check is not None:
-            self.check(value)
+            try:
+                self.check(value)
+            except ValueError as e:   # a check may quote what it read: the note names the setting, never echoes it
+                said = str(e)
+                for quoted in (repr(raw), f"'{raw}'", f'"{raw}"'):
+                    said = said.replace(quoted, "the link's text")
+                raise ValueError(said) from None
         return value
 
     def text(self, value) -> str:
