@@ -127,7 +127,7 @@ def test_the_lesson_box_is_open_on_a_first_visit_and_folded_for_a_focused_screen
     at = opened("bug_zoo", controls="hidden")
     assert at.session_state["bug_zoo.lesson_open"] is False
     assert url(at) == {"controls": "hidden"}                                # the flag stays in the view's link
-    assert "Every bug here was reported in a real project" in markdown(at)  # the lesson is still there, folded
+    assert "The reproduced bugs were reported in real projects" in markdown(at)  # the lesson is still there, folded
 
 
 # ---------------------------------------------------------------- no dead time: training only on the button
