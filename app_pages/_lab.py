@@ -14,7 +14,7 @@ from its default live in the URL's query parameters, written at the end of every
 bad link opens the default view with one line naming what was ignored::
 
     /masks_and_labels?step=4&break=row-cu-seqlens&attn=flash_attention_2
-    /leakage_lab?step=2&train_seed=3&neighbours=independent&controls=hidden
+    /leakage_lab?step=3&train_seed=3&neighbours=independent&controls=hidden
 """
 from __future__ import annotations
 
@@ -148,7 +148,13 @@ class Setting:
                 ", ..." if len(options) > 8 else "")
             raise ValueError(f"not one of {shown}")
         if self.check is not None:
-            self.check(value)
+            try:
+                self.check(value)
+            except ValueError as e:   # a check may quote what it read: the note names the setting, never echoes it
+                said = str(e)
+                for quoted in (repr(raw), f"'{raw}'", f'"{raw}"'):
+                    said = said.replace(quoted, "the link's text")
+                raise ValueError(said) from None
         return value
 
     def text(self, value) -> str:
@@ -657,8 +663,10 @@ def progress(where, estimate=None):
     run and about how long is left: from the work done so far once there is some, before that from ``estimate``
     (a ``packing_core.experiments.Estimate``). Yields ``update(share, text)``; the bar goes when the block ends.
     """
-    box = where.container()
-    with box:
+    # A placeholder, not a container: a container's .empty() adds an empty element inside it and the finished bar
+    # stayed, greyed but readable ("Training the tiny model...") through the next click's run.
+    box = where.empty()
+    with box.container():
         scroll_here("progress", time.monotonic(), block="center")
         bar = st.progress(0.0, text="Starting" + (f": {estimate.about()} in all" if estimate is not None else ""))
     start = time.monotonic()

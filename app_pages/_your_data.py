@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import shlex
+import time
 
 import streamlit as st
 
@@ -37,6 +39,9 @@ from packing_core.data import (
 from packing_core.models import AUTO_TOKENIZER, PRETRAINED, tokenizer_choices
 
 DETECT = "detect"
+LARGE_UPLOAD_BYTES = 20 * 2**20    # over this, the page offers the command line's scan beside the button
+MIN_TIMED_READ_S = 0.5             # a read this short (a cache hit, a tiny file) says nothing about the rate
+_RATES: dict[str, float] = {}      # bytes a second of this server's last timed read, by tokenizer
 ANY_COLUMN = "(detected from the kind)"
 
 
@@ -132,6 +137,7 @@ def _use_upload() -> None:
         h.update(name.encode("utf-8", "replace") + b"\0" + hashlib.sha1(data).digest())
     digest = h.hexdigest()
     names = [repr(str(n))[1:-1] for n, _ in files]   # control characters escaped, as every message shows names
+    started = time.perf_counter()
     try:
         profile = _profile(digest, files, tokenizer, kind, column)
     except pc.InputError as e:
@@ -142,9 +148,14 @@ def _use_upload() -> None:
         st.session_state["upload_error"] = (f"an unexpected {type(e).__name__} while reading {names[0]}; "
                                             "it was logged on the server")
         return
+    seconds = time.perf_counter() - started
+    size = sum(len(d) for _, d in files)
+    if seconds >= MIN_TIMED_READ_S and not looks_like_profile(files[0][1]):
+        _RATES[tokenizer] = size / seconds
     shown = names[0] if len(names) == 1 else f"{len(names)} files ({names[0]}, ...)"
     st.session_state["upload"] = {"name": names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more",
-                                  "profile": profile, "digest": digest, "caption": f"{shown}: {describe_profile(profile)}",
+                                  "profile": profile, "digest": digest,
+                                  "caption": f"{shown}: {describe_profile(profile)}" + read_rate(profile.documents, seconds),
                                   "purpose": purpose_of(profile.kind)}
     st.session_state["dataset"] = UPLOAD
     # a new upload starts with its own "What is this data?" answer, not the previous file's
@@ -191,6 +202,12 @@ def upload_form() -> None:
         if ups:
             if len(ups) == 1 and not looks_like_profile(ups[0].getvalue()):
                 _column_picker(ups[0])
+            advice = large_upload_advice([u.name for u in ups], sum(u.size for u in ups),
+                                         st.session_state.get("w_upload_tok", AUTO_TOKENIZER),
+                                         st.session_state.get("w_upload_kind", DETECT),
+                                         st.session_state.get("w_upload_column", ANY_COLUMN))
+            if advice:
+                st.info(advice)
             st.button("Analyse this file" if len(ups) == 1 else f"Analyse these {len(ups)} files",
                           on_click=_use_upload, type="primary")
         if "upload_error" in st.session_state:
@@ -211,3 +228,56 @@ def _column_picker(up) -> None:
     st.selectbox("Column", [ANY_COLUMN, *columns[:1000]], key="w_upload_column", on_change=_clear_error,
                  help="one column to read: integers are lengths, lists of integers are token ids, strings are text; "
                       "or let the kind pick (messages and prompt + completion read their own columns)")
+
+
+def read_rate(documents: int, seconds: float) -> str:
+    """What the read cost, for the caption: "; read in 2.0 s, 5,000 documents a second" (nothing for a cache hit).
+
+    >>> read_rate(10_000, 2.0)
+    '; read in 2.0 s, 5,000 documents a second'
+    >>> read_rate(10, 0.01)
+    ''
+    """
+    if seconds < MIN_TIMED_READ_S:
+        return ""
+    return f"; read in {seconds:.1f} s, {documents / seconds:,.0f} documents a second"
+
+
+def scan_command(names: list[str], tokenizer: str, kind: str = DETECT, column: str | None = ANY_COLUMN) -> str:
+    """The command line that reads the same files into a profile the uploader takes in seconds.
+
+    >>> scan_command(["chats.jsonl"], "smollm2", "messages")
+    'python -m packing_core scan chats.jsonl --tokenizer smollm2 --kind messages --out profile.json'
+    >>> scan_command(["my data.csv"], "auto", DETECT, "n_tokens")
+    "python -m packing_core scan 'my data.csv' --tokenizer auto --column n_tokens --out profile.json"
+    """
+    words = ["python", "-m", "packing_core", "scan", *names, "--tokenizer", tokenizer]
+    if kind not in (None, DETECT):
+        words += ["--kind", kind]
+    if column not in (None, ANY_COLUMN):
+        words += ["--column", column]
+    return shlex.join([*words, "--out", "profile.json"])
+
+
+def large_upload_advice(names: list[str], size: int, tokenizer: str, kind: str = DETECT,
+                        column: str | None = ANY_COLUMN) -> str | None:
+    """For files over ``LARGE_UPLOAD_BYTES``: how long reading them here should take, from this server's last
+    measured rate and the page's stated time budget, and the ``scan`` command that writes a profile instead.
+    None for a smaller selection or a profile."""
+    if size <= LARGE_UPLOAD_BYTES:
+        return None
+    mib = size / 2**20
+    budget = read_budget()
+    rate = _RATES.get(tokenizer)
+    if rate is None:
+        when = (f"This server has not timed a read with the {tokenizer} tokenizer yet, so there is no estimate: "
+                f"the page stops a read at its budget of {budget.seconds:g} s.")
+    else:
+        seconds = size / rate
+        when = (f"At the {rate / 2**20:,.1f} MB a second this server's last read with the {tokenizer} tokenizer "
+                f"took, it needs about {seconds:,.0f} s"
+                + (f", over the page's budget of {budget.seconds:g} s, so it would be refused." if seconds > budget.seconds
+                   else f", within the page's budget of {budget.seconds:g} s."))
+    return (f"**{mib:,.0f} MB to read.** {when} The page shows a spinner while it reads, no bar. On the server or your "
+            f"own machine, `{scan_command(names, tokenizer, kind, column)}` reads the same files in worker processes and "
+            "writes a length profile of a few KB: upload that instead, and every step plans from its counts.")

@@ -30,8 +30,11 @@ DRAW = 16               # documents in a random draw
 EXAMPLE, DRAWN = "example", "draw"
 ORDER = {"next-fit": "in the dataset's order", "ffd": "longest first", "bfd": "longest first",
          "optimal": "row by row, as the solver's plan lays them out"}
+MAX_DRAW = 10**6        # draws a link may name: any seed a class could reach by pressing "Draw again"
+# What a link may set: a packer of the trace, one of the two sets, a placement count (clamped to the trace's
+# length below), a draw's seed. A plain default would let "?strategy=<script>" reach the radio.
 S = page_settings("watch_it_pack", strategy=choice("bfd", TRACE_STRATEGIES), documents=choice(EXAMPLE, (EXAMPLE, DRAWN)),
-                  shown=number(0, 0, 100_000), draw=number(1, 0, 10**9))
+                  shown=number(0, 0, 10_000), draw=number(1, 1, MAX_DRAW))
 
 st.title("Watch it pack")
 lesson(__file__)
@@ -136,4 +139,4 @@ documents = st.radio("Documents", (EXAMPLE, DRAWN), horizontal=True, **S.bind("d
                      format_func=lambda d: f"{len(_content.WATCH_LENGTHS)} chosen to tell the packers apart"
                      if d == EXAMPLE else f"{DRAW} drawn from the dataset")
 if documents == DRAWN:
-    st.button("Draw again", on_click=lambda: ss.update({S.key("draw"): S.get("draw") + 1}))
+    st.button("Draw again", on_click=lambda: ss.update({S.key("draw"): S.get("draw") % MAX_DRAW + 1}))

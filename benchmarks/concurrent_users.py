@@ -231,7 +231,7 @@ async def one_user(browser, url: str, i: int, model: str, t0: float, pace: Pace 
         result["verdict_seconds"] = round(time.perf_counter() - t0, 2)
         if TRAIN:
             s.step = "Train both"
-            # the training demo is the page's second step (a tab: the click mounts it, no rerun)
+            # the training demo is the step 'Train with the mask off' (a tab: the click mounts it, no rerun)
             await s.page.get_by_role("tab", name=re.compile("Train with the mask off")).click()
             await s.act(lambda: s.page.get_by_role("button", name="Train both").click())
             await s.page.get_by_text("Train loss, mask off").first.wait_for(timeout=STEP_MS)

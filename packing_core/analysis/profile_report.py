@@ -105,10 +105,10 @@ def headline(rows, trained_per_slot: dict | None = None) -> Headline:
         raise InputError("a headline needs the 'pad' row and one of bfd, ffd, next-fit; pass every strategy")
     candidates = [by[s] for s in WHOLE_PACKERS if s in by]
     if trained_per_slot is not None:
-        measure, gain, fmt = "trained tokens per slot", "more training per step", "{:.3f}"
+        measure, gain, fmt = "trained tokens per slot", ("more", "less", "training per step"), "{:.3f}"
         value_of = lambda r: trained_per_slot[r.strategy]      # noqa: E731
     else:
-        measure, gain, fmt = "utilisation", "fewer slots for the same tokens", "{:.1%}"
+        measure, gain, fmt = "utilisation", ("fewer", "more", "slots for the same tokens"), "{:.1%}"
         value_of = lambda r: r.utilisation                      # noqa: E731
     best = max(candidates, key=value_of)
     value, base = value_of(best), value_of(by["pad"])
@@ -116,12 +116,24 @@ def headline(rows, trained_per_slot: dict | None = None) -> Headline:
     head = f"{measure}: {best.strategy} {fmt.format(value)}"
     if "pad-longest" not in by:
         return Headline(measure, best.strategy, value, base, ratio,
-                        f"{head} vs padding to the context {fmt.format(base)}, {ratio:.1f}x {gain}")
+                        f"{head} vs padding to the context {fmt.format(base)}, {_times(ratio, gain)}")
     longest = value_of(by["pad-longest"])
     dynamic = value / longest if longest else float("inf")
     return Headline(measure, best.strategy, value, base, ratio,
-                    f"{head} vs {fmt.format(longest)} padded to each batch's longest, {dynamic:.1f}x {gain} "
+                    f"{head} vs {fmt.format(longest)} padded to each batch's longest, {_times(dynamic, gain)} "
                     f"({ratio:.1f}x against padding to the context, {fmt.format(base)})", longest, dynamic)
+
+
+def _times(ratio: float, gain: tuple[str, str, str]) -> str:
+    """A ratio in words: a gain as "2.3x fewer slots", a loss the other way round ("1.7x more slots"), never "0.6x fewer".
+
+    >>> _times(2.3, ("fewer", "more", "slots")), _times(0.6, ("fewer", "more", "slots"))
+    ('2.3x fewer slots', '1.7x more slots')
+    """
+    better, worse, what = gain
+    if ratio >= 1 or ratio <= 0:
+        return f"{ratio:.1f}x {better} {what}"
+    return f"{1 / ratio:.1f}x {worse} {what}"
 
 
 def loss_masked(profile: LengthProfile) -> bool:

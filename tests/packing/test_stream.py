@@ -57,7 +57,8 @@ def test_a_starved_buffer_leaves_most_slots_empty_and_a_large_one_approaches_bfd
     (lambda d: d.update(buffer=[[0, 0, 5]] * 2), "appears twice"),
     (lambda d: d.update(buffer_size=0), "buffer_size"),
     (lambda d: d.update(buffer_size=10**12), "buffer_size"),
-    (lambda d: d.update(min_fill=float("nan")), "min_fill"),
+    (lambda d: d.update(min_fill=float("nan")), "NaN"),       # JSON itself has no NaN: refused as it is read
+    (lambda d: d.update(min_fill=1.5), "min_fill"),
     (lambda d: d.update(position=-1), "position"),
     (lambda d: d.update(context="512"), "context"),
     (lambda d: d.pop("offset"), "fields"),
