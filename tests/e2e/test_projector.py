@@ -333,7 +333,7 @@ def test_training_runs_only_on_its_button_and_shows_its_progress_in_view(app_pag
     from packing_core.experiments import cached_pair
 
     seed = next(s for s in range(500 + int(time.time()) % 400, 1000) if cached_pair(s, "independent") is None)
-    app_page.open("leakage_lab?step=2")
+    app_page.open("leakage_lab?step=3")
     app_page.click("Train both")                                           # the lesson's seed: cached, at once
     box = app_page.control("spinbutton", "Seed")
     box.fill(str(seed))
