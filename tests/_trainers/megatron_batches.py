@@ -19,6 +19,13 @@ first token). Each batch is judged for two kinds of reader (see ``tests._trainer
 - transformers' five implementations: the same tensors given to a transformers model
   (``tokens`` as ``input_ids``, the boolean mask as it is): sdpa reads True as *may read*, eager and
   flex add it to the scores, flash refuses a 4D mask.
+
+The corpus once named Megatron's own paths ``eager`` (its local DotProductAttention) and ``flash_attention_2/3``
+(Transformer Engine), while the checker reads those names as transformers' implementations: two conventions for one
+name. Now each name means one model (tests/_trainers/__init__.py): Megatron's own is ``megatron``, which reads the
+mask as ``FusedScaleMaskSoftmax.forward_torch_softmax`` applies it (megatron/core/fusions/fused_softmax.py,
+``attention_mask_func``); its fused and Transformer Engine paths, which ignore the mask under attn_mask_type=causal,
+are the checker's ``megatron_mask_needs_unfused_softmax`` warning.
 """
 from __future__ import annotations
 

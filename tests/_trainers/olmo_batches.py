@@ -17,6 +17,11 @@ judged for two kinds of reader (see ``tests._trainers``):
   read them.) Without ``doc_lens``: causal over each row;
 - transformers' five implementations: a transformers model given the batch (``doc_lens`` and
   ``max_doc_lens`` reach its attention as unread keyword arguments): causal over each row.
+
+The corpus once named OLMo-core's flash backends ``flash_attention_2/3`` and its torch backend ``sdpa``, while the
+checker reads those names as transformers' implementations (which read no ``doc_lens``). Now OLMo-core's own model is
+``olmo_core``: ``Transformer.forward`` turns ``doc_lens`` into ``cu_doc_lens`` (olmo_core/nn/transformer/model.py)
+for its varlen backends; its torch backend raises on them (olmo_core/nn/attention/backend.py), as the reader says.
 """
 from __future__ import annotations
 

@@ -13,6 +13,12 @@ given the batch (``tokens`` as ``input_ids``, ``input_pos`` as ``position_ids``)
 ``integrations/flex_attention.py`` ``flex_attention_forward``: ``score + score_mask[b][0][q][kv]``,
 no block mask), so a boolean one masks nothing there; flash refuses a 4D mask.
 The recipe shifts labels itself (``labels = hstack(labels[..., 1:], ignore)``): they are unshifted.
+
+The corpus once let ``flex_attention`` mean torchtune's own flex path. That path takes only a ``BlockMask``
+(torchtune/modules/attention_utils.py ``_sdpa_or_flex_attention``; ``packed_block_causal_mask`` builds one only on
+CUDA): a batch holding the boolean ``[B, T, T]`` mask is read by ``F.scaled_dot_product_attention`` in both branches,
+which is transformers' ``sdpa`` column. transformers' flex adds a 4D mask in its ``score_mod``
+(integrations/flex_attention.py ``flex_attention_forward``), so there the boolean mask masks nothing: a leak.
 """
 from __future__ import annotations
 
