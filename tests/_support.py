@@ -454,3 +454,26 @@ def run_cli_tree(argv: list[str], cwd: Path, timeout: float, env: dict | None = 
     command = ([sys.executable, "-c", LIBRARY_CALL, argv[1]] if argv[:1] == ["-c"]
                else [sys.executable, "-m", "packing_core", *argv])
     return run_tree(command, cwd, timeout, env, file_size)
+
+
+# ---------------------------------------------------------------- the hostile catalogues' one-error-line contract
+# what may come before the one error line: a scan's progress, SmolLM2's first-use conversion note
+HOSTILE_PROGRESS = re.compile(r"scan: \d+/\d+ shards, [\d,]+ documents, [\d.,]+ documents/s, ETA [\d,?]+( s)?$"
+                              r"|SmolLM2: converting the GGUF file on first use \(about \d+ s on \d+ cores\)\.\.\.$")
+RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e]")
+
+
+def assert_one_error_line(r, pattern: str, *, stdout_ok: bool = False):
+    """Bad input's contract on a finished CLI process ``r``: exit 2, nothing on stdout (unless ``stdout_ok``),
+    progress lines at most, then exactly one ``error:`` line that matches ``pattern``, is short, holds no raw
+    control character and names no temporary file."""
+    assert r.rc == 2, (r.rc, r.stderr[-1000:])
+    assert stdout_ok or r.stdout == "", r.stdout[:500]
+    lines = [x for x in r.stderr.split("\n")[:-1] if not HOSTILE_PROGRESS.match(x)]
+    assert r.stderr.endswith("\n") and len(lines) == 1, repr(r.stderr[-1500:])
+    line = lines[0]
+    assert line.startswith("error: ") and len(line) < 700, line[:800]
+    assert not RAW_CONTROL.search(line), f"raw control characters: {line!r}"
+    assert ".part" not in line and "/tmp/tmp" not in line, f"a temporary name: {line!r}"
+    assert re.search(pattern, line), f"{line!r} does not match {pattern!r}"
+    return r
