@@ -853,9 +853,9 @@ def _strategy_table(lengths: np.ndarray, context: int, **kwargs) -> list:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def recommendation(stats, rows: list, kind: str, lengths) -> str:
-    """``pc.recommend`` (about 20 ms on 200,000 lengths), once per dataset, context and kind."""
-    return pc.recommend(stats, rows, kind, lengths=lengths)
+def recommendation(stats, rows: list, purpose: str, lengths) -> str:
+    """``pc.recommend`` (about 20 ms on 200,000 lengths), once per dataset, context and purpose."""
+    return pc.recommend(stats, rows, purpose, lengths=lengths)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

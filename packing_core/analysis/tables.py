@@ -25,6 +25,7 @@ from packing_core.analysis.costs import CONVENTION, HALVES, attention_cells, own
 from packing_core.analysis.quality import bound_sentence, table_gap
 from packing_core.analysis.stats import LengthStats
 from packing_core.analysis.trainer_advice import TrainerSettings, trainer_settings
+from packing_core.data.kinds import PURPOSES
 from packing_core.packing.bounds import Bounds, RowBound, bound_for, bounds_from_lengths
 from packing_core.packing.plan import PlanMetrics
 from packing_core.packing.registry import STRATEGIES, STRATEGY_INFO
@@ -231,10 +232,10 @@ def bimodality(lengths) -> float:
     return (skew * skew + 1.0) / (excess + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
 
 
-def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretraining", lengths=None) -> str:
+def recommend(stats: LengthStats, table: list[StrategyRow], purpose: str = "pretraining", lengths=None) -> str:
     """A few sentences on what fits this data: bucketing or packing, split or drop.
 
-    ``kind`` is ``"instruction"`` (prompt + answer examples: never split them) or
+    ``purpose`` is ``"instruction"`` (prompt + answer examples: never split them) or
     ``"pretraining"`` (plain text: a split at a row edge is acceptable). With ``lengths``
     it also says when the lengths have two modes, where bucketing does best.
     When packing saves clearly more, the advice starts with bucketing for a first run (no
@@ -245,8 +246,8 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
     the proven lower bound for whole documents (L2, or LP when ``optimal`` is in the table) and what
     ``optimal`` closes.
     """
-    if kind not in ("instruction", "pretraining"):
-        raise InputError(f"kind must be 'instruction' or 'pretraining', got {kind!r}")
+    if purpose not in PURPOSES:
+        raise InputError(f"purpose must be 'instruction' or 'pretraining', got {purpose!r}")
     best, bucket = _best_and_bucket(table)
     wide = (" Keep the buckets wide (hundreds of samples each), so each batch is a fair draw from its bucket, and shuffle "
             "the batch order, so no run of batches comes from one bucket.")
@@ -281,7 +282,7 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
     if lengths is not None and bimodality(lengths) > BIMODAL:
         first += (" These lengths have two modes: bucketing does well here, because short and long "
                   "samples fall into different buckets and are padded only to their own kind.")
-    trl = trainer_settings(stats.context, kind, bucket_first=decision != "pack")[0]
+    trl = trainer_settings(stats.context, purpose, bucket_first=decision != "pack")[0]
     switch = {"pack": f" In TRL: `{trl.call}`.", "bucket": f" In TRL: `{trl.first_run}`.",
               "bucket first": f" In TRL: first run `{trl.first_run}`, long run `{trl.call}`."}[decision]
     if stats.over_context == 0:
@@ -291,18 +292,18 @@ def recommend(stats: LengthStats, table: list[StrategyRow], kind: str = "pretrai
                         f"({stats.context}): raise the context before choosing a policy for them.") + switch
     share = "<0.1%" if stats.share_over < 0.001 else f"{stats.share_over:.1%}"
     n = f"{stats.over_context:,} document{'s' if stats.over_context != 1 else ''} ({share})"
-    if kind == "instruction":
+    if purpose == "instruction":
         return first + (f" Drop the {n} longer than {stats.context}: a split example is "
                         "incoherent, so filter instruction data by length.") + switch
     return first + (f" Split the {n} longer than {stats.context} across rows: standard for "
                     "pretraining, the lost context at the cut is accepted.") + switch
 
 
-def recommended_settings(stats: LengthStats, table: list[StrategyRow], kind: str = "pretraining"
+def recommended_settings(stats: LengthStats, table: list[StrategyRow], purpose: str = "pretraining"
                          ) -> tuple[TrainerSettings, ...]:
     """The settings that carry out :func:`recommend` in TRL, transformers and torchtune (``trainer_settings``):
     with TRL's bucketing config for a first run where the advice buckets, and the over-long count of ``stats``."""
-    return trainer_settings(stats.context, kind, bucket_first=first_run(table) != "pack",
+    return trainer_settings(stats.context, purpose, bucket_first=first_run(table) != "pack",
                             over_context=stats.over_context)
 
 

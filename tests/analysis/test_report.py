@@ -5,7 +5,7 @@ import torch
 
 import packing_core as pc
 from app_pages import _content
-from packing_core import STRATEGIES, PackedBatch, check_batch, make_plan
+from packing_core import STRATEGIES, InputError, PackedBatch, check_batch, make_plan
 from packing_core.analysis import (
     COST_FORMULA,
     MODEL_SHAPES,
@@ -189,8 +189,8 @@ def test_recommend_raising_the_context_when_most_documents_do_not_fit():
     assert "Drop" not in advice
 
 
-def test_recommend_refuses_an_unknown_kind_of_data():
-    with pytest.raises(ValueError, match="kind"):
+def test_recommend_refuses_an_unknown_purpose():
+    with pytest.raises(InputError, match="purpose must be 'instruction' or 'pretraining', got 'chat'"):
         _advice(np.full(10, 100), 512, "chat")
 
 
