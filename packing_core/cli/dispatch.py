@@ -11,8 +11,14 @@ from __future__ import annotations
 import os
 import sys
 
+import packing_core.cli.balance as balance
+import packing_core.cli.check as check
+import packing_core.cli.report as report
+import packing_core.cli.scan as scan
+import packing_core.cli.verify as verify
+import packing_core.cli.warm as warm
+import packing_core.cli.zoo as zoo
 from packing_core._validate import LIMIT_ERRORS, InputError
-from packing_core.cli import balance, check, report, scan, verify, warm, zoo
 from packing_core.cli.common import EXIT_BAD_INPUT, EXIT_BUG, Parser, error_line, quiet_libraries
 from packing_core.models.registry import model_names
 

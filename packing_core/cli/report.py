@@ -87,7 +87,7 @@ def _cap_price(data, args, names, options):
 
 def run(args, out, err) -> int:
     if args.ranks is not None:
-        from packing_core.cli import balance
+        import packing_core.cli.balance as balance
 
         deprecated(err, "`report --ranks`", "`python -m packing_core balance` with the same arguments")
         args.strategy = "bfd" if args.strategy == "all" else args.strategy
