@@ -477,3 +477,26 @@ def assert_one_error_line(r, pattern: str, *, stdout_ok: bool = False):
     assert ".part" not in line and "/tmp/tmp" not in line, f"a temporary name: {line!r}"
     assert re.search(pattern, line), f"{line!r} does not match {pattern!r}"
     return r
+
+
+# ---------------------------------------------------------------- the length readers' tests (tests/data)
+TEXTS = ["hello world", "héllo wörld, ça va?", "日本語のテキスト", "a", "tabs\tand, commas"]
+
+
+def whitespace_tokenizer(texts: list[str]) -> list[list[int]]:
+    """A second, real tokenizer: one id per whitespace-separated word."""
+    return [[hash(w) % 1000 for w in t.split()] for t in texts]
+
+
+def small_blocks(monkeypatch, n: int) -> None:
+    """Read every format in blocks of about ``n`` bytes (the one setting every reader uses)."""
+    import packing_core.data.sources._base as sources_base
+
+    monkeypatch.setattr(sources_base, "BATCH_BYTES", n)
+
+
+def write(tmp_path, name: str, content: str | bytes):
+    """``content`` (text as UTF-8) written to ``tmp_path / name``; its path."""
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    return path

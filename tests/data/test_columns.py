@@ -10,7 +10,6 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 
-import packing_core.data.sources._base as sources_base
 from packing_core.data import (
     byte_tokenizer,
     describe_columns,
@@ -20,25 +19,7 @@ from packing_core.data import (
     sources,
     texts_from_file,
 )
-
-TEXTS = ["hello world", "héllo wörld, ça va?", "日本語のテキスト", "a", "tabs\tand, commas"]
-
-
-def whitespace_tokenizer(texts: list[str]) -> list[list[int]]:
-    """A second, real tokenizer: one id per whitespace-separated word."""
-    return [[hash(w) % 1000 for w in t.split()] for t in texts]
-
-
-def small_blocks(monkeypatch, n: int) -> None:
-    """Read every format in blocks of about ``n`` bytes (the one setting every reader uses)."""
-    monkeypatch.setattr(sources_base, "BATCH_BYTES", n)
-
-
-def write(tmp_path, name: str, content: str | bytes):
-    path = tmp_path / name
-    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
-    return path
-
+from tests._support import TEXTS, small_blocks, whitespace_tokenizer, write
 
 # --- files: happy paths --------------------------------------------------------------
 

@@ -10,33 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import packing_core.data.sources._base as sources_base
 from packing_core import make_plan, segment_layout
 from packing_core._validate import InputError, length_values
 from packing_core.analysis import length_stats
 from packing_core.data import SYNTHETIC, as_lengths, byte_tokenizer, parse_lengths, synthetic_lengths
 from tests._support import skip_or_fail
 
-TEXTS = ["hello world", "héllo wörld, ça va?", "日本語のテキスト", "a", "tabs\tand, commas"]
-
-
-def whitespace_tokenizer(texts: list[str]) -> list[list[int]]:
-    """A second, real tokenizer: one id per whitespace-separated word."""
-    return [[hash(w) % 1000 for w in t.split()] for t in texts]
-
-
-def small_blocks(monkeypatch, n: int) -> None:
-    """Read every format in blocks of about ``n`` bytes (the one setting every reader uses)."""
-    monkeypatch.setattr(sources_base, "BATCH_BYTES", n)
-
-
-def write(tmp_path, name: str, content: str | bytes):
-    path = tmp_path / name
-    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
-    return path
-
-
 # --- as_lengths ----------------------------------------------------------------------
+
 
 def test_as_lengths_returns_int64_array():
     out = as_lengths([3, 2, 5])
