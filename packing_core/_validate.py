@@ -67,8 +67,8 @@ FIXED_LIMITS = ("MAX_CONTEXT", "MAX_BATCH_SIZE", "MAX_LENGTH", "MAX_DOCUMENTS", 
 # Memory and time limits: each keeps one analysis of a hostile file under 1 GiB and a minute on a small server,
 # and each may be raised for a bigger one with PACKING_LAB_<NAME> (``limit_hint`` says so in every refusal).
 MAX_TEXT_BYTES = _limit("MAX_TEXT_BYTES", 4 << 20)   # bytes in one text value (a line, a cell), before tokenising
-# characters of one unbroken run of letters, digits or punctuation that a tokenizer is given: byte-level BPE's time
-# on one pre-token grows faster than its length (SmolLM2's: 0.09 s for 16 KB, 0.4 s for 64 KB, 2 s for 256 KB)
+# characters of one unbroken run of letters, digits or punctuation that a tokenizer is given: no word of any language
+# is near it, and SmolLM2's tokenizer spends about 1 s on each MiB of one such run, 4-6x its time on ordinary text
 MAX_WORD_CHARS = _limit("MAX_WORD_CHARS", 16_384)
 MAX_SPLIT_PIECES = _limit("MAX_SPLIT_PIECES", 4_000_000)   # extra pieces from splitting: a plan stays under 1 GiB
 MAX_DISTINCT_LENGTHS = _limit("MAX_DISTINCT_LENGTHS", 2**20)   # distinct lengths in one profile (file ~40 MB)

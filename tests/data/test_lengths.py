@@ -232,7 +232,7 @@ def test_length_values_refuses_the_first_bad_value_by_its_place(values, problem)
 
 
 def test_an_unbroken_run_past_the_limit_is_refused_before_the_tokenizer_sees_it(tmp_path):
-    """A 1 MiB word costs SmolLM2's tokenizer seconds a line; the scan refuses it at once, in one line."""
+    """A 1 MiB word costs SmolLM2's tokenizer about a second a line; the report refuses it at once, in one line."""
     import io
     import time
 

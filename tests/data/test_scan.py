@@ -257,7 +257,10 @@ def test_scan_then_report_from_the_profile(tmp_path):
     code, said, _ = _cli("report", "--profile", str(out), "--context", "128")
     assert code == 0
     assert "of the tokens are in the loss" in said
-    lines = {line.split()[0]: line.split() for line in said.splitlines() if line.split()}
+    lines: dict[str, list[str]] = {}
+    for line in said.splitlines():                 # the table's row of each strategy (a note may start "bfd is ...")
+        if line.split():
+            lines.setdefault(line.split()[0], line.split())
     assert lines["bfd"][1] == "counts" and lines["next-fit"][1] == "sampled"
     profile = LengthProfile.load(out)
     assert profile.documents == 600 and profile.kind == "prompt-completion"
