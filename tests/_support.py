@@ -245,7 +245,9 @@ class AppPage:
             self.page.get_by_role("button", name=label, exact=True).click()
 
     def select(self, label: str, option: str) -> None:
+        """Pick ``option``: typed into the box first, as the list only renders the options in view."""
         self.control("combobox", label).click()
+        self.page.keyboard.type(option)
         with self.rerun():
             self.page.get_by_role("option", name=option, exact=True).click()
 
