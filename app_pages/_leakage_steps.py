@@ -13,12 +13,14 @@ from packing_core.viz import hybrid_leak_figure
 HYBRID_LENGTHS = (8, 8)
 
 
-def causality_verdict(rep, where) -> None:
-    """The causality verdict beside the isolation verdict, and the reason when only the second check sees it."""
-    if rep.causality is None:
-        return
-    (where.warning if rep.future_visible else where.success)(f"Causality: {rep.causality.verdict}")
-    if rep.equivalent and rep.future_visible:
+def verdicts(rep, where) -> None:
+    """Isolation's verdict and causality's in one box (a warning when either fails), and the reason when only
+    the second check sees it."""
+    said = f"Verdict: {rep.verdict}" + ("" if rep.equivalent else " Nothing raised an error.")
+    if rep.causality is not None:
+        said += f"\n\nCausality: {rep.causality.verdict}"
+    (where.success if rep.equivalent and not rep.future_visible else where.warning)(said)
+    if rep.causality is not None and rep.equivalent and rep.future_visible:
         c = next(c for c in rep.causality.cuts if c.first_moved is not None)
         st.markdown(_content.LEAKAGE_TWO_CHECKS + "\n\n" +
                     _content.LEAKAGE_TWO_CHECKS_REASON.format(cut=c.position, first=c.first_moved))

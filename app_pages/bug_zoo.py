@@ -170,8 +170,9 @@ with accumulation_step:
     r1, r2 = st.columns([3, 2], vertical_alignment="bottom")
     rule = r1.selectbox("Averaging rule", list(AVERAGING_RULES), format_func=lambda k: f"{k}: {AVERAGING_RULES[k]}",
                         **S.bind("rule"))
-    twice = r2.checkbox("The trainer divides by the accumulation steps again", **S.bind("twice"),
-                        help="transformers' Trainer divides a loss by the accumulation steps unless it was normalised "
+    twice = r2.checkbox("Loss divided twice", **S.bind("twice"),
+                        help="the trainer divides by the accumulation steps again. transformers' Trainer divides a loss by "
+                             "the accumulation steps unless it was normalised "
                              "by num_items_in_batch (Trainer.training_step, loss_is_scaled_for_ga); a loss that "
                              "normalises itself while the Trainer does not know it gets divided twice")
     with guard("read the micro-batches"):

@@ -228,17 +228,18 @@ def longest_of(key: str, _lengths, context: int):
 
 
 with balance_step:     # the longest documents set each batch's max_seqlen: the same imbalance, seen per batch
-    st.subheader("The longest documents set a batch's attention, and the large positions")
-    with guard("measure the longest documents"):
-        share, trained = longest_of(upload["digest"] if yours else name, sample, context)
-    st.markdown("**Their cost.** " + esc(share.sentence))
-    figure(cached_figure(max_seqlen_figure, share, title=f"max_seqlen of each batch of {share.rows_per_batch} bfd rows "
-                         "(the longest piece) beside its mean piece"), key=S.key("max_seqlen"))
-    st.markdown(
-        "**The positions they train.** " + esc(trained.sentence) + " That is the trade-off at long context: reset "
-        "the positions per document (what the mask needs in transformers' padding-free path, and what each document "
-        "sees at inference) and the largest positions get few examples; keep them counting along the row (GPT-3's "
-        "concatenation, Megatron-LM's default: `--reset-position-ids` is off) and every position is trained, on "
-        "positions that cross documents.")
-    figure(cached_figure(positions_figure, trained, title=f"Trained tokens per position at context {context}, "
-                         "bfd rows"), key=S.key("positions"))
+    # folded: the step stays within two projector screens (tests/e2e/test_projector.py)
+    with st.expander("The longest documents set a batch's attention, and the large positions"):
+        with guard("measure the longest documents"):
+            share, trained = longest_of(upload["digest"] if yours else name, sample, context)
+        st.markdown("**Their cost.** " + esc(share.sentence))
+        figure(cached_figure(max_seqlen_figure, share, title=f"max_seqlen of each batch of {share.rows_per_batch} bfd rows "
+                             "(the longest piece) beside its mean piece"), key=S.key("max_seqlen"))
+        st.markdown(
+            "**The positions they train.** " + esc(trained.sentence) + " That is the trade-off at long context: reset "
+            "the positions per document (what the mask needs in transformers' padding-free path, and what each document "
+            "sees at inference) and the largest positions get few examples; keep them counting along the row (GPT-3's "
+            "concatenation, Megatron-LM's default: `--reset-position-ids` is off) and every position is trained, on "
+            "positions that cross documents.")
+        figure(cached_figure(positions_figure, trained, title=f"Trained tokens per position at context {context}, "
+                             "bfd rows"), key=S.key("positions"))

@@ -187,18 +187,16 @@ def lab() -> None:
             f"{'stayed the same' if doc1.equivalent else 'changed'} (max |Δlogit| {doc1.max_abs_diff:.1e}, "
             f"tolerance {rep.tolerance:.1e}).")
     scroll_here("leakage_lab.answer", (key, guess, reveal))   # the answer in view on a projector
-    if rep.equivalent:
-        verdict.success(f"Verdict: {rep.verdict}")
-    else:
-        verdict.warning(f"Verdict: {rep.verdict} Nothing raised an error.")
-    _leakage_steps.causality_verdict(rep, verdict)     # the second check, beside the first
+    _leakage_steps.verdicts(rep, verdict)     # isolation and causality, the second check beside the first
     figure(cached_figure(logit_diff_figure, rep.token_diffs, rep.cu_seqlens, rep.tolerance,
                          title="max |logit alone - logit packed| per token"), key=S.key("diffs"))
-    table, why_tolerance = st.columns([3, 2])   # side by side: the reveal fits the step's two screens
-    table.dataframe({"document": [d.index for d in rep.documents], "tokens": [d.length for d in rep.documents],
-                     "max |Δlogit|": [f"{d.max_abs_diff:.2e}" for d in rep.documents],
-                     "verdict": [d.verdict for d in rep.documents]}, hide_index=True)
-    why_tolerance.caption(f"Tolerance: {esc(rep.tolerance_reason)}")
+    # folded: the figure above shows each document; the step stays within two projector screens
+    with st.expander("Each document's numbers, and the tolerance"):
+        table, why_tolerance = st.columns([3, 2])
+        table.dataframe({"document": [d.index for d in rep.documents], "tokens": [d.length for d in rep.documents],
+                         "max |Δlogit|": [f"{d.max_abs_diff:.2e}" for d in rep.documents],
+                         "verdict": [d.verdict for d in rep.documents]}, hide_index=True)
+        why_tolerance.caption(f"Tolerance: {esc(rep.tolerance_reason)}")
     if texts is not None:
         # folded: the words back the verdict for a pretrained model, but the reveal above is the step's idea,
         # and the step stays within two projector screens (tests/e2e/test_projector.py)

@@ -163,8 +163,8 @@ def test_the_page_recipe_on_a_toy(tmp_path, monkeypatch):
     from app_pages import _content
 
     page = tmp_path / "toy_page.py"                                 # step 1: a thin page file
-    page.write_text("import streamlit as st\nfrom app_pages._lab import lesson, page_settings, steps\n"
-                    "S = page_settings('toy_page', n=3)\nst.title('Toy page')\nlesson(__file__)\n"
+    page.write_text("import streamlit as st\nfrom app_pages._lab import lesson, number, page_settings, steps\n"
+                    "S = page_settings('toy_page', n=number(3, 1, 9))\nst.title('Toy page')\nlesson(__file__)\n"
                     "one, two = steps(__file__)\none.slider('n', 1, 9, **S.bind('n'))\ntwo.markdown('Step two.')\n",
                     encoding="utf-8")
     toy = _content.PageSpec(str(page), "Toy page", ":material/star:", 5, "A toy line to read out.", "A toy question?",

@@ -7,9 +7,11 @@ a fixed number of documents per row); strategies that pad hold one document per 
 
 >>> as_max_docs_per_row(8, 512), as_max_docs_per_row(None, 512)
 (8, None)
->>> as_time_limit(float("nan"))
-Traceback (most recent call last):
-packing_core._validate.InputError: time_limit must be a number of seconds above 0 and at most 3,600, got nan; try 5
+>>> try:
+...     as_time_limit(float("nan"))
+... except InputError as e:
+...     print(str(e)[:77])
+time_limit must be a number of seconds above 0 and at most 60, got nan; try 5
 """
 from __future__ import annotations
 

@@ -133,7 +133,7 @@ def test_shared_settings_survive_switching_pages():
 def test_masks_page_passes_the_check_on_the_batch_as_built():
     at = open_page("masks_and_labels")
     assert "sdpa: SOUND" in at.success[0].value
-    assert "`cu_seqlens` = `[0, 23, 57]`" in markdown(at)
+    assert "`cu_seqlens` = `[0, 23, 57, 96]`" in markdown(at)      # the batch's rows laid end to end
 
 
 def test_masks_page_shows_that_only_alone_vs_packed_catches_prompts_cut_from_attention():

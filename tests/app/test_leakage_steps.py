@@ -20,13 +20,14 @@ def test_leakage_the_missing_causal_flag_shows_both_verdicts_and_the_reason_on_o
     assert_clean(at)
     step = tab(at, "Predict, then look")
     assert at.radio(key="w_leakage_lab.causal").value == "off"
-    assert step.success[0].value.startswith("Verdict: EQUIVALENT")                 # alone vs packed: blind here
-    assert step.warning[0].value.startswith("Causality: FUTURE VISIBLE")           # the second check sees it
+    said = step.warning[0].value                                                  # one box, both verdicts
+    assert said.startswith("Verdict: EQUIVALENT")                                  # alone vs packed: blind here
+    assert "\n\nCausality: FUTURE VISIBLE" in said                                # the second check sees it
     assert any("Why the first check is blind here" in m.value for m in step.markdown)
     at.selectbox(key="w_leakage_lab.scenario").set_value("correct").run()
     assert_clean(at)
     step = tab(at, "Predict, then look")
-    assert not step.warning and any(s.value.startswith("Causality: CAUSAL") for s in step.success)
+    assert not step.warning and any("\n\nCausality: CAUSAL" in s.value for s in step.success)
     assert not any("Why the first check is blind here" in m.value for m in step.markdown)
 
 

@@ -27,6 +27,6 @@ def test_an_uploaded_profile_shows_the_strategy_table_and_the_balance(app_page, 
     assert "Measured on all 65,000 documents in a random order (seed 0)" in app_page.text()
     assert charts.count() == 1                                          # the strategies
     app_page.step("Balance")
-    assert "slowest rank" in app_page.text() and charts.count() == 3   # the balance, max_seqlen, positions
+    assert "slowest rank" in app_page.text() and charts.count() == 1   # the balance (the longest documents folded)
     app_page.assert_healthy()
     app_page.screenshot("dataset-explorer-profile")

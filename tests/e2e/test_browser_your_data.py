@@ -75,8 +75,8 @@ def test_the_uploader_shows_the_numbers_report_prints(app_page, corpora, name):
     app_page.step("Balance")
     assert re.search(r"Balancing by attention cost (cuts|changes) the slowest rank's attention cost", app_page.text())
     assert "with the linear layers counted" in app_page.text()
-    assert "The longest documents set a batch's attention" in app_page.text()
-    assert charts.count() == 3                     # the ranks, then each batch's max_seqlen and the trained positions
+    assert "The longest documents set a batch's attention" in app_page.text()      # folded below the ranks
+    assert charts.count() == 1                                                       # the ranks
 
 
 def test_a_second_upload_replaces_the_first_and_survives_clicks_and_other_pages(app_page, corpora):
