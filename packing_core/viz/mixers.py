@@ -18,7 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from packing_core.viz.style import FIXED_COLOUR, LEAK_COLOUR, REFERENCE_COLOUR, apply_layout, doc_colour
+from packing_core.viz.style import FIXED_COLOUR, LEAK_COLOUR, REFERENCE_COLOUR, apply_layout, doc_colour, swatch_text
 
 
 def layer_diff_figure(kinds, broken, fixed=None, *, document_ids=None, tolerance: float | None = None,
@@ -60,7 +60,7 @@ def layer_diff_figure(kinds, broken, fixed=None, *, document_ids=None, tolerance
             at = np.flatnonzero(doc == d)
             # a line above the first panel's title, which sits at the same height
             fig.add_annotation(x=first + (at[0] + at[-1]) / 2, y=1.0, yref="paper", yanchor="bottom", yshift=24,
-                               showarrow=False, text=f"document {d}", font=dict(color=doc_colour(int(d))))
+                               showarrow=False, text=swatch_text(doc_colour(int(d)), f"document {d}"))   # dark text
     fig.update_layout(barmode="group")
     fig.update_xaxes(title="position in the row", row=len(kinds), col=1)
     return apply_layout(fig, title=title, height=174 + 150 * len(kinds), top=114)

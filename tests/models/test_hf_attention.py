@@ -185,9 +185,20 @@ def test_real_tokenizer_adds_no_special_tokens(smollm2):
     assert len(smollm2[1]) == 49152
 
 
+def _holds_plain_safetensors(folder) -> bool:
+    """One ``model.safetensors``, or the shards its index names, all safetensors; no pickle anywhere."""
+    import json
+
+    index = folder / "model.safetensors.index.json"
+    files = ({folder / f for f in json.loads(index.read_text())["weight_map"].values()} if index.is_file()
+             else {folder / "model.safetensors"})
+    pickles = [p for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
+    return bool(files) and all(f.suffix == ".safetensors" and f.is_file() for f in files) and not pickles
+
+
 def test_smollm2_cache_holds_plain_safetensors(smollm2):
     folder = cache_dir() / pretrained_mod._MODEL_DIR
-    assert (folder / "model.safetensors").is_file()
+    assert _holds_plain_safetensors(folder)
     assert "quantization_config" not in (folder / "config.json").read_text()
 
 
@@ -220,7 +231,7 @@ def test_smollm2_converts_from_gguf_and_matches_alone_when_packed(tmp_path, monk
         skip_or_fail(f"SmolLM2 is not installed: {pretrained_mod.INSTALL_PRETRAINED}")
     monkeypatch.setenv("PACKING_LAB_CACHE", str(tmp_path))   # a cold cache: convert the GGUF
     pretrained = load_pretrained()   # its time is a benchmark figure (README), not a test: the machine is shared
-    assert (tmp_path / pretrained_mod._MODEL_DIR / "model.safetensors").is_file()
+    assert _holds_plain_safetensors(tmp_path / pretrained_mod._MODEL_DIR)
     shutil.rmtree(tmp_path / pretrained_mod._MODEL_DIR)   # 0.5 GB: pytest keeps old tmp folders around
     on = verify_pretrained(mask="on", pretrained=pretrained)
     assert on.max_abs_diff < 1e-3, on.format_table()
