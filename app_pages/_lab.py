@@ -469,6 +469,17 @@ def stop() -> NoReturn:
     raise PageStop
 
 
+def release_memory() -> None:
+    """Hand freed heap back to the system (glibc's ``malloc_trim``): the server runs each session's script in a
+    thread of its own, whose malloc arena would otherwise keep the peak of a large analysis for good."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):    # not glibc: nothing to trim
+        pass
+
+
 @contextmanager
 def guard(action: str):
     """Turn a failure inside the block into one ``st.error`` line and stop the page.
@@ -525,6 +536,7 @@ def run_safely(page, *steps) -> None:
             end_view(name)
         except Exception:  # noqa: BLE001  (a view that cannot be written must not hide the page)
             log.exception("could not write the view of %r into the URL", title)
+        release_memory()     # what a large analysis freed goes back to the system, not to this run's thread
 
 
 def lesson(page: str, **values) -> None:

@@ -222,9 +222,17 @@ with limits_step:
 @st.cache_data(show_spinner="Planning the rows...", max_entries=16)
 def longest_of(key: str, _lengths, context: int):
     """What the longest documents cost the bfd rows of ``_lengths`` (keyed by ``key``), and the positions they train."""
+    import numpy as np
+
     import packing_core as pc
+    pieces = int(np.ceil(np.asarray(_lengths, dtype=np.float64) / context).sum())
+    if pieces > LONGEST_MAX_PIECES:      # a page bounds its work: the CLI has no such limit
+        return None, pieces
     plan = pc.make_plan(_lengths, context, "bfd")
     return longest_share(plan), trained_positions(plan)
+
+
+LONGEST_MAX_PIECES = 500_000   # pieces the page plans to measure the longest documents (a few seconds, ~100 MB)
 
 
 with balance_step:     # the longest documents set each batch's max_seqlen: the same imbalance, seen per batch
@@ -232,14 +240,18 @@ with balance_step:     # the longest documents set each batch's max_seqlen: the 
     with st.expander("The longest documents set a batch's attention, and the large positions"):
         with guard("measure the longest documents"):
             share, trained = longest_of(upload["digest"] if yours else name, sample, context)
-        st.markdown("**Their cost.** " + esc(share.sentence))
-        figure(cached_figure(max_seqlen_figure, share, title=f"max_seqlen of each batch of {share.rows_per_batch} bfd rows "
-                             "(the longest piece) beside its mean piece"), key=S.key("max_seqlen"))
-        st.markdown(
-            "**The positions they train.** " + esc(trained.sentence) + " That is the trade-off at long context: reset "
-            "the positions per document (what the mask needs in transformers' padding-free path, and what each document "
-            "sees at inference) and the largest positions get few examples; keep them counting along the row (GPT-3's "
-            "concatenation, Megatron-LM's default: `--reset-position-ids` is off) and every position is trained, on "
-            "positions that cross documents.")
-        figure(cached_figure(positions_figure, trained, title=f"Trained tokens per position at context {context}, "
-                             "bfd rows"), key=S.key("positions"))
+        if share is None:
+            st.caption(f"Not measured on this page: the data splits into {trained:,} pieces at context {context}, "
+                       f"more than the {LONGEST_MAX_PIECES:,} the page plans for it. Analyse a sample of it.")
+        else:
+            st.markdown("**Their cost.** " + esc(share.sentence))
+            figure(cached_figure(max_seqlen_figure, share, title=f"max_seqlen of each batch of {share.rows_per_batch} bfd rows "
+                                 "(the longest piece) beside its mean piece"), key=S.key("max_seqlen"))
+            st.markdown(
+                "**The positions they train.** " + esc(trained.sentence) + " That is the trade-off at long context: reset "
+                "the positions per document (what the mask needs in transformers' padding-free path, and what each document "
+                "sees at inference) and the largest positions get few examples; keep them counting along the row (GPT-3's "
+                "concatenation, Megatron-LM's default: `--reset-position-ids` is off) and every position is trained, on "
+                "positions that cross documents.")
+            figure(cached_figure(positions_figure, trained, title=f"Trained tokens per position at context {context}, "
+                                 "bfd rows"), key=S.key("positions"))

@@ -73,6 +73,9 @@ def positions_figure(trained, title: str | None = None) -> go.Figure:
     return apply_layout(fig, title=title, height=320, barmode="group", showlegend=True)
 
 
+MAX_BATCH_BARS = 100    # bars of max_seqlen_figure at most: a plan of millions of batches is drawn in runs
+
+
 def max_seqlen_figure(share, title: str | None = None) -> go.Figure:
     """Each batch's ``max_seqlen`` (the longest piece) beside its mean piece length.
 
@@ -80,14 +83,24 @@ def max_seqlen_figure(share, title: str | None = None) -> go.Figure:
     >>> from packing_core.packing.strategies import make_plan
     >>> [t.name for t in max_seqlen_figure(longest_share(make_plan([40] * 98 + [400, 500], 512, "bfd"), 4)).data]
     ['max_seqlen (the longest piece)', 'mean piece']
+    >>> len(max_seqlen_figure(longest_share(make_plan([40] * 20_000, 512, "bfd"), 4)).data[0].y)   # 400 batches
+    100
     """
-    b = np.arange(len(share.batch_max_seqlen))
+    top, mean = np.asarray(share.batch_max_seqlen), np.asarray(share.batch_mean_len, dtype=np.float64)
+    n = len(top)
+    if n > MAX_BATCH_BARS:      # a bounded figure: each bar the largest max_seqlen of a run of batches, its mean
+        edges = np.linspace(0, n, MAX_BATCH_BARS + 1).astype(np.int64)
+        top = np.maximum.reduceat(top, edges[:-1])
+        mean = np.add.reduceat(mean, edges[:-1]) / np.diff(edges)
+        b, unit = edges[:-1], f"runs of about {n / MAX_BATCH_BARS:,.0f} batches of {share.rows_per_batch} rows"
+    else:
+        b, unit = np.arange(n), f"batch of {share.rows_per_batch} rows"
     fig = go.Figure([
-        go.Bar(x=b, y=share.batch_max_seqlen, name="max_seqlen (the longest piece)", marker_color=ALERT_COLOUR,
+        go.Bar(x=b, y=top, name="max_seqlen (the longest piece)", marker_color=ALERT_COLOUR,
                hovertemplate="batch %{x}: max_seqlen %{y:,}<extra></extra>"),
-        go.Scatter(x=b, y=share.batch_mean_len, name="mean piece", mode="lines",
+        go.Scatter(x=b, y=mean, name="mean piece", mode="lines",
                    line=dict(color=PACKED_COLOUR, width=2), hovertemplate="batch %{x}: mean piece %{y:.0f}<extra></extra>"),
     ])
-    fig.update_xaxes(title=f"batch of {share.rows_per_batch} rows, in plan order")
+    fig.update_xaxes(title=f"{unit}, in plan order")
     fig.update_yaxes(title="tokens", gridcolor="#eee")
     return apply_layout(fig, title=title, height=300, showlegend=True)
