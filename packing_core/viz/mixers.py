@@ -58,12 +58,12 @@ def layer_diff_figure(kinds, broken, fixed=None, *, document_ids=None, tolerance
             fig.add_vline(x=first + b - 0.5, line=dict(color=REFERENCE_COLOUR, dash="dot", width=1))
         for d in np.unique(doc[doc >= 0]):
             at = np.flatnonzero(doc == d)
-            # a line above the first panel's title, which sits at the same height
-            fig.add_annotation(x=first + (at[0] + at[-1]) / 2, y=1.0, yref="paper", yanchor="bottom", yshift=24,
-                               showarrow=False, text=swatch_text(doc_colour(int(d)), f"document {d}"))   # dark text
+            # inside the first panel's top: the panel's own title sits just above it
+            fig.add_annotation(x=first + (at[0] + at[-1]) / 2, y=1.0, yref="paper", yanchor="top", showarrow=False,
+                               text=swatch_text(doc_colour(int(d)), f"document {d}"), bgcolor="white")   # dark text
     fig.update_layout(barmode="group")
     fig.update_xaxes(title="position in the row", row=len(kinds), col=1)
-    return apply_layout(fig, title=title, height=174 + 150 * len(kinds), top=114)
+    return apply_layout(fig, title=title, height=150 + 150 * len(kinds), top=90)
 
 
 def hybrid_leak_figure(leak, *, given=(), title: str = "The last document packed after the others, each layer "

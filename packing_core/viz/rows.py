@@ -246,11 +246,11 @@ def logit_diff_figure(token_diffs, cu_seqlens, tolerance: float, *, floor: float
     # annotations on a log axis take log10 coordinates (add_hline's own label would not)
     fig.add_annotation(x=0, xref="paper", xanchor="left", y=np.log10(tolerance), yanchor="bottom",
                        text=f"tolerance {tolerance:.1e}", showarrow=False, font=dict(color=REFERENCE_COLOUR))
-    for d in range(len(cu) - 1):    # every other label a line higher: short neighbours never overlap
-        fig.add_annotation(x=(cu[d] + cu[d + 1] - 1) / 2, y=1.0, yref="paper", yanchor="bottom", yshift=16 * (d % 2),
-                           text=swatch_text(doc_colour(d), f"doc {d}"), showarrow=False)
-    top = max(float(shown.max()), tolerance) * 10
+    for d in range(len(cu) - 1):    # inside the plot's top, every other one a line lower: neighbours never overlap
+        fig.add_annotation(x=(cu[d] + cu[d + 1] - 1) / 2, y=1.0, yref="paper", yanchor="top", yshift=-22 * (d % 2),
+                           text=swatch_text(doc_colour(d), f"doc {d}"), showarrow=False, bgcolor="white")
+    top = max(float(shown.max()), tolerance) * 1000   # headroom above the bars for the document labels
     fig.update_yaxes(type="log", title="max |Δlogit| (log)", range=[np.log10(floor) - 0.3, np.log10(top)],
                      dtick=1, exponentformat="power", gridcolor="#eee")
     fig.update_xaxes(title="token in the packed row", showgrid=False)
-    return apply_layout(fig, title=title, height=360, top=86 if title else 56, bargap=0.05, showlegend=False)
+    return apply_layout(fig, title=title, height=330, top=70 if title else 40, bargap=0.05, showlegend=False)

@@ -92,9 +92,9 @@ def max_seqlen_figure(share, title: str | None = None) -> go.Figure:
         edges = np.linspace(0, n, MAX_BATCH_BARS + 1).astype(np.int64)
         top = np.maximum.reduceat(top, edges[:-1])
         mean = np.add.reduceat(mean, edges[:-1]) / np.diff(edges)
-        b, unit = edges[:-1], f"runs of about {n / MAX_BATCH_BARS:,.0f} batches of {share.rows_per_batch} rows"
+        b, unit = edges[:-1], f"batch ({n / MAX_BATCH_BARS:,.0f} a bar)"
     else:
-        b, unit = np.arange(n), f"batch of {share.rows_per_batch} rows"
+        b, unit = np.arange(n), "batch"
     fig = go.Figure([
         go.Bar(x=b, y=top, name="max_seqlen (the longest piece)", marker_color=ALERT_COLOUR,
                hovertemplate="batch %{x}: max_seqlen %{y:,}<extra></extra>"),

@@ -88,14 +88,14 @@ def logits_figure(result) -> go.Figure:
     doc = np.asarray(result.document_ids)
     for b in _boundaries(doc):
         fig.add_vline(x=b - 0.5, line=dict(color=REFERENCE_COLOUR, dash="dot", width=1))
-    for d in np.unique(doc[doc >= 0]):
+    for i, d in enumerate(np.unique(doc[doc >= 0])):   # short documents: every other label a line lower
         at = np.flatnonzero(doc == d)
-        fig.add_annotation(x=(at[0] + at[-1]) / 2, y=1.0, yref="paper", yanchor="bottom", showarrow=False,
-                           text=swatch_text(doc_colour(d), f"document {d}"))
+        fig.add_annotation(x=(at[0] + at[-1]) / 2, y=1.0, yref="paper", yanchor="top", yshift=-22 * (i % 2),
+                           showarrow=False, text=swatch_text(doc_colour(d), f"doc {d}"), bgcolor="white")
     fig.add_hline(y=tol, line=dict(color=REFERENCE_COLOUR, dash="dash", width=2))
     fig.add_annotation(x=0, xref="paper", xanchor="left", y=np.log10(tol), yanchor="bottom", showarrow=False,
                        text=f"tolerance {tol:.1e}", font=dict(color=REFERENCE_COLOUR))
-    top = max(float(broken.max(initial=0)), tol) * 10
+    top = max(float(broken.max(initial=0)), tol) * 1000   # headroom above the lines for the document labels
     fig.update_yaxes(type="log", title="max |Δlogit| vs alone (log)", range=[np.log10(floor) - 0.3, np.log10(top)],
                      dtick=1, exponentformat="power", gridcolor="#eee")
     fig.update_xaxes(title="token in the packed row", showgrid=False)
