@@ -6,7 +6,6 @@ in ``app_pages/`` is a thin file: widgets -> a call into packing_core -> a figur
 page without this entry point, on the first request of a fresh server.)
 """
 import os
-import sys
 
 import streamlit as st
 
@@ -46,13 +45,6 @@ if view.hide_controls:   # controls=hidden: the teacher's focused screen shows t
 
 # one st.Page per PageSpec, in the order of the 60-minute lesson (app_pages/_content.PAGES)
 PAGES = [st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(_content.PAGES)]
-
-# A fresh server's first run imports torch and transformers (seconds on 2 cores): say so where the class looks,
-# instead of a page that stays blank (benchmarks/teacher_tour.py measures the first open of each page).
-if "transformers" not in sys.modules:
-    with st.spinner("Starting the lab: loading torch and transformers, once per server (a few seconds)..."):
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
 
 quiet_page_not_found()   # a link to no page opens the first one with a line saying so, not an error box
 page = st.navigation(PAGES)
