@@ -448,6 +448,17 @@ def run_tree(command: list[str], cwd: Path, timeout: float, env: dict | None = N
         return Measured(rc, out.read_text(errors="replace"), err.read_text(errors="replace"), peak_mib, seconds)
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """One case of a hostile catalogue run: its measured process (None when skipped), its folder, and the
+    digests of the files it must leave as they were."""
+
+    result: Measured | None
+    folder: Path
+    before: dict
+    skipped: str | None = None
+
+
 def run_cli_tree(argv: list[str], cwd: Path, timeout: float, env: dict | None = None,
                  file_size: int | None = None) -> Measured:
     """``python -m packing_core *argv``, or with ``argv = ["-c", code]`` a library call under ``LIBRARY_CALL``."""

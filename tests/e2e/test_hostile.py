@@ -46,6 +46,7 @@ from tests._support import (
     HOSTILE_ENV,
     HOSTILE_LIMIT_MIB,
     Measured,
+    Outcome,
     assert_one_error_line,
     run_cli_tree,
     save_tiny_llama,
@@ -846,14 +847,6 @@ assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
 
 
 # ---------------------------------------------------------------- running the catalogue
-@dataclass(frozen=True)
-class Outcome:
-    result: Measured | None
-    folder: Path
-    before: dict
-    skipped: str | None = None
-
-
 def _run_case(case: Case, folder: Path, a: Assets) -> Outcome:
     try:
         argv = case.make(folder, a)

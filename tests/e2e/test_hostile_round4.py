@@ -41,6 +41,7 @@ from tests._support import (
     HOSTILE_LIMIT_MIB,
     UNDER_TEST,
     Measured,
+    Outcome,
     assert_one_error_line,
     run_cli_tree,
     save_tiny_llama,
@@ -682,14 +683,6 @@ assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
 
 
 # ---------------------------------------------------------------- running the catalogue
-@dataclass(frozen=True)
-class Outcome:
-    result: Measured | None
-    folder: Path
-    before: dict
-    skipped: str | None = None
-
-
 def _sha(path: Path) -> str:
     import hashlib
 
