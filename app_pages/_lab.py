@@ -641,16 +641,32 @@ def scroll_here(name: str, token, block: str = "nearest") -> None:
     if token != last:
         count += 1
         seen[name] = (token, count)
-    # the twins differ only in a class name; app.py's style takes their element out of the page's flow.
-    # ``block`` must be a key of _SCROLL_DELAY_MS (a KeyError otherwise): the script holds only this module's literals.
-    delay = _SCROLL_DELAY_MS[block]
-    st.html(f'<div class="pl-anchor {"pl-a" if count % 2 else "pl-b"}"></div><script>(() => {{ const a = '
-            f'document.currentScript.previousElementSibling; setTimeout(() => a.scrollIntoView({{block: "{block}", '
-            f'behavior: "smooth"}}), {delay}); }})();</script>', unsafe_allow_javascript=True)
-
-
-# scroll_here's blocks and the wait before each scrolls (a progress bar at once, an answer once laid out)
-_SCROLL_DELAY_MS = {"nearest": 250, "start": 250, "center": 50}
+    twin = count % 2
+    # the twins differ only in a class name; app.py's style takes their element out of the page's flow
+    if block == "nearest" and twin:
+        st.html('<div class="pl-anchor pl-a"></div><script>(() => { const a = document.currentScript.previousElementSibling;'
+                ' setTimeout(() => a.scrollIntoView({block: "nearest", behavior: "smooth"}), 250); })();</script>',
+                unsafe_allow_javascript=True)
+    elif block == "nearest":
+        st.html('<div class="pl-anchor pl-b"></div><script>(() => { const a = document.currentScript.previousElementSibling;'
+                ' setTimeout(() => a.scrollIntoView({block: "nearest", behavior: "smooth"}), 250); })();</script>',
+                unsafe_allow_javascript=True)
+    elif block == "start" and twin:
+        st.html('<div class="pl-anchor pl-a"></div><script>(() => { const a = document.currentScript.previousElementSibling;'
+                ' setTimeout(() => a.scrollIntoView({block: "start", behavior: "smooth"}), 250); })();</script>',
+                unsafe_allow_javascript=True)
+    elif block == "start":
+        st.html('<div class="pl-anchor pl-b"></div><script>(() => { const a = document.currentScript.previousElementSibling;'
+                ' setTimeout(() => a.scrollIntoView({block: "start", behavior: "smooth"}), 250); })();</script>',
+                unsafe_allow_javascript=True)
+    elif twin:
+        st.html('<div class="pl-anchor pl-a"></div><script>(() => { const a = document.currentScript.previousElementSibling;'
+                ' setTimeout(() => a.scrollIntoView({block: "center", behavior: "smooth"}), 50); })();</script>',
+                unsafe_allow_javascript=True)
+    else:
+        st.html('<div class="pl-anchor pl-b"></div><script>(() => { const a = document.currentScript.previousElementSibling;'
+                ' setTimeout(() => a.scrollIntoView({block: "center", behavior: "smooth"}), 50); })();</script>',
+                unsafe_allow_javascript=True)
 
 
 @contextmanager
