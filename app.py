@@ -11,6 +11,11 @@ import streamlit as st
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at run time
 
+from app_pages._startup import first_open, start_once  # noqa: E402  (the standard library and Streamlit only)
+
+st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", layout="wide")
+start_once()   # a fresh server: a bar while torch, transformers and the lab load, before anything imports them
+
 from app_pages import _content  # noqa: E402
 from app_pages._lab import open_view, quiet_page_not_found, run_safely, sidebar  # noqa: E402
 from packing_core.experiments import use_lab_threads, warm_status  # noqa: E402
@@ -51,4 +56,12 @@ page = st.navigation(PAGES)
 # The error contract: an unexpected exception on any page is one line on the page, saying it was logged;
 # the traceback goes to the server log (Streamlit's own details are off too: .streamlit/config.toml).
 # The sidebar also says whether the server is ready for a class (files only: instant).
-run_safely(page, sidebar, lambda: st.sidebar.caption(warm_status().line), page.run)
+# A page's first open on this server builds what its figures share with later visits: a bar says so.
+
+
+def run_page() -> None:
+    with first_open(page.title):
+        page.run()
+
+
+run_safely(page, sidebar, lambda: st.sidebar.caption(warm_status().line), run_page)
