@@ -28,7 +28,9 @@ st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", l
 # A projector's 1024 x 768: metric labels wrap instead of ending in "...", and values shrink with
 # the window instead of being cut (tests/e2e/test_projector.py checks every page at that size).
 # Captions at 4.5:1 contrast or more (Streamlit draws them at 60 % opacity: about 3.9:1 on white).
-# A scroll anchor (_lab.scroll_here) takes no room; a result whose settings changed since it ran is dimmed;
+# A scroll anchor (_lab.scroll_here) takes no room, and one scrolled to the window's bottom edge leaves 12 px
+# under it (an answer that ended on the edge measured 1 px out of view); a result whose settings changed since
+# it ran is dimmed;
 # less space above the title (a projector has 768 px); the copy-link button looks like Streamlit's own.
 st.html("""<style>
 [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * { white-space: normal !important;
@@ -37,6 +39,7 @@ st.html("""<style>
   overflow: visible !important; text-overflow: clip !important; white-space: nowrap; }
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] * { color: #4f5260 !important; opacity: 1 !important; }
 [data-testid="stElementContainer"]:has(.pl-anchor) { height: 0; min-height: 0; margin-top: -1rem; overflow: visible; }
+.pl-anchor { scroll-margin-bottom: 0.75rem; }
 [class*="st-key-stale_"] { opacity: 0.45; filter: grayscale(0.8); }
 [data-testid="stMainBlockContainer"] { padding-top: 3.5rem; }
 .pl-copy { font: inherit; font-size: 0.95rem; min-height: 2.5rem; padding: 0.25rem 0.75rem; border-radius: 0.5rem;

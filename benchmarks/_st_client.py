@@ -28,6 +28,9 @@ click as for a real student, without a renderer on the machine:
   options (``string_array_value``).
 - **Waiting.** A click ends at the ``script_finished`` of the run it caused; a run cut short
   by a newer one (``FINISHED_EARLY_FOR_RERUN``) does not count.
+- **Progress.** Each run records when its first progress bar or spinner arrived, counted from the
+  click (``last_progress_s``), and the texts of its progress bars (``last_progress_texts``): what a
+  browser would draw while the student waits.
 
 Not sent: ``cached_message_hashes`` (the frontend lists the messages it holds so the server
 can send a reference instead of a repeated large one; without them every message comes in
@@ -105,6 +108,9 @@ class ProtocolSession:
         self.run_id = ""
         self.messages = 0
         self.asset_bytes = 0
+        self.last_progress_s: float | None = None   # the last run's first progress bar or spinner, from the click
+        self.last_progress_texts: list[str] = []     # the texts of the last run's progress bars
+        self._started = 0.0
         self._ws = None
 
     # ------------------------------------------------------------ connection
@@ -146,7 +152,8 @@ class ProtocolSession:
                 setattr(w, field, value)
         for wid in triggers:
             state.widget_states.widgets.add(id=wid, trigger_value=True)
-        start = time.perf_counter()
+        start = self._started = time.perf_counter()
+        self.last_progress_s, self.last_progress_texts = None, []
         await self._ws.send(msg.SerializeToString())
         try:
             await asyncio.wait_for(self._until_finished(), self.timeout_s)
@@ -178,10 +185,22 @@ class ProtocolSession:
             for p in [p for p in self.nodes if p[:len(path)] == path and p != path]:
                 del self.nodes[p]   # an element in place of a block: its children go
             self.nodes[path] = Node(path, False, kind, proto, self.run_id, delta.fragment_id)
+            if kind in ("progress", "spinner"):
+                if self.last_progress_s is None:
+                    self.last_progress_s = time.perf_counter() - self._started
+                if proto.text and proto.text not in self.last_progress_texts:
+                    self.last_progress_texts.append(proto.text)
             if kind in WIDGETS and kind != "button" and proto.id:
                 initial = _initial_value(kind, proto)
                 if initial is not None and (proto.id not in self.values or getattr(proto, "set_value", False)):
                     self.values[proto.id] = initial
+        elif which == "new_transient":   # st.spinner and the caches' spinners: drawn, never kept as a node
+            for element in delta.new_transient.elements:
+                kind = element.WhichOneof("type")
+                if kind in ("progress", "spinner") and self.last_progress_s is None:
+                    self.last_progress_s = time.perf_counter() - self._started
+                if kind in ("progress", "spinner") and getattr(element, kind).text not in self.last_progress_texts:
+                    self.last_progress_texts.append(getattr(element, kind).text)
         elif which == "add_block":
             block = delta.add_block
             self.nodes[path] = Node(path, True, block.WhichOneof("type") or "", block, self.run_id, delta.fragment_id)
@@ -208,7 +227,10 @@ class ProtocolSession:
         start = time.perf_counter()
         if assets:
             self.asset_bytes += await asyncio.to_thread(self._fetch_assets, page)
+        fetched = time.perf_counter() - start
         await self.rerun(page_name=page, page_hash="")
+        if self.last_progress_s is not None:   # from the click, the files included
+            self.last_progress_s += fetched
         return time.perf_counter() - start
 
     def _fetch_assets(self, page: str) -> int:

@@ -38,7 +38,11 @@ class follows the teacher at its own pace; ``--think 0,0`` is a stampede. A clic
 from the click to the end of the run it caused, without the think time. Goals: every
 session completes with the right answers; the protocol clients' p95 click latency is at most
 3x a lone protocol student's with the same clicks and think times (the browsers' figures are
-reported beside it); the server's peak memory <= 2 GiB; one model load; no traceback.
+reported beside it); no dead time: a click over 2 s shows a progress bar or spinner within 2 s
+(judged on the protocol clients, which see what the server sends, and on a lone Chromium, which
+sees what is inside its window; the class's Chromium clicks are reported: five renderers share one
+niced core) and no training starts but on "Train both" (everyone); the server's peak memory
+<= 2 GiB; one model load; no traceback.
 
 Exit code 0 when every goal is met, 1 otherwise.
 """
@@ -75,6 +79,20 @@ BROWSER_CPUS = 0             # --class: how many cores the Chromium sessions may
 STEP_MS = 60_000  # one step may wait for a model load behind other users on two cores
 MODEL_LABELS = {s.name: s.label for s in model_specs()}   # what the Leakage lab's picker shows
 DATASETS = ("support-tickets", "bimodal")
+GOAL_DEAD_S = 2.0            # --class: a click over this shows progress within it (issue 35's "no dead time")
+TRAINING = "Training the tiny model"   # the training demo's progress text (app_pages/leakage_lab.py)
+# In every page a browser opens: when a progress bar or spinner is inside the window, and when one says it trains.
+PROGRESS_JS = """(() => {
+  window.__plProgress = []; window.__plTraining = [];
+  const inView = el => { const r = el.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && r.bottom > 0 && r.top < window.innerHeight; };
+  setInterval(() => {
+    const busy = [...document.querySelectorAll("[data-testid='stProgress'], [data-testid='stSpinner']")];
+    if (busy.some(inView) && window.__plProgress.length < 5000) window.__plProgress.push(performance.now());
+    if (busy.some(el => el.innerText.includes(%s)) && window.__plTraining.length < 5000)
+      window.__plTraining.push(performance.now());
+  }, 100);
+})();""" % json.dumps(TRAINING)
 LOAD_BAR = re.compile(r"Loading weights:\s+0%")
 
 
@@ -150,6 +168,7 @@ class Session:
         self.page, self.url, self.problems, self.step, self.ws = page, url, [], "start", None
         self.pace = pace or Pace()
         self.clicks = []   # (step, seconds from the click to the end of the run it caused)
+        self.progress = []   # (step, seconds, first progress in view from the click or None, training text seen)
         page.on("websocket", lambda ws: setattr(self, "ws", ws))
         page.on("dialog", lambda d: (self.problems.append(f"dialog: {d.message}"), asyncio.ensure_future(d.dismiss())))
         page.on("pageerror", lambda e: self.problems.append(f"javascript: {e}"))
@@ -161,23 +180,34 @@ class Session:
         await app.and_(self.page.locator("[data-test-script-state='notRunning']")).wait_for(
             state="attached", timeout=STEP_MS)
 
+    async def seen(self, since_ms: float) -> tuple[float | None, bool]:
+        """The first progress in view after ``since_ms`` (the page's clock), in s from then; whether training showed."""
+        shown, training = await self.page.evaluate(
+            "(t) => [(window.__plProgress || []).find(x => x >= t), (window.__plTraining || []).some(x => x >= t)]",
+            since_ms)
+        return (None if shown is None else (shown - since_ms) / 1000), bool(training)
+
     async def open(self, path: str):
         self.step = f"open {path}"
         await self.pace.think()
         start = time.perf_counter()
         await self.page.goto(f"{self.url}/{path}", wait_until="domcontentloaded", timeout=STEP_MS)
         await self.settle()  # a new page's script state goes initial -> running -> notRunning
-        self.clicks.append((self.step, time.perf_counter() - start))
+        seconds = time.perf_counter() - start
+        self.clicks.append((self.step, seconds))
+        self.progress.append((self.step, seconds, *await self.seen(0.0)))   # a new page's clock starts at the click
 
     async def act(self, action, think: bool = True):
         """Think, do ``action`` and wait for the end of the script run it causes."""
         if think:
             await self.pace.think()
+        since = await self.page.evaluate("performance.now()")
         start = time.perf_counter()
         async with self.ws.expect_event("framereceived", predicate=run_finished, timeout=STEP_MS):
             await action()
         await self.settle()
         self.clicks.append((self.step, time.perf_counter() - start))
+        self.progress.append((self.step, self.clicks[-1][1], *await self.seen(since)))
 
     def named(self, role: str, label: str):
         return self.page.get_by_role(role, name=re.compile("^" + re.escape(label))).first
@@ -193,6 +223,7 @@ class Session:
         await self.named("combobox", label).click()
         await self.act(lambda: self.page.get_by_role("option", name=option, exact=True).click(), think=False)
         self.clicks[-1] = (self.step, time.perf_counter() - start)
+        self.progress[-1] = (self.step, self.clicks[-1][1], *self.progress[-1][2:])
 
     async def check_clean(self, where: str):
         if await self.page.get_by_test_id("stException").count():
@@ -213,6 +244,7 @@ async def one_user(browser, url: str, i: int, model: str, t0: float, pace: Pace 
     mask, positions, dataset = result["mask"], result["positions"], result["dataset"]
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(STEP_MS)   # a click waits as long as a step: 2 cores, 11 browsers
+    await context.add_init_script(PROGRESS_JS)
     s = Session(await context.new_page(), url, pace)
     try:
         await s.open("leakage_lab")
@@ -252,6 +284,8 @@ async def one_user(browser, url: str, i: int, model: str, t0: float, pace: Pace 
     result["seconds"] = round(time.perf_counter() - t0, 2)
     result["problems"] = s.problems
     result["clicks"] = [(step, round(sec, 3)) for step, sec in s.clicks]
+    result["progress"] = [(step, round(sec, 3), None if first is None else round(first, 2), trained)
+                          for step, sec, first, trained in s.progress]
     await context.close()
     return result
 
@@ -264,7 +298,7 @@ async def protocol_user(url: str, i: int, model: str, t0: float, pace: Pace | No
     """
     result = {**settings(i, model), "client": "protocol"}
     mask, positions, dataset = result["mask"], result["positions"], result["dataset"]
-    pace, clicks, problems, step = pace or Pace(), [], [], "connect"
+    pace, clicks, progress, problems, step = pace or Pace(), [], [], [], "connect"
     s = ProtocolSession(url, timeout_s=STEP_MS / 1000)
 
     async def click(name: str, action, *args):
@@ -272,6 +306,9 @@ async def protocol_user(url: str, i: int, model: str, t0: float, pace: Pace | No
         step = name
         await pace.think()
         clicks.append((name, await action(*args)))
+        first = s.last_progress_s
+        progress.append((name, round(clicks[-1][1], 3), None if first is None else round(first, 2),
+                         any(TRAINING in t for t in s.last_progress_texts)))
         problems.extend(f"on {name}: {e[:300]}" for e in s.exceptions() + s.alerts("error"))
 
     try:
@@ -308,6 +345,7 @@ async def protocol_user(url: str, i: int, model: str, t0: float, pace: Pace | No
     result["seconds"] = round(time.perf_counter() - t0, 2)
     result["problems"] = problems
     result["clicks"] = [(name, round(sec, 3)) for name, sec in clicks]
+    result["progress"] = progress
     result["messages"], result["asset_bytes"] = s.messages, s.asset_bytes
     return result
 
@@ -556,6 +594,31 @@ def click_figures(lone: list[dict], crowd: list[dict]) -> dict:
     return out
 
 
+def dead_time(runs: list[dict]) -> dict:
+    """Clicks over ``GOAL_DEAD_S`` with no progress by then, and training after a click that is not "Train both".
+
+    A browser's progress is a bar or spinner inside its window (sampled every 0.1 s); a protocol
+    client's is a bar or spinner the server sent (the browser would draw it). 0.15 s of slack
+    covers the sampling, as in benchmarks/teacher_tour.py. A fresh browser's first page is listed
+    apart (``first_page``): until the frontend's 2.3 MB of scripts are fetched and compiled, no
+    page can draw anything; the protocol client's first page counts those files and is judged.
+    """
+    slow, first_page, trained, over = [], [], [], 0
+    for r in runs:
+        for i, (step, sec, first, training) in enumerate(r.get("progress", [])):
+            if sec > GOAL_DEAD_S:
+                over += 1
+                if first is None or first > GOAL_DEAD_S + 0.15:
+                    line = (f"user {r['user']} ({r['client']}) {step}: {sec:.1f} s, progress "
+                            f"{'never' if first is None else f'after {first:.1f} s'}")
+                    (first_page if i == 0 and r["client"] == "browser" else slow).append(line)
+            if training and step != "Train both":
+                trained.append(f"user {r['user']} ({r['client']}) {step}")
+    return {"clicks": sum(len(r.get("progress", [])) for r in runs), "clicks_over_goal": over,
+            "slow_without_progress": slow, "slow_first_page_of_a_fresh_browser": first_page,
+            "trained_without_button": trained}
+
+
 def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str, browsers: int = 5,
               think: tuple[float, float] = (1.0, 5.0), seed: int = 0, lone: int = 4) -> dict:
     """A lesson for a class of ``users``: a cold visitor, a lone student, then the whole class.
@@ -622,6 +685,13 @@ def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str,
         r["ok"] = (not r["problems"] and r.get("verdict") == r["expected_verdict"]
                    and r.get("documents") == documents[r["dataset"]])
     per_client = {c: click_figures(lone_runs[c], [r for r in crowd if r["client"] == c]) for c in clients}
+    # Dead time, per client and phase. Judged: the protocol clients (whether the server answers a
+    # long run with progress) and a lone Chromium (one student's browser, as on the student's laptop);
+    # the class's Chromium clicks also wait for five renderers on one niced core (reported).
+    phases = {"cold visitor": cold, **{f"lone {c}": runs for c, runs in lone_runs.items()}, "class": crowd}
+    dead = {f"{phase}, {c}": dead_time([r for r in runs if r["client"] == c])
+            for phase, runs in phases.items() for c in clients if any(r["client"] == c for r in runs)}
+    judged = [k for k in dead if k.endswith("protocol") or k == "lone browser, browser"]
     all_clicks = [sec for r in crowd for _, sec in r["clicks"]]
     loads = len(LOAD_BAR.findall(new_log)) if log_path else None
     goal = per_client["protocol"]
@@ -639,6 +709,7 @@ def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str,
         "server_cpu_per_click": round(server_cpu / max(1, len(all_clicks)), 3),
         "server_rss_peak_mb": round(peak / 2**20), "model_loads": loads,
         "server_tracebacks": new_log.count("Traceback"), "load_average": load,
+        "dead_time": dead, "dead_time_judged": judged, "goal_dead_s": GOAL_DEAD_S,
         "goal_p95_ratio": GOAL_CLASS_P95, "goal_rss_mb": GOAL_CLASS_RSS_MB,
         "machine": machine.finished().to_dict(),
         "problems": [f"user {r['user']} ({r['client']}): {p}" for r in everyone for p in r["problems"]],
@@ -647,8 +718,10 @@ def class_run(url: str, pid: int, log_path: Path | None, users: int, model: str,
     # The latency goal is the server's: the protocol clients' clicks. A Chromium click also times
     # its own rendering, on a core it shares with four other browsers (reported, not judged).
     ratios_met = goal.get("p95_ratio") is not None and goal["p95_ratio"] <= GOAL_CLASS_P95
+    no_dead_time = all(not dead[k]["slow_without_progress"] for k in judged) \
+        and not any(d["trained_without_button"] for d in dead.values())
     s["goals_met"] = (s["users_ok"] == users and all(r["ok"] for r in everyone) and s["server_tracebacks"] == 0
-                      and ratios_met and s["server_rss_peak_mb"] <= GOAL_CLASS_RSS_MB
+                      and ratios_met and no_dead_time and s["server_rss_peak_mb"] <= GOAL_CLASS_RSS_MB
                       and (loads is None or model != PRETRAINED or loads <= 1))
     return s
 
@@ -669,6 +742,13 @@ def _class_table(s: dict) -> str:
                   f"({f['clicks']} clicks): {f['p95_ratio']}x (goal <= {s['goal_p95_ratio']}x)"]
         lines += [f"                     {name:<32} lone p50 {v.get('lone_p50', '-')}  class p50 "
                   f"{v.get('class_p50', '-')}  p95 {v.get('class_p95', '-')}" for name, v in f["steps"].items()]
+    for where, d in s["dead_time"].items():
+        judged = "judged" if where in s["dead_time_judged"] else "reported"
+        lines += [f"dead time, {where} ({judged}): {d['clicks_over_goal']} of {d['clicks']} clicks over "
+                  f"{s['goal_dead_s']} s; without progress by then: {len(d['slow_without_progress'])} (and "
+                  f"{len(d['slow_first_page_of_a_fresh_browser'])} first pages of a fresh browser); "
+                  f"training without the button: {len(d['trained_without_button'])}",
+                  *(f"                   {x}" for x in d["slow_without_progress"][:8] + d["trained_without_button"][:8])]
     lines += [f"server CPU         {s['server_cpu_seconds']} s over the class, {s['server_cpu_per_click']} s per click",
               f"server memory      peak {s['server_rss_peak_mb']} MB (goal <= {s['goal_rss_mb']})",
               f"model loads        {s['model_loads']} (goal <= 1)   server tracebacks {s['server_tracebacks']}",

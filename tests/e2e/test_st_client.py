@@ -108,3 +108,32 @@ def test_the_client_refuses_a_widget_or_option_the_page_does_not_have(streamlit_
         run_session(streamlit_server.url, missing_option)
     with pytest.raises(st_client.ProtocolError, match="no metric 'Tokens per second'"):
         run_session(streamlit_server.url, missing_metric)
+
+
+def test_the_client_records_a_runs_progress_bar_and_its_text(tmp_path):
+    """A run that draws a bar: the client says when the first one came and what it said; a run without, None."""
+    from benchmarks._server import start_streamlit
+
+    script = tmp_path / "bar.py"
+    script.write_text("import time\nimport streamlit as st\n"
+                      "if st.checkbox('Work'):\n"
+                      "    bar = st.progress(0.0, text='Training the tiny model: step 1 of 2')\n"
+                      "    time.sleep(0.5)\n"
+                      "    bar.progress(1.0, text='Training the tiny model: step 2 of 2')\n"
+                      "    time.sleep(0.5)\n"   # Streamlit replaces a queued delta that a newer one at its place overtakes
+                      "    bar.empty()\n"
+                      "st.write('done')\n")
+    server = start_streamlit(tmp_path / "bar.log", script=str(script))
+    try:
+        async def steps(s):
+            await s.open("")
+            quiet = s.last_progress_s, list(s.last_progress_texts)
+            seconds = await s.checkbox("Work", True)
+            return quiet, (seconds, s.last_progress_s, list(s.last_progress_texts))
+
+        quiet, (seconds, first, texts) = run_session(server.url, steps)
+    finally:
+        server.stop()
+    assert quiet == (None, [])
+    assert first is not None and 0 <= first < seconds and seconds >= 1.0
+    assert texts == ["Training the tiny model: step 1 of 2", "Training the tiny model: step 2 of 2"]
