@@ -83,7 +83,9 @@ def first_open(title: str) -> Iterator[None]:
     (half way at 2 s) and its text gives the seconds.
 
     The bar is drawn by a thread that carries the run's context, the way ``st.spinner`` draws its
-    own: the page's script holds the run thread until it ends. A lock keeps the thread from drawing
+    own (``streamlit/elements/spinner.py``: a ``threading.Timer`` given the run's context by
+    ``add_script_run_ctx``, which enqueues the spinner from that thread): the page's script holds
+    the run thread until it ends. A lock keeps the thread from drawing
     after the block has cleared the bar. The placeholder is made on every run, so the page's
     elements keep their places.
     """
