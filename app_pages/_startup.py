@@ -27,7 +27,8 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 # (what the bar says, the modules imported, about how long they took on the 2-core server, in s).
 # The seconds only weigh the bar's steps; the order is the order the lab's pages need them in.
-STEPS: tuple[tuple[str, tuple[str, ...], float], ...] = (
+Step = tuple[str, tuple[str, ...], float]
+STEPS: tuple[Step, ...] = (
     ("numpy and pandas", ("numpy", "pandas"), 0.35),
     ("torch", ("torch",), 1.05),
     ("plotly", ("plotly.graph_objects", "plotly.express"), 0.1),
@@ -38,12 +39,12 @@ STEPS: tuple[tuple[str, tuple[str, ...], float], ...] = (
 )
 
 
-def cold_steps(steps: Sequence[tuple[str, tuple[str, ...], float]] = STEPS) -> list[tuple[str, tuple[str, ...], float]]:
+def cold_steps(steps: Sequence[Step] = STEPS) -> list[Step]:
     """The steps with a module this process has not imported yet."""
     return [s for s in steps if any(m not in sys.modules for m in s[1])]
 
 
-def start_once(steps: Sequence[tuple[str, tuple[str, ...], float]] = STEPS) -> list[str]:
+def start_once(steps: Sequence[Step] = STEPS) -> list[str]:
     """On a cold process, import ``steps`` under a progress bar at the top of the page; return what was imported.
 
     A warm process (every module already imported) draws nothing and returns ``[]``. Two visitors
@@ -71,8 +72,7 @@ def start_once(steps: Sequence[tuple[str, tuple[str, ...], float]] = STEPS) -> l
 
 FIRST_OPEN_DELAY_S = 0.4    # a first open done sooner shows no bar (no flash of a bar on a fast page)
 FIRST_OPEN_TICK_S = 0.5
-_opened: set[str] = set()   # the pages that have finished a run in this server process
-_opened_lock = threading.Lock()
+_opened: set[str] = set()   # the pages that have had a run in this server process (two first visitors: both see the bar)
 
 
 @contextmanager
@@ -90,9 +90,7 @@ def first_open(title: str) -> Iterator[None]:
     elements keep their places.
     """
     box = st.empty()
-    with _opened_lock:
-        first = title not in _opened
-    if not first:
+    if title in _opened:
         yield
         return
     done, lock, start = threading.Event(), threading.Lock(), time.monotonic()
@@ -115,8 +113,7 @@ def first_open(title: str) -> Iterator[None]:
     try:
         yield
     finally:   # a page that ended early (its ``stop()``, a rerun, an error) has had its first open too
-        with _opened_lock:
-            _opened.add(title)
+        _opened.add(title)
         with lock:
             done.set()
             box.empty()

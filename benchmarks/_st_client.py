@@ -185,11 +185,7 @@ class ProtocolSession:
             for p in [p for p in self.nodes if p[:len(path)] == path and p != path]:
                 del self.nodes[p]   # an element in place of a block: its children go
             self.nodes[path] = Node(path, False, kind, proto, self.run_id, delta.fragment_id)
-            if kind in ("progress", "spinner"):
-                if self.last_progress_s is None:
-                    self.last_progress_s = time.perf_counter() - self._started
-                if proto.text and proto.text not in self.last_progress_texts:
-                    self.last_progress_texts.append(proto.text)
+            self._saw(kind, proto)
             if kind in WIDGETS and kind != "button" and proto.id:
                 initial = _initial_value(kind, proto)
                 if initial is not None and (proto.id not in self.values or getattr(proto, "set_value", False)):
@@ -197,13 +193,19 @@ class ProtocolSession:
         elif which == "new_transient":   # st.spinner and the caches' spinners: drawn, never kept as a node
             for element in delta.new_transient.elements:
                 kind = element.WhichOneof("type")
-                if kind in ("progress", "spinner") and self.last_progress_s is None:
-                    self.last_progress_s = time.perf_counter() - self._started
-                if kind in ("progress", "spinner") and getattr(element, kind).text not in self.last_progress_texts:
-                    self.last_progress_texts.append(getattr(element, kind).text)
+                self._saw(kind, getattr(element, kind))
         elif which == "add_block":
             block = delta.add_block
             self.nodes[path] = Node(path, True, block.WhichOneof("type") or "", block, self.run_id, delta.fragment_id)
+
+    def _saw(self, kind: str, proto) -> None:
+        """Note a progress bar or spinner of this run: when the first came, and every text shown."""
+        if kind not in ("progress", "spinner"):
+            return
+        if self.last_progress_s is None:
+            self.last_progress_s = time.perf_counter() - self._started
+        if proto.text and proto.text not in self.last_progress_texts:
+            self.last_progress_texts.append(proto.text)
 
     def _clear_stale(self, status: int, fragments: set[str]) -> None:
         if status == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY:
