@@ -48,7 +48,7 @@ from packing_core.analysis import (
 )
 from packing_core.data import list_sources
 from packing_core.models import PRETRAINED
-from packing_core.packing import STRATEGIES
+from packing_core.packing import STRATEGIES, piece_count
 
 log = logging.getLogger("packing_lab")
 
@@ -848,6 +848,23 @@ def plan(lengths: tuple, context: int, strategy: str, **kwargs):
 # optimal's budget on a page (the command line's default is 5 s): a page answers in about a second or
 # two on first use, then from the cache; optimal stops sooner once its plan is proven optimal.
 PAGE_TIME_LIMIT = 2.0
+
+# Pieces a page plans for one section (bfd rows to balance, a stream to pack, the longest documents, a batch's
+# order): about a second and 100 MB on the 2-core VM. The library's own ceiling (MAX_SPLIT_PIECES, 4,000,000)
+# fits one user on their own machine; a server that serves a class cannot give every upload that much, and a
+# 19-byte file of one 10^9-token document splits into 1,953,125 pieces at context 512.
+PAGE_MAX_PIECES = 500_000
+
+
+def over_page_budget(lengths, context: int, overlong: str = "split", command: str = "") -> str | None:
+    """Why a page does not plan ``lengths`` (one line to show), or None when they fit ``PAGE_MAX_PIECES``;
+    ``command`` names the command line that measures the same thing without the page's budget."""
+    pieces = piece_count(lengths, context, overlong)
+    if pieces <= PAGE_MAX_PIECES:
+        return None
+    elsewhere = f"; `{command}` measures it on your own machine" if command else ""
+    return (f"Not measured on this page: these documents make {pieces:,} pieces at context {context}, more than "
+            f"the {PAGE_MAX_PIECES:,} a page plans for one section. A longer context makes fewer pieces{elsewhere}.")
 
 
 def strategy_table(lengths: np.ndarray, context: int, **kwargs) -> list:

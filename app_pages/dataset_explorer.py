@@ -21,6 +21,7 @@ from app_pages._lab import (
     length_summary,
     lesson,
     number,
+    over_page_budget,
     page_settings,
     recommendation,
     sources,
@@ -40,6 +41,7 @@ from packing_core.analysis import (
     CAP_LADDER,
     FRAMEWORKS,
     MODEL_SHAPES,
+    STREAM_SAMPLE,
     basis_note,
     bounds_example,
     cap_sentence,
@@ -165,18 +167,22 @@ with balance_step:
     micro = b2.number_input("Micro-batches per rank", 1, 256, **S.bind("micro_batches"))
     shape_name = b3.radio("Model shape", list(MODEL_SHAPES), horizontal=True,
                           format_func=lambda k: MODEL_SHAPES[k].name, **S.bind("model_shape"))
-    with guard("balance the rows"):
-        key = upload["digest"] if yours else name
-        steps_ = balance_of(key, sample, context, int(ranks), int(micro), shape_name)
-    report = steps_.by_attention
-    basis = f"a sample of {len(sample):,} documents" if yours and len(sample) < stats.count else \
-        f"all {len(sample):,} documents"
-    if report.note:
-        st.caption(esc(report.note))
-    figure(cached_figure(balance_figure, report, title=f"bfd rows of {basis}, {report.rows:,} rows over {report.ranks} ranks "
-                             f"x {report.micro_batches} micro-batches"), key=S.key("balance"))
-    verdict = step_verdict(steps_)
-    st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
+    too_many = over_page_budget(sample, context, command="python -m packing_core balance FILE --ranks N")
+    if too_many:
+        st.caption(too_many)   # the lab's own words and numbers
+    else:
+        with guard("balance the rows"):
+            key = upload["digest"] if yours else name
+            steps_ = balance_of(key, sample, context, int(ranks), int(micro), shape_name)
+        report = steps_.by_attention
+        basis = f"a sample of {len(sample):,} documents" if yours and len(sample) < stats.count else \
+            f"all {len(sample):,} documents"
+        if report.note:
+            st.caption(esc(report.note))
+        figure(cached_figure(balance_figure, report, title=f"bfd rows of {basis}, {report.rows:,} rows over "
+                             f"{report.ranks} ranks x {report.micro_batches} micro-batches"), key=S.key("balance"))
+        verdict = step_verdict(steps_)
+        st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
 
 with limits_step:
     st.subheader("A cap per row, and a stream")
@@ -211,39 +217,36 @@ with limits_step:
         f"({TRL_WINDOW:,} examples by default), and no row mixes two batches.")
     order = "a seeded random order (a profile keeps counts, not order)" if yours else "the dataset's order"
     whole = {r.strategy: r for r in rows}["bfd"].utilisation
-    with guard("pack the stream"):
-        stream = stream_of(upload["digest"] if yours else name, sample, context, overlong, order, whole)
-    s1, s2 = st.columns([3, 2], gap="medium")
-    with s1:
-        figure(cached_figure(buffer_curve_figure, stream, title="Utilisation against buffer size"), key=S.key("stream"))
-    s2.markdown(esc(stream.sentence))
+    too_many = over_page_budget(sample[:STREAM_SAMPLE], context, overlong)    # the documents the stream packs
+    if too_many:
+        st.caption(too_many)   # the lab's own words and numbers
+    else:
+        with guard("pack the stream"):
+            stream = stream_of(upload["digest"] if yours else name, sample, context, overlong, order, whole)
+        s1, s2 = st.columns([3, 2], gap="medium")
+        with s1:
+            figure(cached_figure(buffer_curve_figure, stream, title="Utilisation against buffer size"),
+                   key=S.key("stream"))
+        s2.markdown(esc(stream.sentence))
 
 # ---------------------------------------------------------------- the longest documents
 @st.cache_data(show_spinner="Planning the rows...", max_entries=16)
 def longest_of(key: str, _lengths, context: int):
     """What the longest documents cost the bfd rows of ``_lengths`` (keyed by ``key``), and the positions they train."""
-    import numpy as np
-
     import packing_core as pc
-    pieces = int(np.ceil(np.asarray(_lengths, dtype=np.float64) / context).sum())
-    if pieces > LONGEST_MAX_PIECES:      # a page bounds its work: the CLI has no such limit
-        return None, pieces
     plan = pc.make_plan(_lengths, context, "bfd")
     return longest_share(plan), trained_positions(plan)
-
-
-LONGEST_MAX_PIECES = 500_000   # pieces the page plans to measure the longest documents (a few seconds, ~100 MB)
 
 
 with balance_step:     # the longest documents set each batch's max_seqlen: the same imbalance, seen per batch
     # folded: the step stays within two projector screens (tests/e2e/test_projector.py)
     with st.expander("The longest documents set a batch's attention, and the large positions"):
-        with guard("measure the longest documents"):
-            share, trained = longest_of(upload["digest"] if yours else name, sample, context)
-        if share is None:
-            st.caption(f"Not measured on this page: the data splits into {trained:,} pieces at context {context}, "
-                       f"more than the {LONGEST_MAX_PIECES:,} the page plans for it. Analyse a sample of it.")
+        too_many = over_page_budget(sample, context)
+        if too_many:
+            st.caption(too_many)   # the lab's own words and numbers
         else:
+            with guard("measure the longest documents"):
+                share, trained = longest_of(upload["digest"] if yours else name, sample, context)
             st.markdown("**Their cost.** " + esc(share.sentence))
             figure(cached_figure(max_seqlen_figure, share, title=f"max_seqlen of each batch of {share.rows_per_batch} bfd rows "
                                  "(the longest piece) beside its mean piece"), key=S.key("max_seqlen"))

@@ -12,9 +12,11 @@ from app_pages._lab import (
     guard,
     lesson,
     number,
+    over_page_budget,
     page_settings,
     plan,
     steps,
+    stop,
     strategy_dataframe,
     strategy_table,
     terms_help,
@@ -242,8 +244,13 @@ with outlier_step:
 # ---------------------------------------------------------------- batch composition
 with order_step:
     st.subheader("Packing policy shapes batch composition")
-    with guard("plan the batch-composition example"):
+    with guard("draw the batch-composition example"):
         sample = tuple(sample_lengths(current_lengths()[1], 2000, seed=1).tolist())
+    too_many = over_page_budget(sample, context)    # three plans of them follow
+    if too_many:
+        st.caption(too_many)   # the lab's own words and numbers
+        stop()
+    with guard("plan the batch-composition example"):
         in_order = row_order(plan(sample, context, "bfd", overlong="split"))
         shuffled = row_order(plan(sample, context, "bfd", overlong="split", shuffle=True, seed=0))
         bucketed = row_order(plan(sample, context, "bucket", overlong="split", batch_size=int(batch_size),

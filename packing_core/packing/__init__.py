@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     )
     from .optimal import Certificate, OptimalSolution, lp_bound, optimal_from_counts
     from .options import DEFAULT_TIME_LIMIT, PlanOptions
-    from .pieces import piece_histogram
+    from .pieces import piece_count, piece_histogram
     from .plan import Plan, PlanMetrics, cu_seqlens_from_lengths, static_cu_seqlens
     from .registry import (
         PACKING_STRATEGIES,

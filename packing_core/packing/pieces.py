@@ -32,8 +32,8 @@ from packing_core._validate import (
     whole_number_text,
 )
 
-__all__ = ["OVERLONG_POLICIES", "Pieces", "histogram_arrays", "kept_tokens", "overlong_pieces", "piece_histogram",
-           "pieces_from_lengths"]
+__all__ = ["OVERLONG_POLICIES", "Pieces", "histogram_arrays", "kept_tokens", "overlong_pieces", "piece_count",
+           "piece_histogram", "pieces_from_lengths"]
 
 
 def overlong_pieces(lengths: np.ndarray, context: int, overlong: str) -> tuple[np.ndarray, np.ndarray]:
@@ -48,6 +48,17 @@ def overlong_pieces(lengths: np.ndarray, context: int, overlong: str) -> tuple[n
         return np.ones_like(lengths), np.minimum(lengths, context)
     keep = lengths <= context
     return keep.astype(np.int64), np.where(keep, lengths, 0)
+
+
+def piece_count(lengths, context: int, overlong: str = "split") -> int:
+    """How many pieces ``lengths`` become at ``context``, counted before any piece is made: a caller
+    checks its budget first, so a document of 10^9 tokens costs nothing to refuse.
+
+    >>> piece_count([6, 3], 4), piece_count([6, 3], 4, "drop"), piece_count([10**9] * 16, 1)
+    (3, 1, 16000000000)
+    """
+    n, _ = overlong_pieces(np.asarray(lengths, dtype=np.int64), int(context), overlong)
+    return int(n.sum(dtype=np.float64))    # a float sum: 16 documents of 10^9 at context 1 do not wrap
 
 
 def kept_tokens(pieces: np.ndarray, last: np.ndarray, context: int) -> np.ndarray:

@@ -23,7 +23,7 @@ from packing_core._validate import (
     whole_number,
 )
 from packing_core.packing.options import DEFAULT_TIME_LIMIT, PlanOptions, as_max_docs_per_row, as_time_limit
-from packing_core.packing.pieces import pieces_from_lengths
+from packing_core.packing.pieces import piece_count, pieces_from_lengths
 from packing_core.packing.plan import PlacedPieces, Plan, PlanMetrics
 from packing_core.packing.registry import PACKING_STRATEGIES, STRATEGIES, STRATEGY_INFO, get_strategy
 
@@ -33,12 +33,11 @@ __all__ = ["MAX_SPLIT_PIECES", "OVERLONG_POLICIES", "PACKING_STRATEGIES", "STRAT
 
 
 def _check_split(arr: np.ndarray, context: int) -> None:
-    # float sum: a single absurd length must not overflow before it is reported
-    pieces = float(np.ceil(arr / float(context)).sum())
+    pieces = piece_count(arr, context, "split")
     if pieces - len(arr) > MAX_SPLIT_PIECES:
         i = int(np.argmax(arr))
         raise InputError(
-            f"splitting at context {context} would make {pieces:,.0f} pieces from {len(arr):,} documents "
+            f"splitting at context {context} would make {pieces:,} pieces from {len(arr):,} documents "
             f"(the longest, at position {i}, has {int(arr[i])} tokens); at most {MAX_SPLIT_PIECES:,} extra pieces "
             "are allowed: check the lengths, "
             f"raise the context, or use overlong='truncate' or 'drop' ({limit_hint('MAX_SPLIT_PIECES')})"

@@ -36,7 +36,7 @@ import numpy as np
 
 from packing_core._validate import OVERLONG_POLICIES, InputError, as_context, as_lengths, choice
 from packing_core.packing.optimal import Certificate
-from packing_core.packing.pieces import Pieces, pieces_from_lengths
+from packing_core.packing.pieces import Pieces, piece_count, pieces_from_lengths
 from packing_core.packing.strategies import make_plan
 
 __all__ = ["MAX_TRACE_PIECES", "TRACE_STRATEGIES", "PlanTrace", "TraceStep", "plan_trace"]
@@ -113,10 +113,11 @@ def plan_trace(lengths, context: int, strategy: str, *, overlong: str = "split")
     choice("strategy to step through", strategy, TRACE_STRATEGIES)
     choice("overlong policy", overlong, OVERLONG_POLICIES)
     arr = as_lengths(lengths)
-    it = pieces_from_lengths(arr, context, overlong)
-    if len(it.length) > MAX_TRACE_PIECES:
-        raise InputError(f"{len(it.length):,} pieces are too many to step through (at most {MAX_TRACE_PIECES}); "
+    pieces = piece_count(arr, context, overlong)     # counted first: a huge document is refused at once
+    if pieces > MAX_TRACE_PIECES:
+        raise InputError(f"{pieces:,} pieces are too many to step through (at most {MAX_TRACE_PIECES}); "
                          "watch a small set of documents, e.g. 12 to 20")
+    it = pieces_from_lengths(arr, context, overlong)
     if len(it.length) == 0:
         raise InputError(f"every document is longer than the context ({context}) and overlong='drop' dropped them "
                          "all; raise the context, or use overlong='split' or 'truncate'")

@@ -97,3 +97,40 @@ def test_the_pages_ask_optimal_for_a_smaller_budget_than_the_command_line(monkey
     assert seen["time_limit"] == PAGE_TIME_LIMIT < DEFAULT_TIME_LIMIT
     source = (ROOT / "app_pages" / "_your_data.py").read_text(encoding="utf-8")
     assert "time_limit=PAGE_TIME_LIMIT" in source          # the uploaded profile's plans too
+
+
+def test_a_page_plans_at_most_page_max_pieces_for_a_section_and_says_so():
+    from app_pages._lab import PAGE_MAX_PIECES, over_page_budget
+
+    assert over_page_budget([PAGE_MAX_PIECES * 512], 512) is None          # exactly the budget: planned
+    line = over_page_budget([PAGE_MAX_PIECES * 512 + 1], 512)               # one piece more: named, not planned
+    assert line.startswith(f"Not measured on this page: these documents make {PAGE_MAX_PIECES + 1:,} pieces at "
+                           "context 512") and line.endswith("A longer context makes fewer pieces.")
+    assert over_page_budget([10**9], 512, "truncate") is None              # one piece when truncated
+
+
+def test_one_document_of_a_billion_tokens_is_summarised_without_planning_its_two_million_pieces(monkeypatch):
+    """19 bytes that split into 1,953,125 pieces: the sections that plan pieces name the budget instead of
+    holding hundreds of MB in the cache (bfd rows to balance, a stream, the longest documents, a batch's order)."""
+    from app_pages import _lab, _your_data
+
+    at = open_page("dataset_explorer")
+    at.file_uploader(key="w_upload").set_value(("billion.csv", b"length\n1000000000\n", "text/csv")).run()
+    planned = []     # the tickets were planned as usual until now; from the analysed upload on, nothing may plan
+    for name in ("balance_of", "stream_of"):
+        monkeypatch.setattr(_your_data, name, lambda *a, _n=name, **k: planned.append(_n))
+    real_plan = _lab.plan     # the first page still plans the lengths typed into it; none of 10^9 tokens
+    monkeypatch.setattr(_lab, "plan", lambda lengths, *a, **k: planned.append("plan") if max(lengths) >= 10**9
+                        else real_plan(lengths, *a, **k))
+    at.button[0].click().run()
+    assert_clean(at)
+    assert next(m.value for m in at.metric if m.label == "Documents") == "1"
+    budget = [c.value for c in at.caption if c.value.startswith("Not measured on this page")]
+    assert len(budget) == 3 and all("1,953,125 pieces at context 512" in c for c in budget), budget
+    assert sum("`python -m packing_core balance FILE --ranks N` measures it" in c for c in budget) == 1
+    assert planned == [], planned                        # nothing planned the pieces to show those sections
+    assert "Their cost." not in shown(at)                # nor the longest documents' (planned on the page itself)
+    at.switch_page("app_pages/padded_vs_packed.py").run()
+    assert_clean(at)
+    assert any(c.value.startswith("Not measured on this page: these documents make 3,906,250,000 pieces")
+               for c in at.caption), [c.value for c in at.caption]

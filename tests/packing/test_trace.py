@@ -109,3 +109,14 @@ def test_the_trace_refuses_what_it_cannot_show():
 def test_a_trace_is_plain_data():
     d = plan_trace([5, 7, 2, 3], 10, "ffd").to_dict()
     assert d["rows"] == 2 and len(d["steps"]) == 4 and d["steps"][0]["rule"] == "a new row: no row yet"
+
+
+def test_a_trace_counts_its_pieces_before_it_makes_them(monkeypatch):
+    """16 documents of 10^9 tokens are 31,250,000 pieces at context 512: refused from the count, none made."""
+    from packing_core.packing import trace
+
+    made = []
+    monkeypatch.setattr(trace, "pieces_from_lengths", lambda *a: made.append(a))
+    with pytest.raises(InputError, match=r"31,250,000 pieces are too many to step through"):
+        trace.plan_trace([10**9] * 16, 512, "bfd")
+    assert made == []
