@@ -867,6 +867,15 @@ def over_page_budget(lengths, context: int, overlong: str = "split", command: st
             f"the {PAGE_MAX_PIECES:,} a page plans for one section. A longer context makes fewer pieces{elsewhere}.")
 
 
+def within_page_budget(lengths, context: int, overlong: str = "split") -> None:
+    """Refuse lengths a person typed (or a link carried) that make more than ``PAGE_MAX_PIECES`` pieces."""
+    pieces = piece_count(lengths, context, overlong)
+    if pieces > PAGE_MAX_PIECES:
+        raise InputError(f"these lengths make {pieces:,} pieces at context {context}, more than the "
+                         f"{PAGE_MAX_PIECES:,} a page plans: type shorter or fewer documents, raise the context, "
+                         "or choose overlong 'truncate'")
+
+
 def strategy_table(lengths: np.ndarray, context: int, **kwargs) -> list:
     """Every registered strategy on ``lengths`` (cached). The names are part of the cache key, so a
     strategy registered after a first call is never missing from a cached table. ``optimal`` gets

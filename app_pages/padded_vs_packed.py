@@ -21,6 +21,7 @@ from app_pages._lab import (
     strategy_table,
     terms_help,
     text,
+    within_page_budget,
 )
 from packing_core import STRATEGIES
 from packing_core.analysis import (
@@ -104,6 +105,7 @@ with rows_step:
         lengths = tuple(parse_lengths(st.session_state[S.key("lengths")]).tolist())
     kwargs = dict(overlong=overlong, batch_size=int(batch_size), buckets=int(buckets), shuffle=shuffle, seed=0)
     with guard(f"plan these documents at context {context}"):
+        within_page_budget(lengths, context, overlong)
         p = plan(lengths, context, strategy, sort=sort, **kwargs)
         pad = plan(lengths, context, "pad", **kwargs)
 m, pm = p.metrics(), pad.metrics()

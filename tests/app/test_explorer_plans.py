@@ -134,3 +134,22 @@ def test_one_document_of_a_billion_tokens_is_summarised_without_planning_its_two
     assert_clean(at)
     assert any(c.value.startswith("Not measured on this page: these documents make 3,906,250,000 pieces")
                for c in at.caption), [c.value for c in at.caption]
+
+
+def test_lengths_typed_past_the_page_budget_are_one_error_before_anything_is_planned(monkeypatch):
+    """Two documents of 10^9 tokens (typed, or carried by a link) are 3,906,250 pieces at context 512: under the
+    library's own ceiling (4,000,000 extra), but two plans of them would hold over a GiB in the page's cache."""
+    from app_pages import _lab
+
+    at = open_page("padded_vs_packed")
+    planned = []
+    real_plan = _lab.plan
+    monkeypatch.setattr(_lab, "plan", lambda lengths, *a, **k: planned.append(len(lengths)) or real_plan(lengths, *a, **k))
+    at.text_area(key="w_padded_vs_packed.lengths").set_value("1000000000, 1000000000").run()
+    assert not at.exception and len(at.error) == 1, [e.value for e in at.error]
+    assert "these lengths make 3,906,250 pieces at context 512, more than the 500,000 a page plans" in \
+        at.error[0].value.replace("\\", "")
+    assert planned == []
+    at.radio(key="w_padded_vs_packed.overlong").set_value("truncate").run()     # the fix it names: planned
+    assert_clean(at)
+    assert planned, "the truncated lengths were not planned"
