@@ -58,7 +58,7 @@ def piece_count(lengths, context: int, overlong: str = "split") -> int:
     (3, 1, 16000000000)
     """
     n, _ = overlong_pieces(np.asarray(lengths, dtype=np.int64), int(context), overlong)
-    return int(n.sum(dtype=np.float64))    # a float sum: 16 documents of 10^9 at context 1 do not wrap
+    return int(n.sum(dtype=np.float64))    # a float sum: 2^30 documents of 2^40 tokens (the limits) wrap an int64
 
 
 def kept_tokens(pieces: np.ndarray, last: np.ndarray, context: int) -> np.ndarray:
