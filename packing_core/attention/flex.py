@@ -266,7 +266,7 @@ def _kernel(key: tuple):
     if fn is None:
         code = _flex_call.__code__.replace(co_name=f"_flex_call_{len(_kernels)}")
         fresh = types.FunctionType(code, _flex_call.__globals__, code.co_name)
-        fn = _kernels[key] = torch.compile(fresh, dynamic=True)
+        fn = _kernels[key] = torch.compile(fresh, dynamic=True, fullgraph=True)
     return fn
 
 

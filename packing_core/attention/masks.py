@@ -42,6 +42,20 @@ from packing_core._validate import InputError
 MaskPredicate = Callable[[Any, Any], Any]   # (query index i, key index j) -> bool, torch or numpy
 
 
+def _at(values, idx):
+    """``values[..., idx]``: the value at token ``idx`` along the last axis (a 1-D ``values`` as ``values[idx]``).
+
+    A 1-D index stays all tensors, which FlexAttention's tracer turns into a gather
+    (``torch/_dynamo/_trace_wrapped_higher_order_op.py``: ``TransformGetItemToIndex`` rewrites
+    ``A[q_idx]`` only when every index is a tensor or an int). ``values[..., q_idx]`` holds an
+    Ellipsis, so it escapes that rewrite and indexes as a Python int
+    (``aten/src/ATen/TensorIndexing.h``: ``handleDimInMultiDimIndexing`` calls ``item()`` on a
+    0-d integer index): a data-dependent graph break, after which ``flex_attention`` runs its
+    unfused path with a dense ``[T, T]`` score tensor.
+    """
+    return values[idx] if values.ndim == 1 else values[..., idx]
+
+
 def causal(i, j):
     """Query ``i`` may read key ``j`` when ``j`` is not in its future."""
     return j <= i
@@ -50,21 +64,21 @@ def causal(i, j):
 def same_document(segments) -> MaskPredicate:
     """Predicate: tokens ``i`` and ``j`` belong to the same segment (``segments[..., i] == segments[..., j]``)."""
     def predicate(i, j):
-        return segments[..., i] == segments[..., j]
+        return _at(segments, i) == _at(segments, j)
     return predicate
 
 
 def in_segment(segments) -> MaskPredicate:
     """Predicate: the query belongs to a segment at all (``segments >= 0``; -1 marks a pad or a skipped token)."""
     def predicate(i, j):
-        return segments[..., i] >= 0
+        return _at(segments, i) >= 0
     return predicate
 
 
 def readable_keys(key_ok, *, reads_itself: bool = False) -> MaskPredicate:
     """Predicate: key ``j`` may be read (``key_ok[..., j]``); with ``reads_itself`` a query always reads itself."""
     def predicate(i, j):
-        ok = key_ok[..., j]
+        ok = _at(key_ok, j)
         return ok | (i == j) if reads_itself else ok
     return predicate
 
