@@ -157,15 +157,49 @@ def _q_side(first: np.ndarray, full_from: np.ndarray):
     return n_below + diag, q, n_full, _runs(cols + 1, n_full, n)
 
 
+def _whole_document_side(cu: np.ndarray, tile: int, total: int, grid: int):
+    """Block lists without causality: each query tile reads every key tile its documents touch.
+
+    The pad tail (``cu[-1] .. total``) is one document more. Query tile ``i`` touches key tiles
+    ``first .. last`` (the tiles of its first document's first token and its last document's
+    last token); when it lies inside one document, the key tiles inside that document,
+    ``lo .. hi``, are full and the one or two tiles at the run's ends partial. "Tiles ``i`` and
+    ``j`` share a document" is symmetric, so the column-major lists equal the row-major ones.
+    """
+    bounds = np.append(cu, total) if total > cu[-1] else cu
+    n = -(-total // tile)
+    start = np.arange(n, dtype=np.int64) * tile
+    stop = np.minimum(start + tile, total)
+    first_doc = np.searchsorted(bounds, start, side="right") - 1      # skips empty documents
+    last_doc = np.searchsorted(bounds, stop - 1, side="right") - 1
+    first = bounds[first_doc] // tile
+    last = (bounds[last_doc + 1] - 1) // tile
+    inside = (first_doc == last_doc) & (start + tile <= bounds[first_doc + 1])
+    lo = np.where(inside, -(-bounds[first_doc] // tile), last + 1)
+    hi = np.where(inside, bounds[first_doc + 1] // tile - 1, last)
+    before, after = lo - first, last - hi           # partial tiles left and right of the full run
+    col = np.arange(grid, dtype=np.int64)
+    part = np.where(col < before[:, None], first[:, None] + col, hi[:, None] + 1 + col - before[:, None])
+    part = np.where(col < (before + after)[:, None], part, 0)
+    n_full = hi - lo + 1
+    full = np.where(col < n_full[:, None], lo[:, None] + col, 0)
+
+    def rows(a, fill=0):   # grid rows past the tiles read nothing
+        return np.concatenate([a, np.full((grid - n,) + a.shape[1:], fill, a.dtype)])
+    return rows(before + after), rows(part), rows(n_full), rows(full)
+
+
 def block_mask_from_cu(cu_seqlens, tile: int = DEFAULT_TILE, device=None, *, mask_mod=None,
-                       total: int | None = None, grid: int | None = None):
+                       total: int | None = None, grid: int | None = None, causal: bool = True):
     """FlexAttention ``BlockMask`` for packed documents, from ``cu_seqlens`` alone.
 
-    Equal to ``create_block_mask(document_mask_mod(ids), 1, 1, T, T, BLOCK_SIZE=tile)``
-    (the test checks it on random boundaries) at one entry per tile instead of one
-    predicate call per token pair. ``total`` adds a pad tail after ``cu_seqlens[-1]`` (its
-    tokens form one document of their own, and tiles of pads alone are skipped); ``grid``
-    (>= the tile count) adds empty tile rows, which the kernel never reads.
+    Equal to ``create_block_mask(document_mask_mod(ids, is_causal=causal), 1, 1, T, T,
+    BLOCK_SIZE=tile)`` (the tests check it on random boundaries) at one entry per tile instead
+    of one predicate call per token pair. ``total`` adds a pad tail after ``cu_seqlens[-1]``
+    (its tokens form one document of their own; causal, tiles of pads alone are skipped);
+    ``grid`` (>= the tile count) adds empty tile rows, which the kernel never reads.
+    ``causal=False``: each document reads all of itself, so a query tile reads the whole run
+    of key tiles its documents touch (:func:`_whole_document_side`), never the rest of the row.
     """
     from torch.nn.attention.flex_attention import BlockMask
 
@@ -177,50 +211,29 @@ def block_mask_from_cu(cu_seqlens, tile: int = DEFAULT_TILE, device=None, *, mas
     grid = n if grid is None else int(grid)
     if grid < n:
         raise InputError(f"grid={grid} is smaller than the {n} tiles of {total} tokens: pass grid >= {n}")
-    rows = np.arange(n, grid)
-    first = np.concatenate([spans.first_kv, rows + 1])     # empty rows: no key tile at all
-    full_from = np.concatenate([spans.full_from, rows])
     if mask_mod is None:
         lengths = np.diff(np.append(cu, total))             # the pad tail is one more document
         ids = torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32),
                                       torch.from_numpy(lengths))
-        mask_mod = document_mask_mod(ids.to(device))
+        mask_mod = document_mask_mod(ids.to(device), is_causal=causal)
 
     def tensor(a):
         return torch.from_numpy(np.asarray(a, dtype=np.int32)).to(device)[None, None]
 
-    kv_n, kv, full_n, full = _kv_side(first, full_from)
-    q_n, q, qfull_n, qfull = _q_side(first, full_from)
+    if causal:
+        rows = np.arange(n, grid)
+        first = np.concatenate([spans.first_kv, rows + 1])     # empty rows: no key tile at all
+        full_from = np.concatenate([spans.full_from, rows])
+        kv_n, kv, full_n, full = _kv_side(first, full_from)
+        q_n, q, qfull_n, qfull = _q_side(first, full_from)
+    else:
+        kv_n, kv, full_n, full = q_n, q, qfull_n, qfull = _whole_document_side(cu, tile, total, grid)
     return BlockMask(seq_lengths=(total, total),
                      kv_num_blocks=tensor(kv_n), kv_indices=tensor(kv),
                      full_kv_num_blocks=tensor(full_n), full_kv_indices=tensor(full),
                      q_num_blocks=tensor(q_n), q_indices=tensor(q),
                      full_q_num_blocks=tensor(qfull_n), full_q_indices=tensor(qfull),
                      BLOCK_SIZE=(tile, tile), mask_mod=mask_mod)
-
-
-def full_block_mask(cu_seqlens, tile: int = DEFAULT_TILE, device=None, *, total: int, grid: int):
-    """A ``BlockMask`` that visits every tile and lets ``same_document`` decide each cell: no causality.
-
-    Padding and grid as :func:`block_mask_from_cu` (the pad tail is one document of its own).
-    """
-    from torch.nn.attention.flex_attention import BlockMask
-
-    cu = torch.as_tensor(cu_seqlens).cpu().numpy().astype(np.int64)
-    lengths = np.diff(np.append(cu, total))
-    ids = torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32), torch.from_numpy(lengths))
-    n = -(-total // tile)
-    count = np.r_[np.full(n, n), np.zeros(grid - n, np.int64)]
-    index = np.tile(np.arange(grid), (grid, 1))
-
-    def tensor(a):
-        return torch.from_numpy(np.asarray(a, dtype=np.int32)).to(device)[None, None]
-
-    none = np.zeros(grid, np.int64)
-    return BlockMask(seq_lengths=(total, total), kv_num_blocks=tensor(count), kv_indices=tensor(index),
-                     full_kv_num_blocks=tensor(none), full_kv_indices=tensor(index), q_num_blocks=tensor(count),
-                     q_indices=tensor(index), full_q_num_blocks=tensor(none), full_q_indices=tensor(index),
-                     BLOCK_SIZE=(tile, tile), mask_mod=document_mask_mod(ids.to(device), is_causal=False))
 
 
 def _symbolic_sizes(tokens: int, heads: int, head_dim: int, tile: int) -> tuple[int, int]:
@@ -274,9 +287,8 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
                 scale: float | None = None, tile: int = DEFAULT_TILE, causal: bool = True) -> torch.Tensor:
     """FlexAttention over packed ``[T, H, D]`` documents, causal unless ``causal=False``; ``[T, H, D]`` like ``q``.
 
-    The block mask is built here from ``cu_seqlens`` (:func:`block_mask_from_cu`); without
-    causality every tile of the grid is visited and ``same_document`` alone decides
-    (:func:`full_block_mask`).
+    The block mask is built here from ``cu_seqlens`` (:func:`block_mask_from_cu`), causal or
+    not: either way the kernel computes only the tiles a document touches.
     """
     reason = flex_unavailable(q.device)
     if reason is not None:
@@ -298,8 +310,7 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens, *
     total, grid = _symbolic_sizes(T, H, D, tile)
     if total > T:
         q, k, v = (torch.cat([t, t.new_zeros(total - T, H, t.shape[-1])]) for t in (q, k, v))
-    block_mask = (block_mask_from_cu(cu_seqlens, tile, q.device, total=total, grid=grid) if causal else
-                  full_block_mask(cu_seqlens, tile, q.device, total=total, grid=grid))
+    block_mask = block_mask_from_cu(cu_seqlens, tile, q.device, total=total, grid=grid, causal=causal)
     # [T, H, D] viewed as [1, H, T, D]: token-major strides, which the kernel reads as they are.
     qv, kv, vv = (t.transpose(0, 1)[None] for t in (q, k, v))
     key = (q.device.type, str(q.dtype).removeprefix("torch."), H, D, tile, grad) + (() if causal else ("full",))

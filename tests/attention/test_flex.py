@@ -1,5 +1,9 @@
-"""The flex backend: its block mask is torch's, built without a T x T predicate; its output is dense's."""
+"""The flex backend: its block mask is torch's, built without a T x T predicate; its output is dense's;
+its compiled call is FlexAttention's fused kernel, never the dense fallback."""
+import json
 import logging
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -38,13 +42,15 @@ CASES = [(seed, total, tile) for seed, (total, tile) in enumerate(
      (333, 16), (64, 64), (2048, 128), (97, 8)])]
 
 
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "whole-documents"])
 @pytest.mark.parametrize("seed,total,tile", CASES)
-def test_block_mask_from_cu_equals_create_block_mask_with_the_document_mask_mod(seed, total, tile):
+def test_block_mask_from_cu_equals_create_block_mask_with_the_document_mask_mod(seed, total, tile, causal):
     rng = np.random.default_rng(seed)
     cu = random_cu(rng, total, int(rng.integers(1, 12)))
     ids = torch.repeat_interleave(torch.arange(len(cu) - 1), torch.from_numpy(np.diff(cu)))
-    ref = create_block_mask(document_mask_mod(ids), 1, 1, total, total, device="cpu", BLOCK_SIZE=tile)
-    ours = block_mask_from_cu(torch.from_numpy(cu), tile)
+    ref = create_block_mask(document_mask_mod(ids, is_causal=causal), 1, 1, total, total, device="cpu",
+                            BLOCK_SIZE=tile)
+    ours = block_mask_from_cu(torch.from_numpy(cu), tile, causal=causal)
     assert ours.seq_lengths == ref.seq_lengths and ours.BLOCK_SIZE == ref.BLOCK_SIZE
     for side in ("kv", "full_kv", "q", "full_q"):
         assert ordered(getattr(ours, f"{side}_num_blocks"), getattr(ours, f"{side}_indices")) == \
@@ -77,6 +83,15 @@ def test_pad_tail_and_extra_tile_rows_compute_nothing():
     assert bm.full_kv_num_blocks[0, 0].tolist() == [0, 0, 0, 0, 0]
 
 
+def test_without_causality_a_query_tile_reads_only_the_tiles_of_its_own_documents():
+    # documents [0, 6) [6, 20) at tile 4: tiles 0-1 | 1-4; the pad tail [20, 24) is tile 5, the grid 7 tiles.
+    # A tile inside one document reads the tiles inside it whole (full), its edge tiles partly.
+    bm = block_mask_from_cu(torch.tensor([0, 6, 20]), 4, total=24, grid=7, causal=False)
+    assert ordered(bm.kv_num_blocks, bm.kv_indices) == [(1,), (0, 1, 2, 3, 4), (1,), (1,), (1,), (), ()]
+    assert ordered(bm.full_kv_num_blocks, bm.full_kv_indices) == [(0,), (), (2, 3, 4), (2, 3, 4), (2, 3, 4), (5,), ()]
+    assert ordered(bm.q_num_blocks, bm.q_indices) == ordered(bm.kv_num_blocks, bm.kv_indices)   # symmetric
+
+
 @needs_flex
 @pytest.mark.parametrize("seed,total,docs", [(0, 1, 1), (1, 8, 3), (2, 130, 4), (3, 300, 9), (4, 700, 3)])
 def test_flex_equals_dense_on_random_cu_seqlens(seed, total, docs):
@@ -88,6 +103,94 @@ def test_flex_equals_dense_on_random_cu_seqlens(seed, total, docs):
     out = attend(q, k, v, cu, longest, "flex")
     assert out.shape == q.shape
     torch.testing.assert_close(out, attend(q, k, v, cu, longest, "dense"), atol=1e-5, rtol=1e-5)
+
+
+@needs_flex
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "whole-documents"])
+def test_flex_equals_segments_in_every_cpu_dtype_causal_or_not_with_rows_given(dtype, causal):
+    # each (dtype, causal) is a shape class of its own: a compile, traced whole (a graph break raises)
+    from torch._dynamo.utils import counters
+    breaks = sum(counters["graph_break"].values())
+    rng = np.random.default_rng(11)
+    cu = torch.from_numpy(random_cu(rng, 600, 9)).to(torch.int32)
+    rows = torch.tensor([0, int(cu[3]), int(cu[6]), 600], dtype=torch.int32)     # rows end on document edges
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(600, HEADS, DIM, generator=g).to(dtype) for _ in range(3))
+    longest = int((cu[1:] - cu[:-1]).max())
+    out = attend(q, k, v, cu, longest, "flex", row_offsets=rows, causal=causal)
+    ref = attend(*(t.float() for t in (q, k, v)), cu, longest, "segments", causal=causal)
+    assert out.dtype == dtype and sum(counters["graph_break"].values()) == breaks
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out.float(), ref, atol=tol, rtol=tol)
+
+
+@needs_flex
+def test_a_graph_break_in_the_compiled_call_raises_instead_of_running_the_dense_fallback(monkeypatch):
+    # A mask_mod that reads an index's value (here through an Ellipsis index, which FlexAttention's
+    # tracer does not rewrite) breaks the graph; torch would then run flex_attention unfused, with a
+    # dense T x T score tensor. The kernel is compiled whole (fullgraph), so it raises instead.
+    def value_reading(document_ids, *, is_causal=True):
+        def mask_mod(b, h, q_idx, kv_idx):
+            return (document_ids[..., q_idx] == document_ids[..., kv_idx]) & (kv_idx <= q_idx)
+        return mask_mod
+    monkeypatch.setattr(flex, "document_mask_mod", value_reading)
+    monkeypatch.setattr(flex, "_kernels", {})      # a first compile, as in a fresh process
+    monkeypatch.setattr(flex, "_records", {})
+    q = torch.randn(40, HEADS, DIM)
+    with pytest.raises(torch._dynamo.exc.TorchDynamoException, match="[Dd]ata.dependent"):
+        attend(q, q, q, torch.tensor([0, 15, 40]), 25, "flex")
+
+
+# A child process: flex over >= 40,000 tokens of support tickets packed in rows of 512, 16 heads x 64.
+# A dense fallback would hold 16 x T x T float32 scores (over 100 GB); the fused kernel needs its
+# inputs and output. The address space is capped at 3 GiB above what the process holds before the
+# call, so a fallback cannot even reserve its scores; VmHWM is the process's own peak resident set.
+FUSED_CHILD = """
+import json, resource, sys
+import numpy as np, torch
+from torch._dynamo.utils import counters
+from packing_core import make_plan
+from packing_core.attention import attend
+from packing_core.packing import cu_seqlens_from_lengths
+from packing_core.data import synthetic_lengths
+
+def status(field):
+    return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith(field))
+
+docs, heads, dim, cap = map(int, sys.argv[1:5])
+plan = make_plan(synthetic_lengths("support-tickets", n=docs), 512, "bfd")
+cu = torch.from_numpy(cu_seqlens_from_lengths(plan.piece_len, np.int32))
+rows = np.bincount(plan.piece_row, weights=plan.piece_len, minlength=plan.n_rows)
+row_cu = torch.from_numpy(cu_seqlens_from_lengths(rows, np.int32))
+T = int(cu[-1])
+g = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(T, heads, dim, generator=g) for _ in range(3))
+small = int(row_cu[4])          # the first four rows: compiles the kernel, checked against segments
+cu_small = cu[: int((cu <= small).sum())]
+x = [t[:small] for t in (q, k, v)]
+diff = (attend(*x, cu_small, 512, "flex", row_offsets=row_cu[:5]) - attend(*x, cu_small, 512, "segments")).abs().max()
+resource.setrlimit(resource.RLIMIT_AS, (status("VmSize:") + cap, resource.RLIM_INFINITY))
+out = attend(q, k, v, cu, 512, "flex", row_offsets=row_cu)
+print(json.dumps({"tokens": T, "rows": plan.n_rows, "peak": status("VmHWM:"), "diff": float(diff),
+                  "breaks": sum(counters["graph_break"].values()), "finite": bool(out.isfinite().all())}))
+"""
+
+
+@needs_flex
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the peak resident set from /proc/self/status")
+def test_flex_on_40k_tokens_of_short_documents_in_rows_runs_the_fused_kernel_in_bounded_memory():
+    from tests._support import ROOT
+    cap = 3 * 2**30
+    run = subprocess.run([sys.executable, "-c", FUSED_CHILD, "360", "16", "64", str(cap)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["tokens"] >= 40_000 and got["rows"] >= 80
+    assert 16 * got["tokens"] ** 2 * 4 > 100 * 10**9          # what a dense fallback would need
+    assert got["peak"] < cap, f"peak resident set {got['peak'] / 2**30:.2f} GiB"
+    assert got["breaks"] == 0 and got["finite"]
+    assert got["diff"] < 1e-4                                 # flex equals segments on the first rows
 
 
 @needs_flex

@@ -87,3 +87,27 @@ def test_block_causal_mask_is_the_rule_over_the_segments_of_cu_seqlens():
     cu = torch.tensor([0, 2, 5])
     assert segments_from_cu(cu, 7).tolist() == [0, 0, 1, 1, 1, 2, 2]      # the pad tail: one more segment
     assert torch.equal(block_causal_mask(cu, 7), allowed(segments_from_cu(cu, 7)))
+
+
+def test_the_predicates_read_a_token_by_a_gather_so_flex_attention_can_compile_them():
+    # FlexAttention's tracer hands a mask_mod 0-d index tensors and rewrites an all-tensor index
+    # into a gather (TransformGetItemToIndex); reading an index's value (.item(), aten's
+    # _local_scalar_dense) is a graph break that sends flex_attention to its dense T x T path.
+    from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    seg, keys = torch.tensor([0, 0, 1, 1, -1]), torch.tensor([True, False, True, True, True])
+    for (i, j), want in (((3, 2), True), ((2, 1), False), ((1, 1), False), ((4, 4), False)):
+        with TransformGetItemToIndex(), Ops() as ops:
+            got = block_causal(seg, keys)(torch.tensor(i), torch.tensor(j))
+        assert bool(got) == want, (i, j)
+        assert "aten.index.Tensor" in ops.names and "aten._local_scalar_dense.default" not in ops.names, ops.names
