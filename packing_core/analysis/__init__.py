@@ -17,7 +17,6 @@ if TYPE_CHECKING:
         step_balance,
         step_verdict,
     )
-    from .cheatsheet import CHEATSHEET_FINDINGS, Fact, cheatsheet_facts, cheatsheet_html, cheatsheet_markdown
     from .columns import (
         COLUMNS,
         KEY_TITLES,
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
         strategy_frame,
         table_notes,
     )
-    from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
     from .costs import (
         ATTENTION_KERNELS,
         BOUND_LABELS,
@@ -50,19 +48,6 @@ if TYPE_CHECKING:
         plan_tiles,
         tiled_cells,
         training_flops,
-    )
-    from .footprints import KernelFootprint, kernel_footprints
-    from .isolation import AttentionCheck, alone_vs_packed_attention
-    from .longest import LongestShare, TrainedPositions, longest_share, trained_positions
-    from .loss_weights import (
-        AVERAGING_RULES,
-        PRESETS,
-        LossPreset,
-        LossWeights,
-        dpo_pair_gradients,
-        pair_gradient,
-        parse_layout,
-        step_loss_weights,
     )
     from .profile_report import (
         REPORT_VERSION,
@@ -97,7 +82,6 @@ if TYPE_CHECKING:
         stream_price,
         table_gap,
     )
-    from .schedule import Schedule, ScheduleComparison, compare_schedules, epoch_schedule, lr_by_tokens
     from .shapes import MODEL_SHAPES, ModelShape, llama_shape, model_shape
     from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths
     from .tables import (

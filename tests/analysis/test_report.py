@@ -9,7 +9,6 @@ from packing_core import STRATEGIES, InputError, PackedBatch, check_batch, make_
 from packing_core.analysis import (
     COST_FORMULA,
     MODEL_SHAPES,
-    alone_vs_packed_attention,
     attention_cells,
     attention_cost,
     benchmark_bounds,
@@ -18,7 +17,6 @@ from packing_core.analysis import (
     length_histogram,
     length_stats,
     outlier_lengths,
-    row_cu_seqlens,
     sample_lengths,
     training_flops,
 )
@@ -28,7 +26,8 @@ from packing_core.batch import IGNORE_INDEX
 from packing_core.check import RULES
 from packing_core.data import synthetic_lengths
 from packing_core.packing import PACKING_STRATEGIES
-from packing_core.verify import BREAKS, broken_batch, loss_vs_answers, naive_targets
+from packing_lab.advice import alone_vs_packed_attention, row_cu_seqlens
+from packing_lab.zoo import BREAKS, broken_batch, loss_vs_answers, naive_targets
 
 WORKED = _content.WORKED_LENGTHS
 
@@ -309,8 +308,8 @@ def test_an_unknown_bug_is_refused():
 
 def test_fit_decreasing_rows_come_out_sorted_until_shuffled():
     from packing_core import make_plan
-    from packing_core.analysis import row_order
     from packing_core.data import synthetic_lengths
+    from packing_lab.advice import row_order
 
     lengths = sample_lengths(synthetic_lengths("support-tickets"), 2000, seed=1)
     ordered = row_order(make_plan(lengths, 512, "bfd"))

@@ -113,7 +113,7 @@ def test_the_benchmarks_bounds_are_the_cost_models_cells_in_both_conventions():
 
 def test_a_benchmark_run_judges_each_backend_by_the_cost_models_bound():
     from packing_core.analysis import benchmark_bounds
-    from packing_core.experiments import run_benchmark
+    from packing_lab.bench import run_benchmark
 
     r = run_benchmark(docs=32, context=512, heads=1, head_dim=16, repeats=1, backends=["segments", "dense"])
     lengths = synthetic_lengths("support-tickets", n=32)

@@ -4,8 +4,16 @@ import inspect
 import pytest
 import torch
 
-from packing_core import attend
-from packing_core.attention import BACKENDS, and_masks, available_backends, block_causal_mask, causal, materialise, same_document
+from packing_core.attention import (
+    BACKENDS,
+    and_masks,
+    attend,
+    available_backends,
+    block_causal_mask,
+    causal,
+    materialise,
+    same_document,
+)
 from packing_core.attention.backends import varlen_kwargs
 from packing_core.attention.flex import flex_unavailable
 from packing_core.attention.masks import segments_from_cu

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from packing_core import PackedBatch, check_batch, check_hf_batch, make_plan, segment_layout
+from packing_core import PackedBatch, check_batch, check_hf_batch, make_plan
 from packing_core.attention import allowed
-from packing_core.batch import IGNORE_INDEX
+from packing_core.batch import IGNORE_INDEX, segment_layout
 from packing_core.check import RULES
-from packing_core.verify import broken_batch
+from packing_lab.zoo import broken_batch
 
 
 def _batch(**kw):

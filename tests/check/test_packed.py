@@ -5,7 +5,7 @@ import pytest
 import packing_core as pc
 from packing_core.attention import allowed, packed_attention
 from packing_core.check import check_all_implementations, kernel_mask
-from packing_core.verify import PLANTED, broken_batch
+from packing_lab.zoo import PLANTED, broken_batch
 
 
 def batch():

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from packing_core import segment_layout
+from packing_core.batch import segment_layout
 from packing_core.models import TinyConfig, TinyTransformer, tiny_model
 from packing_core.models.tiny import rope
 

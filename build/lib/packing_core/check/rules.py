@@ -1,0 +1,228 @@
+"""The one table of findings: every checker, page, zoo entry and the CLI name a finding from here.
+
+Each finding has one name, one severity, one plain-language title and one fix:
+
+- ``error``: the numbers are wrong (documents read each other, a label across an edge, a pad
+  in the loss, a shape the kernel misreads). ``check`` exits 1.
+- ``warning``: harmless to these numbers but worth knowing (pads at position 0, a document
+  continued from the previous row). Exit 0, unless ``--strict``.
+- ``note``: context, e.g. "sound for sdpa but leaks under flash_attention_2".
+
+    >>> RULES["documents_share_attention"].severity
+    'error'
+    >>> rule("pads_given_position_zero").title
+    'Pads are given position 0'
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+SEVERITIES = ("error", "warning", "note")
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    severity: str     # error | warning | note
+    title: str        # plain language, for pages and the zoo
+    fix: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_TABLE = (
+    # ---- errors: the numbers are wrong
+    Rule("documents_share_attention", "error", "Documents read each other",
+         "Give the attention implementation the boundaries it reads: transformers' sdpa/eager/flex find them in "
+         "position_ids that restart per document, only with no 2D attention_mask and use_cache=False (or pass a 4D "
+         "block mask); flash_attention_2/3 read cu_seq_lens_q/_k with max_length_q/_k, or position_ids in one "
+         "flattened row [1, T]."),
+    Rule("label_crosses_boundary", "error", "A label crosses a document edge",
+         "Set the label of every document's first token to -100 (unshifted labels: transformers shifts them over "
+         "the whole row), or the target of its last token (shifted labels)."),
+    Rule("label_is_not_the_token", "error", "Labels are not the tokens they sit on",
+         "transformers shifts labels itself: pass labels = input_ids with -100 where nothing is trained. Labels "
+         "already shifted are shifted twice; if your trainer shifts before the loss, check with --labels shifted."),
+    Rule("target_is_not_the_next_token", "error", "A target is not the next token of its document",
+         "Shifted labels (targets) hold the next token of the same document, -100 at its last token."),
+    Rule("pad_in_loss", "error", "Pads are in the loss", "Give pads label -100 (and keep them out of the loss mask)."),
+    Rule("cu_seq_lens_malformed", "error", "cu_seq_lens are malformed",
+         "cu_seq_lens start at 0, strictly increase and end within the tokens (build them as [0, *cumsum(lengths)])."),
+    Rule("cu_seq_lens_q_differs_from_k", "error", "Query and key boundaries differ",
+         "Packed self-attention needs the same cu_seq_lens for queries and keys: pass one tensor for both."),
+    Rule("kernel_cannot_read_batch", "error", "The attention implementation cannot read this batch",
+         "Pass what this implementation reads (see the detail), or choose one that reads what the batch holds."),
+    Rule("mask_reads_future", "error", "Queries read later tokens",
+         "The 4D mask, as this implementation applies it, lets a query read keys after it. transformers' eager and "
+         "flex add a 4D mask to the scores: give them an additive float mask (0 where a key may be read, "
+         "torch.finfo(dtype).min where not: torch.where(mask, 0.0, torch.finfo(dtype).min)), not a boolean or 0/1 "
+         "one; sdpa reads a boolean mask as True = may read."),
+    Rule("query_reads_nothing", "error", "A query can read no key",
+         "Every query must be able to read itself. A row of all -inf gives NaN (eager) and a row of all "
+         "finfo.min spreads the weight evenly over every key, other documents and the future included: let each "
+         "token (pads too) read at least itself."),
+    Rule("max_length_too_small", "error", "max_length_q/_k are shorter than a document",
+         "flash-attention's varlen kernel sizes its work by max_length_q/_k: give the longest document's length "
+         "(int(cu_seq_lens.diff().max()))."),
+    Rule("kernel_skips_tokens", "error", "The kernel computes nothing for some real tokens",
+         "Start the varlen offsets at 0 and cover every real token: flash-attention infers them from the minimum "
+         "position, so the row must begin at a document's first position."),
+    # the layers beyond attention, and the model's own mask call (check.mixers, from attention.families)
+    Rule("convolution_reads_previous_document", "error", "A short convolution reads the previous document",
+         "A causal convolution of width k reads the k - 1 tokens before each token (k = 4 in Mamba and Gated DeltaNet, "
+         "3 in LFM2) and keeps documents apart only when its kernel reads seq_idx (the document of each token: "
+         "causal-conv1d, CUDA). Give the batch seq_idx (TRL's "
+         "padding-free collator does; DataCollatorWithFlattening(return_seq_idx=True, return_flash_attn_kwargs=True)) "
+         "and install causal-conv1d where the model trains; without either, do not pack for this model: pad one "
+         "document per row."),
+    Rule("state_crosses_documents", "error", "A recurrent state runs from one document into the next",
+         "A recurrence (Mamba's scan, Gated DeltaNet, RWKV) restarts its state only where its kernel reads the "
+         "boundaries (cu_seq_lens in flash-linear-attention, seq_idx in mamba-ssm, CUDA). Give the batch the signal "
+         "the detail names, built from the documents (never from an all-ones attention_mask), and install the "
+         "kernel; without it, do not pack for this model: pad one document per row."),
+    Rule("model_refuses_batch", "error", "The model refuses this batch here",
+         "transformers' reference torch code refuses seq_idx and cu_seqlens at a convolution or a recurrence "
+         "(integrations.hub_kernels.use_kernel_func_from_hub_with_fallback: \"can't keep packed sequences apart\"): "
+         "install the kernel the detail names on the CUDA machine that trains (check with --kernel NAME there), "
+         "or pad one document per row. Dropping the signal makes the batch run and leak."),
+    Rule("mask_ignores_position_resets", "error", "The model builds its attention mask without position_ids",
+         "This model's code calls create_causal_mask without position_ids, so position resets never reach the mask "
+         "under sdpa, eager or flex: every document reads the ones before it. Pass a 4D block-causal attention_mask "
+         "(0 where a key may be read, torch.finfo(dtype).min where not), or pad one document per row."),
+    Rule("future_visible", "error", "A later token changes an earlier output",
+         "Attention is not causal: a query reads keys after it. A varlen kernel is causal only if asked "
+         "(flash_attn_varlen_func(causal=True); torch's varlen_attn(window_size=(-1, 0)): both default to full "
+         "attention), a 4D mask must be lower-triangular inside each document, and a bidirectional model "
+         "(RoBERTa without is_decoder=True) is no causal LM."),
+    # only a PackedBatch (the lab's own tensors) can show these
+    Rule("cu_seqlens_not_monotone", "error", "cu_seqlens do not rise from 0",
+         "cu_seqlens start at 0 and strictly increase."),
+    Rule("cu_seqlens_wrong_total", "error", "cu_seqlens do not end at the real tokens",
+         "cu_seqlens end at the number of real (non-pad) tokens."),
+    Rule("segments_disagree_with_cu_seqlens", "error", "Segment ids and cu_seqlens disagree",
+         "Build cu_seqlens from the documents (one offset per document piece), not from the rows."),
+    Rule("pad_in_attention", "error", "A pad belongs to a document segment",
+         "Give pads segment id -1, outside every document."),
+    Rule("loss_mask_disagrees_with_targets", "error", "The loss mask and the targets disagree",
+         "The loss mask is true exactly where the target is not -100."),
+    Rule("loss_count_mismatch", "error", "Loss positions are not the answer tokens",
+         "Train exactly the answer tokens that have a predecessor in their document (no prompts, no pads)."),
+    # ---- warnings: harmless to the numbers, worth knowing
+    Rule("pads_given_position_zero", "warning", "Pads are given position 0",
+         "Harmless to the numbers at the end of a row, but every pad at position 0 is a one-token sequence to "
+         "transformers' packed detection and to the varlen offsets derived from it: one more sequence per pad, and "
+         "a kernel call whose shape changes with the pad count each step (recompiles under torch.compile, VeOmni "
+         "PR #746). Pad position_ids with one running arange (0, 1, 2, ...: one dummy sequence)."),
+    Rule("untrained_tokens_share_attention", "warning", "Only untrained tokens read another document",
+         "No trained position reads another document, directly or through a later layer, so the loss is "
+         "unchanged; the outputs at these positions are not those of their document alone. Give them the same "
+         "boundaries as the rest if anything reads them (evaluation, a reward model)."),
+    Rule("megatron_mask_needs_unfused_softmax", "warning", "Only Megatron's unfused attention applies this mask",
+         "Megatron-core applies a 4D attention_mask only in its local DotProductAttention with the PyTorch softmax "
+         "(FusedScaleMaskSoftmax.forward_torch_softmax: masked_fill(mask, -10000.0)). Every GPT layer spec builds "
+         "self-attention with attn_mask_type=causal, and then the fused softmax kernel (masked_softmax_fusion with "
+         "fp16/bf16: ScaledUpperTriangMaskedSoftmax) and Transformer Engine apply the causal triangle and ignore the "
+         "mask (NVIDIA/Megatron-LM #415): documents read each other there. For document masking on those backends "
+         "pass packed_seq_params (PackedSeqParams with cu_seqlens_q/_kv, max_seqlen_q/_kv, qkv_format='thd')."),
+    Rule("tokenizer_does_not_fit", "warning", "The tokenizer given did not tokenise this batch",
+         "Give the tokenizer the batch was built with (or --eos-id N): its EOS id was not used as evidence."),
+    Rule("positions_do_not_restart", "warning", "Positions do not restart at the model's first position",
+         "Each document's position_ids should start at the model's first position (0 for most, 2 for "
+         "RoBERTa-family) and count up by 1: plain RoPE under a correct mask does not change, learned absolute "
+         "positions and scaled RoPE that reads the batch do (dynamic NTK and LongRoPE pick their frequencies from "
+         "the largest position in the batch). Where transformers finds documents "
+         "from position_ids, it starts one at every step that is not +1 (sdpa/eager) or at every return to the "
+         "minimum position (FlashAttention, one flattened row), so there continuous positions also remove the mask."),
+    Rule("document_continues_from_previous_row", "warning", "A document continues from the previous row",
+         "A document split across rows cannot read its first part (torchtune's split_across_pack=True): fine for "
+         "pretraining streams; for instruction data keep documents whole."),
+    Rule("boundaries_disagree", "warning", "The batch's boundary evidence disagrees",
+         "cu_seq_lens, position_ids, label separators and EOS tokens should start documents at the same tokens: "
+         "each attention implementation reads a different one."),
+    Rule("no_document_boundaries", "warning", "The batch marks no document boundaries",
+         "If rows hold several documents separated only by EOS tokens (TRL's wrapped packing, pretraining "
+         "streams), they read each other: pass --tokenizer or --eos-id so the check can find them."),
+    # ---- notes: context
+    Rule("eos_inside_document", "note", "An EOS id falls inside a document",
+         "Nothing to fix: stronger evidence (cu_seq_lens, position resets, label separators, padded rows) marks the "
+         "documents, and an EOS id inside one ends a chat turn (<|im_end|> ends every turn of a ChatML template)."),
+    Rule("fixed_size_chunks", "note", "The batch cuts a stream into chunks of one length",
+         "Wrapped packing cuts the token stream every max_length tokens, not at documents: the EOS ids mark the "
+         "documents, and they read each other unless something else separates them."),
+    Rule("document_ids_in_attention_mask", "note", "The attention_mask numbers documents",
+         "transformers 5.x casts a 2D attention_mask to booleans (masking_utils._preprocess_mask_arguments) before "
+         "sdpa, eager, flex or flash sees it, so document numbers are lost unless the trainer patches the reading: "
+         "pass position_ids that restart per document and no attention_mask (padding-free), or cu_seq_lens_q/_k "
+         "with max_length_q/_k, or a 4D block mask."),
+    Rule("mask_convention_read", "note", "The 4D mask's convention was read",
+         "Nothing to fix. transformers and torch's sdpa read True = may read; Megatron-core and TransformerEngine "
+         "read True = masked: give a mask only to the code it was built for (invert it with ~mask otherwise)."),
+    Rule("rotary_positions_read", "note", "Multimodal rotary positions were read",
+         "Nothing to fix. For packed inputs to Qwen2-VL, Qwen3-VL and Qwen3.5, give [4, batch, tokens] positions "
+         "with the text positions first (row 0): transformers reads that row for the mask and for flash-attention; "
+         "[3, batch, tokens] give it none, so only cu_seq_lens keep documents apart."),
+    Rule("zero_length_documents", "note", "cu_seq_lens hold zero-length documents",
+         "Nothing to fix: offsets padded to a fixed count (a repeated offset is an empty document) keep the kernel's "
+         "shapes static for torch.compile and CUDA graphs (torchtitan PR #4158); varlen kernels skip them, though "
+         "some validators once refused them (Megatron-LM PR #3282)."),
+    Rule("signal_not_read_by_implementation", "note", "A boundary signal this implementation does not read",
+         "The batch marks documents in a tensor that this attention implementation does not read (see the detail "
+         "for who does): judge it for the layers or the trainer that read it."),
+    Rule("cross_document_targets_allowed", "note", "Targets cross documents, as allowed",
+         "Training the EOS -> next document target was declared deliberate (--allow-cross-document), as in "
+         "run_clm and Megatron's default pretraining streams."),
+    Rule("leaks_under_other_implementation", "note", "Sound here, but another attention implementation leaks",
+         "Keep the attention implementation this batch was checked for, or give the batch the boundaries the "
+         "other one reads."),
+    Rule("cross_document_allowed", "note", "Documents read each other, as allowed",
+         "Reading across documents was declared deliberate (--allow-cross-document): GPT-style pretraining streams."),
+    Rule("entries_ignored", "note", "Entries the check does not read were ignored",
+         "Nothing to fix: non-tensor entries and tensors attention does not read are passed to the model as they "
+         "are."),
+)
+
+RULES: dict[str, Rule] = {r.name: r for r in _TABLE}
+FINDING_NAMES = tuple(RULES)
+
+
+def rule(name: str) -> Rule:
+    """The rule of finding ``name``; an unknown name is a bug, said plainly."""
+    try:
+        return RULES[name]
+    except KeyError:
+        raise ValueError(f"unknown finding {name!r}: the findings are {', '.join(FINDING_NAMES)}") from None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One named result of a check: ``detail`` says where, with the offending values."""
+
+    name: str
+    detail: str
+    severity: str = ""                         # "" = the rule's own; --allow-cross-document lowers leaks to notes
+    marks: tuple[tuple[int, int], ...] = ()    # (row, token) of each token it points at, for a figure
+    advice: str = ""                           # a fix for this batch's trainer, where its shape names one
+
+    def __post_init__(self):
+        r = rule(self.name)
+        if not self.severity:
+            object.__setattr__(self, "severity", r.severity)
+        elif self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity!r}: choose one of {', '.join(SEVERITIES)}")
+
+    @property
+    def title(self) -> str:
+        return RULES[self.name].title
+
+    @property
+    def fix(self) -> str:
+        """The fix for this batch's trainer where the check knows it, else the rule's general fix."""
+        return self.advice or RULES[self.name].fix
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.detail}"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "severity": self.severity, "title": self.title, "detail": self.detail,
+                "fix": self.fix}

@@ -1,0 +1,60 @@
+"""``balance``: a strategy's rows over data-parallel ranks and micro-batches, before and after balancing by
+attention cost, each rank's step FLOPs for a model shape, and which cost to balance by
+(``analysis.balance_report.step_balance``, with ``fit=True`` as the Dataset explorer uses it: too few rows
+are shown on as many ranks as they fill, and the report says so)."""
+from __future__ import annotations
+
+import argparse
+
+from packing_core._validate import InputError
+from packing_core.cli.common import (
+    NO_DATA,
+    add_data_arguments,
+    check_strategy,
+    check_tokenizer,
+    dump_json,
+    has_data,
+    load_lengths,
+    load_profile,
+)
+
+NAME = "balance"
+HELP = "a strategy's rows over data-parallel ranks and micro-batches: attention and step cost, before and after"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_data_arguments(p, strategy="bfd")
+    p.add_argument("--ranks", type=int, required=True, help="data-parallel ranks (the world size), e.g. 8")
+    p.add_argument("--micro-batches", type=int, default=1, help="micro-batches per rank (default 1)")
+    p.add_argument("--model-shape", default="SmolLM2-135M",
+                   help="the model shape whose step FLOPs are counted (6N per token + attention): "
+                        "SmolLM2-135M (default) or 7B")
+    p.add_argument("--format", default="table", choices=("table", "json"))
+
+
+def run(args, out, err) -> int:
+    from packing_core.analysis.balance_report import format_balance, step_balance
+    from packing_core.analysis.costs import model_shape
+    from packing_core.analysis.profile_report import profile_sample
+    from packing_core.packing.strategies import make_plan
+
+    if not has_data(args):
+        raise InputError(NO_DATA)
+    check_strategy(args.strategy, allow_all=False)
+    check_tokenizer(args.tokenizer)
+    shape = model_shape(getattr(args, "model_shape", "SmolLM2-135M"))   # `report --ranks` has no such flag
+    if args.profile is not None or args.file:   # a profile has counts, not rows: balance the rows of a seeded sample
+        lengths = profile_sample(load_profile(args), args.seed)
+        label = f"{args.strategy} rows of a sample of {len(lengths):,} documents (seed {args.seed})"
+    else:
+        lengths = load_lengths(args)
+        label = f"{args.strategy} rows"
+    plan = make_plan(lengths, args.context, args.strategy, overlong=args.overlong, batch_size=args.batch_size,
+                     seed=args.seed)
+    steps = step_balance(plan, args.ranks, args.micro_batches, shape=shape, fit=True)
+    report = steps.by_attention
+    if args.format == "json":
+        dump_json({"strategy": args.strategy, "basis": label, **report.to_dict(), "step": steps.to_dict()}, out)
+    else:
+        out.write(format_balance(report, label, steps) + "\n")
+    return 0
