@@ -34,7 +34,6 @@ from packing_core.analysis import (
     MODEL_SHAPES,
     STREAM_SAMPLE,
     basis_note,
-    bounds_example,
     cap_sentence,
     describe_padding,
     headline,
@@ -42,13 +41,12 @@ from packing_core.analysis import (
     order_basis,
     order_effects,
     recommended_settings,
-    static_example,
     step_verdict,
     table_notes,
 )
 from packing_core.data import PURPOSES
 from packing_core.packing import OVERLONG_POLICIES, TRL_WINDOW, PlanOptions
-from packing_lab.advice import longest_share, trained_positions
+from packing_lab.advice import bounds_example, longest_share, static_example, trained_positions
 from packing_lab.viz import (
     balance_figure,
     buffer_curve_figure,

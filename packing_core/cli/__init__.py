@@ -28,14 +28,13 @@ runs ``main``. A command module has ``NAME``, ``HELP``, ``add_arguments(parser)`
 Bad input prints one line, ``error: ...``, to stderr and exits 2; an unexpected exception is a bug of the lab:
 its traceback and one line saying so go to stderr, exit 3. ``verify`` exits 0 when packing changed nothing
 within tolerance, 1 when it did. ``check`` exits 1 on an error finding (on a warning too with ``--strict``),
-or when ``--model`` shows a leak. A deprecated spelling (``report --ranks``, ``verify --backend sdpa``)
-still runs for one release and says so in one line on stderr.
+or when ``--model`` shows a leak.
 """
 from typing import TYPE_CHECKING
 
 from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .dispatch import COMMANDS, main, parser
+    from .dispatch import main
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -8,32 +8,11 @@ from typing import TYPE_CHECKING
 from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .batch_run import BatchVerdict, Reconciled, reconcile, run_hf_batch
-    from .causality import causality_of_batch, causality_runner
-    from .drift import Continuations, continuations
-    from .equivalence import (
-        DEFAULT_LENGTHS,
-        CausalityReport,
-        Cut,
-        DocumentResult,
-        TokenChange,
-        VerifyReport,
-        default_documents,
-        default_tolerance,
-        model_runner,
-        verify_runner,
-    )
-    from .eval_loss import EvalLoss, eval_loss_packed_vs_alone
-    from .run import (
-        attention_arguments,
-        drift_path,
-        drift_pretrained,
-        drift_verdict,
-        load_causal_lm,
-        verify_hf,
-        verify_model,
-        verify_pretrained,
-    )
-    from .texts import MAX_TEXT_TOKENS, MAX_TEXTS, MIN_TEXTS, read_texts_file, tokenise_texts
+    from .batch_run import run_hf_batch
+    from .causality import causality_runner
+    from .equivalence import DEFAULT_LENGTHS, verify_runner
+    from .eval_loss import eval_loss_packed_vs_alone
+    from .run import attention_arguments, drift_path, drift_pretrained, drift_verdict, verify_model, verify_pretrained
+    from .texts import MAX_TEXT_TOKENS, MAX_TEXTS, MIN_TEXTS
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -46,11 +46,6 @@ __all__ = ["BREAKS", "PLANTED", "REPRODUCED", "ZOO", "ZOO_NAMES", "Bug", "NaiveT
            "reference_links", "reproduce_bug", "shown_batch", "zoo_entry"]
 
 
-def __getattr__(name: str):
-    if name == "PromptBlindBatch":   # deprecated, one release: planted.py warns and gives PackedBatch
-        return planted.__getattr__(name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 def zoo_entry(name: str) -> Bug:
     choice("bug", name, ZOO_NAMES)

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from packing_core._lazy import warn_renamed
 from packing_core._validate import InputError
 from packing_core.attention.semantics import packed_attention
 from packing_core.batch.packed import IGNORE_INDEX, PackedBatch
@@ -59,12 +58,6 @@ def loss_vs_answers(batch: PackedBatch) -> tuple[int, int]:
     expected = int((same_next & np.roll(answer, -1, axis=1)).sum())
     return int(batch.loss_mask.numpy().sum()), expected
 
-
-def __getattr__(name: str):
-    if name == "PromptBlindBatch":   # kept one release: the prompt-blind batch is now PackedBatch(key_mask=...)
-        warn_renamed("PromptBlindBatch", "PackedBatch (its key_mask field)")
-        return PackedBatch
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _shift(t, fill):

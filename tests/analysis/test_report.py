@@ -7,25 +7,23 @@ import packing_core as pc
 from app_pages import _content
 from packing_core import STRATEGIES, InputError, PackedBatch, check_batch, make_plan
 from packing_core.analysis import (
-    COST_FORMULA,
     MODEL_SHAPES,
     attention_cells,
-    attention_cost,
     benchmark_bounds,
-    bimodality,
     end_to_end,
     length_histogram,
     length_stats,
     outlier_lengths,
     sample_lengths,
-    training_flops,
 )
 from packing_core.analysis import tables as tables_mod
+from packing_core.analysis.costs import COST_FORMULA, training_flops
+from packing_core.analysis.tables import attention_cost, bimodality
 from packing_core.attention import packed_attention
 from packing_core.batch import IGNORE_INDEX
-from packing_core.check import RULES
+from packing_core.check.rules import RULES
 from packing_core.data import synthetic_lengths
-from packing_core.packing import PACKING_STRATEGIES
+from packing_core.packing.registry import PACKING_STRATEGIES
 from packing_lab.advice import alone_vs_packed_attention, row_cu_seqlens
 from packing_lab.zoo import BREAKS, broken_batch, loss_vs_answers, naive_targets
 

@@ -6,7 +6,8 @@ import numpy as np
 import packing_core as pc
 from app_pages import _content
 from app_pages._data import PAGE_TIME_LIMIT
-from packing_core.analysis import CAP_LADDER, STREAM_SAMPLE, bounds_example, cap_sentence
+from packing_core.analysis import CAP_LADDER, STREAM_SAMPLE, cap_sentence
+from packing_lab.advice import bounds_example
 from tests._support import assert_clean, open_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +67,9 @@ def test_the_cap_step_prices_each_cap_in_rows_and_cites_why_kernels_want_one():
     at.select_slider(key="w_dataset_explorer.cap").set_value(4).run()
     assert_clean(at)
     lengths = pc.load_lengths("support-tickets")
-    price = pc.packing.cap_price(lengths, 512, "bfd", 4)     # from the lengths: the page plans from their counts
+    from packing_core.packing.from_counts import cap_price
+
+    price = cap_price(lengths, 512, "bfd", 4)     # from the lengths: the page plans from their counts
     text = shown(at)
     assert cap_sentence(price) in text and price.extra_rows > 0
     ladder = next(df.value for df in at.dataframe if "bfd rows" in df.value.columns)
@@ -89,7 +92,7 @@ def test_the_stream_step_shows_utilisation_against_buffer_size_and_trls_window()
 
 def test_the_pages_ask_optimal_for_a_smaller_budget_than_the_command_line(monkeypatch):
     from app_pages import _data
-    from packing_core.packing import DEFAULT_TIME_LIMIT
+    from packing_core.packing.options import DEFAULT_TIME_LIMIT
 
     seen = {}
     monkeypatch.setattr(_data, "_strategy_table", lambda lengths, context, **kw: seen.update(kw))

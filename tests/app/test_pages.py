@@ -9,7 +9,7 @@ import pytest
 import packing_core as pc
 from app_pages import _content, _state
 from app_pages._content import PAGES
-from packing_core.cli import parser
+from packing_core.cli.dispatch import parser
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_FILES = sorted(p for p in (ROOT / "app_pages").glob("*.py") if not p.name.startswith("_"))

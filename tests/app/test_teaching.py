@@ -13,11 +13,12 @@ from streamlit.testing.v1 import AppTest
 import packing_core as pc
 from app_pages import _content
 from packing_core.analysis import MODEL_SHAPES, end_to_end
-from packing_core.check import RULES, load_batch_bytes
+from packing_core.check import load_batch_bytes
+from packing_core.check.rules import RULES
 from packing_core.data import list_sources
 from packing_core.verify import DEFAULT_LENGTHS, MAX_TEXTS, MIN_TEXTS, drift_pretrained
 from packing_lab.advice import batch_cu_seqlens
-from packing_lab.demos import TOKENS_PER_TOPIC, TOPICS
+from packing_lab.demos import TOKENS_PER_TOPIC, TOPICS, loss_lesson
 from packing_lab.viz import strategy_figure
 from packing_lab.zoo import ZOO
 from tests._support import assert_clean
@@ -111,7 +112,7 @@ def test_W4_bfd_is_said_to_cut_only_the_tickets_longer_than_the_context():
 def test_W5_a_mean_per_example_does_not_change_with_the_packing():
     assert "per row or per example would change with the packing" not in framework()
     assert "A mean per row changes with the packing" in framework()
-    a, b = pc.loss_lesson([[4], [60, 60]]), pc.loss_lesson([[4, 60], [60]])
+    a, b = loss_lesson([[4], [60, 60]]), loss_lesson([[4, 60], [60]])
     assert a.measured["document"] == pytest.approx(b.measured["document"])   # the claim, measured
     assert a.measured["row"] != pytest.approx(b.measured["row"])
 

@@ -19,10 +19,7 @@ import packing_core as pc
 from app_pages import _content
 from packing_core import make_plan
 from packing_core.analysis import (
-    ATTENTION_KERNELS,
-    CONVENTION,
     CONVENTION_NOTE,
-    FULL,
     HALVES,
     MODEL_SHAPES,
     attention_cells,
@@ -31,11 +28,11 @@ from packing_core.analysis import (
     length_stats,
     step_balance,
     step_verdict,
-    strategy_table,
-    tiled_cells,
 )
+from packing_core.analysis.costs import ATTENTION_KERNELS, CONVENTION, FULL, tiled_cells
+from packing_core.analysis.tables import strategy_table
 from packing_core.attention.masks import block_causal_mask
-from packing_core.check import RULES
+from packing_core.check.rules import RULES
 from packing_core.cli import main
 from packing_core.data import load_lengths
 from packing_core.verify import eval_loss_packed_vs_alone

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from packing_core.data import lengths_from_file
+from packing_core.data.columns import lengths_from_file
 from tests._support import LAUNCHER, AppPage, Measured
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,8 @@ import packing_core as pc
 from app_pages import _content
 from packing_core import PackedBatch, make_plan
 from packing_core.analysis import length_histogram
-from packing_core.attention import allowed, block_causal_mask
+from packing_core.attention import block_causal_mask
+from packing_core.attention.masks import allowed
 from packing_core.data import synthetic_lengths
 from packing_lab.demos import TrainResult
 from packing_lab.viz import (

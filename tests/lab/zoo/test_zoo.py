@@ -6,11 +6,11 @@ import re
 import numpy as np
 import pytest
 
-import packing_core as pc
 from packing_core.batch import LOSS_RULES
 from packing_core.cli import main
 from packing_core.models import pretrained_status
-from packing_lab.zoo import REPRODUCED, ZOO_NAMES, reproduce_bug
+from packing_lab.demos import loss_lesson
+from packing_lab.zoo import REPRODUCED, ZOO, ZOO_NAMES, reproduce_bug
 from tests._support import skip_or_fail
 
 NEEDS_SMOLLM2 = {"mask-hides-packing", "cache-hides-packing", "positions-without-mask", "labels-over-row",
@@ -23,8 +23,8 @@ def run_cli(*argv):
 
 
 def test_the_zoo_has_at_least_eight_cited_entries_with_a_fix():
-    assert len(pc.ZOO) >= 8 and len(set(ZOO_NAMES)) == len(pc.ZOO)
-    for bug in pc.ZOO:
+    assert len(ZOO) >= 8 and len(set(ZOO_NAMES)) == len(ZOO)
+    for bug in ZOO:
         assert bug.planted or bug.reported, bug.name
         assert all("/" in r and "#" in r or ".py" in r for r in bug.reported), bug.name
         assert bug.what and bug.fix and bug.needs and bug.run
@@ -70,7 +70,7 @@ def assert_arrays_agree_with_the_sentences(r):
                                                          abs=1e-3)
 
 
-@pytest.mark.parametrize("name", [b.name for b in pc.ZOO if b.planted])
+@pytest.mark.parametrize("name", [b.name for b in ZOO if b.planted])
 def test_a_planted_fault_draws_only_what_it_changes_and_its_verdict_follows_caught_by(name):
     from packing_lab.zoo import plant_bug, zoo_entry
 
@@ -124,7 +124,7 @@ def open_zoo():
 def test_zoo_page_lists_every_bug_and_reproduces_one_behind_its_button():
     at = open_zoo()
     shown = [m[1] for e in at.main.expander if (m := re.search(r"`([^`]+)`$", e.label))]    # one expander a bug
-    assert shown == [b.name for b in pc.ZOO] and not at.success       # the lesson box besides; nothing runs yet
+    assert shown == [b.name for b in ZOO] and not at.success       # the lesson box besides; nothing runs yet
     at.button(key="bug_zoo.run_sliding-window-crosses").click().run()
     assert not at.exception and not at.error
     assert any("catches it" in s.value and "documents_share_attention" in s.value.replace("\\", "") for s in at.success)
@@ -141,7 +141,7 @@ def test_zoo_page_weights_documents_per_rule_and_refuses_bad_rows():
 
 
 def test_measured_gradient_weights_match_the_formula_for_every_rule():
-    lesson = pc.loss_lesson([[3, 9], [5], [2, 2, 2]])
+    lesson = loss_lesson([[3, 9], [5], [2, 2, 2]])
     for rule in LOSS_RULES:
         assert lesson.measured[rule] == pytest.approx(lesson.expected[rule], abs=1e-6)
     assert lesson.measured["document"] == pytest.approx([1 / 6] * 6)
@@ -149,14 +149,14 @@ def test_measured_gradient_weights_match_the_formula_for_every_rule():
 
 def test_the_lesson_refuses_a_zero_length_document():
     with pytest.raises(ValueError, match="counted tokens must be at least 1"):
-        pc.loss_lesson([[3, 0]])
+        loss_lesson([[3, 0]])
 
 
 # ---------------------------------------------------------------- tracker links
 def test_every_tracker_reference_parses_into_github_links_that_join_back_into_it():
     from packing_lab.zoo import reference_links
 
-    for bug in pc.ZOO:
+    for bug in ZOO:
         for ref, parts in zip(bug.reported, bug.links):
             assert "".join(text for text, _ in parts) == ref
             urls = [u for _, u in parts if u]
