@@ -127,7 +127,7 @@ def test_text_column_lengths_follow_the_chosen_tokenizer(tmp_path):
     r = run("report", str(path), "--strategy", "pad", "--format", "json", "--tokenizer", "bytes")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["strategies"][0]["real_tokens"] == len(b"hello world") + len("café au lait".encode())
-    from packing_core.models import real_tokenizer
+    from packing_core.models.tokenizers import real_tokenizer
 
     tok = real_tokenizer()
     if tok is None:
@@ -154,7 +154,7 @@ def call(*argv) -> tuple[int, str, str]:
 
 def test_the_package_docstring_names_every_command_and_each_has_its_module():
     import packing_core.cli as cli
-    from packing_core.cli import COMMANDS, parser
+    from packing_core.cli.dispatch import COMMANDS, parser
 
     folder = ROOT / "packing_core" / "cli"
     modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "common", "dispatch"}
@@ -166,18 +166,10 @@ def test_the_package_docstring_names_every_command_and_each_has_its_module():
                                                     "balance": ["--ranks", "2"]}.get(c.NAME, [])]).command == c.NAME
 
 
-def test_balance_is_a_command_and_report_ranks_still_runs_it_with_one_deprecation_line():
-    args = ("--synthetic", "long-tailed", "--context", "2048", "--strategy", "next-fit", "--ranks", "4",
-            "--micro-batches", "2")
-    code, new, err = call("balance", *args)
-    assert code == 0 and err == "" and "over 4 ranks x 2 micro-batches" in new
-    code, old, err = call("report", *args)
-    assert code == 0 and old == new
-    assert err.count("\n") == 1 and err.startswith("warning: `report --ranks` is deprecated") and "balance" in err
 
 
 def test_too_few_rows_get_one_answer_in_the_cli_and_the_library_fitted_and_said_so():
-    from packing_core.packing import balance_rows
+    from packing_core.packing.balance import balance_rows
     from packing_core.packing.strategies import make_plan
 
     report = balance_rows(make_plan([100, 200, 300], 512, "bfd"), 8, 4, fit=True)
@@ -204,7 +196,7 @@ def test_report_file_checks_the_tokenizer_once(tmp_path, monkeypatch):
 
 
 def test_plain_report_and_report_file_write_one_table_with_the_same_columns(tmp_path):
-    from packing_core.analysis import COLUMNS
+    from packing_core.analysis.columns import COLUMNS
 
     path = tmp_path / "l.csv"
     path.write_text("length\n" + "\n".join(WORKED.split(",")) + "\n")
@@ -231,11 +223,10 @@ def test_verify_takes_the_labs_backends_and_transformers_attention_each_in_its_o
     assert code == 0 and err == "" and json.loads(out)["backend"] == "dense"
 
 
-def test_verify_backend_with_a_transformers_name_still_runs_for_one_release_with_one_warning_line():
-    code, _, err = call("verify", "--model", "tiny-rope", "--backend", "sdpa")
-    lines = err.splitlines()
-    assert lines[0] == "warning: `--backend sdpa` is deprecated and goes in the next release; use `--attn-implementation sdpa`"
-    assert code == 2 and lines[1].startswith("error: tiny-rope is the lab's tiny model")   # then read as the new flag
+def test_verify_backend_with_a_transformers_name_is_one_line_naming_the_flag_it_belongs_to():
+    code, _, err = call("verify", "--model", "tiny-rope", "--backend", "flash_attention_2")
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("error: argument --backend:") and "pass --attn-implementation flash_attention_2" in err
 
 
 TEN_OF_300 = ",".join(["300"] * 10)

@@ -9,16 +9,11 @@ import pytest
 
 import packing_core as pc
 from packing_core.cli import main
-from packing_core.models import ModelSpec, register_model, tiny_model, unregister_model
-from packing_core.packing import (
-    PACKING_STRATEGIES,
-    Strategy,
-    compare_counts,
-    count_rows,
-    place,
-    register_strategy,
-    unregister_strategy,
-)
+from packing_core.models.registry import ModelSpec, register_model, unregister_model
+from packing_core.models.tiny import tiny_model
+from packing_core.packing import count_rows, place
+from packing_core.packing.from_counts import compare_counts
+from packing_core.packing.registry import PACKING_STRATEGIES, Strategy, register_strategy, unregister_strategy
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
@@ -201,7 +196,7 @@ class ToyLengths:                                                   # step 1: on
 def test_the_input_format_recipe_on_a_toy(tmp_path):
     import os
 
-    from packing_core.data import profile_from_inputs
+    from packing_core.data.intake import profile_from_inputs
     from packing_core.data.lengths import byte_tokenizer
     from packing_core.data.scan import scan
     from packing_core.data.sources import input_suffixes, open_source, register, unregister

@@ -3,7 +3,7 @@
 ``--lengths`` and ``--synthetic`` are planned in their order; FILE and ``--profile`` become a
 length profile and are planned from its counts (order-dependent strategies on a seeded sample).
 Both tables come from ``analysis.format_strategy_table``, the JSON has one shape
-(``analysis.report_dict``). ``--ranks`` is the ``balance`` command's (deprecated here).
+(``analysis.report_dict``).
 
 ``--time-limit`` bounds ``optimal`` (it stops sooner once its plan is proven optimal);
 ``--max-docs-per-row`` caps every plan, as a compiled or graph-captured kernel wants, and
@@ -21,7 +21,6 @@ from packing_core.cli.common import (
     add_data_arguments,
     check_strategy,
     check_tokenizer,
-    deprecated,
     dump_json,
     has_data,
     load_lengths,
@@ -41,9 +40,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-docs-per-row", type=int, default=None, metavar="N",
                    help="at most N documents per row in every plan (static shapes for torch.compile and CUDA "
                         "graphs); the report says what the cap costs bfd in rows")
-    # deprecated for one release: `balance` is the command
-    p.add_argument("--ranks", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--micro-batches", type=int, default=1, help=argparse.SUPPRESS)
 
 
 def _seconds(text: str) -> float:
@@ -86,12 +82,6 @@ def _cap_price(data, args, names, options):
 
 
 def run(args, out, err) -> int:
-    if args.ranks is not None:
-        import packing_core.cli.balance as balance
-
-        deprecated(err, "`report --ranks`", "`python -m packing_core balance` with the same arguments")
-        args.strategy = "bfd" if args.strategy == "all" else args.strategy
-        return balance.run(args, out, err)
     if not has_data(args):
         raise InputError(NO_DATA)
     check_strategy(args.strategy, allow_all=True)

@@ -51,7 +51,4 @@ register("parquet", (".parquet",), _parquet.PARQUET)
 register("arrow", (".arrow",), _arrow.ARROW)
 register("txt", (".txt",), _txt.TXT)
 
-__all__ = ["BATCH_BYTES", "FORMATS", "INPUT_SUFFIXES", "MAX_SHARDS", "READERS", "SUFFIXES", "WHOLE", "Reader", "Source",
-           "SourceError", "Where", "check_budget", "check_regular", "columns", "display", "find_shards", "fmt_of",
-           "input_suffixes", "file_type", "load_json", "open_source", "read_batches", "register", "split_parquet", "split_shard",
-           "unregister"]
+__all__ = ["FORMATS", "register", "unregister"]
