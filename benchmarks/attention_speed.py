@@ -4,6 +4,7 @@
     python benchmarks/attention_speed.py --tile 64       # flex with 64-token tiles
     python benchmarks/attention_speed.py --device cuda --json
     python benchmarks/attention_speed.py --breakdown      # where segments' CPU time goes
+    python benchmarks/attention_speed.py --breakdown flex # where flex's CPU time goes
 """
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ import json
 import sys
 
 from packing_core.attention import available_backends
-from packing_lab.bench import PACKED_BACKENDS, format_benchmark, format_breakdown, run_benchmark, segments_breakdown
+from packing_lab.bench import (
+    PACKED_BACKENDS,
+    flex_breakdown,
+    format_benchmark,
+    format_breakdown,
+    run_benchmark,
+    segments_breakdown,
+)
 
 
 def main(argv=None) -> int:
@@ -36,8 +44,8 @@ def main(argv=None) -> int:
                         "is token-major too); contiguous = head-major, a copy no model makes, "
                         "and faster for SDPA")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--breakdown", action="store_true",
-                   help="CPU only: time the segments backend stage by stage instead")
+    p.add_argument("--breakdown", nargs="?", const="segments", choices=("segments", "flex"),
+                   help="CPU only: time one backend stage by stage instead (default segments)")
     args = p.parse_args(argv)
     if args.breakdown:
         if args.device != "cpu" or args.dtype not in ("auto", "float32"):
@@ -45,10 +53,17 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 2
         try:
-            result = segments_breakdown(docs=args.docs, context=args.context, heads=args.heads,
-                                        head_dim=args.head_dim, repeats=args.repeats,
-                                        dataset=args.dataset, seed=args.seed,
-                                        padded_layout=args.padded_layout)
+            common = dict(docs=args.docs, context=args.context, heads=args.heads, head_dim=args.head_dim,
+                          repeats=args.repeats, dataset=args.dataset, seed=args.seed,
+                          padded_layout=args.padded_layout)
+            if args.breakdown == "flex":
+                if "flex" not in available_backends("cpu"):
+                    print("error: --breakdown flex needs the flex backend, which does not run here: "
+                          "drop it or install a C++ compiler", file=sys.stderr)
+                    return 2
+                result = flex_breakdown(**common, tile=args.tile)
+            else:
+                result = segments_breakdown(**common)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
         format_benchmark,
         run_benchmark,
     )
-    from .breakdown import Breakdown, Stage, describe_breakdown, format_breakdown, segments_breakdown
+    from .breakdown import Breakdown, Stage, describe_breakdown, flex_breakdown, format_breakdown, segments_breakdown
     from .machine import Machine, busy_warning, load_average, machine_info
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

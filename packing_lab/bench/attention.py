@@ -16,9 +16,11 @@ A tiled kernel (``flex``) computes every ``tile x tile`` square a document touch
 
 The benchmark times them on random q, k, v of realistic width, laid out as a model's
 projection leaves them (token-major on both sides), and checks each backend against its
-own bound: packed tokens/s >= 0.8 x (its bound) x padded tokens/s. Every round's time is
-kept (best, median, worst), and the load average before and after tells whether the
-machine was shared.
+own bound: packed tokens/s >= goal x (its bound) x padded tokens/s, the goal 0.8 (flex 0.6:
+its kernel is a generated template, not a hand-tuned one, and pays its mask on every tile a
+document edge crosses). Padded and packed run in one process with the same torch threads.
+Every round's time is kept (best, median, worst), and the load average before and after
+tells whether the machine was shared.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from packing_core.packing.plan import cu_seqlens_from_lengths
 from packing_lab.bench.machine import Machine, busy_warning, machine_info
 
 GOAL_FACTOR = 0.8
+GOAL_FACTORS = {"flex": 0.6}     # each backend's goal, as a fraction of its own bound (default GOAL_FACTOR)
 PACKED_BACKENDS = ("varlen", "flex", "segments", "dense")
 # What run_benchmark times when no backends are named. flex is left out: its first call
 # compiles for seconds to tens of seconds, so callers ask for it (the script and the page do).
@@ -81,6 +84,7 @@ class BackendTiming(Timing):
     tile: int | None = field(default=None, kw_only=True)                  # flex: tile size
     block_mask_seconds: float | None = field(default=None, kw_only=True)  # flex: best block-mask build
     compile_seconds: float | None = field(default=None, kw_only=True)     # flex: first call minus a steady one
+    goal_factor: float = field(default=GOAL_FACTOR, kw_only=True)         # the goal, as a fraction of flop_ratio
 
 
 @dataclass(frozen=True)
@@ -312,12 +316,13 @@ def run_benchmark(*, docs: int = 256, context: int = 512, heads: int = 16, head_
         if backend == "flex":
             extra = {"tile": tile, "block_mask_seconds": min(mask_rounds),
                      "compile_seconds": max(0.0, first_call[backend] - seconds) if flex_compiled else 0.0}
+        goal = GOAL_FACTORS.get(backend, GOAL_FACTOR)
         results[backend] = BackendTiming(
             seconds=seconds, tokens_per_s=tokens / seconds, speedup=speedup,
-            flop_ratio=bound, goal_speedup=GOAL_FACTOR * bound,
-            goal_pass=bool(speedup >= GOAL_FACTOR * bound),
+            flop_ratio=bound, goal_speedup=goal * bound,
+            goal_pass=bool(speedup >= goal * bound),
             of_flop_ratio=speedup / bound, of_own_bound=speedup / bound,
-            bound=BOUND_LABELS[backend], rounds=tuple(rounds[backend]), **extra,
+            bound=BOUND_LABELS[backend], rounds=tuple(rounds[backend]), goal_factor=goal, **extra,
         )
     report(1.0, "done")
     return BenchmarkResult(
@@ -348,25 +353,27 @@ def format_benchmark(result: BenchmarkResult | dict) -> str:
         f"padded q, k, v in the {c.padded_layout} layout",
         "",
         f"{'layout':<10} {'seconds':>9} {'median':>8} {'worst':>8} {'tokens/s':>12} {'speedup':>8} "
-        f"{'goal':>7}  result",
+        f"{'bound':>6} {'of bound':>9} {'goal':>5}  result",
         f"{'padded':<10} {r.padded.seconds:>9.3f} {r.padded.median:>8.3f} {r.padded.worst:>8.3f} "
-        f"{r.padded.tokens_per_s:>12,.0f} {1.0:>8.2f} {'':>7}  baseline",
+        f"{r.padded.tokens_per_s:>12,.0f} {1.0:>8.2f} {'':>6} {'':>9} {'':>5}  baseline",
     ]
     for name, b in r.backends.items():
         lines.append(
             f"{name:<10} {b.seconds:>9.3f} {b.median:>8.3f} {b.worst:>8.3f} {b.tokens_per_s:>12,.0f} "
-            f"{b.speedup:>8.2f} {b.goal_speedup:>7.2f}  {'PASS' if b.goal_pass else 'fail'} "
-            f"({b.of_flop_ratio:.2f} of its bound {b.flop_ratio:.2f}"
-            f"{', ' + b.bound if b.bound else ''})")
+            f"{b.speedup:>8.2f} {b.flop_ratio:>6.2f} {b.of_own_bound:>9.2f} {b.goal_factor:>5.2f}  "
+            f"{'PASS' if b.goal_pass else 'fail'}{' (' + b.bound + ')' if b.bound else ''}")
     flex = r.backends.get("flex")
     if flex is not None and flex.block_mask_seconds is not None:
         lines.append(f"flex, {flex.tile}-token tiles: block mask {flex.block_mask_seconds * 1e3:.1f} ms "
                      f"({flex.block_mask_seconds / flex.seconds:.1%} of a call), compile "
                      + (f"{flex.compile_seconds:.1f} s on the first call" if flex.compile_seconds
                         else "done earlier in this process"))
-    lines.append(f"goal: speedup >= {r.goal_factor} x each backend's own FLOP bound")
+    lines.append("bound: padded FLOPs / the FLOPs the backend computes; of bound: speedup / bound; "
+                 "goal: the share of its bound each backend should reach")
     if m.load_before and m.load_after:
-        lines.append(f"load average {m.load_before[0]:.2f} before, {m.load_after[0]:.2f} after")
+        shares = ", ".join(f"{name} {b.of_own_bound:.2f}" for name, b in r.backends.items())
+        lines.append(f"of own bound: {shares}; load average {m.load_before[0]:.2f} before, "
+                     f"{m.load_after[0]:.2f} after, on {m.cpus} CPUs ({m.torch_threads} torch threads, padded and packed alike)")
     warning = busy_warning(m)
     if warning:
         lines.append("warning: " + warning)

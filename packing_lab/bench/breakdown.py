@@ -1,24 +1,38 @@
-"""Where the CPU ``segments`` backend's time goes, stage by stage: the benchmark's breakdown.
+"""Where a CPU backend's time goes, stage by stage: the benchmark's breakdown.
 
-Each stage adds one cost to the one before (the kernel on cached inputs, on the real inputs,
-copying its output, a fresh result tensor), so its share of the FLOP ratio should fall stage by
-stage; :func:`describe_breakdown` says so only as far as the measured numbers bear it out.
+``segments`` (:func:`segments_breakdown`): each stage adds one cost to the one before (the kernel
+on cached inputs, on the real inputs, copying its output, a fresh result tensor), so its share of
+the FLOP ratio should fall stage by stage; :func:`describe_breakdown` says so only as far as the
+measured numbers bear it out.
+
+``flex`` (:func:`flex_breakdown`): its kernel on the padded baseline's own work, against the
+baseline's kernel on that same work, then on the packed documents.
+
+Every share is a ratio of cells computed per second, since each bound counts the cells its kernel
+really computes: aten's CPU flash kernel (``aten/src/ATen/native/cpu/FlashAttentionKernel.cpp``,
+``cpu_flash_attention``) multiplies each query block by whole key blocks of up to 512 keys and
+masks the future with -inf, so a causal row of 512 (or a document of n <= 512) costs its whole
+square; FlexAttention's CPU template (``torch/_inductor/codegen/cpp_flex_attention_template.py``)
+computes each tile its block mask lists, whole.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from packing_core.attention.backends import attend
+from packing_core.attention.tiles import DEFAULT_TILE, tile_spans
 from packing_core.packing.plan import cu_seqlens_from_lengths
 from packing_lab.bench.attention import _check_arguments, _padded_baseline, _time_round
 from packing_lab.bench.machine import Machine, machine_info
 
 STAGES = ("kernel_cached", "kernel_cold", "copy_out", "backend")
+FLEX_STAGES = ("same_work", "backend")
+FLEX_SAMPLE_ROWS = 16     # padded rows the same-work stage runs (enough to fill the cores, cheap to hold)
 
 
 @dataclass(frozen=True)
@@ -44,13 +58,15 @@ class BreakdownConfig:
 
 @dataclass(frozen=True)
 class Breakdown:
-    """What :func:`segments_breakdown` measured; ``to_dict()`` is the script's ``--json``."""
+    """What :func:`segments_breakdown` or :func:`flex_breakdown` measured; ``to_dict()`` is the script's ``--json``."""
 
     machine: Machine
     config: BreakdownConfig
-    flop_ratio: float
+    flop_ratio: float             # the backend's own bound
     padded_seconds: float
-    stages: dict[str, Stage]      # in STAGES order
+    stages: dict[str, Stage]      # in STAGES (FLEX_STAGES) order
+    backend: str = "segments"
+    counts: dict[str, int] = field(default_factory=dict)   # flex: tile, tiles touched and full, sample rows
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -58,7 +74,8 @@ class Breakdown:
     @classmethod
     def from_dict(cls, d: dict) -> Breakdown:
         return cls(Machine.from_dict(d["machine"]), BreakdownConfig(**d["config"]), d["flop_ratio"],
-                   d["padded_seconds"], {k: Stage(**v) for k, v in d["stages"].items()})
+                   d["padded_seconds"], {k: Stage(**v) for k, v in d["stages"].items()},
+                   d.get("backend", "segments"), dict(d.get("counts", {})))
 
 
 def segments_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16,
@@ -150,14 +167,20 @@ def segments_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16,
 
 
 def format_breakdown(result: Breakdown) -> str:
-    """Plain-text table of a :func:`segments_breakdown` result."""
-    c = result.config
-    lines = [f"segments on CPU, {c.docs} {c.dataset}, {c.heads} heads x {c.head_dim}, "
+    """Plain-text table of a :func:`segments_breakdown` or :func:`flex_breakdown` result."""
+    c, n = result.config, result.counts
+    lines = [f"{result.backend} on CPU, {c.docs} {c.dataset}, {c.heads} heads x {c.head_dim}, "
              f"{result.machine.torch_threads} threads; padded ({c.padded_layout} layout) "
-             f"{result.padded_seconds:.3f} s, FLOP ratio {result.flop_ratio:.2f}",
-             f"{'stage':<14} {'seconds':>8} {'speedup':>8} {'of FLOP ratio':>14}"]
+             f"{result.padded_seconds:.3f} s, own bound {result.flop_ratio:.2f}",
+             f"{'stage':<14} {'seconds':>8} {'speedup':>8} {'of own bound':>13}"]
     for name, r in result.stages.items():
-        lines.append(f"{name:<14} {r.seconds:>8.3f} {r.speedup:>8.2f} {r.of_flop_ratio:>14.2f}")
+        lines.append(f"{name:<14} {r.seconds:>8.3f} {r.speedup:>8.2f} {r.of_flop_ratio:>13.2f}")
+    if result.backend == "flex":
+        lines.append(f"same_work: flex and SDPA on {n['sample_rows']} padded rows, each one document of "
+                     f"{c.context} tokens (flex computes {n['row_tiles']} of {(c.context // n['tile']) ** 2} "
+                     f"{n['tile']}-token tiles per row, SDPA the whole square)")
+        lines.append(f"backend: {n['touched']} tiles touched, {n['touched'] - n['full']} of them partial "
+                     f"(the mask predicate runs on every cell of a partial tile)")
     lines.append(result.machine.line())
     return "\n".join(lines)
 
@@ -187,3 +210,71 @@ def describe_breakdown(result: Breakdown) -> str:
             + "**, **".join(f"{x:.0%}" for x in shares)
             + "** do not fall in that order: other work on the machine slowed some rounds more than "
             "others, so this run cannot say where the time goes. Run it again when the machine is quiet.")
+
+
+def flex_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16, head_dim: int = 64,
+                   repeats: int = 3, dataset: str = "support-tickets", seed: int = 0,
+                   padded_layout: str = "model", tile: int = DEFAULT_TILE, progress=None) -> Breakdown:
+    """Where the CPU ``flex`` backend's time goes (float32, CPU): its kernel on the padded
+    baseline's own work, then on the packed documents.
+
+    - ``same_work``: flex over :data:`FLEX_SAMPLE_ROWS` padded rows, each one document of
+      ``context`` tokens, against SDPA over the same rows and layout: flex's cells per second
+      against the baseline kernel's, on identical work. Its share is the ceiling of flex's share
+      of its bound here: the packed call can only add to it (short documents leave most of the
+      tiles partial, and a query tile reads one or two key tiles instead of four).
+    - ``backend``: ``attend(..., "flex")`` on the packed plan, as the benchmark runs it.
+
+    ``counts`` holds the tiles: touched and full over the packed plan, touched per padded row.
+    """
+    from packing_core.data import synthetic_lengths
+    from packing_core.packing.strategies import make_plan
+
+    _check_arguments(heads, head_dim, repeats, padded_layout)
+    machine = machine_info("cpu")
+    lengths = synthetic_lengths(dataset, n=docs, seed=seed)
+    pad, bfd = make_plan(lengths, context, "pad"), make_plan(lengths, context, "bfd")
+    g = torch.Generator().manual_seed(seed)
+    cpu = torch.device("cpu")
+    padded, qkv_pad = _padded_baseline(pad.n_rows, context, heads, head_dim, torch.float32, cpu, g,
+                                       padded_layout)
+    cu = cu_seqlens_from_lengths(bfd.piece_len)
+    spans = tile_spans(cu, tile)
+    flop_ratio = pad.metrics().attention_cost_padded / spans.cells
+    q, k, v = (torch.randn(int(cu[-1]), heads, head_dim, generator=g) for _ in range(3))
+    cu_t = torch.from_numpy(cu.astype(np.int32))
+    # the same work: rows of the padded baseline, each one document, in the model layout both ways
+    rows = min(FLEX_SAMPLE_ROWS, pad.n_rows)
+    xr = [torch.randn(rows, context, heads, head_dim, generator=g) for _ in range(3)]
+    row_cu = torch.arange(0, rows * context + 1, context, dtype=torch.int32)
+    row_spans = tile_spans(row_cu.numpy(), tile)
+    fns = {
+        "padded": padded,
+        "sdpa_rows": lambda: F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in xr), is_causal=True),
+        "same_work": lambda: attend(*(x.reshape(-1, heads, head_dim) for x in xr), row_cu, context, "flex", tile=tile),
+        "backend": lambda: attend(q, k, v, cu_t, int(bfd.piece_len.max()), "flex", tile=tile),
+    }
+    report = progress or (lambda fraction, message: None)
+    report(0.0, "warm-up: every stage once (flex compiles on its first call)")
+    for fn in fns.values():
+        fn()
+    best = {name: float("inf") for name in fns}
+    for r in range(repeats):
+        report((r + 1) / (repeats + 1), f"round {r + 1} of {repeats}: padded rows, SDPA and flex on "
+               f"{rows} rows, flex on the packed plan")
+        for name, seconds in _time_round(fns, cpu).items():
+            best[name] = min(best[name], seconds)
+    same_bound = rows * context ** 2 / row_spans.cells
+    same = best["sdpa_rows"] / best["same_work"]
+    whole = best["padded"] / best["backend"]
+    return Breakdown(
+        machine=machine.finished(),
+        config=BreakdownConfig(dataset=dataset, docs=int(docs), context=context, heads=heads, head_dim=head_dim,
+                               repeats=repeats, seed=seed, padded_layout=padded_layout),
+        flop_ratio=flop_ratio, padded_seconds=best["padded"],
+        stages={"same_work": Stage(best["same_work"], same, same / same_bound),
+                "backend": Stage(best["backend"], whole, whole / flop_ratio)},
+        backend="flex",
+        counts={"tile": tile, "touched": spans.touched, "full": spans.full, "sample_rows": rows,
+                "row_tiles": row_spans.touched // rows},
+    )

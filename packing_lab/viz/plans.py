@@ -191,7 +191,7 @@ def benchmark_figure(result: dict, title: str | None = None) -> go.Figure:
 
     A backend's bound is padded tokens/s x (padded FLOPs / that backend's FLOPs): ``dense``
     computes every cell of each packed row, the others one square per document
-    (``analysis.costs.benchmark_bounds``). The goal line is ``goal_factor`` x the bound.
+    (``analysis.costs.benchmark_bounds``). The goal line is each backend's ``goal_factor`` x its bound.
     """
     padded = result.padded.tokens_per_s
     names = ["padded"] + list(result.backends)
@@ -207,8 +207,9 @@ def benchmark_figure(result: dict, title: str | None = None) -> go.Figure:
                              marker=dict(symbol="line-ew", size=40, line=dict(width=3, color=REFERENCE_COLOUR)),
                              text=[f"bound {bounds[b]:.1f}x" for b in bx], textposition="top center",
                              hovertemplate="%{x}: bound %{y:,.0f} tokens/s<extra></extra>"))
-    fig.add_trace(go.Scatter(x=bx, y=[y * result.goal_factor for y in by], mode="markers",
-                             name=f"goal: {result.goal_factor:.0%} of the bound",
+    goals = [result.backends[b].goal_factor for b in bx]
+    fig.add_trace(go.Scatter(x=bx, y=[y * f for y, f in zip(by, goals)], mode="markers",
+                             name="goal: " + ", ".join(sorted({f"{f:.0%}" for f in goals})) + " of the bound",
                              marker=dict(symbol="line-ew", size=40, line=dict(width=1, color=REFERENCE_COLOUR))))
     fig.update_yaxes(title="attention tokens per second", gridcolor="#eee", rangemode="tozero",
                      range=[0, max(max(tps), max(by, default=0)) * 1.22])

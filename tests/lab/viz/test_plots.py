@@ -271,7 +271,7 @@ def test_benchmark_figure_draws_each_backend_beside_its_own_flop_bound():
     assert by["segments"] == pytest.approx(padded * result.flop_ratio)
     assert by["dense"] == pytest.approx(padded * result.plans.pad.rows / result.plans.bfd.rows)
     assert by["dense"] < by["segments"]
-    assert list(goal.y) == pytest.approx([y * result.goal_factor for y in bound.y])
+    assert list(goal.y) == pytest.approx([y * result.backends[b].goal_factor for b, y in zip(bound.x, bound.y)])
 
 
 def test_row_order_figure_draws_one_line_per_plan_with_the_longest_piece_per_row():
