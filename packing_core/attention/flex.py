@@ -24,7 +24,12 @@ Compilation: the kernel is compiled by ``torch.compile(..., dynamic=True)``, onc
 count is symbolic, so new lengths reuse the kernel). That first call logs that it
 compiles and how long it took (:func:`compile_records`). With automatic dynamic shapes
 (torch.compile's default) torch 2.13's CPU template failed to build on the second
-length it saw, so the shape stays symbolic from the start. Without a C++ compiler
+length it saw, so the shape stays symbolic from the start. The call is compiled whole
+(``fullgraph=True``): when dynamo cannot trace it (a ``mask_mod`` that reads an index's
+value is the known case, see :func:`packing_core.attention.masks._at`), torch would run
+``flex_attention`` unfused instead, materialising every ``[T, T]`` score
+(``torch/_higher_order_ops/flex_attention.py``: ``sdpa_dense`` -> ``math_attention``), 110 GB
+for 41,000 tokens of 16 heads; compiled whole, it raises. Without a C++ compiler
 (CPU) or Triton (CUDA) the backend is unavailable: :func:`flex_unavailable` says why in
 one line, and every other backend still works.
 """
