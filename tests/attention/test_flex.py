@@ -244,12 +244,13 @@ def test_flex_on_cpu_refuses_a_backward_pass_in_one_line():
 
 
 @pytest.mark.cuda
-def test_flex_on_cuda_equals_dense_in_bfloat16():
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "whole-documents"])
+def test_flex_on_cuda_equals_dense_in_bfloat16(causal):
     if flex_unavailable("cuda"):
         pytest.skip(flex_unavailable("cuda"))
     rng = np.random.default_rng(7)
     cu = torch.from_numpy(random_cu(rng, 900, 7)).to(torch.int32).cuda()
     q, k, v = (torch.randn(900, 4, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     longest = int((cu[1:] - cu[:-1]).max())
-    torch.testing.assert_close(attend(q, k, v, cu, longest, "flex"), attend(q, k, v, cu, longest, "dense"),
-                               atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(attend(q, k, v, cu, longest, "flex", causal=causal),
+                               attend(q, k, v, cu, longest, "dense", causal=causal), atol=2e-2, rtol=2e-2)
