@@ -5,7 +5,7 @@ length profile and are planned from its counts (order-dependent strategies on a 
 Both tables come from ``analysis.format_strategy_table``, the JSON has one shape
 (``analysis.report_dict``). ``--ranks`` is the ``balance`` command's (deprecated here).
 
-``--time-limit`` bounds ``optimal`` (it stops sooner once its plan is proven optimal);
+``--time-limit`` sets ``optimal``'s budget (``packing.options.TIME_LIMIT_HELP`` says what it buys);
 ``--max-docs-per-row`` caps every plan, as a compiled or graph-captured kernel wants, and
 reports what the cap costs bfd in rows. A strategy that cuts documents cannot honour a cap: with
 every strategy it is left out (and the report says so); named alone, it is refused in one line.
@@ -35,9 +35,9 @@ HELP = "utilisation and cost of every padding and packing strategy"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_data_arguments(p, strategy="all")
     p.add_argument("--format", default="table", choices=("table", "json"))
-    p.add_argument("--time-limit", type=_seconds, default=None, metavar="SECONDS",
-                   help="seconds optimal may spend before it returns its best plan and its gap "
-                        "(default 5; it stops sooner once the plan is proven optimal)")
+    from packing_core.packing.options import TIME_LIMIT_HELP
+
+    p.add_argument("--time-limit", type=_seconds, default=None, metavar="SECONDS", help=TIME_LIMIT_HELP)
     p.add_argument("--max-docs-per-row", type=int, default=None, metavar="N",
                    help="at most N documents per row in every plan (static shapes for torch.compile and CUDA "
                         "graphs); the report says what the cap costs bfd in rows")

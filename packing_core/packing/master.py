@@ -30,7 +30,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import highspy
 import numpy as np
 
 from packing_core.packing.knapsack import price, pricing_work
@@ -115,6 +114,9 @@ class Master:
     """The master LP over patterns of ``sizes`` (see the module docstring)."""
 
     def __init__(self, sizes: np.ndarray, demand: np.ndarray):
+        import highspy  # optional: loaded by the first plan that needs an LP
+
+        self.hs = highspy
         self.sizes = np.asarray(sizes, np.int64)
         self.h = highspy.Highs()
         self.h.setOptionValue("output_flag", False)
@@ -156,7 +158,7 @@ class Master:
         i = np.concatenate([a for a, _ in keep]).astype(np.int64)
         v = np.concatenate([b for _, b in keep]).astype(np.int64)
         starts = np.searchsorted(c, np.arange(k)).astype(np.int32)
-        self.h.addCols(k, np.ones(k), np.zeros(k), np.full(k, highspy.kHighsInf), len(i), starts,
+        self.h.addCols(k, np.ones(k), np.zeros(k), np.full(k, self.hs.kHighsInf), len(i), starts,
                        i.astype(np.int32), v.astype(np.float64))
         self._entries.append((c + base, i, v))
         return k
@@ -180,7 +182,7 @@ class Master:
         col, idx, val = self.entries()
         k = self.h.getNumCol()
         closed = np.bincount(col[val > self.demand[idx]], minlength=k) > 0
-        upper = np.where(closed, 0.0, highspy.kHighsInf)
+        upper = np.where(closed, 0.0, self.hs.kHighsInf)
         self.h.changeColsBounds(k, np.arange(k, dtype=np.int32), np.zeros(k), upper)  # type: ignore[attr-defined]
         self._new_demand = True
 
@@ -198,11 +200,11 @@ class Master:
         iterations = self.h.getInfo().simplex_iteration_count
         budget.spend(STEP_CELLS + iterations * ITERATION_CELLS + self.h.getNumCol() * COLUMN_CELLS)
         status = self.h.getModelStatus()
-        if status == highspy.HighsModelStatus.kTimeLimit:
+        if status == self.hs.HighsModelStatus.kTimeLimit:
             budget.last_stop = "time"
             if budget.whole:
                 budget.stopped_by = budget.stopped_by or "time"
-        if status != highspy.HighsModelStatus.kOptimal:
+        if status != self.hs.HighsModelStatus.kOptimal:
             return False
         self._x = np.asarray(self.h.getSolution().col_value, np.float64)
         return True

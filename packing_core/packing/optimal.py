@@ -44,16 +44,11 @@ from packing_core.packing.patterns import Patterns, deal, fit_decreasing_pattern
 from packing_core.packing.pieces import Pieces, histogram_arrays, piece_histogram
 from packing_core.packing.place import Placement, place_bfd
 
-__all__ = ["MAX_PRICING_CELLS", "TIME_LIMIT_HELP", "Certificate", "OptimalSolution", "lp_bound", "optimal_from_counts",
+__all__ = ["MAX_PRICING_CELLS", "Certificate", "OptimalSolution", "lp_bound", "optimal_from_counts",
            "place_optimal", "rows_optimal", "solve_optimal"]
 
 _ROUND_DEPTH = 3
 _ROOT_SHARE, _ROUND_SHARE = 0.8, 0.95    # of the budget: column generation stops at the first, rounding at the second
-TIME_LIMIT_HELP = ("the budget of optimal, in seconds (default 5): it returns a plan proven optimal, or its best plan "
-                   "with the gap to the proven lower bound; the budget is counted in work, so the plan does not "
-                   "depend on the machine's load, and the time limit stops it only if the machine is slower "
-                   "than the work assumes")
-
 
 @dataclass(frozen=True)
 class Certificate:

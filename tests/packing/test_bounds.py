@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packing_core.packing import STRATEGIES, bound_for, bounds_from_counts, make_plan
+from packing_core.packing import STRATEGIES, bound_for, bounds_from_counts, make_plan, optimal_from_counts
 from packing_core.packing.bounds import l2_bound
 from packing_core.packing.optimal import solve_optimal
 from packing_core.packing.pieces import piece_histogram
@@ -99,3 +99,51 @@ def test_every_bound_is_at_most_the_rows_of_every_strategy(counts, context, over
         assert b.l1.rows <= rows, name
         if not s.cuts:
             assert b.l2.rows <= rows and b.whole_documents.rows <= rows, name
+
+
+def _lp_optimum(sizes, n, context: int) -> float:
+    """The Gilmore-Gomory LP by brute force: every pattern (at most ``n`` of each length, within
+    ``context``) as a column, one equality row per length, solved by HiGHS."""
+    import highspy
+
+    ranges = [np.arange(min(int(k), context // int(s)) + 1) for s, k in zip(sizes, n)]
+    grid = np.stack(np.meshgrid(*ranges, indexing="ij"), -1).reshape(-1, len(sizes))
+    pats = grid[(grid @ np.asarray(sizes) <= context) & (grid.sum(1) > 0)]
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    d = np.asarray(n, np.float64)
+    h.addRows(len(d), d, d, 0, np.zeros(len(d), np.int32), np.zeros(0, np.int32), np.zeros(0))
+    col, row = np.nonzero(pats)
+    starts = np.searchsorted(col, np.arange(len(pats))).astype(np.int32)
+    h.addCols(len(pats), np.ones(len(pats)), np.zeros(len(pats)), np.full(len(pats), highspy.kHighsInf), len(col),
+              starts, row.astype(np.int32), pats[col, row].astype(np.float64))
+    h.run()
+    return h.getInfo().objective_function_value
+
+
+def test_an_lp_bound_short_of_the_lp_optimum_is_named_a_lower_bound_and_is_never_below_l1():
+    # column generation proves ⌈LP⌉ = 25 here before it reaches the LP optimum; the duals' bound
+    # (Farley) is below tokens / context, so the bound's value is L1's, named as such
+    counts, context = {9: 18, 15: 27, 25: 1, 30: 19, 35: 20, 58: 22}, 128
+    lp = optimal_from_counts(counts, context).certificate.lp
+    l1 = bounds_from_counts(counts, context).l1
+    exact = _lp_optimum(list(counts), list(counts.values()), context)
+    assert lp.rows == 25 and l1.value <= lp.value <= exact + 1e-9
+    assert not lp.proven and lp.value < exact - 1e-6         # not the LP optimum, and not called so
+    assert lp.what.startswith("a lower bound on the LP optimum, tokens / context (L1)")
+
+
+@settings(max_examples=60, deadline=None)
+@given(counts=st.dictionaries(st.integers(10, 64), st.integers(1, 6), min_size=1, max_size=5),
+       context=st.sampled_from([64, 100, 128]))
+def test_the_lp_bounds_value_is_the_lp_optimum_when_marked_proven_and_below_it_otherwise(counts, context):
+    sizes, n = np.array(sorted(counts)), np.array([counts[k] for k in sorted(counts)])
+    lp = solve_optimal(sizes, n, context, time_limit=1).certificate.lp
+    if lp is None:
+        return                      # bfd met L2: no LP was needed
+    exact = _lp_optimum(sizes, n, context)
+    assert bounds_from_counts(counts, context).l1.value - 1e-9 <= lp.value <= exact + 1e-6
+    if lp.proven:
+        assert abs(lp.value - exact) <= 1e-6 and lp.what.startswith("the LP optimum")
+    else:
+        assert lp.what.startswith("a lower bound on the LP optimum")
