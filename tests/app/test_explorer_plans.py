@@ -82,7 +82,8 @@ def test_the_stream_step_shows_utilisation_against_buffer_size_and_trls_window()
     at = open_page("dataset_explorer")
     text = shown(at)
     assert f"On the first {STREAM_SAMPLE:,} of 200,000 documents, in the dataset's order" in text
-    assert "TRL's default window, bfd inside each batch of 1,000 documents, fills" in text
+    assert ("TRL's `bfd_split` (bfd inside each batch of 1,000 documents, documents longer than the context cut into "
+            "pieces), fills") in text
     chart = next(c for c in at.get("plotly_chart") if "buffer size" in c.proto.spec)
     assert "TRL: bfd in windows of 1,000 documents" in chart.proto.spec
 
