@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from packing_core.experiments import machine_info
+from packing_lab.bench import machine_info
 from packing_core.packing import optimal_from_counts, plan_from_counts
 
 TRIPLETS = {"t60": 60, "t120": 120, "t249": 249, "t501": 501}

@@ -32,10 +32,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from packing_core._validate import InputError
 from packing_core.packing.knapsack import price, pricing_work
 from packing_core.packing.patterns import Patterns
 
-__all__ = ["FIRST_PLAN_CELLS", "Budget", "LPResult", "Master", "WORK_PER_SECOND", "generate"]
+__all__ = ["FIRST_PLAN_CELLS", "INSTALL_OPTIMAL", "Budget", "LPResult", "Master", "WORK_PER_SECOND", "generate"]
 
 # Work is counted in knapsack cells, about 0.6 ns each on one core of the reference machine (the lab's
 # 2-core VM): a pricing step counts its cells and PIECE_CELLS per piece (a numpy call), an LP solve
@@ -110,13 +111,24 @@ class Budget:
         return self._share >= 1.0
 
 
+INSTALL_OPTIMAL = "pip install 'packing-lab[optimal]'"
+
+
+def _highspy():
+    """The HiGHS LP solver, imported when ``optimal`` runs; without it, one line naming the extra."""
+    try:
+        import highspy
+    except ImportError:
+        raise InputError(f"the optimal strategy (and its LP bound) needs the HiGHS solver: {INSTALL_OPTIMAL}; "
+                         "every other strategy runs without it") from None
+    return highspy
+
+
 class Master:
     """The master LP over patterns of ``sizes`` (see the module docstring)."""
 
     def __init__(self, sizes: np.ndarray, demand: np.ndarray):
-        import highspy  # optional: loaded by the first plan that needs an LP
-
-        self.hs = highspy
+        self.hs = highspy = _highspy()
         self.sizes = np.asarray(sizes, np.int64)
         self.h = highspy.Highs()
         self.h.setOptionValue("output_flag", False)

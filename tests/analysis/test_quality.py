@@ -5,23 +5,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing_core as pc
-from packing_core.analysis import (
-    bound_sentence,
-    bounds_example,
-    cap_sentence,
-    describe_bounds,
-    optimal_gap,
-    plan_bound,
-    recommend,
-    static_example,
-    stream_price,
-    table_gap,
-)
+from packing_core.analysis import cap_sentence, plan_bound, stream_price
+from packing_core.analysis.quality import bound_sentence, describe_bounds, optimal_gap, table_gap
 from packing_core.analysis.stats import length_stats
-from packing_core.packing import STRATEGIES, bounds_from_counts, cap_price, make_plan, optimal_from_counts
+from packing_core.analysis.tables import recommend
+from packing_core.packing import STRATEGIES, bounds_from_counts, make_plan, optimal_from_counts
 from packing_core.packing.bounds import RowBound
+from packing_core.packing.from_counts import cap_price
 from packing_core.packing.optimal import Certificate
 from packing_core.packing.registry import get_strategy
+from packing_lab.advice import bounds_example, static_example
 
 # at context 100: bfd puts a 28 beside the 66 and needs 3 rows; 66+16+16 and 28+28+28+16 fill 2 (198 tokens > 100)
 MISSED = [66, 16, 16, 16, 28, 28, 28]

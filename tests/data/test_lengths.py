@@ -10,10 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from packing_core import make_plan, segment_layout
+from packing_core import make_plan
 from packing_core._validate import InputError, length_values
 from packing_core.analysis import length_stats
-from packing_core.data import SYNTHETIC, as_lengths, byte_tokenizer, parse_lengths, synthetic_lengths
+from packing_core.batch import segment_layout
+from packing_core.data import byte_tokenizer, parse_lengths, synthetic_lengths
+from packing_core.data.lengths import SYNTHETIC, as_lengths
 from tests._support import skip_or_fail
 
 # --- as_lengths ----------------------------------------------------------------------

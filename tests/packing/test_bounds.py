@@ -5,8 +5,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packing_core.packing import STRATEGIES, bound_for, bounds_from_counts, make_plan, optimal_from_counts
-from packing_core.packing.bounds import l2_bound
+from packing_core.packing import STRATEGIES, bounds_from_counts, make_plan, optimal_from_counts
+from packing_core.packing.bounds import bound_for, l2_bound
 from packing_core.packing.optimal import solve_optimal
 from packing_core.packing.pieces import piece_histogram
 from packing_core.packing.registry import get_strategy
