@@ -28,8 +28,8 @@ import time
 
 import numpy as np
 
-from packing_lab.bench import machine_info
 from packing_core.packing import optimal_from_counts, plan_from_counts
+from packing_lab.bench import machine_info
 
 TRIPLETS = {"t60": 60, "t120": 120, "t249": 249, "t501": 501}
 UNIFORM = {"u120": 120, "u250": 250, "u500": 500, "u1000": 1000}
