@@ -9,7 +9,8 @@ pieces left, generating the columns that the rest now needs::
     1. solve the LP on the pieces left (column generation, ``master.generate``)
     2. prune: rows fixed + ⌈LP⌉ of the rest reach the best plan so far
     3. an integer LP solution is a plan: the rows fixed and its own
-    4. else fix the pattern whose value is nearest a whole number >= 1, that many rows, and go to 1
+    4. else fix the pattern whose value is nearest a whole number >= 1, that many rows (or, first,
+       every pattern within 0.2 of a whole number, or used more than once, together), and go to 1
 
 A limited discrepancy search backtracks: a dive that is pruned returns to its last steps and tries
 the next choice there instead (the patterns passed over stay tabu below), at most ``limit`` times
@@ -17,7 +18,7 @@ along a path, and the limit doubles until the budget (``master.Budget``) runs ou
 at the target (the proven lower bound: the plan is optimal), when it has tried every path, or when
 the budget runs out.
 
-Three rows of 50 + 30 + 20 at context 100, where bfd's 50 + 50 leaves 30 + 30 + 30 and 20s over:
+Nine pieces that fill three rows of 100 exactly (50 + 30 + 20): asked to beat 4 rows, the dive finds the 3.
 
 >>> from packing_core.packing.master import Budget, Master, generate
 >>> sizes, demand = np.array([20, 30, 50]), np.array([3, 3, 3])
