@@ -219,10 +219,14 @@ class Format:
         if not isinstance(self.reader_spec, str):
             return self.reader_spec
         module, _, attr = self.reader_spec.partition(":")
-        pyarrow()     # every registered reader stands on it: say so in one line before the import fails
         import importlib
 
-        return getattr(importlib.import_module(module), attr)
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except ModuleNotFoundError as e:
+            if e.name == "pyarrow":     # the readers stand on it: one line naming the extra
+                pyarrow()
+            raise
 
 
 FORMATS: Registry[Format] = Registry("input format")
