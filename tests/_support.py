@@ -513,3 +513,26 @@ def write(tmp_path, name: str, content: str | bytes):
     path = tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
     return path
+
+
+def python_calls(fn, *args, **kwargs) -> tuple[object, int]:
+    """``(fn(*args, **kwargs), the Python-level function calls it made)``: a path check, not a clock.
+
+    A vectorised function makes a handful of calls however large its input; one that loops in Python
+    over n items makes at least n. The count does not change with the machine's load, a time does.
+    """
+    import sys
+
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        if event == "call":
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        sys.setprofile(None)
+    return result, calls
