@@ -66,7 +66,7 @@ with_flex = c5.checkbox("Time flex", disabled=not flex_here, **S.bind("flex"),
                         if flex_here else "FlexAttention cannot run here (no compiler for its kernel)")
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_data(show_spinner="Counting the tiles each kernel computes...", max_entries=16)
 def _footprints(dataset: str, n: int, context: int, tiles: tuple):
     return kernel_footprints(synthetic_lengths(dataset, n=n), context, tiles=tiles)
 
@@ -102,7 +102,8 @@ st.markdown(
 chosen = [b for b in PACKED_BACKENDS if b in available_backends(device) and (b != "flex" or with_flex)]
 
 
-@st.cache_data(show_spinner=False, ttl=60, max_entries=64)   # the rate under it is measured again after a minute
+# the rate under it is measured again after a minute
+@st.cache_data(show_spinner="Timing a few attention calls on this machine...", ttl=60, max_entries=64)
 def _estimate(what: str, **settings):
     return (benchmark_estimate if what == "run" else breakdown_estimate)(**settings)
 

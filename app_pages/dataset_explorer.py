@@ -23,6 +23,7 @@ from app_pages._text import esc
 from app_pages._your_data import (
     balance_of,
     cap_prices_of,
+    caps_within,
     profile_plans,
     profile_summary,
     stream_of,
@@ -184,9 +185,11 @@ with limits_step:
         "`python -m packing_core check` reads such a batch as sound and notes its zero-length documents.")
     with guard("price the cap"):
         prices = cap_prices_of(upload["digest"] if yours else name, profile if yours else lengths, context, overlong)
+    caps = caps_within(context)              # at context 16 or 32 the ladder stops at the context
+    S.keep_within("cap", caps, min(S.settings["cap"].default, caps[-1]))
     c1, c2 = st.columns([3, 2], gap="medium")
     with c1:
-        cap = st.select_slider("Documents per row (the cap)", CAP_LADDER, **S.bind("cap"),
+        cap = st.select_slider("Documents per row (the cap)", caps, **S.bind("cap"),
                                help="what a static-shape kernel is compiled for; bfd honours it exactly")
         price = {p.max_docs_per_row: p for p in prices}[cap]
         st.markdown(f"**{esc(cap_sentence(price))}** A row that could take one more short document must leave "

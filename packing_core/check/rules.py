@@ -155,6 +155,11 @@ _TABLE = (
          "sdpa, eager, flex or flash sees it, so document numbers are lost unless the trainer patches the reading: "
          "pass position_ids that restart per document and no attention_mask (padding-free), or cu_seq_lens_q/_k "
          "with max_length_q/_k, or a 4D block mask."),
+    Rule("additive_mask_finite", "note", "The additive mask masks with a finite value",
+         "Nothing to fix for a trained model's scores: a finite value such as -1e4 leaves masked keys a weight "
+         "that rounds to 0 in float16 and bfloat16 softmax (see the detail). transformers writes "
+         "torch.finfo(dtype).min, which also spreads a query whose keys are all masked over every key; -inf gives "
+         "such a query NaN instead."),
     Rule("mask_convention_read", "note", "The 4D mask's convention was read",
          "Nothing to fix. transformers and torch's sdpa read True = may read; Megatron-core and TransformerEngine "
          "read True = masked: give a mask only to the code it was built for (invert it with ~mask otherwise)."),

@@ -4,6 +4,7 @@ The lab adds its own commands (``zoo``, ``warm``) in ``packing_lab.cli``; ``pack
 
     report    utilisation and cost of every padding and packing strategy            report.py
     balance   a strategy's rows over data-parallel ranks and micro-batches           balance.py
+    stream    a stream packed from a buffer of N documents, its state saved, resumed  stream.py
     scan      files, folders or globs of shards into a length profile (JSON)         scan.py
     check     a trainer's batch file, for the attention that will read it            check.py
     verify    documents alone and packed on a model: did packing change the logits?  verify.py
@@ -18,6 +19,8 @@ runs ``main``. A command module has ``NAME``, ``HELP``, ``add_arguments(parser)`
     python -m packing_core report data.parquet --column text
     python -m packing_core report chats.jsonl --tokenizer smollm2       (messages, prompt/completion, text, lengths)
     python -m packing_core balance --synthetic long-tailed --context 2048 --ranks 8 --micro-batches 4
+    python -m packing_core stream --synthetic support-tickets --buffer-size 64 --documents 1000 --save-state s.json
+    python -m packing_core stream --synthetic support-tickets --state s.json
     python -m packing_core scan data/ --tokenizer smollm2 --out profile.json
     python -m packing_core report --profile profile.json
     python -m packing_core check batch.safetensors --attn-implementation all --eos-id 2

@@ -12,6 +12,7 @@ from packing_core.cli.common import (
     add_data_arguments,
     check_strategy,
     check_tokenizer,
+    count,
     dump_json,
     has_data,
     load_lengths,
@@ -24,8 +25,12 @@ HELP = "a strategy's rows over data-parallel ranks and micro-batches: attention 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_data_arguments(p, strategy="bfd")
-    p.add_argument("--ranks", type=int, required=True, help="data-parallel ranks (the world size), e.g. 8")
-    p.add_argument("--micro-batches", type=int, default=1, help="micro-batches per rank (default 1)")
+    from packing_core.packing.balance import MAX_RANKS
+
+    p.add_argument("--ranks", type=count("ranks", maximum=MAX_RANKS, hint="the data-parallel world size, e.g. 8"),
+                   required=True, help="data-parallel ranks (the world size), e.g. 8")
+    p.add_argument("--micro-batches", type=count("micro_batches", maximum=MAX_RANKS, hint="try 4"), default=1,
+                   help="micro-batches per rank (default 1)")
     p.add_argument("--model-shape", default="SmolLM2-135M",
                    help="the model shape whose step FLOPs are counted (6N per token + attention): "
                         "SmolLM2-135M (default) or 7B")

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from packing_core._validate import InputError
-from packing_core.cli.common import dump_json, vet_model
+from packing_core.cli.common import count, dump_json, vet_model
 from packing_core.models.registry import is_model_path, model_names
 
 NAME = "check"
@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the attention that will read the batch (default sdpa); all: a verdict for each")
     p.add_argument("--tokenizer", help=f"{with_texts} or a tokenizer folder: its EOS id ends documents where nothing "
                                        "stronger marks them (with --model: the model folder's)")
-    p.add_argument("--eos-id", type=int, action="append", metavar="N", help="a token id that ends a document (repeat)")
+    p.add_argument("--eos-id", type=count("an EOS id", minimum=0, maximum=2**63 - 1, hint="a token id (int64)"),
+                   action="append", metavar="N", help="a token id that ends a document (repeat)")
     p.add_argument("--labels", default="auto", choices=("unshifted", "shifted", "auto"),
                    help="unshifted: transformers' labels (the model shifts); shifted: targets (torchtune recipes, "
                         "Megatron, nanoGPT); auto decides and says so")
@@ -80,11 +81,17 @@ def special_ids(args):
     return eos, facts
 
 
-def list_model_types(out) -> int:
+def list_model_types(out, fmt: str = "table") -> int:
     """Every model type of the families table: its layer kinds, and whether its mask call sees position resets."""
     from packing_core.attention.families import known_families, table_version
 
     built = known_families(built=True)
+    if fmt == "json":
+        dump_json({"transformers": table_version(),
+                   "measured": [{"model_type": f.model_type, "kinds": list(f.kinds),
+                                 "mask_sees_resets": bool(f.mask_sees_resets)} for f in built],
+                   "not_measured": [f.model_type for f in known_families(built=False)]}, out)
+        return 0
     out.write(f"{len(built)} model types measured on transformers {table_version()}: the layers that mix tokens, "
               "and whether position resets reach the attention mask (README: What each model family reads)\n")
     for fam in built:
@@ -100,6 +107,9 @@ def model_type_of(args) -> str | None:
     from packing_core.models.folders import config_model_type
 
     given = args.model_type
+    if given is not None and not given.strip():
+        raise InputError("--model-type is empty: give a transformers model_type (llama, qwen3_next, lfm2, ...), or "
+                         "leave it out; list them: python -m packing_core check --list-model-types")
     read = config_model_type(Path(args.model).expanduser()) if args.model and is_model_path(args.model) else None
     if given and read and model_family(given).model_type != model_family(read).model_type:
         raise InputError(f"--model-type {given} disagrees with {args.model}'s config.json (model_type {read!r}): "
@@ -130,7 +140,7 @@ def run_model(model, check, args, model_type):
 
 def run(args, out, err) -> int:
     if args.list_model_types:
-        return list_model_types(out)
+        return list_model_types(out, args.format)
     if not args.file:
         raise InputError("give a batch file, several, or a folder: check FILE (--list-model-types lists the "
                          "model types the lab knows)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 from packing_core._validate import InputError
 from packing_core.cli.common import (
@@ -21,6 +22,7 @@ from packing_core.cli.common import (
     add_data_arguments,
     check_strategy,
     check_tokenizer,
+    count,
     dump_json,
     has_data,
     load_lengths,
@@ -28,6 +30,8 @@ from packing_core.cli.common import (
 )
 
 NAME = "report"
+_SECONDS = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*|\s*[+-]?(?:inf(?:inity)?|nan)\s*",
+                      re.I | re.A)
 HELP = "utilisation and cost of every padding and packing strategy"
 
 
@@ -37,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=_seconds, default=None, metavar="SECONDS",
                    help="seconds optimal may spend before it returns its best plan and its gap "
                         "(default 5; it stops sooner once the plan is proven optimal)")
-    p.add_argument("--max-docs-per-row", type=int, default=None, metavar="N",
+    p.add_argument("--max-docs-per-row", type=count("the cap on documents per row"), default=None, metavar="N",
                    help="at most N documents per row in every plan (static shapes for torch.compile and CUDA "
                         "graphs); the report says what the cap costs bfd in rows")
 
@@ -47,6 +51,8 @@ def _seconds(text: str) -> float:
     from packing_core.packing.options import as_time_limit
 
     try:
+        if not _SECONDS.fullmatch(text):   # float() reads Arabic-Indic or full-width digits too: ASCII only
+            raise ValueError(text)
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"the time limit must be a number of seconds, got {text[:40]!r}; try 5") from None

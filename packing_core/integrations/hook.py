@@ -40,6 +40,7 @@ class Guard:
     batches: int
     on_error: str
     checks: list[BatchCheck] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)   # why a batch could not be read (on_error="warn")
     handle: object = None
     eos_known: bool = False
     model_type: str = ""           # the family judged beyond attention; "" = attention only
@@ -80,7 +81,7 @@ def guard(model, tokenizer=None, batches: int = 3, on_error: str = "raise") -> G
     """
     if on_error not in ON_ERROR:
         raise InputError(f"on_error={on_error!r}: choose one of {', '.join(ON_ERROR)}")
-    if not isinstance(batches, int) or batches < 1:
+    if isinstance(batches, bool) or not isinstance(batches, int) or batches < 1:   # True is an int: not a count
         raise InputError(f"batches={batches!r}: give a whole number of batches to check, at least 1")
     if not hasattr(model, "register_forward_pre_hook"):
         raise InputError(f"guard needs a torch.nn.Module, got {type(model).__name__}")
@@ -102,15 +103,26 @@ def guard(model, tokenizer=None, batches: int = 3, on_error: str = "raise") -> G
         if use_cache is None:
             use_cache = bool(getattr(config, "use_cache", False))
         impl = getattr(config, "_attn_implementation", None) or "sdpa"
-        check = check_hf_batch(batch, impl, use_cache=bool(use_cache), tokenizer=facts,
-                               model_type=model_type or None, kernels=kernels)
+        try:
+            check = check_hf_batch(batch, impl, use_cache=bool(use_cache), tokenizer=facts,
+                                   model_type=model_type or None, kernels=kernels)
+        except InputError as e:     # a batch with nothing to read (a meta tensor ...): said, or raised
+            if state.on_error == "raise":
+                state.remove()
+                raise
+            state.unchecked.append(str(e))
+            if len(state.checks) + len(state.unchecked) >= state.batches:
+                state.remove()
+            warnings.warn(f"packing check, batch {len(state.checks) + len(state.unchecked)}: not checked: {e}",
+                          stacklevel=2)
+            return None
         state.checks.append(check)
-        if len(state.checks) >= state.batches:
+        if len(state.checks) + len(state.unchecked) >= state.batches:
             state.remove()
             if not state.summary.packing_on:
                 warnings.warn(f"packing check, {len(state.checks)} batch(es): {state.summary.line}", stacklevel=2)
         if check.errors:
-            message = f"packing check, batch {len(state.checks)}:\n{check.format_table()}"
+            message = f"packing check, batch {len(state.checks) + len(state.unchecked)}:\n{check.format_table()}"
             if state.on_error == "raise":
                 state.remove()
                 raise PackingCheckError(message)

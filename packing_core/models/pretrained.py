@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -196,18 +197,38 @@ def pretrained_status() -> tuple[bool, str]:
                   f"(20-60 s) and caches it in {cache_dir()}")
 
 
-def _converted_model_dir(rebuild: bool = False) -> Path:
-    """The converted copy, converted now if absent; a damaged one is refused, or with ``rebuild`` replaced."""
+@contextmanager
+def _converting():
+    """One converter at a time, across threads and processes: ``warm`` run twice at once, or a class's first
+    clicks on two servers sharing a cache. The second waits on a lock file in the cache, then finds the
+    copy the first made, instead of converting it again beside it (twice the memory) or taking a copy it
+    judged damaged before the other replaced it."""
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with _convert_lock, open(folder / ".convert.lock", "a") as f:
+        try:
+            import fcntl
+        except ImportError:     # no fcntl (Windows): threads of this process only
+            yield
+            return
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def convert_pretrained(rebuild: bool = False) -> tuple[Path, str]:
+    """``(folder, what happened)``: the converted copy, converted now if absent; a damaged one is refused, or
+    with ``rebuild`` replaced. What happened is ``"cached"``, ``"converted"``, ``"rebuilt"`` or ``"waited"``
+    (another process converted it meanwhile)."""
     final = cache_dir() / _MODEL_DIR
     if final.is_dir():
         problem = converted_problem()
         if problem is None:
-            return final
+            return final, "cached"
         if not rebuild:
             raise _damaged(final, problem)
-        aside = final.with_name(f".{final.name}-damaged-{os.getpid()}")
-        os.rename(final, aside)          # atomic: no reader sees a half-removed folder
-        shutil.rmtree(aside, ignore_errors=True)
     folder = _gguf_folder()
     if folder is None:
         raise InputError(_missing_message())
@@ -216,8 +237,24 @@ def _converted_model_dir(rebuild: bool = False) -> Path:
         AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE, local_files_only=True).save_pretrained(tmp)
         convert_gguf(folder, tmp)
 
-    with _convert_lock:
-        return _atomic_save(final, save)
+    with _converting():         # what was seen before the lock may have changed: judged again inside it
+        damaged = False
+        if final.is_dir():
+            problem = converted_problem()
+            if problem is None:
+                return final, "waited"
+            if not rebuild:
+                raise _damaged(final, problem)
+            aside = final.with_name(f".{final.name}-damaged-{os.getpid()}")
+            os.rename(final, aside)          # atomic: no reader sees a half-removed folder
+            shutil.rmtree(aside, ignore_errors=True)
+            damaged = True
+        return _atomic_save(final, save), "rebuilt" if damaged else "converted"
+
+
+def _converted_model_dir(rebuild: bool = False) -> Path:
+    """The converted copy, converted now if absent; a damaged one is refused, or with ``rebuild`` replaced."""
+    return convert_pretrained(rebuild)[0]
 
 
 def load_pretrained(name: str = PRETRAINED, dtype: torch.dtype = torch.float32, *, rebuild: bool = False):
@@ -247,7 +284,7 @@ def tokenizer_folder() -> Path | None:
     def save(tmp: Path):
         AutoTokenizer.from_pretrained(gguf, gguf_file=GGUF_FILE, local_files_only=True).save_pretrained(tmp)
 
-    with _convert_lock:
+    with _converting():
         return _atomic_save(cache_dir() / _TOKENIZER_DIR, save)
 
 

@@ -36,6 +36,8 @@ import numpy as np
 from packing_core._validate import InputError, whole_number
 from packing_core.packing.plan import Plan
 
+MAX_RANKS = 2**20   # data-parallel ranks, and micro-batches per rank: far past any cluster (arrays are per rank)
+
 
 @dataclass(frozen=True, eq=False)
 class RankSplit:
@@ -117,8 +119,9 @@ def balance_rows(plan_or_loads, ranks: int, micro_batches: int = 1, *, fit: bool
     row that ``after`` balances (default: the attention cost); a step's cost with its linear layers
     counted comes from ``analysis.balance_report.step_balance``.
     """
-    ranks = whole_number(ranks, "ranks", hint="the data-parallel world size, e.g. 8")
-    micro_batches = whole_number(micro_batches, "micro_batches", hint="gradient-accumulation steps, e.g. 4")
+    ranks = whole_number(ranks, "ranks", maximum=MAX_RANKS, hint="the data-parallel world size, e.g. 8")
+    micro_batches = whole_number(micro_batches, "micro_batches", maximum=MAX_RANKS,
+                                 hint="gradient-accumulation steps, e.g. 4")
     tokens, cost = row_loads(plan_or_loads) if isinstance(plan_or_loads, Plan) else map(np.asarray, plan_or_loads)
     n = len(tokens)
     weight = cost if by is None else np.asarray(by, dtype=np.float64)
@@ -128,8 +131,8 @@ def balance_rows(plan_or_loads, ranks: int, micro_batches: int = 1, *, fit: bool
     if n < ranks * micro_batches and fit and n > 0:
         fit_ranks = min(ranks, n)
         fit_micro = max(1, min(micro_batches, n // fit_ranks))
-        note = (f"The {n:,} rows cannot fill {ranks} ranks x {micro_batches} micro-batches: shown on "
-                f"{fit_ranks} x {fit_micro}.")
+        note = (f"The {n:,} rows cannot fill {ranks:,} ranks x {micro_batches:,} micro-batches: shown on "
+                f"{fit_ranks:,} x {fit_micro:,}.")
         ranks, micro_batches = fit_ranks, fit_micro
     if n < ranks * micro_batches:
         raise InputError(f"{n:,} rows cannot fill {ranks} ranks x {micro_batches} micro-batches = "

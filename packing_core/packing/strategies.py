@@ -19,6 +19,7 @@ from packing_core._validate import (
     as_lengths,
     as_seed,
     choice,
+    flag,
     limit_hint,
     whole_number,
 )
@@ -84,7 +85,8 @@ def make_plan(
     context = as_context(context)
     s = get_strategy(strategy)
     choice("overlong policy", overlong, OVERLONG_POLICIES)
-    opts = PlanOptions(batch_size=as_batch_size(batch_size), sort=bool(sort),
+    shuffle = flag(shuffle, "shuffle")
+    opts = PlanOptions(batch_size=as_batch_size(batch_size), sort=flag(sort, "sort"),
                        buckets=whole_number(buckets, "buckets", hint="try 8"),
                        bucket_edges=None if bucket_edges is None else as_bucket_edges(bucket_edges),
                        max_docs_per_row=as_max_docs_per_row(max_docs_per_row, context),

@@ -103,13 +103,16 @@ class AttentionRate:
 _rates: dict[tuple[int, int, int], tuple[float, AttentionRate]] = {}
 _rates_lock = threading.Lock()
 RATE_TTL_S = 120.0    # a rate measured this long ago is measured again: the load moves
+RATE_MAX_LENGTH = 1024   # rows longer than this are timed at this length: the cost per cell, times their cells
 
 
 def attention_rate(context: int, heads: int, head_dim: int = 64) -> AttentionRate:
     """Time a few SDPA calls here (a row of ``context`` tokens, with and without a mask, and a 16-token one).
 
-    The median of three of each: tens of milliseconds at context 512, under a second at 8,192. Kept for
-    two minutes per shape, so a page that redraws does not measure again.
+    The median of three of each. A row longer than ``RATE_MAX_LENGTH`` is timed at that length and its cost
+    per cell kept (a masked call at 8,192 tokens and 16 heads alone takes seconds on two cores, and a page
+    estimates before anything runs): tens of milliseconds in all. Kept for two minutes per shape, so a page
+    that redraws does not measure again.
     """
     import torch
     import torch.nn.functional as F
@@ -134,9 +137,10 @@ def attention_rate(context: int, heads: int, head_dim: int = 64) -> AttentionRat
         return statistics.median(times)   # not the best: on a shared machine the run waits as the median call does
 
     small = best(16, False)
-    cells = heads * context * context
-    rate = AttentionRate(per_call=small, per_cell=max(best(context, False) - small, 0.0) / cells,
-                         masked_per_cell=max(best(context, True) - small, 0.0) / cells,
+    timed = min(int(context), RATE_MAX_LENGTH)
+    cells = heads * timed * timed
+    rate = AttentionRate(per_call=small, per_cell=max(best(timed, False) - small, 0.0) / cells,
+                         masked_per_cell=max(best(timed, True) - small, 0.0) / cells,
                          context=key[0], heads=key[1], head_dim=key[2])
     with _rates_lock:
         _rates[key] = (time.monotonic(), rate)

@@ -252,15 +252,16 @@ def warm(progress: Callable[[str], None] | None = None) -> tuple[WarmStep, ...]:
         say(f"{name}: {detail} ({steps[-1].seconds:.1f} s)")
 
     use_lab_threads()
-    from packing_core.models.pretrained import _gguf_folder, load_pretrained
+    from packing_core.models.pretrained import _gguf_folder, convert_pretrained, load_pretrained
 
     if smollm2_converted() or _gguf_folder() is not None:
         def convert():
-            was, damaged = smollm2_converted(), smollm2_damage()
-            load_pretrained(rebuild=True)      # a damaged copy (truncated by a full disk ...) is converted again
-            return ("already converted, loaded from the cache" if was else
-                    "the damaged copy was converted again and cached" if damaged else
-                    "converted to safetensors and cached")
+            _, how = convert_pretrained(rebuild=True)   # a damaged copy (truncated by a full disk ...) is rebuilt
+            load_pretrained()
+            return {"cached": "already converted, loaded from the cache",
+                    "rebuilt": "the damaged copy was converted again and cached",
+                    "waited": "converted meanwhile by another process (waited for it), loaded from the cache",
+                    "converted": "converted to safetensors and cached"}[how]
         timed("SmolLM2", "converting the GGUF file on first use (about 30 s on 2 cores)...", convert)
     elif (damage := smollm2_damage()) is not None:   # nothing to convert it from again: say so, change nothing
         from packing_core.models.pretrained import INSTALL_PRETRAINED
