@@ -110,3 +110,59 @@ def test_the_window_model_gives_trls_own_rows_and_utilisation(trl_strategy, over
     assert plan.metrics().utilisation == pytest.approx(sum(trl_loads) / (len(trl_loads) * 256))
     whole = make_plan(lengths, 256, "bfd", overlong=overlong).n_rows
     assert whole <= plan.n_rows                            # windows cost rows, never save them
+
+
+def test_feeding_part_of_a_stream_keeps_the_rest_waiting_and_finishing_empties_it():
+    lengths = [5, 3, 6, 2, 7]
+    packer = StreamPacker(8, 3)
+    fed = list(packer.feed(lengths[:3]))
+    assert [[n for _, _, n in row] for row in fed] == [[5, 3]]
+    assert packer.state().buffer == ((2, 0, 6),) and packer.state().position == 3
+    rest = list(StreamPacker(state=StreamState.from_json(packer.state().to_json())).rows(lengths[3:]))
+    assert fed + rest == run(lengths, 8, 3)
+
+
+def _stream_cli(*argv):
+    import io
+
+    from packing_core.cli.dispatch import main
+
+    out, err = io.StringIO(), io.StringIO()
+    return main(["stream", *argv], out, err), out.getvalue(), err.getvalue()
+
+
+def test_the_stream_command_reports_the_packers_rows_beside_bfd():
+    code, out, err = _stream_cli("--lengths", "5,3,6,2,7", "--context", "8", "--buffer-size", "3", "--format", "json")
+    r = json.loads(out)
+    assert code == 0, err
+    assert (r["rows"], r["tokens"], r["bfd_rows"], r["ended"]) == (3, 23, 3, True)
+    assert r["utilisation"] == pytest.approx(23 / 24)
+
+
+def test_the_stream_command_stops_saves_and_resumes_to_the_rows_of_one_run(tmp_path):
+    state = tmp_path / "s.json"
+    lengths = ",".join(map(str, np.random.default_rng(3).integers(1, 700, 300)))
+    whole = json.loads(_stream_cli("--lengths", lengths, "--buffer-size", "16", "--rows", "400", "--format", "json")[1])
+    code, first, _ = _stream_cli("--lengths", lengths, "--buffer-size", "16", "--documents", "120", "--save-state",
+                                 str(state), "--rows", "400", "--format", "json")
+    assert code == 0 and json.loads(state.read_text())["position"] == 120
+    code, second, _ = _stream_cli("--lengths", lengths, "--state", str(state), "--rows", "400", "--format", "json")
+    assert code == 0
+    assert json.loads(first)["row_list"] + json.loads(second)["row_list"] == whole["row_list"]
+
+
+def test_the_stream_command_refuses_settings_that_contradict_the_state(tmp_path):
+    state = tmp_path / "s.json"
+    state.write_text(StreamState(8, 3, 1.0, "split", 3, 0, 1, ((2, 0, 6),)).to_json())
+    code, out, err = _stream_cli("--lengths", "5,3,6,2,7", "--state", str(state), "--buffer-size", "9")
+    assert code == 2 and out == ""
+    assert err.startswith("error: --buffer-size differs from the state's own settings (context 8, buffer 3")
+
+
+def test_the_stream_curve_is_the_stream_price_of_the_same_documents():
+    from packing_core.analysis.quality import stream_price
+    from packing_core.data import synthetic_lengths
+
+    code, out, _ = _stream_cli("--synthetic", "long-tailed", "--curve", "--format", "json")
+    price = stream_price(synthetic_lengths("long-tailed", seed=0), 512, order="the order of long-tailed")
+    assert code == 0 and json.loads(out)["curve"]["rows"] == list(price.curve.rows)
