@@ -32,6 +32,8 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from packing_core._limit_settings import LIMIT_CEILING, SECONDS_CEILING, limit_setting  # noqa: F401
+
 Mask = Literal["on", "off"]
 Positions = Literal["reset", "continuous"]
 Overlong = Literal["split", "truncate", "drop"]
@@ -41,53 +43,10 @@ DEFAULT_CONTEXT = 512          # the lab's default row length (CLI and pages): T
 LIMIT_ERRORS: list[str] = []   # settings of the limits below that were not numbers (the CLI reports the first)
 
 
-LIMIT_CEILING = 2**40          # the most any count or byte limit may be set to (MAX_LENGTH's size): past it no
-SECONDS_CEILING = 86_400.0     # file, batch or count the lab reads comes near; the most a time limit may be: a day
-# a setting as an operator writes it: ASCII digits (underscores between them), a fraction, an exponent ("1e9")
-_SETTING_TEXT = re.compile(r"[0-9](?:_?[0-9])*(?:\.[0-9]+)?(?:[eE][+]?[0-9]{1,3})?")
-
-
-def limit_setting(name: str, text: str, default):
-    """``$PACKING_LAB_<name>`` as the number it sets, or why not (a str): positive, finite, within its ceiling,
-    whole for a count or size, written in ASCII.
-
-    >>> limit_setting("MAX_TURNS", "1e3", 512), limit_setting("MAX_PLAN_SECONDS", "0.5", 60.0)
-    (1000, 0.5)
-    >>> limit_setting("MAX_TURNS", "٣", 512)  # doctest: +ELLIPSIS
-    "PACKING_LAB_MAX_TURNS='٣' is not a positive number written in ASCII digits (e.g. 1024, 1_048_576 or 1e6); ...
-    >>> limit_setting("MAX_HEADER_BYTES", "1e23", 2**24)  # doctest: +ELLIPSIS
-    "PACKING_LAB_MAX_HEADER_BYTES='1e23' is more than any limit may be set to (1,099,511,627,776): no file, ...
-    """
-    from decimal import Decimal
-
-    seconds = isinstance(default, float)
-    shown = f"{default:g}" if seconds else f"{default:,}"
-    unset = f"unset it for the default ({shown})"
-    if not _SETTING_TEXT.fullmatch(text):
-        return (f"PACKING_LAB_{name}={text[:40]!r} is not a positive number written in ASCII digits (e.g. 1024, "
-                f"1_048_576 or 1e6); {unset}")
-    value = Decimal(text.replace("_", ""))
-    ceiling = SECONDS_CEILING if seconds else LIMIT_CEILING
-    if value > ceiling:
-        why = " seconds, a day)" if seconds else "): no file, batch or count the lab reads comes near it"
-        return f"PACKING_LAB_{name}={text[:40]!r} is more than any limit may be set to ({ceiling:,.0f}{why}; {unset}"
-    if not seconds and value != value.to_integral_value():
-        return f"PACKING_LAB_{name}={text[:40]!r} is not a whole number; {unset}"
-    if value <= 0:
-        return f"PACKING_LAB_{name}={text[:40]!r} is not a positive number; {unset}"
-    return float(value) if seconds else int(value)
-
-
 def _limit(name: str, default):
-    """``default``, or ``$PACKING_LAB_<name>`` where an operator raised (or lowered) it; read once, at import.
-
-    A setting that is no number, not whole (for a count or a size), above its ceiling or not finite is not
-    used: the default stands, and the CLI refuses to run with the first such line (``LIMIT_ERRORS``).
-    """
+    """``$PACKING_LAB_<name>`` read once, at import; a refused setting leaves ``default`` and a line in ``LIMIT_ERRORS``."""
     text = os.environ.get(f"PACKING_LAB_{name}", "").strip()
-    if not text:
-        return default
-    value = limit_setting(name, text, default)
+    value = limit_setting(name, text, default) if text else default
     if isinstance(value, str):
         LIMIT_ERRORS.append(value)
         return default
@@ -162,20 +121,6 @@ def choice(name: str, value, choices) -> str:
     if not isinstance(value, str) or value not in choices:
         raise InputError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     return value
-
-
-def flag(value, name: str) -> bool:
-    """``value`` if it is True or False (numpy's too); ``'no'`` or ``1`` are refused, never read as a truth value.
-
-    >>> flag(False, "sort")
-    False
-    >>> flag("no", "sort")
-    Traceback (most recent call last):
-    packing_core._validate.InputError: sort must be True or False, got 'no'
-    """
-    if not isinstance(value, (bool, np.bool_)):
-        raise InputError(f"{name} must be True or False, got {value!r}"[:300])
-    return bool(value)
 
 
 def whole_number(value, name: str, *, minimum: int = 1, maximum: int | None = None, hint: str = "") -> int:

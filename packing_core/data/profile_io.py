@@ -38,7 +38,7 @@ from packing_core._validate import (
 )
 from packing_core.data.files import display, load_json, read_bytes
 from packing_core.data.kinds import PROFILE_KINDS
-from packing_core.data.sources._base import read_at_most
+from packing_core.data.sources._range import read_at_most
 
 __all__ = ["MAX_OVER_CAP_EXAMPLES", "SCHEMA_VERSION", "check_counts", "check_totals", "field_number", "profile_fields",
            "read_profile"]

@@ -7,7 +7,8 @@ attention call are independent of each other, so the lab calls transformers' own
 rows of the mask transformers built, and joins the outputs: every query reads the keys the whole call
 would let it read, and the float copy holds one block. Models reach it through the attention registry
 (``AttentionInterface`` in ``transformers/modeling_utils.py``: ``ALL_ATTENTION_FUNCTIONS.get_interface``
-in each model's attention), whose ``"sdpa"`` entry :func:`query_blocks` swaps for the time of one run.
+in each model's attention), whose ``"sdpa"`` entry :func:`query_blocks` registers anew for the time of one run
+(``AttentionInterface.register``, transformers' public way to replace one).
 ``tests/verify/test_chunked.py`` checks that the logits agree with the unblocked call on a real model.
 """
 from __future__ import annotations
@@ -45,11 +46,10 @@ def query_blocks(enabled: bool = True):
         return
     from transformers.modeling_utils import AttentionInterface
 
-    mapping = AttentionInterface._global_mapping
     with _swap:
-        original = mapping["sdpa"]
-        mapping["sdpa"] = _blocked(original)
+        original = AttentionInterface()["sdpa"]     # a fresh interface: the library-wide entry, no local override
+        AttentionInterface.register("sdpa", _blocked(original))
         try:
             yield
         finally:
-            mapping["sdpa"] = original
+            AttentionInterface.register("sdpa", original)

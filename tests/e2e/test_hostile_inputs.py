@@ -15,7 +15,7 @@ Seven classes; ``before`` is how many of each passed on the code these fixes sta
     hangs                4       0      4   a benchmark link at its largest settings: minutes to open, now seconds
     memory               6       1      6   an .npz of a void array asking 64 GiB: a raw MemoryError line
     tracebacks           7       0      7   a limit setting of 10**23: OverflowError in every reader
-    unclear             13       1     13   PACKING_LAB_MAX_TURNS=1e3 "not a positive number"; ٣ read as 3
+    unclear             15       1     15   PACKING_LAB_MAX_TURNS=1e3 "not a positive number"; ٣ read as 3
 
 ``CLASS_COUNTS`` below holds the same table; a test keeps it equal to the catalogue.
 """
@@ -49,7 +49,7 @@ from tests._support import (
 CLASSES = ("data-destroyed", "code-executed", "wrong-numbers", "hangs", "memory", "tracebacks", "unclear")
 # class -> (cases, passing before these fixes, passing after): the module docstring's table
 CLASS_COUNTS = {"data-destroyed": (4, 0, 4), "code-executed": (1, 0, 1), "wrong-numbers": (10, 1, 10),
-                "hangs": (4, 0, 4), "memory": (6, 1, 6), "tracebacks": (7, 0, 7), "unclear": (13, 1, 13)}
+                "hangs": (4, 0, 4), "memory": (6, 1, 6), "tracebacks": (7, 0, 7), "unclear": (15, 1, 15)}
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TOO_BIG = "100000000000000000000000"      # 10**23: past what f.read() or a C long can take
 SERVER_MIB = 2 * HOSTILE_LIMIT_MIB        # a page runs in the app's process: the server's bound, 2 GiB
@@ -395,6 +395,13 @@ CASES: list[Case] = [
     Case("limit-setting-in-arabic-indic-digits-is-refused", "unclear", lambda d, a: ["report", "--lengths", "3,4"],
          r"PACKING_LAB_MAX_TURNS='٥١٢' is not a positive number written in ASCII digits",
          env=(("PACKING_LAB_MAX_TURNS", "٥١٢"),)),
+    Case("read-budget-of-1e9-bytes-is-read", "unclear",
+         lambda d, a: ["report", w(d, "a.csv", "text\nhello\nhi there\n"), "--tokenizer", "bytes", "--format", "json"],
+         check=lambda r, d: report_json(r)["profile"]["tokens"] == 13, env=(("PACKING_LAB_MAX_BYTES", "1e9"),)),
+    Case("read-budget-of-inf-seconds-is-refused", "unclear",
+         lambda d, a: ["report", w(d, "a.csv", "text\nhello\n"), "--tokenizer", "bytes"],
+         r"PACKING_LAB_MAX_SECONDS='inf' is not a positive number written in ASCII digits",
+         env=(("PACKING_LAB_MAX_SECONDS", "inf"),)),
     Case("max-docs-per-row-in-arabic-indic-digits-is-refused", "unclear",
          lambda d, a: ["report", "--lengths", "3,4,5", "--max-docs-per-row", "٣"],
          r"argument --max-docs-per-row: '٣' is not a whole number \(digits only\)"),

@@ -59,6 +59,6 @@ def test_a_row_run_in_blocks_of_queries_gives_the_logits_of_one_call(model, monk
 def test_the_swap_is_undone_after_the_run(model):
     from transformers.modeling_utils import AttentionInterface
 
-    before = AttentionInterface._global_mapping["sdpa"]
+    before = AttentionInterface()["sdpa"]
     _logits(model, True, position_ids=RESETS)
-    assert AttentionInterface._global_mapping["sdpa"] is before
+    assert AttentionInterface()["sdpa"] is before

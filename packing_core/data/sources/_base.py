@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from packing_core._registry import MappingView, NamesView, Registry
 from packing_core._settings import ReadBudget, read_budget
 from packing_core._validate import MAX_TEXT_BYTES, InputError, limit_hint
-from packing_core.data.sources._range import ByteRange
+from packing_core.data.sources._range import ByteRange, read_at_most
 
 BATCH_BYTES = 8 << 20       # about this much of a file per batch, in every format
 WHOLE = "file"              # open_source(..., fmt=WHOLE): a file read whole (a batch, a config), no reader
@@ -170,30 +170,6 @@ class Source:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-
-
-def read_at_most(f, limit: int) -> bytes:
-    """``f`` from where it stands, at most ``limit + 1`` bytes (one more says it went past ``limit``).
-
-    ``f.read(n)`` sets aside ``n`` bytes before it reads one, so a limit raised far past the file (an
-    operator's ``PACKING_LAB_MAX_BATCH_FILE_BYTES=1e12``) is read as the bytes the file has left, and a
-    stream that cannot say its size is read in blocks: memory follows the file, never the limit.
-
-    >>> read_at_most(io.BytesIO(b"abcdef"), 2**40), read_at_most(io.BytesIO(b"abcdef"), 3)
-    (b'abcdef', b'abcd')
-    """
-    want = limit + 1
-    try:
-        here = f.tell()
-        end = f.seek(0, io.SEEK_END)
-        f.seek(here)
-    except (AttributeError, OSError, ValueError):   # a stream without an end to seek to: read in blocks
-        parts: list[bytes] = []
-        while want > 0 and (block := f.read(min(want, 64 << 20))):
-            parts.append(block)
-            want -= len(block)
-        return b"".join(parts)
-    return f.read(min(want, max(end - here, 0) + 1))
 
 
 class Reader(Protocol):
