@@ -54,11 +54,15 @@ class CPCheck:
         return tuple(f for f in self.findings if f.severity == "error")
 
     @property
+    def warnings(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == "warning")
+
+    @property
     def sound(self) -> bool:
         return not self.errors
 
     def exit_code(self, strict: bool = False) -> int:
-        return 1 if self.errors or (strict and any(f.severity == "warning" for f in self.findings)) else 0
+        return 1 if self.errors or (strict and self.warnings) else 0
 
     @property
     def verdict(self) -> str:
@@ -265,14 +269,18 @@ _SHARED = ("cp_document_not_padded", "cu_seq_lens_malformed")   # about the batc
 
 
 def _checked(ranks: list[_Rank], cp: int, scheme: str, m: int, extra=()) -> CPCheck:
-    found: dict[str, Finding] = {}
+    """Each rank's findings; what several ranks say alike is said once, naming them."""
+    said: dict[tuple[str, str], tuple[str, list[int]]] = {}
     for r in ranks:
         for f in _one(r, cp, scheme, m):
-            if f.name in _SHARED or len(ranks) == 1:
-                found.setdefault(f.name if f.name in _SHARED else f.detail, f)
-            else:
-                found.setdefault(f"{r.rank} {f.detail}", Finding(f.name, f"rank {r.rank}: {f.detail}"))
-    return CPCheck(cp, scheme, tuple(r.rank for r in ranks), by_severity([*found.values(), *extra]))
+            detail, who = said.setdefault((f.name, f.name if f.name in _SHARED else f.detail), (f.detail, []))
+            who.append(r.rank)
+    findings = []
+    for (name, _), (detail, who) in said.items():
+        if len(ranks) > 1 and name not in _SHARED:
+            detail = f"rank{'s' if len(who) > 1 else ''} {', '.join(map(str, who))}: {detail}"
+        findings.append(Finding(name, detail))
+    return CPCheck(cp, scheme, tuple(r.rank for r in ranks), by_severity([*findings, *extra]))
 
 
 def check_cp_ranks(batches: Sequence[Mapping], cp: int, scheme: str = "zigzag-document", *, tp: int = 1,

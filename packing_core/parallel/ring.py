@@ -160,6 +160,7 @@ class RingRun:
     loss_unsplit: float
     loss_ring: float
     logit_scale: float     # the largest |logit| unsplit: the scale of a tolerance
+    changed_top1: int      # real tokens whose most likely next token differs from the unsplit run's
 
     @property
     def max_abs_diff(self) -> float:
@@ -184,11 +185,14 @@ def ring_model_run(model, batch, split, offsets: str = "rank") -> RingRun:
     real = split.real.reshape(-1)
     piece, within = split.piece_ids.reshape(-1)[real], split.position_ids.reshape(-1)[real]
     order = np.asarray(flat.cu_seqlens, np.int64)[piece] + within          # each real slot's place unsplit
-    diffs = (placed[torch.from_numpy(np.flatnonzero(real))] - whole[torch.from_numpy(order)]).abs().amax(-1)
+    ring = placed[torch.from_numpy(np.flatnonzero(real))]
+    unsplit = whole[torch.from_numpy(order)]
+    diffs = (ring - unsplit).abs().amax(-1)
     token_diffs = np.zeros(len(order))
     token_diffs[order] = diffs.double().numpy()
+    changed = int((ring.argmax(-1) != unsplit.argmax(-1)).sum())
     targets = torch.from_numpy(np.concatenate([rb.targets.reshape(-1) for rb in split.ranks]))
     whole_targets = batch.targets[batch.valid]
     ce = torch.nn.functional.cross_entropy
     return RingRun(token_diffs, float(ce(whole.double(), whole_targets, ignore_index=IGNORE_INDEX)),
-                   float(ce(local.double(), targets, ignore_index=IGNORE_INDEX)), float(whole.abs().max()))
+                   float(ce(local.double(), targets, ignore_index=IGNORE_INDEX)), float(whole.abs().max()), changed)
