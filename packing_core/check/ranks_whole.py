@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from packing_core.check.rules import Finding
-from packing_core.parallel.layout import unit_indices
+from packing_core.parallel.layout import chunks_per_unit, unit_indices
 
 
 def _list(a, limit: int = 6) -> str:
@@ -30,7 +30,7 @@ def placed(r, cp: int, scheme: str) -> np.ndarray | None:
     cu = r.cu_padded_rank
     if cu is None and r.cu_padded is not None and not (r.cu_padded < 0).any() and not (r.cu_padded % cp).any():
         cu = r.cu_padded // cp
-    if cu is None or cu[0] != 0 or cu[-1] != r.input_ids.size or (np.diff(cu) < 0).any() or (np.diff(cu) % 2).any():
+    if cu is None or cu[0] != 0 or cu[-1] != r.input_ids.size or (np.diff(cu) < 0).any() or (np.diff(cu) * cp % chunks_per_unit(cp, scheme)).any():
         return None
     return unit_indices(cu[:-1] * cp, np.diff(cu) * cp, cp, scheme, r.rank)
 

@@ -61,17 +61,18 @@ def pad_multiple(cp: int, scheme: str, *, tp: int = 1, sequence_parallel: bool =
     """The multiple every cut unit is padded to: N (contiguous) or 2N (zigzag), with sequence parallelism lcm(., TP·N)."""
     cp, scheme = as_cp(cp), as_scheme(scheme)
     tp = whole_number(tp, "tp", minimum=1, maximum=MAX_TP, hint="the tensor-parallel size")
-    base = cp if scheme == "contiguous" else 2 * cp
+    base = chunks_per_unit(cp, scheme)
     return math.lcm(base, tp * cp) if sequence_parallel and tp > 1 else base
 
 
 def chunks_per_unit(cp: int, scheme: str) -> int:
-    return cp if scheme == "contiguous" else 2 * cp
+    """N (contiguous) or 2N (zigzag); 1 at CP 1, where nothing is cut (Megatron-Bridge: ``2 * size if size > 1 else 1``)."""
+    return cp if scheme == "contiguous" or cp == 1 else 2 * cp
 
 
 def chunk_order(cp: int, scheme: str) -> tuple[tuple[int, ...], ...]:
     """Per rank, the chunks of one unit it holds, in local order: ``(r,)`` or ``(r, 2N-1-r)``."""
-    if scheme == "contiguous":
+    if scheme == "contiguous" or cp == 1:
         return tuple((r,) for r in range(cp))
     return tuple((r, 2 * cp - 1 - r) for r in range(cp))
 

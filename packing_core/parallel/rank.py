@@ -131,7 +131,7 @@ def second_chunk(rb: RankBatch) -> np.ndarray:
     Transformer Engine reads these halves apart (``thd_read_half_tensor``) to skip what causality hides.
     """
     n = rb.tokens
-    if rb.scheme == "contiguous":
+    if rb.scheme == "contiguous" or rb.cp == 1:
         return np.zeros(n, bool)
     if rb.scheme == "zigzag-document":
         run, within = _runs(rb.cu_seqlens_padded_rank, n)
