@@ -174,7 +174,8 @@ def _unit_findings(r: _Rank, cp: int, scheme: str, m: int) -> list[Finding]:
         if len(bad):
             i = int(bad[0])
             out.append(Finding("cp_document_not_padded", f"document {i} has {int(n[i])} slots, no multiple of "
-                               f"{'2·CP = ' if m == 2 * cp else ''}{m}: the partition divides its offsets by CP ({int(n[i])} // {cp} = "
+                               f"{'2·CP = ' if m == 2 * cp else ''}{m}: the partition divides its offsets by CP "
+                               f"({int(n[i])} // {cp} = "
                                f"{int(n[i]) // cp} per rank) and computes it as {int(n[i]) // cp * cp} "
                                f"tokens ({len(bad)} document(s) so)"))
         if r.cu is not None and r.cu_padded is None and int(r.input_ids.size) * cp > int(r.cu[-1]) and not len(bad):
@@ -228,7 +229,8 @@ def expected_positions(r: _Rank, cp: int, scheme: str) -> np.ndarray | None:
         return None
     cu = r.cu_padded_rank if r.cu_padded_rank is not None else (
         None if r.cu_padded is None or (r.cu_padded < 0).any() or (r.cu_padded % cp).any() else r.cu_padded // cp)
-    if cu is None or cu[-1] != r.input_ids.size or (np.diff(cu) * cp % chunks_per_unit(cp, scheme)).any() or (np.diff(cu) < 0).any():
+    if cu is None or cu[-1] != r.input_ids.size or (np.diff(cu) < 0).any() or \
+            (np.diff(cu) * cp % chunks_per_unit(cp, scheme)).any():
         return None
     slots = unit_indices(cu[:-1] * cp, np.diff(cu) * cp, cp, scheme, r.rank)
     start = np.repeat(cu[:-1] * cp, np.diff(cu))

@@ -30,7 +30,8 @@ def placed(r, cp: int, scheme: str) -> np.ndarray | None:
     cu = r.cu_padded_rank
     if cu is None and r.cu_padded is not None and not (r.cu_padded < 0).any() and not (r.cu_padded % cp).any():
         cu = r.cu_padded // cp
-    if cu is None or cu[0] != 0 or cu[-1] != r.input_ids.size or (np.diff(cu) < 0).any() or (np.diff(cu) * cp % chunks_per_unit(cp, scheme)).any():
+    if cu is None or cu[0] != 0 or cu[-1] != r.input_ids.size or (np.diff(cu) < 0).any() or \
+            (np.diff(cu) * cp % chunks_per_unit(cp, scheme)).any():
         return None
     return unit_indices(cu[:-1] * cp, np.diff(cu) * cp, cp, scheme, r.rank)
 

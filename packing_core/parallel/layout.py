@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from packing_core._validate import InputError, choice, whole_number
+from packing_core._validate import choice, whole_number
 
 SCHEMES = ("contiguous", "zigzag-row", "zigzag-document")
 # the lab's bound on CP: a split holds 2N chunks of every document, so N bounds its padding as much as the tokens

@@ -117,8 +117,8 @@ def split_batch(batch: PackedBatch, cp: int, scheme: str = "zigzag-document", *,
     """``batch`` padded as the engines pad it and cut over ``cp`` ranks under ``scheme``.
 
     ``pad_documents`` (default: only for ``zigzag-document``) pads every document to a multiple of 2N,
-    as a THD packer does; the row schemes pad each row to their own multiple (N or 2N). ``tp`` with ``sequence_parallel`` raises the
-    multiple to lcm(2N, TP·N) (N for contiguous). The padded batch may hold at most
+    as a THD packer does; the row schemes pad each row to their own multiple (N or 2N). ``tp`` with
+    ``sequence_parallel`` raises the multiple to lcm(2N, TP·N) (N for contiguous). The padded batch may hold at most
     ``MAX_BATCH_TOKENS`` slots.
     """
     if not isinstance(batch, PackedBatch):

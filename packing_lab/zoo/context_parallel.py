@@ -105,9 +105,8 @@ def partitioned_with(split, cu_seqlens) -> tuple:
     out = []
     for rb in split.ranks:
         idx = te_partition_indices(cu_seqlens, total, split.cp, rb.rank)[None]
-        take = lambda a: a.reshape(-1)[idx]    # noqa: E731
-        out.append(replace(rb, input_ids=take(split.input_ids), position_ids=take(split.position_ids),
-                           targets=take(split.targets), piece_ids=take(split.piece_ids), global_index=idx))
+        grids = {k: getattr(split, k).reshape(-1)[idx] for k in ("input_ids", "position_ids", "targets", "piece_ids")}
+        out.append(replace(rb, global_index=idx, **grids))
     return tuple(out)
 
 
