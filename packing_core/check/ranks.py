@@ -20,8 +20,9 @@ reads. What is wrong is named from the one table (:mod:`.rules`):
 >>> check_cp_ranks([r.to_file() for r in s.ranks], 2, "zigzag-document").verdict
 'CP 2, zigzag-document, 2 rank(s): SOUND'
 >>> unpadded = {**s.ranks[1].to_file(), "cu_seqlens_padded": [0, 7, 12], "cu_seqlens_padded_rank": None}
->>> print(check_rank_batch(unpadded, 2, "zigzag-document").findings[0])
-cp_document_not_padded: document 0 has 7 slots, no multiple of 2·CP = 4: the partition divides its offsets by CP (7 // 2 = 3 per rank) and computes it as 6 tokens (2 document(s) so)
+>>> print(check_rank_batch(unpadded, 2, "zigzag-document").findings[0].detail)  # doctest: +NORMALIZE_WHITESPACE
+document 0 has 7 slots, no multiple of 2·CP = 4: the partition divides its offsets by CP (7 // 2 = 3 per rank)
+and computes it as 6 tokens (2 document(s) so)
 """
 from __future__ import annotations
 
