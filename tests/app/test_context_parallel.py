@@ -1,0 +1,50 @@
+"""The Context parallel page: it asks before it answers, then cuts a row, runs the ring and balances the ranks."""
+from tests._support import assert_clean, open_page
+
+
+def page_text(at) -> str:
+    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption])
+
+
+def answered(**state):
+    at = open_page("context_parallel", **state)
+    at.radio(key="context_parallel.guess").set_value("The last rank").run()
+    assert_clean(at)
+    return at
+
+
+def test_it_asks_which_rank_works_most_before_it_answers():
+    at = open_page("context_parallel")
+    assert "Make a prediction" in at.info[0].value and not at.get("plotly_chart")
+    at = answered()
+    assert at.success[0].value.startswith("Right: the last rank computes 228 (query, key) pairs, rank 0 36, 6.3x")
+    assert "every rank computes 132" in at.success[0].value
+
+
+def test_a_wrong_guess_is_told_so_with_the_numbers():
+    at = open_page("context_parallel")
+    at.radio(key="context_parallel.guess").set_value("All the same").run()
+    assert at.info[0].value.startswith("Not this time: the last rank computes 228")
+
+
+def test_the_steps_draw_the_cut_the_ring_and_the_balance_with_each_ranks_offsets():
+    at = answered()
+    assert len(at.get("plotly_chart")) == 3 and len(at.dataframe) == 1
+    text = page_text(at)
+    assert "The cut adds **10 pads** here" in text                 # 13, 7, 5, 9 padded to 16, 8, 8, 12
+    assert "rank 0: padded `[0, 8, 12, 16, 22]`, real `[0, 5, 8, 10, 13]`" in text   # chunks 0 and 3: the tails
+
+
+def test_cp_four_and_a_row_scheme_recut_the_row():
+    at = answered()
+    at.radio(key="w_context_parallel.cp").set_value(4).run()
+    at.radio(key="w_context_parallel.scheme").set_value("contiguous").run()
+    assert_clean(at)
+    assert "CP 4, contiguous" in page_text(at) and "The cut adds **2 pads** here" in page_text(at)   # 34 -> 36
+
+
+def test_the_balance_table_is_the_sidebar_datasets_at_three_sizes():
+    at = answered()
+    table = at.dataframe[0].value
+    assert len(table) == 9 and set(table["CP"]) == {2, 4, 8}
+    assert (table[table["scheme"] == "contiguous"]["pads added"] == 0).all()
