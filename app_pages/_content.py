@@ -130,7 +130,7 @@ class PageSpec:
         return self.path.rsplit("/", 1)[-1].removesuffix(".py")
 
 
-# The order of a 60-minute lesson: waste, costs, correctness, leaks, bugs, context parallelism, your own setup,
+# The order of a 60-minute lesson: waste, costs, correctness, leaks, bugs, your own setup, context parallelism,
 # policy, speed.
 PAGES = (
     PageSpec("app_pages/why_packing.py", "Why packing", ":material/lightbulb:", 8,
@@ -168,17 +168,17 @@ PAGES = (
         "or by more than one.",
         "Which of these bugs would your own training setup catch today, and with which check?",
         ("Reproduced bugs", "Planted faults", "Loss weighting", "Accumulation and ranks")),
-    PageSpec("app_pages/context_parallel.py", "Context parallel", ":material/view_column:", 4,
-        "Context parallelism cuts every document, not the row: each into 2·CP chunks, rank r taking chunks r and "
-        "2·CP-1-r, each document padded to a multiple of 2·CP, and every rank carrying its padded and real offsets.",
-        "Cut one long document over four ranks in order: which rank computes the most attention, and how would you "
-        "even it out?", ("Predict, then cut", "The ring", "Balance")),
     PageSpec("app_pages/check_your_setup.py", "Check your setup", ":material/fact_check:", 4,
         "Your trainer makes every one of these choices somewhere, often without a word: find where transformers "
         "and TRL make them, then check one real batch for the attention implementation that will read it.",
         "Which attention implementation does your trainer use, and does it keep the documents of your batch "
         "apart or read each row as one long document?",
         ("In your framework", "Check a batch")),
+    PageSpec("app_pages/context_parallel.py", "Context parallel", ":material/view_column:", 4,
+        "Context parallelism cuts every document, not the row: each into 2·CP chunks, rank r taking chunks r and "
+        "2·CP-1-r, each document padded to a multiple of 2·CP, and every rank carrying its padded and real offsets.",
+        "Cut one long document over four ranks in order: which rank computes the most attention, and how would you "
+        "even it out?", ("Predict, then cut", "The ring", "Balance")),
     PageSpec("app_pages/dataset_explorer.py", "Dataset explorer", ":material/bar_chart:", 5,
         "The right policy depends on the lengths: look at the histogram before choosing between bucketing and packing.",
         "For this dataset, would you bucket or pack on a first run, and what would make you change your mind?",
