@@ -73,16 +73,19 @@ def stand_in_documents(lengths) -> list[list[int]]:
     return [(32 + (7 * i + np.arange(int(n))) % 95).tolist() for i, n in enumerate(lengths)]
 
 
-def write_ranks(args, lengths, cp: int, scheme: str, tp: int, out) -> None:
-    """The first ``--rows`` rows' documents, packed again by the strategy, cut and written one file per rank."""
-    import safetensors.numpy
-
+def prepare_ranks(args, lengths, cp: int, scheme: str, tp: int):
+    """``(split, paths, documents, rows)``: the first ``--rows`` rows' documents, packed again by the strategy and
+    cut, and the files they go to; everything checked before anything is printed or written."""
     from packing_core.batch.packed import PackedBatch
-    from packing_core.data.files import check_output, write_atomic
+    from packing_core.data.files import check_output
     from packing_core.packing.strategies import make_plan
     from packing_core.parallel.split import split_batch
 
     rows = _whole(args.rows, "--rows", MAX_ROWS_WRITTEN)
+    folder = Path(args.out).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--out {escaped(args.out)} is a file: name a folder (it is made if missing)")
+    paths = [check_output(folder / f"rank-{r}.safetensors") for r in range(cp)]
     plan = make_plan(lengths, args.context, args.strategy, overlong=args.overlong, batch_size=args.batch_size,
                      seed=args.seed)
     chosen = np.unique(plan.piece_doc[plan.piece_row < rows])
@@ -90,16 +93,22 @@ def write_ranks(args, lengths, cp: int, scheme: str, tp: int, out) -> None:
     batch = PackedBatch.from_documents(docs, args.context, args.strategy, overlong=args.overlong,
                                        batch_size=args.batch_size, seed=args.seed)
     split = split_batch(batch, cp, scheme, tp=tp, sequence_parallel=args.sequence_parallel)
-    folder = Path(args.out).expanduser()
-    if folder.exists() and not folder.is_dir():
-        raise InputError(f"--out {escaped(args.out)} is a file: name a folder (it is made if missing)")
-    paths = [check_output(folder / f"rank-{r}.safetensors") for r in range(cp)]
+    return split, paths, len(docs), batch.plan.n_rows
+
+
+def write_ranks(prepared, folder: str, out) -> None:
+    """One batch file per rank, each written whole or not at all."""
+    import safetensors.numpy
+
+    from packing_core.data.files import write_atomic
+
+    split, paths, documents, rows = prepared
     for rb, path in zip(split.ranks, paths):
         write_atomic(path, safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in rb.to_file().items()}))
-    out.write(f"wrote {cp} rank files to {escaped(str(folder))}: {len(docs)} documents in {batch.plan.n_rows} row(s), "
-              f"{split.real_tokens:,} real tokens, {split.pads_added:,} pads added by the cut ({scheme}, multiple "
-              f"{split.multiple}); check them with: python -m packing_core check {escaped(str(folder))} --cp {cp} "
-              f"--cp-scheme {scheme}\n")
+    out.write(f"wrote {split.cp} rank files to {escaped(folder)}: {documents} documents in {rows} row(s), "
+              f"{split.real_tokens:,} real tokens, {split.pads_added:,} pads added by the cut ({split.scheme}, "
+              f"multiple {split.multiple}); check them with: python -m packing_core check {escaped(folder)} --cp "
+              f"{split.cp} --cp-scheme {split.scheme}\n")
 
 
 def run(args, out, err) -> int:
@@ -131,6 +140,7 @@ def run(args, out, err) -> int:
         from packing_core.packing.strategies import make_plan
 
         lengths = load_lengths(args)
+        prepared = None if args.out is None else prepare_ranks(args, lengths, sizes[0], schemes[0], tp)
         plan = make_plan(lengths, args.context, args.strategy, overlong=args.overlong, batch_size=args.batch_size,
                          seed=args.seed)
         label = f"{args.strategy} rows at context {args.context}: {plan.n_rows:,} rows"
@@ -141,5 +151,5 @@ def run(args, out, err) -> int:
     else:
         out.write(format_cp_balance(result, label) + "\n")
     if args.out is not None:
-        write_ranks(args, lengths, sizes[0], schemes[0], tp, out if args.format == "table" else err)
+        write_ranks(prepared, str(Path(args.out).expanduser()), out if args.format == "table" else err)
     return 0
