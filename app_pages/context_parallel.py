@@ -9,7 +9,7 @@ from app_pages._text import esc, stop
 from packing_lab.demos import CP_SCHEMES, cp_dataset_rows, cp_lesson, one_document_work
 from packing_lab.viz import cp_balance_figure, cp_cut_figure, ring_steps_figure
 
-ROW = (13, 7, 5, 9)          # the packed row the steps cut: four documents, none a multiple of 2·CP
+ROW = (6, 7, 23)             # the packed row the steps cut: three documents, none a multiple of 2·CP
 ONE = 32                     # the prediction's one document, over four ranks
 ANSWERS = ("Rank 0", "The last rank", "All the same")
 S = page_settings("context_parallel", cp=choice(2, (2, 4)), scheme=choice("zigzag-document", CP_SCHEMES),
@@ -78,7 +78,8 @@ with ring:
                 f"later rank's keys are never read. CP {cp}, {scheme}; each panel says the pairs it computes.")
     figure(ring_steps_figure(cut.steps, cp), key="context_parallel.ring")
     st.caption("Put back together, the outputs equal the row unsplit, document by document (the lab's tests run the "
-               "tiny model through this ring at CP 2, 4 and 8).")
+               "tiny model through this ring at CP 2, 4 and 8). A panel marked nothing reads no key: under zigzag "
+               "per document, rank 0's second chunk of each document is its padded end.")
 
 with balance:
     figure(cp_balance_figure(cut.balances, title=f"This row's causal work per rank at CP {cp}"),

@@ -56,7 +56,7 @@ def cp_dataset_rows(lengths, context: int, sizes=(2, 4, 8)) -> list[dict]:
     out = []
     for n in sizes:
         for b in cp_balance(plan, n):
-            out.append({"scheme": b.scheme, "CP": n, "slowest rank / mean": round(b.slowest, 3),
-                        "rank 0 share": f"{b.shares[0]:.1%}", "last rank share": f"{b.shares[-1]:.1%}",
-                        "pads added": b.pads_added, "pads / real": f"{b.pad_share:.2%}"})
+            out.append({"scheme": b.scheme, "CP": n, "slowest / mean": round(b.slowest, 3),
+                        "rank 0": f"{b.shares[0]:.1%}", "last rank": f"{b.shares[-1]:.1%}",
+                        "pads added": f"{b.pads_added:,} ({b.pad_share:.1%})"})
     return out

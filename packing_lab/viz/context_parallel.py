@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from packing_lab.viz.rows import sparse_labels
 from packing_lab.viz.style import (
     PAD_COLOUR,
     PALETTE,
@@ -43,8 +44,9 @@ def cp_cut_figure(split, row: int = 0, title: str | None = None) -> go.Figure:
     piece = split.piece_ids[row]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.5, 0.5])
     x = np.arange(W)
+    labels = sparse_labels(np.where(piece >= 0, split.position_ids[row], -1).astype(str))
     fig.add_trace(code_heatmap(colour_codes(piece)[None], x=x, y=["documents"], gaps=True,
-                               text=np.where(piece >= 0, split.position_ids[row], "").astype(str)[None],
+                               text=np.where(piece >= 0, labels, "")[None],
                                show_text=W <= 48, customdata=piece[None],
                                hovertemplate="slot %{x}: document %{customdata}, position %{text}<extra></extra>"),
                   row=1, col=1)
@@ -63,9 +65,11 @@ def cp_cut_figure(split, row: int = 0, title: str | None = None) -> go.Figure:
                         height=230)
 
 
+RANK_COLOURS = ("#6baed6", "#9ecae1", "#c6dbef", "#e3eef8")   # blues light enough for dark digits (6:1 and more)
+
+
 def _rank_colour(r: int, cp: int) -> str:
-    greys = ("#1f4e79", "#4a7fb0", "#8fb3d9", "#c9dcef")
-    return greys[r % len(greys)] if cp <= len(greys) else PALETTE[r % len(PALETTE)]
+    return RANK_COLOURS[r % len(RANK_COLOURS)] if cp <= len(RANK_COLOURS) else PALETTE[r % len(PALETTE)]
 
 
 def _rank_scale(cp: int) -> list:

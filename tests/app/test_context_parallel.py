@@ -31,8 +31,8 @@ def test_the_steps_draw_the_cut_the_ring_and_the_balance_with_each_ranks_offsets
     at = answered()
     assert len(at.get("plotly_chart")) == 3 and len(at.dataframe) == 1
     text = page_text(at)
-    assert "The cut adds **10 pads** here" in text                 # 13, 7, 5, 9 padded to 16, 8, 8, 12
-    assert "rank 0: padded `[0, 8, 12, 16, 22]`, real `[0, 5, 8, 10, 13]`" in text   # chunks 0 and 3: the tails
+    assert "The cut adds **4 pads** here" in text                  # 6, 7, 23 padded to 8, 8, 24
+    assert "rank 0: padded `[0, 4, 8, 20]`, real `[0, 2, 5, 16]`" in text   # chunks 0 and 3: the documents' ends
 
 
 def test_cp_four_and_a_row_scheme_recut_the_row():
@@ -40,11 +40,11 @@ def test_cp_four_and_a_row_scheme_recut_the_row():
     at.radio(key="w_context_parallel.cp").set_value(4).run()
     at.radio(key="w_context_parallel.scheme").set_value("contiguous").run()
     assert_clean(at)
-    assert "CP 4, contiguous" in page_text(at) and "The cut adds **2 pads** here" in page_text(at)   # 34 -> 36
+    assert "CP 4, contiguous" in page_text(at) and "The cut adds **0 pads** here" in page_text(at)   # 36 slots
 
 
 def test_the_balance_table_is_the_sidebar_datasets_at_three_sizes():
     at = answered()
     table = at.dataframe[0].value
     assert len(table) == 9 and set(table["CP"]) == {2, 4, 8}
-    assert (table[table["scheme"] == "contiguous"]["pads added"] == 0).all()
+    assert (table[table["scheme"] == "contiguous"]["pads added"] == "0 (0.0%)").all()
