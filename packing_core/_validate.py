@@ -216,12 +216,18 @@ def length_values(values, where, fix: str = LENGTH_FIX) -> np.ndarray:
     >>> length_values(["3", "٣"], lambda i: f"line {i + 1}")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     packing_core._validate.InputError: line 2 holds '٣'; lengths must be whole numbers >= 1: fix or drop that row, ...
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
+    Without pyarrow installed (a trainer's environment reading ``--lengths``), Python and numpy
+    values follow the same rule, value by value (:func:`_plain_length_values`).
+    """
     def fail(i: int, problem: str):
         raise InputError(f"{where(i)} {problem}; {fix}")
+
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:
+        return _plain_length_values(values, fail)
 
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     if isinstance(arr, (list, tuple)):   # Python values: a bool is refused as one, not read as 1
@@ -262,6 +268,61 @@ def length_values(values, where, fix: str = LENGTH_FIX) -> np.ndarray:
         fail(int(np.argmax(arr.is_null().to_numpy(zero_copy_only=False))), "has no value")
     out = arr.to_numpy(zero_copy_only=False)
     big = out > MAX_LENGTH  # in the column's own dtype: a uint64 2**64-1 keeps its value
+    if big.any():
+        i = int(np.argmax(big))
+        fail(i, f"holds {int(out[i]):,}, above the largest length the lab accepts ({MAX_LENGTH:,})")
+    small = out < 1
+    if small.any():
+        i = int(np.argmax(small))
+        fail(i, f"holds {out[i].item()!r}")
+    return out.astype(np.int64)
+
+
+_ARROW_FLOAT = {"float16": "halffloat", "float32": "float", "float64": "double"}   # as pyarrow names them
+
+
+def _plain_length_values(values, fail) -> np.ndarray:
+    """:func:`length_values` on Python or numpy values, without pyarrow: the same rule and the same words."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+        out = values
+    elif isinstance(values, np.ndarray) and values.dtype.kind in "bf":
+        valid = np.flatnonzero(~np.isnan(values)) if values.dtype.kind == "f" else np.arange(len(values))
+        if not len(valid):
+            fail(0, "has no value")
+        i = int(valid[0])
+        if values.dtype.kind == "b":
+            fail(i, f"holds {bool(values[i])!r}, a boolean")
+        fail(i, f"holds {float(values[i])!r}, a {_ARROW_FLOAT.get(values.dtype.name, values.dtype.name)} number; "
+                "lengths are integers: store the column as integers")
+    else:
+        items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+        if items and all(v is None for v in items):
+            fail(0, "has no value")
+        text = any(isinstance(v, str) for v in items)
+        ints = []
+        for i, v in enumerate(items):
+            if v is None:
+                fail(i, "has no value")
+            if isinstance(v, (bool, np.bool_)):
+                fail(i, f"holds {v!r}, a boolean")
+            if text and not isinstance(v, str):     # mixed values are compared as text, as Arrow reads them
+                v = str(v)
+            if isinstance(v, str):
+                if not _INTEGER.match(v):
+                    fail(i, f"holds {v[:40]!r}" if v else "has no value")
+                digits = v.strip(" \t\r\n\v\f+")
+                if len(digits.lstrip("-0")) > _DIGITS:
+                    fail(i, f"holds {v.strip()[:40]!r}, above the largest length the lab accepts ({MAX_LENGTH:,})")
+                v = int(digits)
+            elif isinstance(v, float):
+                fail(i, f"holds {v!r}, a double number; lengths are integers: store the column as integers")
+            elif not isinstance(v, int):
+                fail(0, f"holds values of type {type(v).__name__}, neither integers nor text")
+            if v > MAX_LENGTH:
+                fail(i, f"holds {v:,}, above the largest length the lab accepts ({MAX_LENGTH:,})")
+            ints.append(v)
+        out = np.array(ints, dtype=np.int64)
+    big = out > MAX_LENGTH
     if big.any():
         i = int(np.argmax(big))
         fail(i, f"holds {int(out[i]):,}, above the largest length the lab accepts ({MAX_LENGTH:,})")

@@ -29,10 +29,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, fields
 
-import highspy
 import numpy as np
 
-from packing_core._validate import MAX_PRICING_CELLS, OVERLONG_POLICIES, as_context, choice
+from packing_core._validate import MAX_PRICING_CELLS, OVERLONG_POLICIES, InputError, as_context, choice
 from packing_core.packing.bounds import RowBound, row_bounds
 from packing_core.packing.count_rows import CountRows, _bfd_rows
 from packing_core.packing.knapsack import price, pricing_work
@@ -99,6 +98,19 @@ class OptimalSolution:
     certificate: Certificate
 
 
+INSTALL_OPTIMAL = "pip install 'packing-lab[optimal]'"
+
+
+def _highspy():
+    """The HiGHS LP solver, imported when ``optimal`` runs; without it, one line naming the extra."""
+    try:
+        import highspy
+    except ImportError:
+        raise InputError(f"the optimal strategy (and its LP bound) needs the HiGHS solver: {INSTALL_OPTIMAL}; "
+                         "every other strategy runs without it") from None
+    return highspy
+
+
 class _Master:
     """The restricted master LP in HiGHS: one equality row per length (``= pieces``), one column per pattern.
 
@@ -107,6 +119,7 @@ class _Master:
     """
 
     def __init__(self, demand: np.ndarray):
+        highspy = _highspy()
         self.h = highspy.Highs()
         self.h.setOptionValue("output_flag", False)
         self.h.setOptionValue("threads", 1)
@@ -139,7 +152,7 @@ class _Master:
         i = np.concatenate([a for a, _ in keep]).astype(np.int64)
         v = np.concatenate([b for _, b in keep]).astype(np.int64)
         starts = np.searchsorted(c, np.arange(k)).astype(np.int32)
-        self.h.addCols(k, np.ones(k), np.zeros(k), np.full(k, highspy.kHighsInf), len(i), starts,
+        self.h.addCols(k, np.ones(k), np.zeros(k), np.full(k, _highspy().kHighsInf), len(i), starts,
                        i.astype(np.int32), v.astype(np.float64))
         self._entries.append((c + base, i, v))
         return k
@@ -158,7 +171,7 @@ class _Master:
         # HiGHS counts its time limit over every run of this model: add the runs so far
         self.h.setOptionValue("time_limit", self.h.getRunTime() + max(seconds, 0.001))
         self.h.run()
-        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        if self.h.getModelStatus() != _highspy().HighsModelStatus.kOptimal:
             return False
         self.solved = (np.asarray(self.h.getSolution().col_value, np.float64), self.h.getNumCol())
         return True

@@ -26,15 +26,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO, Protocol, cast
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, BinaryIO, Protocol, cast
 
 from packing_core._registry import MappingView, NamesView, Registry
 from packing_core._settings import ReadBudget, read_budget
 from packing_core._validate import MAX_TEXT_BYTES, InputError, limit_hint
 from packing_core.data.sources._range import ByteRange
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 BATCH_BYTES = 8 << 20       # about this much of a file per batch, in every format
 WHOLE = "file"              # open_source(..., fmt=WHOLE): a file read whole (a batch, a config), no reader
@@ -42,7 +42,23 @@ MAX_NESTED_BATCH_BYTES = 64 * MAX_TEXT_BYTES   # a batch of nested values (chats
 Where = Callable[[int], str]
 _FILE_TYPES = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-_LIBRARY_ERRORS = (pa.ArrowException, OSError, EOFError, zlib.error, UnicodeDecodeError)
+_LIBRARY_ERRORS = (OSError, EOFError, zlib.error, UnicodeDecodeError)   # with pyarrow's own: library_errors()
+INSTALL_DATA = "pip install 'packing-lab[data]'"   # pyarrow: what every reader of a data file stands on
+
+
+def pyarrow():
+    """pyarrow, imported when a data file is read (never at import); without it, one line naming the extra."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise InputError(f"reading a data file (Parquet, JSON Lines, CSV, Arrow) needs pyarrow: {INSTALL_DATA}; "
+                         "lengths (--lengths, a .txt of numbers), profiles and batch files need nothing more") from None
+    return pa
+
+
+def library_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a reader's library raises on a bad file: pyarrow's own, and the I/O ones."""
+    return (pyarrow().ArrowException, *_LIBRARY_ERRORS)
 
 
 class SourceError(InputError):
@@ -188,21 +204,40 @@ class Reader(Protocol):
 
 @dataclass(frozen=True)
 class Format:
-    """One registered input format: its name, its file suffixes (lower case) and its reader."""
+    """One registered input format: its name, its file suffixes (lower case) and its reader.
+
+    ``reader`` may be ``"module:NAME"``: the module (and pyarrow with it) is imported when a file of
+    this format is first read, so registering every format costs nothing at import.
+    """
 
     name: str
     suffixes: tuple[str, ...]
-    reader: Reader
+    reader_spec: Reader | str
+
+    @property
+    def reader(self) -> Reader:
+        if not isinstance(self.reader_spec, str):
+            return self.reader_spec
+        module, _, attr = self.reader_spec.partition(":")
+        import importlib
+
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except ModuleNotFoundError as e:
+            if e.name == "pyarrow":     # the readers stand on it: one line naming the extra
+                pyarrow()
+            raise
 
 
 FORMATS: Registry[Format] = Registry("input format")
 READERS = FORMATS.mapping_view(lambda f: f.reader, "format -> its reader, live")
-SUFFIXES = MappingView(lambda: {s: f.name for f in FORMATS.entries() for s in f.suffixes},
+SUFFIXES = MappingView(FORMATS.memo(lambda: {s: f.name for f in FORMATS.entries() for s in f.suffixes}),
                        "suffix -> format, live, e.g. '.jsonl.gz' -> 'jsonl.gz'")
 
 
-def register(fmt: str, suffixes: tuple[str, ...], reader: Reader) -> Format:
-    """Register ``reader`` for ``fmt`` and its file suffixes: report, scan and the uploader then read it."""
+def register(fmt: str, suffixes: tuple[str, ...], reader: Reader | str) -> Format:
+    """Register ``reader`` (or ``"module:NAME"``, imported on first use) for ``fmt`` and its file suffixes:
+    report, scan and the uploader then read it."""
     suffixes = tuple(s.lower() for s in suffixes)
     taken = [s for s in suffixes if s in SUFFIXES]
     if taken:
@@ -236,17 +271,17 @@ def fmt_of(name: str) -> str | None:
 def _resolve_fmt(name: str, fmt: str | None) -> str:
     if fmt is not None:
         key = str(fmt).lower().lstrip(".")
-        if key == WHOLE or key in READERS:
+        if key == WHOLE or key in FORMATS:
             return key
         by_suffix = SUFFIXES.get("." + key) or {"text": "txt"}.get(key)
         if by_suffix is None:
-            raise SourceError(f"unknown fmt={display(fmt)!r}; use one of {sorted(READERS)}")
+            raise SourceError(f"unknown fmt={display(fmt)!r}; use one of {sorted(FORMATS)}")
         return by_suffix
     found = fmt_of(name)
     if found is None:
         suffix = Path(name).suffix.lower()
         raise SourceError(f"cannot tell the format of {display(name)} from its suffix {display(suffix or '(none)')!r}; "
-                          f"use one of {', '.join(SUFFIXES)} or pass fmt= (one of {sorted(READERS)})")
+                          f"use one of {', '.join(SUFFIXES)} or pass fmt= (one of {sorted(FORMATS)})")
     return found
 
 
@@ -287,14 +322,14 @@ def open_source(source, fmt: str | None = None, *, name: str | None = None) -> S
 
 
 def reader_of(src: Source) -> Reader:
-    if src.fmt not in READERS:
+    if src.fmt not in FORMATS:
         raise SourceError(f"{src.name} is read whole (fmt={src.fmt!r}), not by a reader; pass a data format")
-    return READERS[src.fmt]
+    return FORMATS.get(src.fmt).reader
 
 
 def unreadable(src: Source, e: Exception) -> SourceError:
     first = (str(e).strip().splitlines() or [""])[0][:300]
-    title = getattr(READERS.get(src.fmt), "title", src.fmt)
+    title = getattr(FORMATS.get(src.fmt).reader, "title", src.fmt) if src.fmt in FORMATS else src.fmt
     return SourceError(f"{src.name} is unreadable or truncated, not a readable {title} file "
                        f"({type(e).__name__}: {display(first)}); check or re-create that file")
 
@@ -305,7 +340,7 @@ def columns(src: Source) -> list[str]:
         names = list(reader_of(src).columns(src))
     except SourceError:
         raise
-    except _LIBRARY_ERRORS as e:
+    except library_errors() as e:
         raise unreadable(src, e) from None
     if len(set(names)) < len(names):
         twice = next(n for i, n in enumerate(names) if n in names[:i])
@@ -333,10 +368,14 @@ def too_long(src: Source, at: str, nbytes: int, column: str | None = None) -> So
 
 
 def is_text(t: pa.DataType) -> bool:
+    pa = pyarrow()
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
 
 
 def decoded_bytes(values: pa.Array) -> int:
+    import pyarrow.compute as pc
+
+    pa = pyarrow()
     """Bytes a column takes once decoded (a dictionary column counts every repeat of its values)."""
     if pa.types.is_dictionary(values.type) and is_text(values.type.value_type):
         sizes = pc.binary_length(values.dictionary)
@@ -345,6 +384,9 @@ def decoded_bytes(values: pa.Array) -> int:
 
 
 def check_values(src: Source, batch: pa.RecordBatch, where: Where) -> None:
+    import pyarrow.compute as pc
+
+    pa = pyarrow()
     """No text value past ``MAX_TEXT_BYTES`` goes on to become a Python string (checked in Arrow)."""
     for name, col in zip(batch.schema.names, batch.columns):
         t = col.type
@@ -383,7 +425,7 @@ def read_batches(src: Source, columns: list[str], budget: ReadBudget | None = No
             return
         except SourceError:
             raise
-        except _LIBRARY_ERRORS as e:
+        except library_errors() as e:
             raise unreadable(src, e) from None
         missing = [c for c in columns if c not in batch.schema.names]
         if missing:
