@@ -63,3 +63,15 @@ def test_cp_one_and_three_are_ordinary_sizes():
         code, out, _ = run_cli("cp", "--lengths", "7,5,12", "--context", "24", "--cp", n)
         rows = [line.split() for line in out.splitlines()[2:]]
         assert code == 0 and [r[:2] for r in rows] == [[s, n] for s in ("contiguous", "zigzag-row", "zigzag-document")]
+
+
+def test_a_profile_is_balanced_from_its_counts_like_its_lengths(tmp_path):
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps({"schema_version": 1, "kind": "text", "tokenizer": {"name": "bytes"},
+                                   "counts": {"7": 3, "300": 2, "512": 1}, "sources": [], "over_cap": {}}))
+    code, from_counts, _ = run_cli("cp", "--profile", str(profile), "--cp", "2", "--format", "json")
+    code2, from_lengths, _ = run_cli("cp", "--lengths", "7,7,7,300,300,512", "--cp", "2", "--format", "json")
+    assert code == code2 == 0
+    assert json.loads(from_counts)["balance"] == json.loads(from_lengths)["balance"]
+    code, _, err = run_cli("cp", "--profile", str(profile), "--cp", "2", "--strategy", "ffd")
+    assert code == 2 and "balanced from its length counts, packed by bfd" in err
