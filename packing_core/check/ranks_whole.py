@@ -38,8 +38,9 @@ def placed(r, cp: int, scheme: str) -> np.ndarray | None:
 
 def whole_findings(ranks, cp: int, scheme: str) -> list[Finding]:
     """Findings of the whole batch, its ranks' slots put back (``ranks``: every rank, in rank order)."""
-    where = [placed(r, cp, scheme) for r in ranks]
-    if any(w is None for w in where):
+    maybe = [placed(r, cp, scheme) for r in ranks]
+    where = [w for w in maybe if w is not None]
+    if len(where) != len(maybe):
         return []
     total = sum(r.input_ids.size for r in ranks)
     where_all = np.concatenate(where)

@@ -53,8 +53,8 @@ class RankBatch:
     global_index: np.ndarray           # int64 [B, L]: column in the padded row (zigzag-document: in the stream)
     cu_seqlens_padded_rank: np.ndarray  # int32: this rank's runs of one segment, laid end to end
     cu_seqlens_rank: np.ndarray         # int32: the real tokens at the front of each run
-    cu_seqlens: np.ndarray = None       # int32: the batch's real offsets (every rank carries them)
-    cu_seqlens_padded: np.ndarray = None  # int32: the batch's padded offsets
+    cu_seqlens: np.ndarray | None = None         # int32: the batch's real offsets (every rank carries them)
+    cu_seqlens_padded: np.ndarray | None = None  # int32: the batch's padded offsets
 
     @property
     def padding_mask(self) -> np.ndarray:
@@ -71,8 +71,8 @@ class RankBatch:
         ``pad_between_seqs`` is the flag a runner passes Transformer Engine: 1 when any document (the last
         one too) is shorter than its padded slot.
         """
-        gap = len(self.cu_seqlens) != len(self.cu_seqlens_padded) or bool(
-            (np.asarray(self.cu_seqlens) != np.asarray(self.cu_seqlens_padded)).any())
+        real, padded = np.asarray(self.cu_seqlens), np.asarray(self.cu_seqlens_padded)
+        gap = real.shape != padded.shape or bool((real != padded).any())
         return {"input_ids": self.input_ids, "position_ids": self.position_ids, "labels": self.targets,
                 "loss_mask": (self.targets != IGNORE_INDEX).astype(np.int64),
                 "padding_mask": self.padding_mask.astype(np.int64),
