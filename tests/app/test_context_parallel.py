@@ -48,3 +48,15 @@ def test_the_balance_table_is_the_sidebar_datasets_at_three_sizes():
     table = at.dataframe[0].value
     assert len(table) == 9 and set(table["CP"]) == {2, 4, 8}
     assert (table[table["scheme"] == "contiguous"]["pads added"] == "0 (0.0%)").all()
+
+
+def test_the_bug_zoo_reproduces_a_context_parallel_entry_with_its_figure_and_check():
+    import json
+
+    at = open_page("bug_zoo")
+    at.button(key="bug_zoo.run_cp-pad-between-seqs-false").click().run()
+    assert_clean(at)
+    (fig,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert fig["layout"]["title"]["text"].startswith("Logits against each document alone")
+    assert "catches it: cp_unpadded_offsets (error)" in at.success[0].value.replace("\\", "")
+    assert at.success[1].value == "On the fixed setup the check is silent."
