@@ -28,7 +28,7 @@ MAX_NESTED_BATCH_BYTES = 64 * MAX_TEXT_BYTES   # a batch of nested values (chats
 _LIBRARY_ERRORS = (OSError, EOFError, zlib.error, UnicodeDecodeError)   # with pyarrow's own: library_errors()
 
 
-def library_errors() -> tuple[type[BaseException], ...]:
+def library_errors() -> tuple[type[Exception], ...]:
     """The exceptions a reader's library raises on a bad file: pyarrow's own, and the I/O ones."""
     return (pyarrow().ArrowException, *_LIBRARY_ERRORS)
 
