@@ -42,6 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(an LP solver, within --time-limit)")
     from packing_core.packing.options import TIME_LIMIT_HELP
 
+    p.add_argument("--timings", action="store_true",
+                   help="say on stderr how long the read and the report took (results stay a function of the input)")
     p.add_argument("--time-limit", type=_seconds, default=None, metavar="SECONDS", help=TIME_LIMIT_HELP)
     p.add_argument("--max-docs-per-row", type=int, default=None, metavar="N",
                    help="at most N documents per row in every plan (static shapes for torch.compile and CUDA "
@@ -117,6 +119,9 @@ def run(args, out, err) -> int:
     if args.optimal and strategies is not None:
         raise InputError("--optimal adds optimal to every strategy; with --strategy NAME, name optimal itself "
                          "(--strategy optimal)")
+    import time
+
+    started = time.perf_counter()
     order = None
     if args.file or args.profile is not None:
         profile = load_profile(args)
@@ -126,7 +131,11 @@ def run(args, out, err) -> int:
 
         order = load_lengths(args)
         profile = LengthProfile.from_lengths(order, kind="lengths", tokenizer="none")
-    return _report(profile, order, args, strategies, out)
+    read = time.perf_counter()
+    code = _report(profile, order, args, strategies, out)
+    if args.timings:
+        err.write(f"timings: read {read - started:.2f} s, plan and report {time.perf_counter() - read:.2f} s\n")
+    return code
 
 
 def _same_tokenizer(profile, spec: str) -> None:
