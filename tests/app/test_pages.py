@@ -92,7 +92,7 @@ LIBRARY_WORDS = ("EQUIVALENT", "DIFFERENT", "cannot fill", "planned from the cou
                  "looks better in training", "The words part at generated token", "200_000", "messages\", \"prompt")
 
 
-HELPERS = [ROOT / "app_pages" / f for f in ("_lab.py", "_your_data.py", "_leakage_steps.py")]
+HELPERS = sorted(p for p in (ROOT / "app_pages").glob("_*.py") if p.name not in ("__init__.py", "_content.py"))
 
 
 @pytest.mark.parametrize("path", [*PAGE_FILES, *HELPERS], ids=lambda p: p.name)

@@ -33,7 +33,6 @@ from packing_core.analysis.costs import ATTENTION_KERNELS, CONVENTION, FULL, til
 from packing_core.analysis.tables import strategy_table
 from packing_core.attention.masks import block_causal_mask
 from packing_core.check.rules import RULES
-from packing_core.cli import main
 from packing_core.data import load_lengths
 from packing_core.verify import eval_loss_packed_vs_alone
 from packing_lab.advice import (
@@ -45,6 +44,7 @@ from packing_lab.advice import (
     step_loss_weights,
     trained_positions,
 )
+from packing_lab.cli import main
 from packing_lab.zoo import BREAKS, ZOO, broken_batch, zoo_entry
 from tests._support import assert_clean, open_page
 

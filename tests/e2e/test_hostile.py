@@ -65,7 +65,7 @@ _tree_rss = tree_rss   # (tests/_support.py: one runner for every hostile catalo
 
 
 def run_cli(argv: list[str], cwd: Path, timeout: float, env: dict | None = None) -> Measured:
-    """``python -m packing_core *argv`` in ``cwd``: exit code, output, tree peak RSS, seconds."""
+    """``packing-lab *argv`` in ``cwd``: exit code, output, tree peak RSS, seconds."""
     return run_cli_tree(argv, cwd, timeout, env)
 
 
