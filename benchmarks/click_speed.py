@@ -4,7 +4,7 @@
     python benchmarks/click_speed.py --json     # machine-readable
     python benchmarks/click_speed.py --threads 2   # the same clicks with torch's 2 threads
 
-A warm server is one where ``python -m packing_core warm`` has run (SmolLM2 converted, the
+A warm server is one where ``packing-lab warm`` has run (SmolLM2 converted, the
 lesson's training demo cached) and one visitor has already opened the pages (imports done,
 SmolLM2 in memory). Each click then runs in a fresh session (a new AppTest from ``app.py``)
 and is timed from the interaction to the end of the rerun it starts: what the teacher

@@ -1,7 +1,7 @@
 """Ready before the bell: the thread count the lab runs with, the demo pair cached on disk, ``warm``.
 
 A class shares one small server. Three things make its first clicks slow, and each is
-paid once, before class, by ``python -m packing_core warm``:
+paid once, before class, by ``packing-lab warm``:
 
 - **SmolLM2's first load** dequantises its GGUF file into a safetensors copy (about half a
   minute on two cores); every later load reads that copy in under a second.
@@ -220,7 +220,7 @@ def warm_status() -> WarmStatus:
         first = ("SmolLM2's converted copy is damaged (a file truncated or missing)" if damage else
                  "SmolLM2 not converted yet (its first load takes about 30 s)")
         missing = [what for what, ok in ((first, model), ("training demo not cached", demo)) if not ok]
-        line = f"Server cold: {'; '.join(missing)}. Run `python -m packing_core warm` before class."
+        line = f"Server cold: {'; '.join(missing)}. Run `packing-lab warm` before class."
     return WarmStatus(model, demo, line)
 
 

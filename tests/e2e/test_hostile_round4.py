@@ -596,7 +596,7 @@ CASES: list[Case] = [
          check=lambda r, d: "they agree" in r.stdout, seconds=60),
     Case("verify-with-a-truncated-converted-copy", "tracebacks",
          lambda d, a: damaged_cache(a, d) and ["verify", "--model", "smollm2"],
-         r"the converted SmolLM2 copy in .* is damaged \(.*truncated or damaged.*\); run `python -m packing_core warm`",
+         r"the converted SmolLM2 copy in .* is damaged \(.*truncated or damaged.*\); run `packing-lab warm`",
          env=(("PACKING_LAB_CACHE", "cache"),), seconds=60),
     Case("zoo-with-a-truncated-converted-copy", "tracebacks",
          lambda d, a: damaged_cache(a, d) and ["zoo", "--run", "all"],

@@ -1,10 +1,11 @@
 """The classroom's readiness: the thread count, the demo pair cached on disk, the warm status."""
+import importlib
 import threading
 
 import pytest
 import torch
 
-from packing_lab.demos import warm as W
+W = importlib.import_module("packing_lab.demos.warm")   # the module (the package's name `warm` is its function)
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ def test_a_changed_training_code_never_reads_an_old_result(fresh_cache, monkeypa
 def test_the_status_says_cold_and_names_the_command_until_warm_has_run(fresh_cache):
     status = W.warm_status()
     assert not status.model_converted and not status.demo_trained
-    assert status.line.startswith("Server cold") and "python -m packing_core warm" in status.line
+    assert status.line.startswith("Server cold") and "packing-lab warm" in status.line
 
 
 def test_warm_runs_every_step_and_tokenises_each_available_dataset(fresh_cache, monkeypatch):
