@@ -461,11 +461,13 @@ class Outcome:
 
 def run_cli_tree(argv: list[str], cwd: Path, timeout: float, env: dict | None = None,
                  file_size: int | None = None) -> Measured:
-    """``python -m packing_core *argv``, or with ``argv = ["-c", code]`` a library call under ``LIBRARY_CALL``."""
+    """``python -m packing_core *argv`` (``python -m packing_lab`` for the lab's ``zoo`` and ``warm``), or with
+    ``argv = ["-c", code]`` a library call under ``LIBRARY_CALL``."""
     import sys
 
+    program = "packing_lab" if argv[:1] in (["zoo"], ["warm"]) else "packing_core"
     command = ([sys.executable, "-c", LIBRARY_CALL, argv[1]] if argv[:1] == ["-c"]
-               else [sys.executable, "-m", "packing_core", *argv])
+               else [sys.executable, "-m", program, *argv])
     return run_tree(command, cwd, timeout, env, file_size)
 
 
