@@ -55,12 +55,13 @@ def test_importing_the_library_loads_no_optional_package():
 
 
 def test_the_trainer_entry_points_run_with_every_optional_package_missing():
-    """The help, report --lengths, a static check of a batch file and the guard (tools/trainer_smoke.py)."""
+    """The help, report --lengths, scan of a text file, a static check of a batch file and the guard
+    (tools/trainer_smoke.py)."""
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "trainer_smoke.py"), "--block"], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     checks = json.loads(proc.stdout)["checks"]
     assert [c["name"] for c in checks if not c["ok"]] == [], checks
-    assert len(checks) == 6 and proc.returncode == 0
+    assert len(checks) == 7 and proc.returncode == 0
 
 
 @pytest.mark.parametrize("argv, missing, extra", [
@@ -90,3 +91,25 @@ def test_python_m_packing_core_runs_the_library_commands_and_names_where_the_lab
     help_ = subprocess.run([sys.executable, "-m", "packing_core", "--help"], cwd=ROOT, capture_output=True, text=True,
                            timeout=120).stdout
     assert "report" in help_ and "check" in help_ and "zoo" not in help_
+
+
+@pytest.mark.parametrize("content, expect", [
+    (b"one short document\n\n  \nand a second one\r\nthird\n", {"counts": {"5": 1, "16": 1, "18": 1}}),
+    (b"caf\xe9 au lait\n", {"error": "is not UTF-8 text (line 1"}),
+    (b"ok\n\x00\x01binary", {"error": "looks binary (NUL byte"}),
+])
+def test_a_text_file_scans_to_the_same_answer_with_and_without_pyarrow(tmp_path, content, expect):
+    (tmp_path / "in.txt").write_bytes(content)
+    answers = []
+    for block in ((), ("pyarrow",)):
+        out = tmp_path / f"p{len(block)}.json"
+        proc = cli("scan", "in.txt", "--tokenizer", "bytes", "--out", out.name, block=block, cwd=tmp_path)
+        if "counts" in expect:
+            assert proc.returncode == 0, proc.stderr
+            answers.append(json.loads(out.read_text())["counts"])
+        else:
+            assert proc.returncode == 2 and expect["error"] in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+            answers.append(proc.stderr)
+    assert answers[0] == answers[1]
+    if "counts" in expect:
+        assert answers[0] == expect["counts"]

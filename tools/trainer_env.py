@@ -61,9 +61,9 @@ def build(venv: Path, torch: str, transformers: str | None, trl: str | None, smo
     t = time.perf_counter()
     smoke = _run([str(python), str(ROOT / "tools" / "trainer_smoke.py"), *(["--trl"] if smoke_trl else [])], cwd=venv)
     step("tools/trainer_smoke.py in the new environment", smoke, t)
-    try:
-        report["smoke"] = json.loads(smoke.stdout)["checks"]
-    except (json.JSONDecodeError, KeyError):
+    try:    # a trainer prints its own lines (TRL's metrics dict) before the report: read from the report's start
+        report["smoke"] = json.loads(smoke.stdout[smoke.stdout.index('{\n "python"'):])["checks"]
+    except (ValueError, KeyError):
         report["smoke"] = []
     return report
 

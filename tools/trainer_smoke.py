@@ -5,7 +5,7 @@
     python tools/trainer_smoke.py --trl           # and a real TRL SFTTrainer run with PackingCheckCallback
 
 Each check is one entry ``{"name", "ok", "detail"}``; the script exits 1 if any failed. The checks:
-the ``packing-lab`` command's help; ``report --lengths``; a static ``check`` of a batch file it
+the ``packing-lab`` command's help; ``report --lengths``; ``scan`` of a text file; a static ``check`` of a batch file it
 writes (a padding-free batch that is sound, and one with an all-ones mask that leaks under sdpa);
 ``import packing_core.integrations`` with the optional packages (streamlit, plotly, pandas,
 pyarrow, highspy, ray) not loaded; the guard on a tiny random-init Llama (for speed) stopping a
@@ -91,6 +91,11 @@ def checks(trl: bool = False) -> list[dict]:
     record("packing-lab report --lengths", code == 0 and "bfd" in out, err or out[-200:])
 
     with tempfile.TemporaryDirectory() as tmp:
+        texts = Path(tmp) / "texts.txt"
+        texts.write_text("one short document\n\nand a second one\r\n", encoding="utf-8")
+        code, out, err = _cli("scan", str(texts), "--tokenizer", "bytes", "--out", str(Path(tmp) / "p.json"))
+        counts = json.loads((Path(tmp) / "p.json").read_text())["counts"] if code == 0 else None
+        record("packing-lab scan of a text file", counts == {"18": 1, "16": 1}, err or str(counts))
         sound, leaking = _batches(Path(tmp))
         code, out, err = _cli("check", str(sound), "--attn-implementation", "sdpa")
         record("packing-lab check (sound padding-free batch)", code == 0 and "SOUND" in out, err or out[-300:])
@@ -145,7 +150,8 @@ def _trl_checks() -> list[dict]:
                                      train_dataset=Dataset.from_dict({"input_ids": docs}))
             try:
                 trainer.train()
-                stopped, detail = False, f"{len(callback.guard.checks)} batch(es) checked, all sound"
+                checked = len(callback.guard.checks) if callback.guard is not None else 0   # made at on_train_begin
+                stopped, detail = False, f"{checked} batch(es) checked, all sound"
             except PackingCheckError as e:
                 stopped, detail = True, str(e).splitlines()[0]
         results.append({"name": f"SFTTrainer packing_strategy={strategy!r} with PackingCheckCallback "

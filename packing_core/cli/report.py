@@ -7,7 +7,8 @@ when they came as a list, else on a seeded sample), printed as one table
 
 By default it plans every strategy but those run on request (``optimal``: an LP solve that proves
 the best plan and its bound); ``--optimal`` adds it, ``--strategy optimal`` runs it alone, and the
-table's last line says so. ``--time-limit`` bounds ``optimal``;
+table's last line says so. ``--time-limit`` sets ``optimal``'s budget
+(``packing.options.TIME_LIMIT_HELP`` says what it buys);
 ``--max-docs-per-row`` caps every plan, as a compiled or graph-captured kernel wants, and
 reports what the cap costs bfd in rows. A strategy that cuts documents cannot honour a cap: with
 every strategy it is left out (and the report says so); named alone, it is refused in one line.
@@ -37,9 +38,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_data_arguments(p, strategy="all")
     p.add_argument("--format", default="table", choices=("table", "json"))
     p.add_argument("--optimal", action="store_true",
-                   help="also run optimal: the proven best plan and the LP bound (an LP solver, up to --time-limit)")
-    p.add_argument("--time-limit", type=_seconds, default=None, metavar="SECONDS",
-                   help="seconds optimal may spend before it returns its best plan and its gap (default 5)")
+                   help="also run optimal: a plan proven optimal, or its best plan with the gap to the LP bound "
+                        "(an LP solver, within --time-limit)")
+    from packing_core.packing.options import TIME_LIMIT_HELP
+
+    p.add_argument("--timings", action="store_true",
+                   help="say on stderr how long the read and the report took (results stay a function of the input)")
+    p.add_argument("--time-limit", type=_seconds, default=None, metavar="SECONDS", help=TIME_LIMIT_HELP)
     p.add_argument("--max-docs-per-row", type=int, default=None, metavar="N",
                    help="at most N documents per row in every plan (static shapes for torch.compile and CUDA "
                         "graphs); the report says what the cap costs bfd in rows")
@@ -87,8 +92,8 @@ def _on_request_line(args, names) -> str:
     if not left or args.strategy != "all":
         return ""
     limit = args.time_limit if args.time_limit is not None else _default_limit()
-    return (f"not run by default: {', '.join(left)} (the proven best plan and the LP bound, up to {limit:g} s of "
-            "an LP solver): add --optimal, or --strategy optimal\n")
+    return (f"not run by default: {', '.join(left)} (a plan proven optimal or its best with the gap, and the LP "
+            f"bound, within {limit:g} s of an LP solver): add --optimal, or --strategy optimal\n")
 
 
 def _default_limit() -> float:
@@ -114,6 +119,9 @@ def run(args, out, err) -> int:
     if args.optimal and strategies is not None:
         raise InputError("--optimal adds optimal to every strategy; with --strategy NAME, name optimal itself "
                          "(--strategy optimal)")
+    import time
+
+    started = time.perf_counter()
     order = None
     if args.file or args.profile is not None:
         profile = load_profile(args)
@@ -123,7 +131,11 @@ def run(args, out, err) -> int:
 
         order = load_lengths(args)
         profile = LengthProfile.from_lengths(order, kind="lengths", tokenizer="none")
-    return _report(profile, order, args, strategies, out)
+    read = time.perf_counter()
+    code = _report(profile, order, args, strategies, out)
+    if args.timings:
+        err.write(f"timings: read {read - started:.2f} s, plan and report {time.perf_counter() - read:.2f} s\n")
+    return code
 
 
 def _same_tokenizer(profile, spec: str) -> None:

@@ -29,9 +29,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args, out, err) -> int:
-    from packing_core.data.sources import pyarrow
-
-    pyarrow()   # every reader stands on it: one line naming the extra, before the scan's imports
     from packing_core.data.files import check_output
     from packing_core.data.scan import scan
     from packing_core.data.sources import find_shards

@@ -37,8 +37,7 @@ from packing_core.data.profile import LengthProfile
 
 
 def _scan():
-    """``data.scan.scan``, imported when a data file is read: it stands on pyarrow (one line naming the extra without)."""
-    sources.pyarrow()
+    """``data.scan.scan``, imported when a file is read (a missing pyarrow is one line, where a reader needs it)."""
     from packing_core.data.scan import scan
 
     return scan

@@ -104,8 +104,9 @@ for _s in (
     Strategy("ffd", "First-fit decreasing: longest first, into the first row with room.", True, P.place_ffd, C.rows_ffd),
     Strategy("bfd", "Best-fit decreasing: longest first, into the fullest row it still fits.", True,
              P.place_bfd, C.rows_bfd),
-    Strategy("optimal", "Column generation on the length histogram, rounded: the best plan found within a "
-             "time limit, with its gap to the proven lower bound.", True, O.place_optimal, O.rows_optimal,
+    Strategy("optimal", "Column generation on the length histogram, rounding and a diving search, within a "
+             "budget of work set by the time limit: a plan proven optimal, or the best plan found with its gap "
+             "to the proven lower bound.", True, O.place_optimal, O.rows_optimal,
              on_request=True),
 ):
     register_strategy(_s)
