@@ -172,7 +172,7 @@ def converted_problem() -> str | None:
 
 
 def _damaged(folder: Path, problem: str) -> InputError:
-    return InputError(f"the converted SmolLM2 copy in {folder} is damaged ({problem}); run `python -m packing_core "
+    return InputError(f"the converted SmolLM2 copy in {folder} is damaged ({problem}); run `packing-lab "
                       "warm`, which rebuilds it (or delete that folder)")
 
 

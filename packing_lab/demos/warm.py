@@ -44,8 +44,8 @@ def lab_threads() -> int:
     One, on purpose. The lab's tensors are small (a 2-layer, 64-wide model; SmolLM2 on a few
     dozen tokens), so a second thread has little to split, while on a server that a class
     shares, every session's call and the other processes compete for the same cores and
-    threads that wait for each other spin. Measured on the 2-core server (README, "Fast
-    enough for a class"): "Train both" 5.3 s with 1 thread against 42.6 s with 2, a SmolLM2
+    threads that wait for each other spin. Measured on the 2-core server (docs/measurements.md,
+    "Clicks"): "Train both" 5.3 s with 1 thread against 42.6 s with 2, a SmolLM2
     reveal 0.6 s against 5.0 s. Several sessions still run side by side, one core each.
     """
     raw = os.environ.get(THREADS_ENV, "").strip()

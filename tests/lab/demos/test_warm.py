@@ -1,10 +1,11 @@
 """The classroom's readiness: the thread count, the demo pair cached on disk, the warm status."""
+import importlib
 import threading
 
 import pytest
 import torch
 
-from packing_lab.demos import warm as W
+W = importlib.import_module("packing_lab.demos.warm")   # the module (the package's name `warm` is its function)
 
 
 @pytest.fixture
