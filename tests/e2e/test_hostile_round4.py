@@ -596,7 +596,7 @@ CASES: list[Case] = [
          check=lambda r, d: "they agree" in r.stdout, seconds=60),
     Case("verify-with-a-truncated-converted-copy", "tracebacks",
          lambda d, a: damaged_cache(a, d) and ["verify", "--model", "smollm2"],
-         r"the converted SmolLM2 copy in .* is damaged \(.*truncated or damaged.*\); run `python -m packing_core warm`",
+         r"the converted SmolLM2 copy in .* is damaged \(.*truncated or damaged.*\); run `packing-lab warm`",
          env=(("PACKING_LAB_CACHE", "cache"),), seconds=60),
     Case("zoo-with-a-truncated-converted-copy", "tracebacks",
          lambda d, a: damaged_cache(a, d) and ["zoo", "--run", "all"],
@@ -710,7 +710,7 @@ def outcomes(request, assets, tmp_path_factory):
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {c.id: pool.submit(_run_case, c, folders[c.id], assets) for c in chosen}
     yield futures
-    report = os.environ.get("PACKING_LAB_HOSTILE_REPORT")   # the figures behind the README's summary
+    report = os.environ.get("PACKING_LAB_HOSTILE_REPORT")   # the figures behind docs/measurements.md
     if report:
         rows = [{"case": c.id, "class": c.cls, "exit": r.rc, "seconds": round(r.seconds, 2),
                  "peak_mib": round(r.peak_mib, 1), "stderr": r.stderr.strip().splitlines()[-1][:200]
