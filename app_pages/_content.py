@@ -209,9 +209,10 @@ FRAMEWORK = (
     ("Packing without pads, boundaries as offsets",
      "transformers' `DataCollatorWithFlattening` joins a batch into one row of shape [1, total tokens], with "
      "`position_ids` restarting per example; `return_flash_attn_kwargs=True` also returns `cu_seq_lens_q/k`. "
-     "Only FlashAttention runs it as a varlen kernel. sdpa, eager and flex turn the restarting `position_ids` "
-     "into a block-diagonal mask (when there is no attention_mask and no cache): correct, but they pay for the "
-     "row's full square or block grid."),
+     "Only FlashAttention runs it as a varlen kernel, at Σ len². sdpa, eager and flex turn the restarting "
+     "`position_ids` into a block-diagonal mask (when there is no attention_mask and no cache): correct, but that "
+     "one row is the whole per-device batch, and sdpa and eager build and compute its whole square. "
+     "{padding_free}"),
     ("Boundary targets",
      "The same collator puts `separator_id` (-100) as the first label of every example, so the last token of one "
      "example is never trained to predict the next one. TRL's collator does the same where `position_ids == 0`."),
@@ -232,14 +233,17 @@ FRAMEWORK = (
     ("TRL's switches",
      "`SFTConfig(packing=True)` packs with `packing_strategy='bfd'` by default (best-fit decreasing, overflow "
      "truncated; `'bfd_split'` splits it, `'wrapped'` cuts mid-sequence), and bfd turns `padding_free` on. "
-     "`padding_free=True` alone flattens each batch. TRL documents it for FlashAttention 2 or 3 only, but does "
-     "not check; in transformers 5.x sdpa/eager isolate the flattened documents too, because TRL passes "
-     "`use_cache=False` and no mask."),
+     "`padding_free=True` alone flattens each batch. TRL documents it as supported only with FlashAttention 2 or "
+     "3, and does not check: in transformers 5.x sdpa/eager isolate the flattened documents too (TRL passes "
+     "`use_cache=False` and no mask), but pay a mask of (batch tokens)², above. Train padding-free with "
+     "`attn_implementation='flash_attention_2'` (or 3); on sdpa, keep packed rows `[B, L]` instead."),
     ("Loss weighting under packing",
      "transformers' Trainer divides the summed loss by `num_items_in_batch`, the count of non-ignored labels over "
      "every accumulation step (and every device by default): a mean per token, so a long example weighs more than "
      "a short one, packed or not. A mean per row changes with the packing. A mean per example weighs every "
-     "example equally whatever its length: that changes the objective, but not with the packing."),
+     "example equally whatever its length: that changes the objective, and not with the packing if the examples "
+     "are counted over the whole step (every micro-batch and rank); averaged per micro-batch, it changes with "
+     "how the examples fall into micro-batches (*Bug zoo*, *Accumulation and ranks*)."),
 )
 
 
@@ -274,8 +278,9 @@ GLOSSARY = {
     "full squares": "How the lab counts attention cells (the query-key pairs a kernel computes): n² for a row or "
                     "document of n tokens, even under a causal kernel, as torch's CPU kernel computes rows of up to "
                     "512 tokens. A GPU causal kernel skips the upper half and pays n(n + 1)/2, the causal halves "
-                    "(10 cells instead of 16 for 4 tokens); a dense mask skips nothing. Every attention ratio the "
-                    "lab shows is counted in full squares, and the pages say what changes on a GPU.",
+                    "(10 cells instead of 16 for 4 tokens); a dense mask skips nothing. Σ len², padded rows and "
+                    "dense masks are counted in full squares; FlexAttention by the tiles it really computes (on or "
+                    "below the diagonal), on any device. The pages say what changes on a GPU.",
     "targets": "The token each position is trained to predict: the next token of the same document, or -100.",
     "loss mask": "Which positions count in the loss. A separate thing from the attention mask.",
     "EOS": "End-of-sequence token. Placed between documents, it tells the model that a new one starts.",

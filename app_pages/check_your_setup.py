@@ -15,6 +15,7 @@ from packing_core.check import (
     save_snippet,
     summarize_checks,
 )
+from packing_lab.advice import padding_free_example
 from packing_lab.viz import hf_batch_figure
 
 NONE = "(none: attention layers only)"
@@ -31,8 +32,9 @@ framework, trainer = steps(__file__)
 with framework:
     st.subheader("In your framework")
     st.markdown("Where each lesson of this lab shows up in transformers and TRL (checked in their source and docs):")
+    numbers = {"padding_free": padding_free_example().sentence}   # the cost model's, never typed
     for lesson_name, where in _content.FRAMEWORK:
-        st.markdown(f"- **{lesson_name}.** {where}")
+        st.markdown(f"- **{lesson_name}.** {where.format(**numbers)}")
 
 
 # ---------------------------------------------------------------- a batch from your trainer

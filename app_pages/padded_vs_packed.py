@@ -28,16 +28,25 @@ from packing_core.analysis import (
 from packing_core.attention import DEFAULT_TILE
 from packing_core.data import parse_lengths
 from packing_core.packing import OVERLONG_POLICIES, STRATEGY_INFO
-from packing_lab.advice import row_order
+from packing_lab.advice import micro_batch_masks, padding_free_example, row_order
 from packing_lab.viz import plan_strip, row_order_figure, strategy_figure
 
 WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24
 FLEX_TILE = DEFAULT_TILE    # FlexAttention's default tile, as the Benchmark counts it
+MASK_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 S = page_settings("padded_vs_packed", lengths=text(WORKED, parse_lengths), draw_n=number(32, 1, 4096),
                   strategy=choice("concat-cut", lambda: tuple(STRATEGIES)), overlong=choice("split", OVERLONG_POLICIES),
                   batch=number(32, 1, 4096), buckets=number(8, 1, 64), sort=False, shuffle=False,
-                  model_shape=choice("SmolLM2-135M", tuple(MODEL_SHAPES)))
+                  model_shape=choice("SmolLM2-135M", tuple(MODEL_SHAPES)), mask_context=choice(8192, MASK_CONTEXTS),
+                  mask_rows=number(8, 1, 64))
+PADDING_FREE = padding_free_example()
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def mask_table(lengths, context: int, rows: int):
+    """What each kernel builds for the first ``rows`` bfd rows of the sidebar's dataset at ``context``."""
+    return micro_batch_masks(lengths, context, rows)
 
 st.title("Padded vs packed")
 top = st.container()   # the lesson box, filled once the page knows its numbers (its question quotes them)
@@ -146,21 +155,36 @@ with bills_step:
         st.markdown(
             f"Packed, an unpadding varlen kernel fed `cu_seqlens` (or one call per document) computes one square "
             f"per document, Σ len² = {cost:,}: **{pad_cost / cost:.1f}x** fewer. FlexAttention computes every "
-            f"{FLEX_TILE}-token tile a document touches, {flex:,} cells ({flex / cost:.1f}x Σ len² here): "
-            f"**{pad_cost / flex:.1f}x** fewer. A materialised block-diagonal mask skips nothing: it computes every "
-            f"cell of each row, Σ width² = {dense_cost:,}, only **{pad_cost / dense_cost:.1f}x** fewer.",
+            f"{FLEX_TILE}-token tile on or below the diagonal that a document touches, {flex:,} cells "
+            f"({flex / cost:.1f}x Σ len² here): **{pad_cost / flex:.1f}x** fewer. A materialised block-diagonal "
+            f"mask skips nothing: it computes every cell of each row, Σ width² = {dense_cost:,}, only "
+            f"**{pad_cost / dense_cost:.1f}x** fewer.",
             help=terms_help('varlen', 'FlexAttention', 'block-diagonal mask'),
         )
+        flex_pad = attention_cells(pad, "flex", tile=FLEX_TILE)   # a padding mask: each sample's tiles from 0
         st.markdown(
-            f"Against a padded batch run by an unpadding kernel (FlashAttention given an `attention_mask`, "
-            f"or Flex with a padding mask), padding also pays only Σ len² = {unpadded:,}. There attention saves "
-            f"{unpadded / cost:.1f}x, and what packing buys is the slot ratio, **{pm.slots / m.slots:.1f}x**.",
+            f"Against a padded batch run by a kernel that skips the pads, padding pays less: FlashAttention given "
+            f"an `attention_mask` unpads and pays Σ len² = {unpadded:,}, so attention saves only "
+            f"{unpadded / cost:.1f}x and what packing buys is the slot ratio, **{pm.slots / m.slots:.1f}x**; "
+            f"Flex with a padding mask pays the {FLEX_TILE}-token tiles each sample touches, {flex_pad:,} cells.",
             help=terms_help('FlashAttention'),
         )
         half = attention_cells(pm, convention=HALVES)    # the padded baseline on a GPU: lower halves only
         st.caption(f"{CONVENTION_NOTE} Here, on a GPU: varlen "
                    f"{half / attention_cells(m, convention=HALVES):.1f}x, FlexAttention {half / flex:.1f}x, "
                    f"a dense mask {half / dense_cost:.1f}x.")
+        with st.expander("Memory too: what a materialised mask holds at long context"):
+            e1, e2 = st.columns(2)
+            at = e1.select_slider("Context of the micro-batch", MASK_CONTEXTS, **S.bind("mask_context"))
+            per_device = e2.number_input("Rows per micro-batch", 1, 64, **S.bind("mask_rows"))
+            with guard("count what each kernel builds"):
+                masks = mask_table(current_lengths()[1], int(at), int(per_device))
+            st.markdown(esc(masks.sentence))
+            st.dataframe(masks.table(), hide_index=True, width="stretch",
+                         column_config={"MiB": st.column_config.NumberColumn(format="%.4g"),
+                                        "cells computed": st.column_config.NumberColumn(format="localized")})
+            st.caption(f"The first {masks.rows} bfd rows of {esc(dataset_label(SHARED.get('dataset')))} at "
+                       f"{masks.context:,}, bf16 for eager's mask. {esc(PADDING_FREE.sentence)}")
     elif strategy == "pad":
         st.markdown(f"This plan pads every row to the context: it is the baseline (**{pad_cost / cost:.1f}x**).")
     else:

@@ -90,7 +90,8 @@ def cheatsheet_facts() -> tuple[Fact, ...]:
                       "packing_core.check.rules:RULES", others[0].title))
     for purpose in ("instruction", "pretraining"):
         trl = trainer_settings(2048, purpose)[0]
-        facts.append(Fact("Settings (TRL, rows of 2,048)", f"{purpose.capitalize()}: `{trl.call}`.",
+        facts.append(Fact("Settings (TRL, rows of 2,048)", f"{purpose.capitalize()}: `{trl.call}`, "
+                          "on FlashAttention 2/3 (padding-free on sdpa or eager pays a (batch tokens)² mask).",
                           "packing_core.analysis.trainer_advice", trl.call))
     facts.append(Fact("Verify", "Run each document alone and packed and compare its logits. A correct setup agrees "
                                 "within a tolerance fitted to the dtype, never bitwise.",

@@ -250,7 +250,7 @@ def test_I4_trl_documents_padding_free_for_flash_attention_without_refusing_othe
 def test_I5_flex_attention_is_not_counted_as_paying_only_the_sum_of_squares():
     page = text(open_page("padded_vs_packed"))
     assert "(varlen fed `cu_seqlens`, FlexAttention, one call per document)" not in page
-    assert "FlexAttention computes every 128-token tile a document touches" in page   # round 3, I6: counted
+    assert "FlexAttention computes every 128-token tile on or below the diagonal that a document touches" in page
 
 
 def test_I6_the_flops_formula_counts_full_squares_over_the_row_length():
