@@ -80,8 +80,8 @@ def row_documents(width: int, instruction: bool = False) -> RowDocuments:
 # ---------------------------------------------------------------- the Leakage lab's scenarios
 # name -> (what the learner reads, the settings it sets). The free grid stays under "Advanced".
 # The tiny models' scenarios run the dense-mask kernel: packed and alone are then different computations
-# (one masked row against one short call), so the correct scenario shows the real last-bit differences the
-# tolerance is for (about 1e-6 in float32), where `segments` (each document in its own call) matches exactly.
+# (one masked row against one short call), whose last bits may differ (about 1e-6 in float32 on some CPUs,
+# exactly 0 on others: the verdict's tolerance sentence says which), where `segments` matches exactly.
 SCENARIOS = {
     "correct": ("Correct packing: mask on, positions reset",
                 dict(mask="on", positions="reset", model="tiny-rope", attention="dense", use_cache=False,
@@ -316,9 +316,9 @@ LEAKAGE_WHY = (
     "still falls, and it can even look better when neighbouring documents are related (the experiment "
     "below); run alone, as at inference, the model is worse. Tensor checks catch some forms of the bug (an "
     "all-ones mask beside packed positions, cu_seqlens that mark whole rows). Packed against alone, with a "
-    "tolerance fitted to the dtype (never bitwise equality), catches every form that makes a document compute "
-    "differently packed than alone, on the call path you test. It cannot see an error the alone run shares, such "
-    "as a varlen kernel called without its causal flag: pair it with the causality check (change a later token; "
+    "tolerance fitted to the dtype (not bitwise equality, which is not guaranteed), catches every form that makes "
+    "a document compute differently packed than alone, on the call path you test. It cannot see an error the alone "
+    "run shares, such as a varlen kernel called without its causal flag: pair it with the causality check (change a later token; "
     "the earlier logits must not move), shown beside the verdict.\n\n"
     "**transformers' own attention and its cache.** With `sdpa` and no attention mask, "
     "transformers builds the block-diagonal mask itself from the position ids. Its sdpa/eager/flex paths skip "
@@ -385,8 +385,9 @@ LEAKAGE_MIXERS = (
     "a gated recurrence. Packed after the first document, the second one still differs from its alone run: the "
     "convolution reads the last 3 tokens of the previous document into its first {conv}, and the recurrent state "
     "carries the previous document into all {n}. Position resets and the attention mask reach neither: each "
-    "needs its own boundary signal (`seq_idx` for the convolution, `cu_seqlens` for the recurrence) and a kernel "
-    "that honours it."
+    "needs its own boundary signal, in the form its kernel reads (`seq_idx` for causal-conv1d and Mamba-2's scan, "
+    "`cu_seqlens` for flash-linear-attention's convolutions and recurrences; this teaching model's convolution "
+    "reads `seq_idx` and its recurrence `cu_seqlens`), and a kernel that honours it."
 )
 LEAKAGE_MIXERS_REAL = (
     "The real families are measured from transformers' own classes (README, *What each model family reads*; "

@@ -189,8 +189,10 @@ with balance_step:
 with limits_step:
     st.subheader("A cap per row, and a stream")
     st.markdown(
-        "**A cap on documents per row.** `torch.compile` and CUDA graphs replay kernels recorded for fixed shapes, "
-        "but a packed batch changes `cu_seqlens` (one entry per document, plus one) and `max_seqlen` every step. "
+        "**A cap on documents per row.** CUDA graphs replay kernels recorded for fixed shapes and addresses; "
+        "`torch.compile` specialises on shapes and on `max_seqlen` (a Python int) and recompiles when they change, "
+        "or marks them dynamic after a recompile. A packed batch changes `cu_seqlens` (one entry per document, plus "
+        "one) and `max_seqlen` every step. "
         "A cap of N documents a row fixes both: `cu_seqlens` padded to rows x N + 1 entries by repeating the last "
         "offset (zero-length documents, which varlen kernels skip) and `max_seqlen` set to the context, as "
         "torchtitan PR #4158 and Megatron-LM PR #4359 (32 documents by default) do. Without it each new shape "

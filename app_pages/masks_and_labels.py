@@ -197,9 +197,12 @@ with check_step:
                          help="the finding's name: the identifier check_batch and the CLI report")})
     st.caption("Per attention implementation: " + " · ".join(c.verdict for c in per_impl))
     if isolation.equivalent:
-        st.caption(f"Alone vs packed, one attention layer with random weights: every document's output matches "
-                   f"its alone run (max |Δ| {max(isolation.max_abs_diff, default=0):.1e}). This layer has no "
-                   "positions, so it judges the mask only.")
+        st.caption(f"Alone vs packed, one attention layer with random weights, reading the batch as a varlen kernel "
+                   f"fed its cu_seqlens: every document's output matches its alone run (max |Δ| "
+                   f"{max(isolation.max_abs_diff, default=0):.1e}). This layer has no positions, so it judges the "
+                   "cu_seqlens only"
+                   + (f"; {attn} reads this batch differently (step 1 shows both), and the verdict above judges "
+                      f"what {attn} reads." if differs else "."))
     else:
         st.warning(f"Alone vs packed, one attention layer with random weights, reading the batch as a varlen "
                    f"kernel does (its cu_seqlens): document piece(s) "

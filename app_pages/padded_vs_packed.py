@@ -290,8 +290,9 @@ with order_step:
     st.markdown(
         f"Bucketing pays this price by design. Every batch comes from one bucket, so rows next to each other "
         f"look alike (correlation {bucketed.neighbour_correlation:.2f}) even though it shuffles inside each bucket "
-        "and then the batches. Shuffling mixes batches across the epoch, never the rows inside one: the gradient "
-        "inside a batch stays correlated. Keep the buckets wide, so each batch is a fair draw from its bucket."
+        "and then the batches. Shuffling mixes batches across the epoch, never the rows inside one: each batch "
+        "still holds look-alike samples, so its gradient is a less representative estimate of the whole data's (as "
+        "if the batch were smaller). Keep the buckets wide, so each batch is a fair draw from its bucket."
     )
     figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled, "bucket": bucketed},
                             title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))

@@ -250,7 +250,8 @@ def test_report_names_the_bound_each_strategy_can_reach_and_never_calls_l1_the_f
     cells = {line.split()[0]: line.split()[2:4] for line in table[1:]}
     assert table[0].split()[2:4] == ["bound", "rows/bound"]
     assert cells["concat-cut"] == ["L1", "6"] and cells["bfd"] == cells["optimal"] == ["L2", "10"]
-    assert "lower bounds on rows: L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents)" in out
+    assert ("lower bounds on rows: L1 6 (tokens / context: a bound for every plan, reachable only by cutting "
+            "documents), L2 10 (whole documents)") in out
 
 
 def test_a_cap_per_row_plans_every_strategy_that_can_hold_it_and_prices_it_for_bfd():

@@ -39,14 +39,15 @@ def _rows(n: int) -> str:
 def describe_bounds(bounds: Bounds) -> str:
     """The three bounds of one set of documents, each with what it covers.
 
-    >>> describe_bounds(bounds_from_counts({300: 10}, 512))
-    'lower bounds on rows: L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents), LP not computed'
+    >>> print(describe_bounds(bounds_from_counts({300: 10}, 512)))  # doctest: +NORMALIZE_WHITESPACE
+    lower bounds on rows: L1 6 (tokens / context: a bound for every plan, reachable only by cutting documents),
+    L2 10 (whole documents), LP not computed
     """
     lp = "LP not computed" if bounds.lp is None else (
         f"LP {bounds.lp.rows:,} (whole documents, column generation"
         f"{'' if bounds.lp.proven else ', stopped early: a valid bound, perhaps below the LP optimum'})")
-    return (f"lower bounds on rows: L1 {bounds.l1.rows:,} (tokens / context: only by cutting documents), "
-            f"L2 {bounds.l2.rows:,} (whole documents), {lp}")
+    return (f"lower bounds on rows: L1 {bounds.l1.rows:,} (tokens / context: a bound for every plan, reachable only "
+            f"by cutting documents), L2 {bounds.l2.rows:,} (whole documents), {lp}")
 
 
 

@@ -71,10 +71,12 @@ _TABLE = (
     # the layers beyond attention, and the model's own mask call (check.mixers, from attention.families)
     Rule("convolution_reads_previous_document", "error", "A short convolution reads the previous document",
          "A causal convolution of width k reads the k - 1 tokens before each token (k = 4 in Mamba and Gated DeltaNet, "
-         "3 in LFM2) and keeps documents apart only when its kernel reads seq_idx (the document of each token: "
-         "causal-conv1d, CUDA). Give the batch seq_idx (TRL's "
+         "3 in LFM2) and keeps documents apart only when its kernel reads the boundaries in its own form: seq_idx (the "
+         "document of each token) for causal-conv1d, cu_seq_lens for flash-linear-attention's ShortConvolution "
+         "(CUDA). For causal-conv1d, give the batch seq_idx (TRL's "
          "padding-free collator does; DataCollatorWithFlattening(return_seq_idx=True, return_flash_attn_kwargs=True)) "
-         "and install causal-conv1d where the model trains; without either, do not pack for this model: pad one "
+         "and install the kernel (causal-conv1d or flash-linear-attention) where the model trains; without either, "
+         "do not pack for this model: pad one "
          "document per row."),
     Rule("state_crosses_documents", "error", "A recurrent state runs from one document into the next",
          "A recurrence (Mamba's scan, Gated DeltaNet, RWKV) restarts its state only where its kernel reads the "

@@ -94,7 +94,7 @@ def cheatsheet_facts() -> tuple[Fact, ...]:
                           "on FlashAttention 2/3 (padding-free on sdpa or eager pays a (batch tokens)² mask).",
                           "packing_core.analysis.trainer_advice", trl.call))
     facts.append(Fact("Verify", "Run each document alone and packed and compare its logits. A correct setup agrees "
-                                "within a tolerance fitted to the dtype, never bitwise.",
+                                "within a tolerance fitted to the dtype; it need not agree bitwise.",
                       "packing_core.verify.equivalence", "A correct setup agrees within a tolerance fitted to the dtype"))
     return tuple(facts)
 

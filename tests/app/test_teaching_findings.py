@@ -8,20 +8,24 @@ import functools
 import io
 
 import numpy as np
+import pytest
 
 import packing_core as pc
 from app_pages import _content
 from packing_core.analysis import costs
 from packing_core.analysis.balance_report import step_balance, step_verdict
 from packing_core.analysis.trainer_advice import trainer_settings
+from packing_core.check.rules import RULES
 from packing_core.cli import main
 from packing_lab.advice import (
     cheatsheet_markdown,
+    longest_share,
     micro_batch_masks,
     padding_free_example,
     parse_layout,
     step_loss_weights,
 )
+from packing_lab.zoo import ZOO
 from tests._support import assert_clean, metric, open_page
 
 WORKED = _content.WORKED_LENGTHS
@@ -146,3 +150,102 @@ def test_a_materialised_masks_memory_is_shown_beside_varlen_and_flex_on_live_num
     table = next(d.value for d in at.dataframe if "what it builds" in d.value.columns)
     assert list(table["cells computed"]) == [k.cells for k in mb.kernels]
     assert table["MiB"].iloc[0] < 1e-3 < 1 < table["MiB"].iloc[2]                    # varlen's bytes, sdpa's MiB
+
+
+# ---------------------------------------------------------------- M2: what this machine's run shows
+def test_M2_the_tolerance_sentence_says_what_this_run_measured():
+    at = open_page("leakage_lab")
+    at.checkbox(key="w_leakage_lab.skip").check().run()
+    rep = pc.verify_model("tiny-rope", backend="dense")                      # the default scenario's run
+    said = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert rep.tolerance_reason in said
+    if rep.max_abs_diff == 0.0:        # the review's machine: every backend exact, and the page says so
+        assert "agree bitwise on this machine" in rep.tolerance_reason
+    else:
+        assert f"differ by up to {rep.max_abs_diff:.1e}, in the last bits" in rep.tolerance_reason
+    assert "Bitwise equality is not expected" not in said
+    for backend in ("dense", "segments"):
+        assert "--backend dense shows the last-bit differences" not in cli("verify", "--model", "tiny-rope",
+                                                                          "--backend", backend)
+
+
+def test_M2_zero_differences_are_said_to_be_bitwise_whatever_the_backend():
+    """On a machine where the masked keys contribute exact zeros (the review's), the sentence must not promise noise."""
+    from packing_core.verify.equivalence import measured_note
+
+    assert "agree bitwise" in measured_note([0.0, 0.0, 0.0], 4e-4)
+    assert "differ by up to 1.2e-06" in measured_note([1.2e-6, 0.0], 4e-4)
+    assert measured_note([2.0, 0.0], 4e-4) == ""                              # a leak: the verdict says it
+
+
+# ---------------------------------------------------------------- M3: what the two checks under the verdict read
+@pytest.mark.parametrize("break_, instruction", [("continuous-positions", False), ("prompts-cut-from-attention", True)])
+def test_M3_the_checks_under_a_planted_fault_say_what_they_read(break_, instruction):
+    at = open_page("masks_and_labels")
+    at.toggle(key="w_masks_and_labels.instruction").set_value(instruction).run()
+    at.selectbox(key="w_masks_and_labels.break_").set_value(break_).run()
+    assert_clean(at)
+    said = text(at)
+    assert "as they do whenever the mask is right" not in said
+    assert "every document's output matches its alone run (max" not in said or \
+        "reading the batch as a varlen kernel fed its cu_seqlens: every document's output matches" in said
+    assert "this check does not read the attention mask" in said
+    if break_ == "continuous-positions":       # sdpa reads position_ids: the page says the layer's view is not sdpa's
+        assert "sdpa reads this batch differently (step 1 shows both)" in said
+
+
+# ---------------------------------------------------------------- I2: the signal a mixer reads is its kernel's
+def test_I2_the_boundary_signal_follows_the_kernel_family_not_the_layer_kind():
+    assert "(`seq_idx` for the convolution, `cu_seqlens` for the recurrence)" not in _content.LEAKAGE_MIXERS
+    assert "`seq_idx` for causal-conv1d and Mamba-2's scan" in _content.LEAKAGE_MIXERS
+    assert "`cu_seqlens` for flash-linear-attention's convolutions and recurrences" in _content.LEAKAGE_MIXERS
+    conv = next(b for b in ZOO if b.name == "short-conv-bleeds")
+    assert "only when its kernel (causal-conv1d) reads seq_idx" not in conv.what
+    assert "cu_seqlens for flash-linear-attention's ShortConvolution" in conv.what
+    assert any("cu_seqlens reached ShortConvolution" in r for b in ZOO for r in b.reported)   # the zoo's own citation
+    assert "cu_seq_lens for flash-linear-attention's ShortConvolution" in RULES["convolution_reads_previous_document"].fix
+
+
+# ---------------------------------------------------------------- I5, I6: the explorer's longest documents and cap
+def test_I5_max_seqlen_sizes_the_grid_and_the_work_is_the_sum_of_squares():
+    said = text(explorer())
+    assert "launches its blocks for max_seqlen in every document of the batch" not in said
+    share = longest_share(pc.make_plan(pc.load_lengths("support-tickets"), 512, "bfd"))
+    assert share.sentence in said
+    assert "blocks past a short document's end exit at once); the work is Σ len²" in share.sentence
+
+
+def test_I6_torch_compile_recompiles_and_cuda_graphs_replay():
+    said = text(explorer())
+    assert "`torch.compile` and CUDA graphs replay kernels recorded for fixed shapes" not in said
+    assert "CUDA graphs replay kernels recorded for fixed shapes and addresses" in said
+    assert "`torch.compile` specialises on shapes and on `max_seqlen` (a Python int) and recompiles" in said
+
+
+# ---------------------------------------------------------------- I7: the offsets of queries and of keys
+def test_I7_a_varlen_call_takes_offsets_for_queries_and_for_keys():
+    import inspect
+
+    from torch.nn.attention.varlen import varlen_attn
+
+    at = open_page("why_packing")
+    at.checkbox(key="w_why_packing.skip").check().run()
+    said = text(at)
+    assert "takes one `cu_seqlens` for the whole batch" not in said
+    params = inspect.signature(varlen_attn).parameters
+    assert {"cu_seq_q", "cu_seq_k"} <= set(params)                    # torch's names, from the installed torch
+    assert "(`cu_seq_q`, `cu_seq_k` in `torch.nn.attention.varlen.varlen_attn`; `cu_seqlens_q`" in said
+
+
+# ---------------------------------------------------------------- U2, U3
+def test_U2_bucketing_says_what_a_look_alike_batch_does_to_the_gradient():
+    said = text(open_page("padded_vs_packed"))
+    assert "the gradient inside a batch stays correlated" not in said
+    assert "each batch still holds look-alike samples, so its gradient is a less representative estimate" in said
+
+
+def test_U3_l1_is_a_bound_for_every_plan_reachable_only_by_cutting():
+    out = cli("report", "--lengths", ",".join(["300"] * 10), "--context", "512")
+    assert "(tokens / context: only by cutting documents)" not in out
+    assert "L1 6 (tokens / context: a bound for every plan, reachable only by cutting documents)" in out
+    assert "(tokens / context: only by cutting documents)" not in text(explorer())
