@@ -9,7 +9,9 @@ from app_pages._state import choice, page_settings
 from app_pages._text import esc
 from packing_core import PackedBatch, check_batch
 from packing_core.attention import ATTENTION_READERS, packed_attention
+from packing_core.attention.varlen_grid import varlen_grid
 from packing_core.check import check_all_implementations
+from packing_core.packing.plan import cu_seqlens_from_lengths
 from packing_core.verify import eval_loss_packed_vs_alone
 from packing_lab.advice import alone_vs_packed_attention, document_starts
 from packing_lab.viz import layout_figure, mask_figure, targets_figure
@@ -223,6 +225,16 @@ with check_step:
                      column_config={"finding": st.column_config.TextColumn(
                          help="the finding's name: the identifier check_batch and the CLI report")})
     st.caption("Per attention implementation: " + " · ".join(c.verdict for c in per_impl))
+    if shown.max_seqlen != good.max_seqlen:      # the planted max_seqlen: what flash-attn's launch then covers
+        worked = _content.WORKED_LENGTHS
+        short = varlen_grid(cu_seqlens_from_lengths(worked), sorted(worked)[-2])   # the second longest, as if stale
+        st.markdown(
+            "**max_seqlen sizes the launch.** A varlen kernel reads `cu_seqlens` for where each document starts and "
+            "`max_seqlen` for how many query blocks to launch per document; nothing checks one against the other. "
+            f"Here {esc(varlen_grid(shown.cu_seqlens, shown.max_seqlen).sentence)}. On the first page's "
+            f"{len(worked)} samples laid end to end, with the second longest taken as max_seqlen (as if from another "
+            f"batch): {esc(short.sentence)}. sdpa and eager never read max_seqlen; choose "
+            "`flash_attention_2` or `varlen` above to see the check's `max_length_too_small`.")
     if isolation.equivalent:
         st.caption(f"Alone vs packed, one attention layer with random weights, reading the batch as a varlen kernel "
                    f"fed its cu_seqlens: every document's output matches its alone run (max |Δ| "

@@ -39,6 +39,7 @@ from packing_core.attention.semantics import (
 )
 from packing_core.attention.sharing import future_reads, reached, shared_attention, skipped_tokens, unreadable_queries
 from packing_core.attention.tensors import BatchTensors
+from packing_core.attention.varlen_grid import varlen_grid
 from packing_core.batch.packed import PackedBatch
 from packing_core.check.evidence import TokenizerFacts, tokenizer_facts
 from packing_core.check.inputs import batch_format, batch_tensors
@@ -146,7 +147,7 @@ def _reader_notes(eff: EffectiveAttention, t: BatchTensors) -> list[Finding]:
     """What this reader does with max_length_q/_k, seq_idx and doc_lens."""
     out = []
     impl = eff.attn_implementation
-    if impl in FLASH and t.has_varlen_kwargs and "varlen" in eff.path:
+    if (impl in FLASH and "varlen" in eff.path or impl == "varlen") and t.has_varlen_kwargs:
         short = []
         for side in ("q", "k"):
             cu, top = getattr(t, f"cu_seq_lens_{side}"), getattr(t, f"max_length_{side}")
@@ -154,6 +155,11 @@ def _reader_notes(eff: EffectiveAttention, t: BatchTensors) -> list[Finding]:
             if top < longest:
                 short.append(f"max_length_{side} = {top}, but cu_seq_lens_{side} hold a document of {longest} tokens")
         if short:
+            grid = varlen_grid(t.cu_seq_lens_q, max(int(t.max_length_q), 1))   # flash-attn's forward grid
+            short.append(f"flash-attn's forward launches {grid.blocks} block(s) of {grid.block} queries per document: "
+                         + (f"{grid.skipped_tokens:,} token(s) get no output" if grid.skipped_tokens else
+                            f"here they still cover every token; a document over {grid.blocks * grid.block} tokens "
+                            "would lose its last queries"))
             out.append(Finding("max_length_too_small", "; ".join(short)))
     for signal, who in t.signals_beyond_attention().items():
         if not (signal == "doc_lens" and impl == "olmo_core"):

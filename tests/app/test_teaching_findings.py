@@ -15,6 +15,7 @@ from app_pages import _content
 from packing_core.analysis import costs
 from packing_core.analysis.balance_report import step_balance, step_verdict
 from packing_core.analysis.trainer_advice import trainer_settings
+from packing_core.attention.varlen_grid import varlen_grid
 from packing_core.check.rules import RULES
 from packing_core.cli import main
 from packing_lab.advice import (
@@ -249,3 +250,18 @@ def test_U3_l1_is_a_bound_for_every_plan_reachable_only_by_cutting():
     assert "(tokens / context: only by cutting documents)" not in out
     assert "L1 6 (tokens / context: a bound for every plan, reachable only by cutting documents)" in out
     assert "(tokens / context: only by cutting documents)" not in text(explorer())
+
+
+# ---------------------------------------------------------------- max_seqlen correctness, where the finding is taught
+def test_an_understated_max_seqlen_is_planted_checked_and_priced_in_flash_attns_blocks():
+    at = open_page("masks_and_labels")
+    at.selectbox(key="w_masks_and_labels.break_").set_value("max-seqlen-too-small").run()
+    assert_clean(at)
+    said = text(at)
+    worked = pc.packing.cu_seqlens_from_lengths(WORKED)
+    short = varlen_grid(worked, sorted(WORKED)[-2])
+    assert short.skipped_tokens == 300 - 256 and short.sentence in said        # the 300-token sample's last 44
+    assert "choose `flash_attention_2` or `varlen` above to see the check's `max_length_too_small`" in said
+    at.selectbox(key="w_masks_and_labels.attn").set_value("flash_attention_2").run()
+    table = next(d.value for d in at.dataframe if "finding" in d.value.columns)
+    assert "max_length_too_small" in set(table["finding"])
