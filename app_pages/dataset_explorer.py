@@ -46,7 +46,7 @@ from packing_core.analysis import (
 )
 from packing_core.data import PURPOSES
 from packing_core.packing import OVERLONG_POLICIES, TRL_WINDOW, PlanOptions
-from packing_lab.advice import bounds_example, longest_share, static_example, trained_positions
+from packing_lab.advice import bounds_example, guarantee_sentence, longest_share, static_example, trained_positions
 from packing_lab.viz import (
     DELTA_COLOURS,
     balance_figure,
@@ -145,6 +145,9 @@ with advice_step:
     st.markdown("**How far from the best plan: three lower bounds, three questions.** " + esc(bounds_example()))
     st.caption(esc(bounds_line[0].upper() + bounds_line[1:]) + ". The table's *proven lower bound* column (step 2, "
                "every column) names the one each strategy is measured against.")
+    promised = guarantee_sentence(rows)
+    if promised:
+        st.markdown("**What the greedy packers promise, and what they do.** " + esc(promised))
 
 with balance_step:
     st.subheader("Data-parallel balance, one optimizer step at a time")

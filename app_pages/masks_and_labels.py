@@ -2,18 +2,15 @@
 import numpy as np
 import streamlit as st
 
-import packing_core as pc
 from app_pages import _content
 from app_pages._layout import figure, guard, lesson, steps, terms_help
 from app_pages._state import choice, page_settings
 from app_pages._text import esc
 from packing_core import PackedBatch, check_batch
 from packing_core.attention import ATTENTION_READERS, packed_attention
-from packing_core.attention.varlen_grid import varlen_grid
 from packing_core.check import check_all_implementations
-from packing_core.packing.plan import cu_seqlens_from_lengths
 from packing_core.verify import eval_loss_packed_vs_alone
-from packing_lab.advice import alone_vs_packed_attention, document_starts
+from packing_lab.advice import alone_vs_packed_attention, document_starts_here, max_seqlen_lesson
 from packing_lab.viz import layout_figure, mask_figure, targets_figure
 from packing_lab.zoo import BREAKS, broken_batch, loss_vs_answers, naive_targets
 
@@ -39,13 +36,7 @@ def build(width: int, instruction: bool):
 @st.cache_resource(show_spinner="Tokenising the example documents...")
 def first_tokens():
     """The example texts' document starts under each convention, with SmolLM2's tokenizer when it is here."""
-    from app_pages._data import pretrained_status
-    from packing_lab.advice.first_token import ByteTokens
-
-    if pretrained_status()[0]:
-        return document_starts(pc.load_tokenizer("auto"), _content.EXAMPLE_TEXTS), "SmolLM2's tokenizer"
-    return (document_starts(ByteTokens({"<s>": 1, "</s>": 2}), _content.EXAMPLE_TEXTS),
-            "UTF-8 bytes (SmolLM2's tokenizer is not installed here)")
+    return document_starts_here(_content.EXAMPLE_TEXTS)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -226,15 +217,9 @@ with check_step:
                          help="the finding's name: the identifier check_batch and the CLI report")})
     st.caption("Per attention implementation: " + " · ".join(c.verdict for c in per_impl))
     if shown.max_seqlen != good.max_seqlen:      # the planted max_seqlen: what flash-attn's launch then covers
-        worked = _content.WORKED_LENGTHS
-        short = varlen_grid(cu_seqlens_from_lengths(worked), sorted(worked)[-2])   # the second longest, as if stale
-        st.markdown(
-            "**max_seqlen sizes the launch.** A varlen kernel reads `cu_seqlens` for where each document starts and "
-            "`max_seqlen` for how many query blocks to launch per document; nothing checks one against the other. "
-            f"Here {esc(varlen_grid(shown.cu_seqlens, shown.max_seqlen).sentence)}. On the first page's "
-            f"{len(worked)} samples laid end to end, with the second longest taken as max_seqlen (as if from another "
-            f"batch): {esc(short.sentence)}. sdpa and eager never read max_seqlen; choose "
-            "`flash_attention_2` or `varlen` above to see the check's `max_length_too_small`.")
+        st.markdown("**max_seqlen sizes the launch.** " + esc(max_seqlen_lesson(shown.cu_seqlens, shown.max_seqlen))
+                    + " sdpa and eager never read max_seqlen; choose `flash_attention_2` or `varlen` above to see the "
+                    "check's `max_length_too_small`.")
     if isolation.equivalent:
         st.caption(f"Alone vs packed, one attention layer with random weights, reading the batch as a varlen kernel "
                    f"fed its cu_seqlens: every document's output matches its alone run (max |Δ| "

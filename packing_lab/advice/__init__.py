@@ -10,8 +10,8 @@ from packing_core._lazy import lazy_exports
 if TYPE_CHECKING:
     from .cheatsheet import CHEATSHEET_FINDINGS, Fact, cheatsheet_facts, cheatsheet_html, cheatsheet_markdown
     from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
-    from .examples import bounds_example, static_example
-    from .first_token import DocumentStart, document_starts
+    from .examples import bounds_example, guarantee_sentence, max_seqlen_lesson, static_example
+    from .first_token import DocumentStart, document_starts, document_starts_here
     from .footprints import KernelFootprint, kernel_footprints
     from .isolation import AttentionCheck, alone_vs_packed_attention
     from .longest import LongestShare, TrainedPositions, longest_share, trained_positions

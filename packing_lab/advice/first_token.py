@@ -135,3 +135,13 @@ def document_starts(tokenizer, texts) -> tuple[DocumentStart, ...]:
         raise InputError(f"document_starts needs two texts or more, got {len(texts)}")
     tok = tokenizer if isinstance(tokenizer, ByteTokens) else HFTokens(tokenizer)
     return tuple(_start(c, tok, texts) for c in CONVENTIONS)
+
+
+def document_starts_here(texts) -> tuple[tuple[DocumentStart, ...], str]:
+    """:func:`document_starts` with SmolLM2's tokenizer when it is installed here, else UTF-8 bytes; and its name."""
+    from packing_core.models import load_tokenizer, pretrained_status
+
+    if pretrained_status()[0]:
+        return document_starts(load_tokenizer("auto"), texts), "SmolLM2's tokenizer"
+    return (document_starts(ByteTokens({"<s>": 1, "</s>": 2}), texts),
+            "UTF-8 bytes (SmolLM2's tokenizer is not installed here)")

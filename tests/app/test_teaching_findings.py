@@ -14,12 +14,15 @@ import packing_core as pc
 from app_pages import _content
 from packing_core.analysis import costs
 from packing_core.analysis.balance_report import step_balance, step_verdict
+from packing_core.analysis.tables import strategy_table
 from packing_core.analysis.trainer_advice import trainer_settings
 from packing_core.attention.varlen_grid import varlen_grid
 from packing_core.check.rules import RULES
 from packing_core.cli import main
+from packing_core.packing.guarantees import GUARANTEES
 from packing_lab.advice import (
     cheatsheet_markdown,
+    guarantee_sentence,
     longest_share,
     micro_batch_masks,
     padding_free_example,
@@ -265,3 +268,16 @@ def test_an_understated_max_seqlen_is_planted_checked_and_priced_in_flash_attns_
     at.selectbox(key="w_masks_and_labels.attn").set_value("flash_attention_2").run()
     table = next(d.value for d in at.dataframe if "finding" in d.value.columns)
     assert "max_length_too_small" in set(table["finding"])
+
+
+# ---------------------------------------------------------------- the greedy packers' guarantees
+def test_the_recommendation_sets_the_guarantees_beside_the_measured_gaps():
+    said = text(explorer())
+    rows = strategy_table(pc.load_lengths("support-tickets"), 512)
+    sentence = guarantee_sentence(rows)
+    assert sentence in said
+    by = {r.strategy: r.rows for r in rows}
+    bound = by["optimal"]                                                   # the LP proves it here
+    assert f"bfd {by['bfd']:,} (+{by['bfd'] - bound:,}, allows {GUARANTEES['bfd'].allows(bound):,})" in sentence
+    assert f"its guarantee allows {2 * bound:,}" in sentence                 # next-fit: 2·OPT
+    assert f"optimal can win back at most {by['bfd'] - bound:,} rows" in sentence
