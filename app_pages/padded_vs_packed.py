@@ -28,8 +28,14 @@ from packing_core.analysis import (
 from packing_core.attention import DEFAULT_TILE
 from packing_core.data import parse_lengths
 from packing_core.packing import OVERLONG_POLICIES, STRATEGY_INFO
-from packing_lab.advice import micro_batch_masks, padding_free_example, row_order
-from packing_lab.viz import plan_strip, row_order_figure, strategy_figure
+from packing_lab.advice import (
+    micro_batch_masks,
+    mixture_orders,
+    mixture_sentence,
+    padding_free_example,
+    row_order,
+)
+from packing_lab.viz import mixture_figure, plan_strip, row_order_figure, strategy_figure
 
 WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24
@@ -41,6 +47,12 @@ S = page_settings("padded_vs_packed", lengths=text(WORKED, parse_lengths), draw_
                   model_shape=choice("SmolLM2-135M", tuple(MODEL_SHAPES)), mask_context=choice(8192, MASK_CONTEXTS),
                   mask_rows=number(8, 1, 64))
 PADDING_FREE = padding_free_example()
+
+
+@st.cache_data(show_spinner="Packing the built-in mixture...", max_entries=8)
+def mixtures(context: int):
+    """The built-in mixture's bfd rows at ``context``, per batch by source: in the plan's order and shuffled."""
+    return mixture_orders(context)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -296,4 +308,10 @@ with order_step:
     )
     figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled, "bucket": bucketed},
                             title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))
+    with guard("plan the built-in mixture"):
+        before, after = mixtures(context)
+    st.markdown(f"**Sorting by length groups sources.** On the built-in mixture "
+                f"({esc(', '.join(before.names))}) at context {context}. " + esc(mixture_sentence(before, after)))
+    figure(mixture_figure({"bfd rows in order": before, "bfd rows shuffled": after},
+                          title="Each batch's tokens by source (dashed: the corpus's mixture)"), key=S.key("mixture"))
 

@@ -9,7 +9,16 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .cheatsheet import CHEATSHEET_FINDINGS, Fact, cheatsheet_facts, cheatsheet_html, cheatsheet_markdown
-    from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
+    from .composition import (
+        RowOrder,
+        SourceMixture,
+        batch_cu_seqlens,
+        mixture_orders,
+        mixture_sentence,
+        row_cu_seqlens,
+        row_order,
+        source_mixture,
+    )
     from .examples import bounds_example, guarantee_sentence, max_seqlen_lesson, static_example
     from .first_token import DocumentStart, document_starts, document_starts_here
     from .footprints import KernelFootprint, kernel_footprints

@@ -25,6 +25,8 @@ from packing_lab.advice import (
     guarantee_sentence,
     longest_share,
     micro_batch_masks,
+    mixture_orders,
+    mixture_sentence,
     padding_free_example,
     parse_layout,
     step_loss_weights,
@@ -281,3 +283,14 @@ def test_the_recommendation_sets_the_guarantees_beside_the_measured_gaps():
     assert f"bfd {by['bfd']:,} (+{by['bfd'] - bound:,}, allows {GUARANTEES['bfd'].allows(bound):,})" in sentence
     assert f"its guarantee allows {2 * bound:,}" in sentence                 # next-fit: 2·OPT
     assert f"optimal can win back at most {by['bfd'] - bound:,} rows" in sentence
+
+
+# ---------------------------------------------------------------- source mixture under offline bfd
+def test_batch_order_shows_the_mixture_of_sources_before_and_after_shuffling_rows():
+    at = open_page("padded_vs_packed")
+    said = text(at)
+    before, after = mixture_orders(512)
+    assert mixture_sentence(before, after) in said
+    assert before.mean_drift > 2 * after.mean_drift
+    titles = [getattr(c.proto, "spec", "") for c in at.get("plotly_chart")]
+    assert any("Each batch's tokens by source" in t for t in titles)
