@@ -209,10 +209,9 @@ FRAMEWORK = (
     ("Packing without pads, boundaries as offsets",
      "transformers' `DataCollatorWithFlattening` joins a batch into one row of shape [1, total tokens], with "
      "`position_ids` restarting per example; `return_flash_attn_kwargs=True` also returns `cu_seq_lens_q/k`. "
-     "Only FlashAttention runs it as a varlen kernel, at Σ len². sdpa, eager and flex turn the restarting "
-     "`position_ids` into a block-diagonal mask (when there is no attention_mask and no cache): correct, but that "
-     "one row is the whole per-device batch, and sdpa and eager build and compute its whole square. "
-     "{padding_free}"),
+     "Only FlashAttention runs it as a varlen kernel. sdpa, eager and flex turn the restarting `position_ids` "
+     "into a block-diagonal mask (when there is no attention_mask and no cache): correct, but that row is the "
+     "whole per-device batch, and sdpa and eager compute its full square."),
     ("Boundary targets",
      "The same collator puts `separator_id` (-100) as the first label of every example, so the last token of one "
      "example is never trained to predict the next one. TRL's collator does the same where `position_ids == 0`."),
@@ -225,25 +224,22 @@ FRAMEWORK = (
     ("A library can drop the mask silently",
      "transformers' sdpa/eager/flex skip that detection when a 2D `attention_mask` is passed or a cache is in "
      "use. A model called with `use_cache` at its config default builds a cache, and its sdpa path then falls "
-     "back to one causal triangle. (FlashAttention turns an all-ones mask into none, and its detection does not "
-     "look at the cache.) TRL's SFTTrainer sets `use_cache=False` to avoid the gradient-checkpointing warning, "
+     "back to one causal triangle (FlashAttention drops an all-ones mask and ignores the cache here). TRL's "
+     "SFTTrainer sets `use_cache=False` to avoid the gradient-checkpointing warning, "
      "and, padding-free, passes no attention mask and, since TRL 1.x, `cu_seq_lens_q/k` and `max_length_q/k`, "
-     "which FlashAttention reads directly; sdpa/eager ignore them and find the documents from `position_ids`. "
-     "Both choices also happen to keep sdpa/eager's packed detection on."),
+     "which FlashAttention reads directly; sdpa/eager ignore them and find the documents from `position_ids`."),
     ("TRL's switches",
      "`SFTConfig(packing=True)` packs with `packing_strategy='bfd'` by default (best-fit decreasing, overflow "
      "truncated; `'bfd_split'` splits it, `'wrapped'` cuts mid-sequence), and bfd turns `padding_free` on. "
      "`padding_free=True` alone flattens each batch. TRL documents it as supported only with FlashAttention 2 or "
-     "3, and does not check: in transformers 5.x sdpa/eager isolate the flattened documents too (TRL passes "
-     "`use_cache=False` and no mask), but pay a mask of (batch tokens)², above. Train padding-free with "
-     "`attn_implementation='flash_attention_2'` (or 3); on sdpa, keep packed rows `[B, L]` instead."),
+     "3 and does not check: sdpa/eager isolate the flattened documents too (TRL passes `use_cache=False` and no "
+     "mask), at the price below."),
     ("Loss weighting under packing",
      "transformers' Trainer divides the summed loss by `num_items_in_batch`, the count of non-ignored labels over "
      "every accumulation step (and every device by default): a mean per token, so a long example weighs more than "
      "a short one, packed or not. A mean per row changes with the packing. A mean per example weighs every "
-     "example equally whatever its length: that changes the objective, and not with the packing if the examples "
-     "are counted over the whole step (every micro-batch and rank); averaged per micro-batch, it changes with "
-     "how the examples fall into micro-batches (*Bug zoo*, *Accumulation and ranks*)."),
+     "example equally whatever its length: that changes the objective, and not with the packing only if taken "
+     "over the whole step (*Bug zoo*, step 4)."),
 )
 
 

@@ -142,12 +142,14 @@ with advice_step:
     st.code(chosen.code, language="python")
     st.caption(f"{esc(chosen.overlong)} Read from {esc(chosen.source)}.")
     bounds_line = table_notes(rows, plans)[0]     # the three bounds of every document
-    st.markdown("**How far from the best plan: three lower bounds, three questions.** " + esc(bounds_example()))
     st.caption(esc(bounds_line[0].upper() + bounds_line[1:]) + ". The table's *proven lower bound* column (step 2, "
                "every column) names the one each strategy is measured against.")
-    promised = guarantee_sentence(rows)
-    if promised:
-        st.markdown("**What the greedy packers promise, and what they do.** " + esc(promised))
+    # folded: the step stays within two projector screens (tests/e2e/test_projector.py)
+    with st.expander("How far from the best plan: three lower bounds, and what the greedy packers promise"):
+        st.markdown("**Three lower bounds, three questions.** " + esc(bounds_example()))
+        promised = guarantee_sentence(rows)
+        if promised:
+            st.markdown("**What the greedy packers promise, and what they do.** " + esc(promised))
 
 with balance_step:
     st.subheader("Data-parallel balance, one optimizer step at a time")
@@ -185,7 +187,7 @@ with balance_step:
                   help="each rank's attention summed over every step: even, whatever the deal")
         figure(cached_figure(balance_figure, split.first, title=f"Step 1 of {split.steps:,}: {split.first.rows} "
                              f"shuffled bfd rows of {basis} over {split.ranks} ranks x {split.micro_batches} "
-                             f"micro-batches x {split.rows_per_micro_batch}"), key=S.key("balance"))
+                             f"micro-batches x {split.rows_per_micro_batch}", height=320), key=S.key("balance"))
         verdict = step_verdict(steps_)
         st.markdown(f"{esc(verdict[0].upper() + verdict[1:])}.")
 

@@ -71,9 +71,8 @@ def _trl(context: int, instruction: bool, bucket_first: bool, over: str) -> Trai
               f'    packing_strategy="{strategy}",  # best-fit decreasing; longer examples are '
               + ("truncated" if instruction else "split into pieces"),
               f"    max_length={context},  # the length of every packed row",
-              "    padding_free=True,  # on anyway with bfd: the per-device batch as one row, no attention_mask",
-              "    # padding-free is for FlashAttention (varlen, Σ len²); on sdpa or eager the one row's mask",
-              "    # is (batch tokens)², more than the same rows cost padded",
+              "    padding_free=True,  # on anyway with bfd: the per-device batch as one row, no mask",
+              "    # padding-free is for FlashAttention: on sdpa its one mask is (batch tokens)²",
               '    model_init_kwargs={"attn_implementation": "flash_attention_2"},',
               ")"]
     overlong = (f"{over}packing_strategy='bfd' truncates each example longer than max_length={context} to its first "

@@ -6,9 +6,8 @@ under sdpa. The numbers come from the one cost model (``packing_core.analysis.co
 (4096, 16777216, 2097152, 524288)
 >>> print(pf.sentence)  # doctest: +NORMALIZE_WHITESPACE
 In the padding-free format the row is the whole per-device batch: 8 packed rows of 512 become one row of 4,096
-tokens, so sdpa gets a (1, 1, 4,096, 4,096) boolean mask and computes 16,777,216 cells, 8x what the same rows
-cost as [8, 512] rows with a block-diagonal mask (2,097,152) and 32x the documents' own squares (524,288), which
-is all a varlen kernel computes.
+tokens, so sdpa gets a (1, 1, 4,096, 4,096) boolean mask and computes 16,777,216 cells: 8x the same rows as
+[8, 512] with a block-diagonal mask (2,097,152), 32x a varlen kernel's Σ len² (524,288).
 """
 from __future__ import annotations
 
@@ -42,10 +41,9 @@ class PaddingFree:
         t = f"{self.tokens:,}"
         return (f"In the padding-free format the row is the whole per-device batch: {self.rows} packed rows of "
                 f"{self.width} become one row of {t} tokens, so sdpa gets a (1, 1, {t}, {t}) boolean mask and "
-                f"computes {self.flat_cells:,} cells, {self.flat_cells / self.dense_cells:.0f}x what the same rows "
-                f"cost as [{self.rows}, {self.width}] rows with a block-diagonal mask ({self.dense_cells:,}) and "
-                f"{self.flat_cells / self.document_cells:.0f}x the documents' own squares ({self.document_cells:,}), "
-                "which is all a varlen kernel computes.")
+                f"computes {self.flat_cells:,} cells: {self.flat_cells / self.dense_cells:.0f}x the same rows as "
+                f"[{self.rows}, {self.width}] with a block-diagonal mask ({self.dense_cells:,}), "
+                f"{self.flat_cells / self.document_cells:.0f}x a varlen kernel's Σ len² ({self.document_cells:,}).")
 
 
 def padding_free_example(rows: int = 8, width: int = 512, document: int = 128) -> PaddingFree:

@@ -271,4 +271,4 @@ def mixture_figure(mixtures: dict, title: str | None = None) -> go.Figure:
     for a in fig.layout.annotations:
         if a.text in mixtures:
             a.update(x=0, xanchor="left", font=dict(size=13))
-    return apply_layout(fig, title=title, height=90 + 130 * n)
+    return apply_layout(fig, title=title, height=80 + 100 * n)

@@ -98,7 +98,7 @@ def test_M1_padding_free_says_the_row_is_the_whole_batch_with_the_cost_models_nu
     rows = pc.make_plan([128] * 32, 512, "bfd")
     assert (pf.flat_cells, pf.dense_cells, pf.document_cells) == (
         costs.padding_free_cells(rows, 8), costs.attention_cells(rows, "dense"), costs.attention_cells(rows, "varlen"))
-    assert pf.sentence in said and f"{pf.flat_cells:,} cells, 8x" in pf.sentence
+    assert pf.sentence in said and f"{pf.flat_cells:,} cells: 8x" in pf.sentence
     assert "attn_implementation='flash_attention_2'" in said
 
 
@@ -141,7 +141,7 @@ def test_I4_flex_with_a_padding_mask_pays_its_tiles_not_the_sum_of_squares():
 def test_I3_a_mean_per_example_is_packing_free_only_over_the_whole_step():
     said = check_your_setup()
     assert "that changes the objective, but not with the packing." not in said
-    assert "if the examples are counted over the whole step" in said
+    assert "and not with the packing only if taken over the whole step" in said
     # the Bug zoo's calculator: averaged per micro-batch, one document of four weighs 0.5, the others 1/6 each
     w = step_loss_weights(parse_layout("1 || 1 1 1"), 2, 1, "document-micro")
     assert sorted(np.round(w.weights, 3).tolist()) == [0.167, 0.167, 0.167, 0.5]
