@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "packing_core"
 LAB = ROOT / "packing_lab"
 # DESIGN.md's data flow, left to right; a module may import only from its own layer or those before it.
-LAYERS = ["_lazy", "_validate", "_registry", "_settings", "data", "packing", "batch", "attention", "check", "models", "verify",
-          "integrations", "analysis", "cli"]
+LAYERS = ["_lazy", "_validate", "_lengths", "_registry", "_settings", "data", "packing", "batch", "attention", "parallel",
+          "check", "models", "verify", "integrations", "analysis", "cli"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 RANK["integrations"] = RANK["analysis"]   # side by side: neither imports the other
 RANK["cli"] = RANK["analysis"] + 1

@@ -158,7 +158,8 @@ def test_the_page_recipe_on_a_toy(tmp_path, monkeypatch):
     from app_pages import _content
 
     page = tmp_path / "toy_page.py"                                 # step 1: a thin page file
-    page.write_text("import streamlit as st\nfrom app_pages._lab import lesson, number, page_settings, steps\n"
+    page.write_text("import streamlit as st\nfrom app_pages._layout import lesson, steps\n"
+                    "from app_pages._state import number, page_settings\n"
                     "S = page_settings('toy_page', n=number(3, 1, 9))\nst.title('Toy page')\nlesson(__file__)\n"
                     "one, two = steps(__file__)\none.slider('n', 1, 9, **S.bind('n'))\ntwo.markdown('Step two.')\n",
                     encoding="utf-8")

@@ -139,6 +139,8 @@ def prepare(app_page, spec) -> None:
         app_page.toggle("Skip predictions")
     if spec.name == "leakage_lab":
         app_page.radio("Your prediction", "They change")
+    if spec.name == "context_parallel":
+        app_page.radio("Your prediction", "The last rank")
 
 
 @pytest.fixture(scope="module")
