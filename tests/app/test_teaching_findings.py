@@ -111,7 +111,7 @@ def test_M1_the_trl_settings_to_paste_load_flash_attention_for_padding_free():
     args = eval(trl.code.split("args = ", 1)[1], {"SFTConfig": cpu})          # the very text a user pastes
     assert args.padding_free and args.model_init_kwargs == {"attn_implementation": "flash_attention_2"}
     sheet = cheatsheet_markdown()
-    assert "padding-free on sdpa or eager pays a (batch tokens)² mask" in sheet
+    assert "Settings (TRL, rows of 2,048; padding-free needs FlashAttention 2/3)" in sheet
 
 
 # ---------------------------------------------------------------- I1: flex is counted by its causal tiles
