@@ -175,8 +175,8 @@ with bills_step:
         )
         flex_pad = attention_cells(pad, "flex", tile=FLEX_TILE)   # a padding mask: each sample's tiles from 0
         st.markdown(
-            f"Against a padded batch run by a kernel that skips the pads, padding pays less: FlashAttention given "
-            f"an `attention_mask` unpads and pays Σ len² = {unpadded:,}, so attention saves only "
+            f"Against a padded batch run by an unpadding kernel, padding pays less: FlashAttention given an "
+            f"`attention_mask` drops the pads and pays Σ len² = {unpadded:,}, so attention saves only "
             f"{unpadded / cost:.1f}x and what packing buys is the slot ratio, **{pm.slots / m.slots:.1f}x**; "
             f"Flex with a padding mask pays the {FLEX_TILE}-token tiles each sample touches, {flex_pad:,} cells.",
             help=terms_help('FlashAttention'),

@@ -120,8 +120,8 @@ def page_strings(at) -> list[str]:
 def rendered() -> str:
     """The text of every page in every state the review read (cached: the tests below share one read)."""
     said: list[str] = []
-    for name in ("why_packing", "padded_vs_packed", "masks_and_labels", "bug_zoo", "check_your_setup",
-                 "dataset_explorer", "benchmark"):
+    for name in ("why_packing", "padded_vs_packed", "watch_it_pack", "masks_and_labels", "bug_zoo",
+                 "check_your_setup", "context_parallel", "dataset_explorer", "benchmark"):
         at = open_page(name)
         if name == "why_packing":
             at.checkbox(key="w_why_packing.skip").check().run()
@@ -218,6 +218,7 @@ def test_every_built_in_dataset_and_planted_break_is_rendered():
     """The reading covers what the pages can show: the mixture and every other dataset, the max_seqlen fault."""
     said = rendered()
     assert "Sorting by length groups sources" in said and "max_seqlen sizes the launch" in said
+    assert all(f"Lesson, page {i} of {len(_content.PAGES)}: {p.title}" in said for i, p in enumerate(_content.PAGES, 1))
     assert {s.name for s in list_sources() if s.available} >= {"mixture", "support-tickets", "gsm8k"}
 
 

@@ -537,7 +537,7 @@ def test_M1_the_glossary_names_the_one_convention_with_a_count_the_cost_model_gi
     full, half = attention_cells(one, "varlen", convention=FULL), attention_cells(one, "varlen", convention=HALVES)
     said = _content.GLOSSARY["full squares"]
     assert f"({half} cells instead of {full} for 4 tokens)" in said and (full, half) == (16, 10)
-    assert "Every attention ratio the lab shows is counted in full squares" in said and CONVENTION == FULL
+    assert "Σ len², padded rows and dense masks are counted in full squares" in said and CONVENTION == FULL
     for name in ("padded_vs_packed", "benchmark"):      # the hover where the pages first count cells
         at = open_page(name)
         tips = "\n".join(m.proto.help for m in [*at.markdown, *at.caption] if m.proto.help)
