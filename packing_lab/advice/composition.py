@@ -102,8 +102,9 @@ class SourceMixture:
                 "rows_per_batch": self.rows_per_batch, "drift": self.drift.tolist(), "mean_drift": self.mean_drift}
 
 
-def source_mixture(plan, source, names, rows_per_batch: int = 32) -> SourceMixture:
-    """Token shares per source in each batch of ``rows_per_batch`` rows, the rows read in the plan's order.
+def source_mixture(plan, source, names, rows_per_batch: int = 32, row_order=None) -> SourceMixture:
+    """Token shares per source in each batch of ``rows_per_batch`` rows, the rows read in the plan's order (or
+    ``row_order[i]``, the position at which row ``i`` is read, as a shuffle stage after packing reads them).
 
     ``source`` gives each document's source (an index into ``names``), in the order ``make_plan`` took them.
 
@@ -116,7 +117,8 @@ def source_mixture(plan, source, names, rows_per_batch: int = 32) -> SourceMixtu
     source = np.asarray(source, dtype=np.int64)
     k = len(names)
     tokens = np.bincount(source[plan.placed.doc], weights=plan.placed.length, minlength=k)
-    batch = plan.placed.row // rows_per_batch
+    row = plan.placed.row if row_order is None else np.asarray(row_order, dtype=np.int64)[plan.placed.row]
+    batch = row // rows_per_batch
     n_batches = -(-plan.n_rows // rows_per_batch)
     per = np.bincount(batch * k + source[plan.placed.doc], weights=plan.placed.length,
                       minlength=n_batches * k).reshape(n_batches, k)
@@ -148,5 +150,7 @@ def mixture_orders(context: int, seed: int = 0) -> tuple[SourceMixture, SourceMi
     from packing_core.packing.strategies import make_plan
 
     mix = load_mixture(tokenizer=load_tokenizer("auto"), seed=seed)
-    return tuple(source_mixture(make_plan(mix.lengths, context, "bfd", overlong="split", shuffle=s, seed=seed),
-                                mix.source, mix.names) for s in (False, True))
+    plan = make_plan(mix.lengths, context, "bfd", overlong="split")
+    shuffled = np.random.default_rng(seed).permutation(plan.n_rows)     # the rows, read in a random order
+    return (source_mixture(plan, mix.source, mix.names),
+            source_mixture(plan, mix.source, mix.names, row_order=shuffled))
