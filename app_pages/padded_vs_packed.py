@@ -11,7 +11,7 @@ from app_pages._data import (
     strategy_table,
     within_page_budget,
 )
-from app_pages._layout import figure, guard, lesson, steps, terms_help
+from app_pages._layout import cached_figure, figure, guard, lesson, steps, terms_help
 from app_pages._state import SHARED, choice, number, page_settings, text
 from app_pages._text import esc, stop
 from packing_core import STRATEGIES
@@ -312,6 +312,6 @@ with order_step:
         before, after = mixtures(context)
     st.markdown(f"**Sorting by length groups sources.** On the built-in mixture "
                 f"({esc(', '.join(before.names))}) at context {context}. " + esc(mixture_sentence(before, after)))
-    figure(mixture_figure({"bfd rows in order": before, "bfd rows shuffled": after},
-                          title="Each batch's tokens by source (dashed: the corpus's mixture)"), key=S.key("mixture"))
+    figure(cached_figure(mixture_figure, {"bfd rows in order": before, "bfd rows shuffled": after},
+                         title="Each batch's tokens by source (dashed: the corpus's mixture)"), key=S.key("mixture"))
 
