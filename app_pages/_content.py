@@ -392,7 +392,7 @@ LEAKAGE_MIXERS = (
     "reads `seq_idx` and its recurrence `cu_seqlens`), and a kernel that honours it."
 )
 LEAKAGE_MIXERS_REAL = (
-    "The real families are measured from transformers' own classes (README, *What each model family reads*; "
+    "The real families are measured from transformers' own classes (docs/checker-guide.md, *What each model family reads*; "
     "`python -m packing_core check --list-model-types`): with `position_ids` alone, Qwen3-Next's second document "
     "differs from its alone run by 6e-2 and LFM2's by 7e-4 on tiny models, while their attention layers isolate "
     "it. `check FILE --model-type qwen3_next` says so before you train."

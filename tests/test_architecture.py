@@ -222,6 +222,15 @@ def test_every_package_names_its_api_once_and_every_name_resolves(package):
         assert not isinstance(value, type(packing_core)), f"{name}.{public} is a module, not a function or type"
 
 
+@pytest.mark.parametrize("package", [f"packing_lab.{s}" for s in LAB_LAYERS if s != "cli"])
+def test_no_name_a_lab_package_exports_is_one_of_its_modules(package):
+    """``from packing_lab.demos import warm`` must mean one thing: a module, or the function, never either."""
+    module = importlib.import_module(package)
+    folder = Path(module.__file__).parent
+    submodules = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+    assert not set(module.__all__) & submodules, f"{package} exports names of its own modules"
+
+
 def test_a_lazy_package_refuses_an_unknown_name():
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         packing_core.attention.nope  # noqa: B018

@@ -95,7 +95,7 @@ def list_model_types(out) -> int:
 
     built = known_families(built=True)
     out.write(f"{len(built)} model types measured on transformers {table_version()}: the layers that mix tokens, "
-              "and whether position resets reach the attention mask (README: What each model family reads)\n")
+              "and whether position resets reach the attention mask (docs/checker-guide.md: What each model family reads)\n")
     for fam in built:
         mask = "" if "attention" not in fam.kinds or fam.mask_sees_resets else "  mask without position_ids"
         out.write(f"  {fam.model_type:<28} {' + '.join(fam.kinds)}{mask}\n")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         load_warning,
         train_estimate,
     )
-    from .loss_lesson import LossLesson, loss_lesson
+    from .lesson_weights import LossLesson, loss_lesson
     from .train import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS, TrainPair, TrainResult, train_demo
     from .warm import (
         WarmStatus,
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         train_pair,
         trained_seconds,
         use_lab_threads,
-        warm,
+        warm_server,
         warm_status,
     )
 

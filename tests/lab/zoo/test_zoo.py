@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from packing_core.batch import LOSS_RULES
-from packing_core.cli import main
 from packing_core.models import pretrained_status
+from packing_lab.cli import main
 from packing_lab.demos import loss_lesson
 from packing_lab.zoo import REPRODUCED, ZOO, ZOO_NAMES, reproduce_bug
 from tests._support import skip_or_fail
