@@ -115,7 +115,7 @@ def test_zoo_cli_names_the_choices_for_an_unknown_bug():
 def open_zoo():
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file("../../app.py", default_timeout=120)
+    at = AppTest.from_file("../../../app.py", default_timeout=120)
     at.switch_page("app_pages/bug_zoo.py").run()
     assert not at.exception and not at.error
     return at
