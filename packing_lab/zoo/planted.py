@@ -98,7 +98,6 @@ def _prompts_cut_from_attention(batch: PackedBatch) -> PackedBatch:
 
     >>> good = PackedBatch.from_documents([[1, 2, 3, 4]], 4, "bfd", prompt_lengths=[2])
     >>> from packing_core.attention.semantics import packed_attention
-from packing_core.attention.varlen_grid import varlen_grid
     >>> packed_attention(_prompts_cut_from_attention(good)).allowed(0).astype(int).tolist()
     [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]]
     """
