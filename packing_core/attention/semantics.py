@@ -274,7 +274,7 @@ def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *, u
             return made("packed detection on: no 2D attention_mask and no cache, so find_packed_sequence_indices "
                         "splits each row at every position step that is not +1",
                         f"{mirrors}, find_packed_sequence_indices, packed_sequence_mask_function", seg)
-        why = ("no packed detection in " + rules.label + ": find_packed_sequence_indices first shipped in 4.53.1, "
+        why = (f"no packed detection in transformers {rules.release}: find_packed_sequence_indices first shipped in 4.53.1, "
                "transformers PR #39194" if not rules.packed_detection and pos is not None else
                "a 2D attention_mask is given" + ids_cast if mask2 is not None else
                "a cache is in use (use_cache=True)" if use_cache and pos is not None else "no position_ids" + rope)

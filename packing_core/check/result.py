@@ -12,6 +12,7 @@ import numpy as np
 
 from packing_core.attention.documents import IntendedDocuments
 from packing_core.attention.families import family
+from packing_core.attention.releases import ReaderRules
 from packing_core.attention.semantics import EffectiveAttention
 from packing_core.attention.tensors import BatchTensors
 from packing_core.check.rules import Finding
@@ -47,6 +48,7 @@ class BatchCheck:
     trainer: str = ""                                                            # check.trainers.TRAINERS
     model_type: str = ""         # the family judged beyond attention (check.mixers); "" = attention only
     layers: tuple[tuple[str, str], ...] = ()    # (kind, status) of each layer kind beyond attention
+    release: ReaderRules | None = field(default=None, compare=False, repr=False)   # the transformers release judged for
 
     def _of(self, severity: str) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.severity == severity)
@@ -129,13 +131,17 @@ class BatchCheck:
     def verdict(self) -> str:
         """One line: SOUND or LEAKS / ERRORS for this implementation, as the CLI and pages print it; with a
         model type, each layer kind's status after it (attention, then the layers beyond it)."""
+        unmeasured = next((f for f in self.errors if f.name == "release_not_measured"), None)
+        if unmeasured is not None:
+            return f"{self.attn_implementation}: {unmeasured.detail}"
         layers = ", ".join(f"{k} {s}" for k, s in self.layer_statuses)
         layers = f" ({self.model_type}: {layers})" if layers else ""
+        judged = f"; judged for {self.release.label}" if self.release is not None else ""
         if self.sound:
             extra = f", {len(self.warnings)} warning(s)" if self.warnings else ""
-            return f"{self.attn_implementation}: SOUND{extra}{layers}"
+            return f"{self.attn_implementation}: SOUND{extra}{layers}{judged}"
         return (f"{self.attn_implementation}: {len(self.errors)} ERROR(S): {', '.join(f.name for f in self.errors)}"
-                f"{layers}")
+                f"{layers}{judged}")
 
     def to_dict(self) -> dict:
         return {"attn_implementation": self.attn_implementation, "use_cache": self.use_cache, "format": self.format,
@@ -144,7 +150,8 @@ class BatchCheck:
                 "labels": self.documents.labels_reason, "evidence": list(self.documents.decided_by),
                 "trainer": self.trainer, "attention": self.effective.to_dict(),
                 "findings": [f.to_dict() for f in self.findings], "ignored": list(self.ignored),
-                "model_type": self.model_type, "layers": dict(self.layer_statuses)}
+                "model_type": self.model_type, "layers": dict(self.layer_statuses),
+                "transformers": self.release.to_dict() if self.release is not None else None}
 
     def format_table(self) -> str:
         rows, width = self.shape

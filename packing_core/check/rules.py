@@ -90,6 +90,11 @@ _TABLE = (
          "This model's code calls create_causal_mask without position_ids, so position resets never reach the mask "
          "under sdpa, eager or flex: every document reads the ones before it. Pass a 4D block-causal attention_mask "
          "(0 where a key may be read, torch.finfo(dtype).min where not), or pad one document per row."),
+    Rule("release_not_measured", "error", "Not measured for this transformers release",
+         "The lab's rules are read and measured for a span of transformers releases (docs/checker-releases.md); "
+         "outside it a verdict would be a guess. Run `python -m packing_core check --model DIR batch` in the "
+         "trainer's environment (it runs the batch on the model there), or judge for a measured release with "
+         "--transformers VERSION."),
     Rule("future_visible", "error", "A later token changes an earlier output",
          "Attention is not causal: a query reads keys after it. A varlen kernel is causal only if asked "
          "(flash_attn_varlen_func(causal=True); torch's varlen_attn(window_size=(-1, 0)): both default to full "

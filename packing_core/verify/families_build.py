@@ -24,6 +24,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from packing_core.attention.families import SETUP_SIGNALS
 from packing_core.attention.masks import block_causal_mask
+from packing_core.models.api import dtype_kwargs
 
 MAX_TINY_PARAMETERS = 3_000_000     # counted on the meta device, before any weight is allocated
 VOCAB = 256
@@ -203,7 +204,7 @@ def build_tiny(model_type: str, *, attn_implementation: str = "sdpa", seed: int 
         torch.manual_seed(seed)
         for attn in dict.fromkeys((attn_implementation, "eager")):
             try:
-                model = cls._from_config(config, attn_implementation=attn, dtype=torch.float32)
+                model = cls._from_config(config, attn_implementation=attn, **dtype_kwargs(torch.float32))
                 break
             except (ValueError, ImportError) as e:
                 error = e
