@@ -234,6 +234,13 @@ def family_padding_free(src: Source, modeling: str) -> str:
     return "+".join(got) or "none"
 
 
+def family_positions(src: Source, modeling: str) -> str:
+    """``padding_idx`` where the family numbers its own positions from ``padding_idx + 1`` (RoBERTa's
+    ``create_position_ids_from_input_ids``), else ""."""
+    code = src.modeling(modeling)
+    return "padding_idx" if "def create_position_ids_from_input_ids" in code and "padding_idx + 1" in code else ""
+
+
 def read_release(src: Source, families: dict[str, tuple[str, bool]]) -> dict:
     """Every fact of one release. ``families``: model type -> (modeling module, has a mixer beyond attention)."""
     detection, d_cite = packed_detection(src)
@@ -242,7 +249,7 @@ def read_release(src: Source, families: dict[str, tuple[str, bool]]) -> dict:
     ckw, c_cite = collator_kwargs(src)
     fx, fx_cite = flex(src)
     api, a_cite = model_api(src)
-    fam = {mt: [family_mask(src, mod), family_padding_free(src, mod) if hybrid else ""]
+    fam = {mt: [family_mask(src, mod), family_padding_free(src, mod) if hybrid else "", family_positions(src, mod)]
            for mt, (mod, hybrid) in families.items()}
     return {"release": src.release,
             "rules": {"packed_detection": detection["on"], "detection_gate": detection["gate"],

@@ -81,7 +81,7 @@ def doc_text(data: dict) -> str:
             "release on is absent before it.", "",
             "| family | mask call by release |", "| --- | --- |"]
     for mt, changes in sorted(data["families"].items()):
-        steps = [(since, mask) for since, mask, _ in changes]
+        steps = [(since, mask) for since, mask, *_ in changes]
         if len({m for _, m in steps if m != "absent"}) > 1:
             out.append(f"| `{mt}` | " + "; ".join(f"{m} from {s}" for s, m in steps if m != "absent") + " |")
     out += ["", "## Padding-free support of the hybrid families", "",
@@ -89,7 +89,7 @@ def doc_text(data: dict) -> str:
             "(`seq_idx`, `cu_seq_lens`; `none`: neither reaches them, so they run across documents):", "",
             "| family | by release |", "| --- | --- |"]
     for mt, changes in sorted(data["families"].items()):
-        steps = [(since, free) for since, mask, free in changes if free and free != "absent"]
+        steps = [(since, free) for since, mask, free, *_ in changes if free and free != "absent"]
         if steps:
             merged = [steps[0]] + [s for p, s in zip(steps, steps[1:]) if s[1] != p[1]]
             out.append(f"| `{mt}` | " + "; ".join(f"{f} from {s}" for s, f in merged) + " |")

@@ -51,10 +51,24 @@ def families() -> dict[str, tuple[str, bool]]:
     return {f.model_type: (f.modeling, bool(set(f.kinds) - {"attention"})) for f in known_families() if f.modeling}
 
 
-def read_all(wheels: Path) -> list[dict]:
+def read_all(wheels: Path, cache: Path | None = None) -> list[dict]:
+    """Every wheel's facts, oldest first; kept in ``cache`` (a folder) per wheel and version of the reader."""
+    import hashlib
+
     fams = families()
+    reader = hashlib.sha256((ROOT / "tools" / "releases_code.py").read_bytes()
+                            + json.dumps(sorted(fams.items())).encode()).hexdigest()[:12]
     found = sorted(Path(wheels).glob("transformers-*.whl"), key=lambda w: release_key(w.name.split("-")[1]))
-    return [read_release(Source(w), fams) for w in found]
+    out = []
+    for w in found:
+        kept = Path(cache) / f"facts-{w.stem}-{reader}.json" if cache else None
+        if kept is not None and kept.exists():
+            out.append(json.loads(kept.read_text(encoding="utf-8")))
+            continue
+        out.append(read_release(Source(w), fams))
+        if kept is not None:
+            kept.write_text(json.dumps(out[-1]), encoding="utf-8")
+    return out
 
 
 def group(facts: list[dict]) -> list[dict]:
@@ -71,7 +85,7 @@ def group(facts: list[dict]) -> list[dict]:
 
 
 def family_changes(facts: list[dict]) -> dict[str, list]:
-    """Per family: ``[first release read, mask call, padding-free kwargs]`` at each change, oldest first."""
+    """Per family: ``[first release read, mask call, padding-free kwargs, own position start]`` at each change."""
     out: dict[str, list] = {}
     for f in facts:
         for mt, now in f["families"].items():
@@ -124,7 +138,7 @@ def main(argv=None) -> int:
     p.add_argument("--measure", action="store_true", help="build one venv per unmeasured range and run the probe")
     p.add_argument("--write", action="store_true", help="write the table and docs/checker-releases.md")
     a = p.parse_args(argv)
-    facts = read_all(a.wheels)
+    facts = read_all(a.wheels, a.venvs)
     ranges = group(facts)
     cells = attach_measured(ranges, a.venvs)
     if a.measure:

@@ -188,21 +188,30 @@ def family_padding_free(model_type: str, rules: ReaderRules) -> str:
     return _family(model_type, rules)[1]
 
 
-def _family(model_type: str, rules: ReaderRules) -> tuple[str, str]:
+def family_position_start(model_type: str, rules: ReaderRules) -> str:
+    """``padding_idx`` where the family numbers its own positions from ``padding_idx + 1`` in that release.
+
+    >>> family_position_start("roberta", release_rules("5.24.0")), family_position_start("llama", release_rules())
+    ('padding_idx', '')
+    """
+    return _family(model_type, rules)[2]
+
+
+def _family(model_type: str, rules: ReaderRules) -> tuple[str, str, str]:
     changes = _stored()["families"].get(model_type)
     if not changes:
-        return "", ""
+        return "", "", ""
     key = release_key(rules.release)
-    now = ("absent", "")
-    for since, mask, free in changes:       # (first release read with these facts, mask call, padding-free)
+    now = ("absent", "", "")
+    for since, *facts in changes:       # (first release read with these facts, mask call, padding-free, positions)
         if release_key(since) <= key:
-            now = (mask, free)
+            now = tuple((*facts, "", "")[:3])
     return now
 
 
 def family_since(model_type: str) -> str:
     """The first release read in which the family's modeling code exists ("" if never read)."""
-    return next((since for since, mask, _ in _stored()["families"].get(model_type, ()) if mask != "absent"), "")
+    return next((since for since, mask, *_ in _stored()["families"].get(model_type, ()) if mask != "absent"), "")
 
 
 def not_measured_line(rules: ReaderRules) -> str:

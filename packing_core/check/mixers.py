@@ -34,8 +34,21 @@ import numpy as np
 
 from packing_core._validate import InputError
 from packing_core.attention.documents import IntendedDocuments
-from packing_core.attention.families import Family, LayerVerdict, family, known_families, layer_verdicts
-from packing_core.attention.releases import ReaderRules, family_mask_call, family_since, release_rules
+from packing_core.attention.families import (
+    Family,
+    LayerVerdict,
+    family,
+    known_families,
+    layer_verdicts,
+    nearest_setup,
+)
+from packing_core.attention.releases import (
+    ReaderRules,
+    family_mask_call,
+    family_position_start,
+    family_since,
+    release_rules,
+)
 from packing_core.attention.semantics import EffectiveAttention, effective_attention
 from packing_core.attention.sharing import reached, shared_attention
 from packing_core.attention.tensors import BatchTensors
@@ -208,6 +221,8 @@ def mixer_findings(model_type: str, t: BatchTensors, eff: EffectiveAttention, do
         findings.append(Finding("model_refuses_batch", f"{fam.model_type} here: {kinds}"))
     for v in verdicts:
         if v.kind == "attention":
+            if v.status == "refused":
+                layers.append(("attention", "refused"))
             continue
         status = v.status
         wrong = [s for s in v.needs if s in signals and not _marks_documents(s, t, docs)]
@@ -221,4 +236,40 @@ def mixer_findings(model_type: str, t: BatchTensors, eff: EffectiveAttention, do
         layers.append((v.kind, status))
     if (blind := _blind_mask(fam, t, eff, docs, trained, use_cache, rules)) is not None:
         findings.append(replace(blind, severity="note") if allow_cross_document else blind)
+    findings += _beyond_mixers(fam, signals, docs, trained, allow_cross_document)
+    findings += _position_start(fam, t, docs, trained, rules)
+    if eff.attn_implementation in ("sdpa", "flex_attention") and fam.attn_implementation == "eager":
+        findings.append(Finding("implementation_not_offered", f"{fam.model_type}: transformers builds {fam.causal_lm} "
+                                f"with eager attention only, so it never runs {eff.attn_implementation}; its layers "
+                                "are measured under eager"))
     return findings, tuple(layers)
+
+
+def _position_start(fam: Family, t: BatchTensors, docs: IntendedDocuments, trained: np.ndarray,
+                    rules: ReaderRules) -> list[Finding]:
+    """A family that numbers its own positions from padding_idx + 1, given a batch whose positions start at 0."""
+    pos = t.positions
+    if pos is None or family_position_start(fam.model_type, rules) != "padding_idx" or not docs.real.any():
+        return []
+    if int(pos[docs.real].min()) != 0:
+        return []
+    hit = docs.real & trained
+    return [Finding("positions_start_differs", f"{fam.model_type}: {fam.modeling}.create_position_ids_from_input_ids "
+                    "numbers positions from padding_idx + 1, this batch's position_ids from 0; "
+                    f"{int(hit.sum())} trained position(s) read shifted position embeddings",
+                    marks=marks_of(docs.starts & docs.real))]
+
+
+def _beyond_mixers(fam: Family, signals, docs: IntendedDocuments, trained: np.ndarray,
+                   allow_cross_document: bool) -> list[Finding]:
+    """Where the measured logits leak although every mixer keeps documents apart (``Family.unexplained``)."""
+    setup = nearest_setup(signals)
+    hit = _later_documents(docs) & trained
+    if not fam.unexplained(setup) or not hit.any():
+        return []
+    o = fam.outcome(setup, "logits")
+    return [Finding("logits_differ_beyond_mixers",
+                    f"{fam.model_type} with {setup.replace('_', ' ')}: each mixer keeps the documents apart, yet its "
+                    f"logits differ from each document alone by {o.max_diff:.2g} (measured on the tiny model): "
+                    f"{fam.modeling} reads the whole row elsewhere (its positions); {_where(hit)}",
+                    severity="note" if allow_cross_document else "", marks=marks_of(_later_documents(docs)))]

@@ -121,7 +121,9 @@ class BatchCheck:
             return ()
         attention = "LEAKS" if any(f.name in _ATTENTION and f.severity == "error" for f in self.findings) else "SOUND"
         words = {"sound": "SOUND", "leaks": "LEAKS", "refused": "REFUSED here", "unreached": "not reached"}
-        return (("attention", attention),) * self.has_attention + tuple((k, words.get(s, s)) for k, s in self.layers)
+        own = dict(self.layers)
+        first = (("attention", words[own["attention"]]) if "attention" in own else ("attention", attention),)
+        return first * self.has_attention + tuple((k, words.get(s, s)) for k, s in self.layers if k != "attention")
 
     @property
     def has_attention(self) -> bool:
