@@ -17,10 +17,12 @@ st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", l
 start_once()   # a fresh server: a bar while torch, transformers and the lab load, before anything imports them
 
 from app_pages import _content  # noqa: E402
-from app_pages._lab import open_view, quiet_page_not_found, run_safely, sidebar  # noqa: E402
-from packing_core.experiments import use_lab_threads, warm_status  # noqa: E402
+from app_pages._data import sidebar  # noqa: E402
+from app_pages._layout import run_safely  # noqa: E402
+from app_pages._links import open_view, quiet_page_not_found  # noqa: E402
+from packing_lab.demos import use_lab_threads, warm_status  # noqa: E402
 
-use_lab_threads()   # one torch thread per call: why, and the measurements, in packing_core/experiments/warm.py
+use_lab_threads()   # one torch thread per call: why, and the measurements, in packing_lab/demos/warm.py
 
 view = open_view()   # a link: its page, step and settings (app_pages/_lab.py, "the view")
 st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", layout="wide",
@@ -28,7 +30,7 @@ st.set_page_config(page_title="Packing Lab", page_icon=":material/view_week:", l
 # A projector's 1024 x 768: metric labels wrap instead of ending in "...", and values shrink with
 # the window instead of being cut (tests/e2e/test_projector.py checks every page at that size).
 # Captions at 4.5:1 contrast or more (Streamlit draws them at 60 % opacity: about 3.9:1 on white).
-# A scroll anchor (_lab.scroll_here) takes no room, and one scrolled to the window's bottom edge leaves 12 px
+# A scroll anchor (_layout.scroll_here) takes no room, and one scrolled to the window's bottom edge leaves 12 px
 # under it (an answer that ended on the edge measured 1 px out of view); a result whose settings changed since
 # it ran is dimmed;
 # less space above the title (a projector has 768 px); the copy-link button looks like Streamlit's own.

@@ -112,7 +112,7 @@ class PageSpec:
     60-minute lesson (minutes, one sentence to read out, one question to ask the class, and the
     steps the teacher walks through, one idea each).
 
-    ``app.py`` routes to every entry, ``_lab.lesson`` draws its lines, ``_lab.steps`` its tabs, the page
+    ``app.py`` routes to every entry, ``_layout.lesson`` draws its lines, ``_layout.steps`` its tabs, the page
     tests and ``benchmarks/page_speed.py`` walk the same list: a page is added here and nowhere else.
     """
 
@@ -244,7 +244,7 @@ FRAMEWORK = (
 
 
 # ---------------------------------------------------------------- words before jargon
-# term -> its meaning in plain words. Pages show it on hover (_lab.term) and the sidebar lists it (_lab.glossary).
+# term -> its meaning in plain words. Pages show it on hover (_lab.term) and the sidebar lists it (_layout.glossary).
 GLOSSARY = {
     "slot": "One position of a row. A batch of R rows of width W has R x W slots, and the GPU computes every one.",
     "pad": "A slot that holds no real token, only there to make the batch a rectangle.",

@@ -5,10 +5,10 @@ Kept beside the page so that the page stays thin; each draws the library's repor
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import cached_figure, figure, guard
+from app_pages._layout import cached_figure, figure, guard
 from packing_core.models import hybrid_model, layer_leaks
 from packing_core.verify import verify_model
-from packing_core.viz import hybrid_leak_figure
+from packing_lab.viz import hybrid_leak_figure
 
 HYBRID_LENGTHS = (8, 8)
 

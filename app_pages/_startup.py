@@ -34,7 +34,7 @@ STEPS: tuple[Step, ...] = (
     ("plotly", ("plotly.graph_objects", "plotly.express"), 0.1),
     ("transformers", ("transformers",), 0.55),
     ("torch's compiler settings (whether FlexAttention can run here)", ("torch._inductor.config",), 0.9),
-    ("the lab's pages and models", ("app_pages._lab", "packing_core.models.pretrained", "app_pages._leakage_steps",
+    ("the lab's pages and models", ("app_pages._data", "packing_core.models.pretrained", "app_pages._leakage_steps",
                                     "app_pages._your_data"), 0.8),
 )
 

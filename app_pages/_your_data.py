@@ -15,7 +15,9 @@ import time
 import streamlit as st
 
 import packing_core as pc
-from app_pages._lab import PAGE_TIME_LIMIT, UPLOAD, esc, log, pretrained_status
+from app_pages._data import PAGE_TIME_LIMIT, pretrained_status
+from app_pages._state import UPLOAD, log
+from app_pages._text import esc
 from packing_core.analysis import (
     CAP_LADDER,
     describe_profile,

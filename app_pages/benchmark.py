@@ -4,36 +4,19 @@ import streamlit as st
 import torch
 
 from app_pages import _content
-from app_pages._lab import (
-    CONTEXTS,
-    SHARED,
-    choice,
-    esc,
-    figure,
-    guard,
-    lesson,
-    page_settings,
-    progress,
-    sources,
-    strategy_table,
-    terms_help,
-)
+from app_pages._data import strategy_table
+from app_pages._layout import figure, guard, lesson, terms_help
+from app_pages._progress import progress
+from app_pages._state import CONTEXTS, SHARED, choice, page_settings, sources
+from app_pages._text import esc
 from packing_core import InputError
-from packing_core.analysis import BOUND_LABELS, CONVENTION_NOTE, benchmark_bounds, halved_bound, kernel_footprints
+from packing_core.analysis import BOUND_LABELS, CONVENTION_NOTE, benchmark_bounds, halved_bound
 from packing_core.attention import available_backends
 from packing_core.data import synthetic_lengths
-from packing_core.experiments import (
-    BREAKDOWN_LIMIT_S,
-    PACKED_BACKENDS,
-    benchmark_estimate,
-    breakdown_estimate,
-    busy_warning,
-    describe_breakdown,
-    docs_within,
-    load_warning,
-    run_benchmark,
-)
-from packing_core.viz import benchmark_figure, tile_figure
+from packing_lab.advice import kernel_footprints
+from packing_lab.bench import PACKED_BACKENDS, busy_warning, describe_breakdown, run_benchmark
+from packing_lab.demos import BREAKDOWN_LIMIT_S, benchmark_estimate, breakdown_estimate, docs_within, load_warning
+from packing_lab.viz import benchmark_figure, tile_figure
 
 DOCS, HEADS, REPEATS = (32, 64, 128, 256, 512, 1024, 2048), (1, 2, 4, 8, 16), (1, 2, 3, 5)
 LESSON_CONTEXT = _content.WORKED_CONTEXT   # the lesson's rows: a run takes seconds, not minutes
@@ -229,7 +212,7 @@ else:
     plan_b = breakdown_of(fits)
     if st.button("Break down the segments backend", key=S.key("breakdown_run"), help=plan_b.basis):
         with guard("break down the segments backend"), progress(broken_down, plan_b) as update:
-            from packing_core.experiments import segments_breakdown
+            from packing_lab.bench import segments_breakdown
             st.session_state[S.key("breakdown")] = segments_breakdown(
                 docs=fits, context=context, heads=heads, head_dim=64, repeats=repeats,
                 dataset=dataset, progress=update)

@@ -2,19 +2,15 @@
 losses weight documents."""
 import streamlit as st
 
-from app_pages._lab import choice, esc, figure, guard, lesson, number, page_settings, steps, text
-from packing_core import ZOO, InputError
-from packing_core.analysis import (
-    AVERAGING_RULES,
-    PRESETS,
-    dpo_pair_gradients,
-    pair_gradient,
-    parse_layout,
-    step_loss_weights,
-)
+from app_pages._layout import figure, guard, lesson, steps
+from app_pages._state import choice, number, page_settings, text
+from app_pages._text import esc
+from packing_core import InputError
 from packing_core.batch import LOSS_RULES
 from packing_core.data import parse_lengths
-from packing_core.viz import zoo_figures
+from packing_lab.advice import AVERAGING_RULES, PRESETS, dpo_pair_gradients, pair_gradient, parse_layout, step_loss_weights
+from packing_lab.viz import zoo_figures
+from packing_lab.zoo import ZOO
 
 OWN = "your own"   # the calculator's preset that leaves every setting to the learner
 S = page_settings("bug_zoo", rows=text("4 | 60 60", lambda raw: parse_lengths(raw.replace("|", " "))),
@@ -39,13 +35,13 @@ st.markdown(
 @st.cache_data(show_spinner="Reproducing the bug, broken and fixed (SmolLM2 entries take a few seconds)...",
                max_entries=32)
 def reproduce(name: str):
-    from packing_core.verify import reproduce_bug
+    from packing_lab.zoo import reproduce_bug
     return reproduce_bug(name)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def plant(name: str):
-    from packing_core.verify import plant_bug
+    from packing_lab.zoo import plant_bug
     return plant_bug(name)
 
 
@@ -113,7 +109,7 @@ with loss_step:
 
     @st.cache_data(show_spinner="Measuring the weights on the tiny model...", max_entries=32)
     def weights(rows: tuple[tuple[int, ...], ...]):
-        from packing_core import loss_lesson
+        from packing_lab.demos import loss_lesson
         return loss_lesson(rows)
 
 

@@ -3,7 +3,8 @@ import streamlit as st
 
 import packing_core as pc
 from app_pages import _content
-from app_pages._lab import Setting, choice, figure, guard, lesson, page_settings, steps
+from app_pages._layout import figure, guard, lesson, steps
+from app_pages._state import Setting, choice, page_settings
 from packing_core.attention import ATTENTION_READERS, KERNELS, known_families
 from packing_core.check import (
     BATCH_FILE_TYPES,
@@ -14,7 +15,7 @@ from packing_core.check import (
     save_snippet,
     summarize_checks,
 )
-from packing_core.viz import hf_batch_figure
+from packing_lab.viz import hf_batch_figure
 
 NONE = "(none: attention layers only)"
 MAX_PAGE_BATCHES = 32      # files one upload checks as a stream (the CLI takes a folder of any size)

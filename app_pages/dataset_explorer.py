@@ -7,28 +7,19 @@ sidebar switches back to a built-in dataset.
 """
 import streamlit as st
 
-from app_pages._lab import (
-    SHARED,
-    UPLOAD,
-    cached_figure,
-    choice,
+from app_pages._data import (
     current_lengths,
     dataset_label,
     dataset_purpose,
-    esc,
-    figure,
-    guard,
     length_summary,
-    lesson,
-    number,
     over_page_budget,
-    page_settings,
     recommendation,
-    sources,
-    steps,
     strategy_dataframe,
     strategy_table,
 )
+from app_pages._layout import cached_figure, figure, guard, lesson, steps
+from app_pages._state import SHARED, UPLOAD, choice, number, page_settings, sources
+from app_pages._text import esc
 from app_pages._your_data import (
     balance_of,
     cap_prices_of,
@@ -43,23 +34,20 @@ from packing_core.analysis import (
     MODEL_SHAPES,
     STREAM_SAMPLE,
     basis_note,
-    bounds_example,
     cap_sentence,
     describe_padding,
     headline,
-    longest_share,
     loss_masked,
     order_basis,
     order_effects,
     recommended_settings,
-    static_example,
     step_verdict,
     table_notes,
-    trained_positions,
 )
 from packing_core.data import PURPOSES
 from packing_core.packing import OVERLONG_POLICIES, TRL_WINDOW, PlanOptions
-from packing_core.viz import (
+from packing_lab.advice import bounds_example, longest_share, static_example, trained_positions
+from packing_lab.viz import (
     balance_figure,
     buffer_curve_figure,
     length_histogram_figure,

@@ -4,28 +4,13 @@ from contextlib import nullcontext
 import streamlit as st
 
 from app_pages import _content, _leakage_steps
-from app_pages._lab import (
-    Setting,
-    cached_figure,
-    choice,
-    esc,
-    figure,
-    fragment,
-    guard,
-    lesson,
-    lines,
-    model_status,
-    number,
-    page_settings,
-    plan,
-    progress,
-    scroll_here,
-    steps,
-    terms_help,
-    text,
-)
+from app_pages._data import model_status, plan
+from app_pages._layout import cached_figure, figure, guard, lesson, scroll_here, steps, terms_help
+from app_pages._links import fragment
+from app_pages._progress import progress
+from app_pages._state import Setting, choice, lines, number, page_settings, text
+from app_pages._text import esc
 from packing_core.attention import available_backends
-from packing_core.experiments import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS, TrainPair
 from packing_core.models import (
     DEFAULT_MODEL,
     DEFAULT_TEXTS,
@@ -47,7 +32,8 @@ from packing_core.verify import (
     drift_verdict,
     verify_model,
 )
-from packing_core.viz import logit_diff_figure, plan_strip
+from packing_lab.demos import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS, TrainPair
+from packing_lab.viz import logit_diff_figure, plan_strip
 
 MODELS = {s.name: s.label for s in model_specs()}   # the registry's models, in its order
 ANSWERS = ("They change", "They stay the same")
@@ -82,7 +68,7 @@ def load_smollm2(where) -> None:
     """Load SmolLM2 once per server, saying so in ``where``; the first load ever converts it, and says how long."""
     import time
 
-    from packing_core.experiments import smollm2_converted
+    from packing_lab.demos import smollm2_converted
 
     converting = not smollm2_converted()
     text = ("Converting SmolLM2 from its GGUF file to safetensors: the first load on this server, about 30 s "
@@ -258,7 +244,7 @@ with train_step:
                            help="Another seed draws other data and other starting weights.")
     neighbours = c2.radio("Neighbouring documents", list(NEIGHBOURS), format_func=NEIGHBOURS.get, horizontal=True,
                           **S.bind("neighbours"), help="how often a document follows one on its own topic")
-    from packing_core.experiments import cached_pair, train_estimate, train_pair
+    from packing_lab.demos import cached_pair, train_estimate, train_pair
 
     chosen, estimate = (int(seed), neighbours), train_estimate(int(seed), neighbours)
     pressed = c3.button("Train both", key=S.key("train"), type="primary", help=f"{estimate.about()}: {estimate.basis}")
@@ -268,7 +254,7 @@ with train_step:
                "setting trains nothing until you press it.")
     ran, pair = st.session_state.get(S.key("trained")), None
     if ran:
-        from packing_core.viz import DELTA_COLOURS, loss_curves_figure
+        from packing_lab.viz import DELTA_COLOURS, loss_curves_figure
 
         with guard(f"train the tiny model with seed {ran[0]}"):   # only the button trains; else the cache
             with progress(busy, estimate) if pressed and estimate.seconds else nullcontext() as update:

@@ -3,13 +3,15 @@ import numpy as np
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import choice, figure, guard, lesson, page_settings, steps, terms_help
+from app_pages._layout import figure, guard, lesson, steps, terms_help
+from app_pages._state import choice, page_settings
 from packing_core import PackedBatch, check_batch
-from packing_core.analysis import alone_vs_packed_attention
 from packing_core.attention import ATTENTION_READERS, packed_attention
 from packing_core.check import check_all_implementations
-from packing_core.verify import BREAKS, broken_batch, eval_loss_packed_vs_alone, loss_vs_answers, naive_targets
-from packing_core.viz import layout_figure, mask_figure, targets_figure
+from packing_core.verify import eval_loss_packed_vs_alone
+from packing_lab.advice import alone_vs_packed_attention
+from packing_lab.viz import layout_figure, mask_figure, targets_figure
+from packing_lab.zoo import BREAKS, broken_batch, loss_vs_answers, naive_targets
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
 PROMPT_BREAKS = ("prompts-in-the-loss", "prompts-cut-from-attention")

@@ -2,27 +2,18 @@
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import (
-    SHARED,
-    choice,
+from app_pages._data import (
     current_lengths,
     dataset_label,
-    esc,
-    figure,
-    guard,
-    lesson,
-    number,
     over_page_budget,
-    page_settings,
     plan,
-    steps,
-    stop,
     strategy_dataframe,
     strategy_table,
-    terms_help,
-    text,
     within_page_budget,
 )
+from app_pages._layout import figure, guard, lesson, steps, terms_help
+from app_pages._state import SHARED, choice, number, page_settings, text
+from app_pages._text import esc, stop
 from packing_core import STRATEGIES
 from packing_core.analysis import (
     CONVENTION_NOTE,
@@ -32,13 +23,13 @@ from packing_core.analysis import (
     end_to_end,
     outlier_lengths,
     plan_bound,
-    row_order,
     sample_lengths,
 )
 from packing_core.attention import DEFAULT_TILE
 from packing_core.data import parse_lengths
 from packing_core.packing import OVERLONG_POLICIES, STRATEGY_INFO
-from packing_core.viz import plan_strip, row_order_figure, strategy_figure
+from packing_lab.advice import row_order
+from packing_lab.viz import plan_strip, row_order_figure, strategy_figure
 
 WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24

@@ -7,23 +7,13 @@ while playing, so a paused or finished player costs the server nothing.
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import (
-    SHARED,
-    cached_figure,
-    choice,
-    current_lengths,
-    dataset_label,
-    esc,
-    figure,
-    guard,
-    lesson,
-    number,
-    page_settings,
-    plan,
-)
+from app_pages._data import current_lengths, dataset_label, plan
+from app_pages._layout import cached_figure, figure, guard, lesson
+from app_pages._state import SHARED, choice, number, page_settings
+from app_pages._text import esc
 from packing_core.analysis import sample_lengths
 from packing_core.packing import TRACE_STRATEGIES, plan_trace
-from packing_core.viz import trace_figure
+from packing_lab.viz import trace_figure
 
 PLAY_SECONDS = 0.8      # one placement per tick: a class can read each rule as it comes
 DRAW = 16               # documents in a random draw

@@ -3,23 +3,12 @@ import numpy as np
 import streamlit as st
 
 from app_pages import _content
-from app_pages._lab import (
-    figure,
-    guard,
-    length_summary,
-    lesson,
-    number,
-    page_settings,
-    plan,
-    scroll_here,
-    source_lengths,
-    steps,
-    stop,
-    strategy_table,
-    terms_help,
-)
-from packing_core.analysis import batch_cu_seqlens, compare_schedules, row_cu_seqlens
-from packing_core.viz import DELTA_COLOURS, bucket_loss_figure, plan_strip, schedule_figure, slot_use_figure
+from app_pages._data import length_summary, plan, source_lengths, strategy_table
+from app_pages._layout import figure, guard, lesson, scroll_here, steps, terms_help
+from app_pages._state import number, page_settings
+from app_pages._text import stop
+from packing_lab.advice import batch_cu_seqlens, compare_schedules, row_cu_seqlens
+from packing_lab.viz import DELTA_COLOURS, bucket_loss_figure, plan_strip, schedule_figure, slot_use_figure
 
 S = page_settings("why_packing", skip=False, rows_per_step=number(64, 1, 4096), warmup=number(500, 0, 100_000))
 
@@ -177,7 +166,7 @@ with trade:
 # ---------------------------------------------------------------- bucketing's visible symptom
 @st.cache_data(show_spinner="Training the tiny model twice (about 15 s on a busy CPU)...", max_entries=2)
 def bucket_demo(seed: int = 0):
-    from packing_core.experiments import bucket_loss_demo  # torch loads only when the demo runs
+    from packing_lab.demos import bucket_loss_demo
     return bucket_loss_demo(seed=seed)
 
 

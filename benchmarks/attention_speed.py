@@ -12,7 +12,7 @@ import json
 import sys
 
 from packing_core.attention import available_backends
-from packing_core.experiments import PACKED_BACKENDS, format_benchmark, format_breakdown, run_benchmark, segments_breakdown
+from packing_lab.bench import PACKED_BACKENDS, format_benchmark, format_breakdown, run_benchmark, segments_breakdown
 
 
 def main(argv=None) -> int:

@@ -31,7 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from packing_core.experiments import machine_info  # noqa: E402
+from packing_lab.bench import machine_info  # noqa: E402
 
 TIMEOUT_S = 300
 GOALS = {"train": 15.0, "drift": 10.0, "reveal": 5.0, "other": 2.0}
@@ -105,8 +105,7 @@ def clicks():
 
 
 def measure(repeats: int) -> dict:
-    from packing_core import warm
-    from packing_core.experiments import use_lab_threads
+    from packing_lab.demos import use_lab_threads, warm
 
     use_lab_threads()
     warm()                                   # the before-class step: quick when already done

@@ -64,8 +64,8 @@ import psutil
 from _server import CHROMIUM, chromium_path, run_finished, start_streamlit  # benchmarks/_server.py, beside this script
 from _st_client import ProtocolError, ProtocolSession  # benchmarks/_st_client.py, beside this script
 
-from packing_core.experiments import load_average, machine_info
 from packing_core.models import DEFAULT_MODEL, PRETRAINED, model_specs
+from packing_lab.bench import load_average, machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import packing_core as pc
 from packing_core.data import read_budget
-from packing_core.experiments import Machine, machine_info
+from packing_lab.bench import Machine, machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -37,7 +37,7 @@ from _server import start_streamlit
 from _st_client import ProtocolSession
 from concurrent_users import CHROMIUM, PeakRss, Session, bomb_files
 
-from packing_core.experiments import load_average, machine_info
+from packing_lab.bench import load_average, machine_info
 
 GOAL_CLICK_S = 2.0
 GOAL_SERVER_MIB = 2048
@@ -248,7 +248,7 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0 if out["all_pass"] else 1
-    from packing_core.experiments import Machine
+    from packing_lab.bench import Machine
 
     print(Machine.from_dict(out["machine"]).line())
     for when, c in out["clicks"].items():

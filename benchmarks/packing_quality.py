@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from packing_core.data import load_documents, load_lengths, synthetic_lengths
-from packing_core.experiments import machine_info
 from packing_core.models import PRETRAINED, load_tokenizer
 from packing_core.packing import bounds_from_counts, make_plan, optimal_from_counts, piece_histogram, plan_from_counts
+from packing_lab.bench import machine_info
 
 WIKIPEDIA = Path(__file__).resolve().parent / "data" / "wikipedia_512_hist.txt"
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from packing_core import STRATEGIES, LengthProfile, make_plan, plan_from_counts
 from packing_core.data import synthetic_lengths
-from packing_core.experiments import Machine, machine_info
+from packing_lab.bench import Machine, machine_info
 
 
 def _best_time(fn, repeats: int) -> float:

@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from streamlit.testing.v1 import AppTest  # noqa: E402  (after the offline settings)
 
-from packing_core.experiments import machine_info  # noqa: E402
+from packing_lab.bench import machine_info  # noqa: E402
 
 GOAL_S = 2.0
 TIMEOUT_S = 180  # a cold first render imports torch and transformers

@@ -45,8 +45,8 @@ import pyarrow.parquet as pq
 
 import packing_core as pc
 from packing_core.data import load_documents
-from packing_core.experiments import load_average, machine_info
 from packing_core.models import PRETRAINED, ByteLevelCounter
+from packing_lab.bench import load_average, machine_info
 
 BLOCK = 1_000_000     # documents per block of shards; larger sets link the same block again
 CHAT_GOAL = 2.0       # the chat scan's conversations/s against datasets.map(apply_chat_template, num_proc=2)

@@ -21,7 +21,7 @@ import numpy as np
 from transformers import DataCollatorWithFlattening
 
 from packing_core.check import check_stream, save_batch_file
-from packing_core.experiments import machine_info
+from packing_lab.bench import machine_info
 
 
 def write(folder: Path, n: int, seed: int = 0) -> None:

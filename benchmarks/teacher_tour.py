@@ -30,7 +30,7 @@ from pathlib import Path
 
 from _server import CHROMIUM, chromium_path, start_streamlit  # benchmarks/_server.py, beside this script
 
-from packing_core.experiments import machine_info
+from packing_lab.bench import machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = {"width": 1024, "height": 768}

@@ -21,9 +21,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from packing_core.experiments import machine_info
 from packing_core.models import load_pretrained
 from packing_core.verify import drift_pretrained, verify_pretrained
+from packing_lab.bench import machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXTS = ("My grandmother grew tomatoes, beans and squash in a small garden behind her house every summer.",

@@ -21,8 +21,8 @@ from pathlib import Path
 import psutil
 from _server import CHROMIUM, chromium_path, start_streamlit  # benchmarks/_server.py, beside this script
 
-from packing_core.experiments import machine_info
 from packing_core.packing import TRACE_STRATEGIES
+from packing_lab.bench import machine_info
 
 CHROMIUM = chromium_path() or CHROMIUM
 GOAL_MS_PER_PLACEMENT = 100.0

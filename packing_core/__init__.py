@@ -1,18 +1,18 @@
-"""Packing Lab's library: understand, measure and check sequence packing.
+"""Packing Lab's library: measure and check sequence packing where a trainer runs.
 
-The short public API is this module's ``__all__``, 26 names along the data flow; each
-subpackage has its own curated ``__all__`` (``from packing_core.viz import plan_strip``). Pages,
-benchmarks and scripts import only these packages, never a module file. Names load on first
-use, so ``from packing_core import make_plan`` costs numpy alone, and torch or transformers load
-only with the names that need them::
+The short public API is this module's ``__all__``, along the data flow; each subpackage has
+its own curated ``__all__`` (``from packing_core.attention import attend``). Names load on
+first use, so ``from packing_core import make_plan`` costs numpy alone, and torch or
+transformers load only with the names that need them::
 
     >>> from packing_core import make_plan
     >>> make_plan([120, 90, 300, 40, 55, 30, 210, 65], 512, "concat-cut").metrics().utilisation
     0.888671875
 
 The layers, each importing only from those before it (a test checks the graph):
-data -> packing -> batch -> attention -> check -> models -> verify -> integrations / analysis /
-experiments -> viz -> cli.
+data -> packing -> batch -> attention -> check -> models -> verify -> integrations / analysis -> cli.
+The lab (``packing_lab``: pages' helpers, demos, the bug zoo, figures) sits above the library and
+is never imported by it.
 """
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from .data.builtin import load_lengths
     from .data.profile import LengthProfile
     from .data.scan import scan
-    from .experiments.warm import warm
     from .integrations.hook import guard
     from .integrations.trainer import PackingCheckCallback
     from .models.registry import model_spec
@@ -38,19 +37,11 @@ if TYPE_CHECKING:
     from .packing.registry import STRATEGIES
     from .packing.strategies import make_plan
     from .verify.equivalence import VerifyReport
-    from .verify.loss_lesson import loss_lesson
     from .verify.run import verify_model
-    from .verify.zoo import ZOO
 
 __all__, _getattr, _dir = lazy_exports(__name__, __file__)
-# the subpackages, each with its own curated ``__all__``: ``from packing_core.viz import plan_strip``
-SUBPACKAGES = ("analysis", "attention", "batch", "check", "cli", "data", "experiments", "integrations", "models",
-               "packing", "verify", "viz")
-# Names that left the top level for their subpackage: still importable from here for one release, with a warning.
-MOVED = {"attend": "attention", "effective_attention": "attention", "segment_layout": "batch",
-         "profile_from_inputs": "data", "PlanMetrics": "packing", "compare": "packing",
-         "cu_seqlens_from_lengths": "packing", "reproduce_bug": "verify",
-         "verify_runner": "verify"}
+# the subpackages, each with its own curated ``__all__``: ``from packing_core.attention import attend``
+SUBPACKAGES = ("analysis", "attention", "batch", "check", "cli", "data", "integrations", "models", "packing", "verify")
 
 
 def __getattr__(name: str):
@@ -58,12 +49,6 @@ def __getattr__(name: str):
 
     if name in SUBPACKAGES:
         return importlib.import_module(f"packing_core.{name}")
-    if name in MOVED:
-        import warnings
-
-        warnings.warn(f"packing_core.{name} moved to packing_core.{MOVED[name]}: import it from there (the top-level "
-                      "name goes in the next release)", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(f"packing_core.{MOVED[name]}"), name)
     return _getattr(name)
 
 

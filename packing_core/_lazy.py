@@ -19,8 +19,7 @@ from __future__ import annotations
 import ast
 import importlib
 import sys
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -48,26 +47,11 @@ def export_table(package: str, file: str) -> dict[str, tuple[str, str]]:
     return table
 
 
-def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
-    """A ``DeprecationWarning`` that ``old`` is now ``new`` (kept for one release, then removed)."""
-    warnings.warn(f"{old} is renamed {new}; the old name goes in the next release", DeprecationWarning,
-                  stacklevel=stacklevel)
-
-
-def lazy_exports(package: str, file: str, *, renamed: Mapping[str, str] | None = None
-                 ) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
-    """``(__all__, __getattr__, __dir__)`` for the package ``package`` whose ``__init__`` is ``file``.
-
-    ``renamed`` maps an old public name to its new one: the old name still resolves, with a
-    ``DeprecationWarning``, but is not in ``__all__``.
-    """
+def lazy_exports(package: str, file: str) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
+    """``(__all__, __getattr__, __dir__)`` for the package ``package`` whose ``__init__`` is ``file``."""
     table = export_table(package, file)
-    renamed = dict(renamed or {})
 
     def __getattr__(name: str) -> object:
-        if name in renamed:
-            warn_renamed(f"{package}.{name}", f"{package}.{renamed[name]}")
-            return __getattr__(renamed[name])
         try:
             module, original = table[name]
         except KeyError:

@@ -9,7 +9,7 @@
 #      is installed) and flex_attention, and with the lab's varlen and flex backends;
 #   5. the fast kernels of hybrid models (causal-conv1d, mamba-ssm, flash-linear-attention, where
 #      installed): does each keep packed documents apart with the signal the families table says
-#      it reads (packing_core.verify.families_kernels)?
+#      it reads (tools.families_kernels)?
 # It needs python3 with a CUDA build of torch, numpy and pytest; nothing is installed or
 # downloaded. Results land in $OUT (default ./gpu-check): gpu.txt, tests.log, attention_<docs>.json,
 # verify.json, kernels.json, and the two files to read: gpu_check.json (everything) and README_table.md
@@ -72,7 +72,7 @@ for docs in $docs_list; do
 print(' '.join(b for b in ('varlen', 'flex', 'segments') if b in a(sys.argv[1])))" "$device")
   if timeout "$(left 150)" "$py" benchmarks/attention_speed.py --device "$device" --dtype bfloat16 \
       --docs "$docs" --repeats 5 --backends $backends --json > "$out/attention_$docs.json"; then
-    "$py" -c "import json, sys; from packing_core.experiments import format_benchmark; \
+    "$py" -c "import json, sys; from packing_lab.bench import format_benchmark; \
 print(format_benchmark(json.load(open(sys.argv[1]))))" "$out/attention_$docs.json"
   else
     status=1
@@ -117,7 +117,7 @@ PY
 echo "== fast kernels of hybrid models: the boundary signal each reads"
 timeout "$(left 90)" "$py" - "$device" "$out/kernels.json" <<'PY' || status=1
 import json, sys
-from packing_core.verify import check_kernels
+from tools.families_kernels import check_kernels
 rows = [c.to_dict() for c in check_kernels(sys.argv[1])]
 for r in rows:
     print(f"{r['kernel']} ({r['package']}, {r['signal']}): {r['status']}" + (f": {r['why']}" if r["why"] else ""))
@@ -128,7 +128,7 @@ PY
 # One JSON file and one README table from what the steps left.
 "$py" - "$out" "$status" "$SECONDS" <<'PY'
 import json, pathlib, sys
-from packing_core.experiments import BenchmarkResult
+from packing_lab.bench import BenchmarkResult
 out, status, seconds = pathlib.Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 tests = (out / "tests.log").read_text().strip().splitlines() if (out / "tests.log").exists() else []
 bench = {p.stem.split("_")[1]: json.loads(p.read_text()) for p in sorted(out.glob("attention_*.json"))}

@@ -1,4 +1,4 @@
-"""Type-check ``packing_core`` with mypy against a recorded baseline that may only shrink.
+"""Type-check ``packing_core``, ``packing_lab`` and ``tools`` with mypy against a recorded baseline that may only shrink.
 
     python scripts/typecheck.py            # exit 1 on any error beyond the baseline
     python scripts/typecheck.py --update   # after fixing errors: write the smaller baseline
@@ -33,7 +33,8 @@ def errors_per_file(output: str) -> Counter:
 
 
 def run_mypy() -> tuple[str, int]:
-    proc = subprocess.run([sys.executable, "-m", "mypy", "packing_core"], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "mypy", "packing_core", "packing_lab", "tools"], cwd=ROOT,
+                          capture_output=True, text=True)
     if proc.returncode not in (0, 1):   # 2: mypy itself failed (bad configuration, crash)
         sys.stderr.write(proc.stdout + proc.stderr)
         raise SystemExit(f"typecheck: mypy failed to run (exit {proc.returncode})")
@@ -43,10 +44,10 @@ def run_mypy() -> tuple[str, int]:
 def judge(now: Counter, base: Counter) -> list[str]:
     """One line per file beyond its baseline, or with any error in a subpackage held at zero.
 
-    >>> judge(Counter({"packing_core/viz/a.py": 2}), Counter({"packing_core/viz/a.py": 2}))
+    >>> judge(Counter({"packing_lab/viz/a.py": 2}), Counter({"packing_lab/viz/a.py": 2}))
     []
-    >>> judge(Counter({"packing_core/viz/a.py": 3}), Counter({"packing_core/viz/a.py": 2}))
-    ['packing_core/viz/a.py: 3 error(s), the baseline allows 2']
+    >>> judge(Counter({"packing_lab/viz/a.py": 3}), Counter({"packing_lab/viz/a.py": 2}))
+    ['packing_lab/viz/a.py: 3 error(s), the baseline allows 2']
     >>> judge(Counter({"packing_core/data/b.py": 1}), Counter({"packing_core/data/b.py": 1}))
     ['packing_core/data/b.py: 1 error(s) in a subpackage held at zero (packing_core/packing/, packing_core/data/)']
     """

@@ -513,3 +513,30 @@ def write(tmp_path, name: str, content: str | bytes):
     path = tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
     return path
+
+
+def python_lines(fn, *args, **kwargs) -> tuple[object, int]:
+    """``(fn(*args, **kwargs), the lines of Python it executed)``: a path check, not a clock.
+
+    A vectorised function runs a few hundred lines of Python however large its input (numpy does
+    the rest in C); one that loops in Python over n items runs at least n. The count does not
+    change with the machine's load, a time does. ``fn`` runs once untraced first: what a first call
+    pays once (an import, a regular expression compiled) is not what the input costs.
+    """
+    import sys
+
+    fn(*args, **kwargs)
+    lines = 0
+
+    def trace(frame, event, arg):
+        nonlocal lines
+        if event == "line":
+            lines += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        sys.settrace(None)
+    return result, lines

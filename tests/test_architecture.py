@@ -1,4 +1,5 @@
-"""The house rules of DESIGN.md, checked on the source: layers without cycles, one public API."""
+"""The house rules of DESIGN.md, checked on the source: two packages in one direction, layers without cycles,
+one public API."""
 import ast
 import importlib
 import re
@@ -10,14 +11,16 @@ import packing_core
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "packing_core"
+LAB = ROOT / "packing_lab"
 # DESIGN.md's data flow, left to right; a module may import only from its own layer or those before it.
-LAYERS = ["_lazy", "_validate", "_registry", "_settings", "data", "packing", "batch", "attention", "check", "models", "verify",
-          "integrations", "analysis", "experiments", "viz", "cli"]
+LAYERS = ["_lazy", "_validate", "_lengths", "_registry", "_settings", "data", "packing", "batch", "attention", "check",
+          "models", "verify", "integrations", "analysis", "cli"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
-RANK["experiments"] = RANK["analysis"]   # side by side: neither imports the other
-RANK["integrations"] = RANK["analysis"]
-RANK["viz"] = RANK["analysis"] + 1
-RANK["cli"] = RANK["viz"] + 1
+RANK["integrations"] = RANK["analysis"]   # side by side: neither imports the other
+RANK["cli"] = RANK["analysis"] + 1
+# the lab's own floors, above the whole library
+LAB_LAYERS = ["advice", "bench", "demos", "zoo", "viz", "cli"]
+LAB_RANK = {name: i for i, name in enumerate(LAB_LAYERS)}
 
 
 def module_name(path: Path) -> str:
@@ -53,11 +56,11 @@ def imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
             if node.args and isinstance(node.args[0], ast.Constant):
                 found.add(str(node.args[0].value))
-    return {m for m in found if m == "packing_core" or m.startswith("packing_core.")}
+    return {m for m in found if m.split(".")[0] in ("packing_core", "packing_lab", "tools", "app_pages")}
 
 
-def modules() -> dict[str, set[str]]:
-    mods = {module_name(p): imports_of(p) for p in PACKAGE.rglob("*.py")}
+def modules(*packages: Path) -> dict[str, set[str]]:
+    mods = {module_name(p): imports_of(p) for package in (packages or (PACKAGE,)) for p in package.rglob("*.py")}
     names = set(mods)
     # keep only edges to real modules (``from packing_core.data import readers`` names a module too)
     return {m: {d for d in deps if d in names and d != m} for m, deps in mods.items()}
@@ -90,8 +93,41 @@ def test_no_module_imports_from_a_layer_to_its_right():
     assert wrong == []
 
 
+def test_the_library_never_imports_the_lab_the_tools_or_the_pages():
+    """Two products, one direction: the lab imports the library, never the reverse (lazy imports included)."""
+    wrong = [f"{mod} imports {dep}" for mod, deps in modules().items() for dep in imports_of_any(mod)
+             if dep.split(".")[0] != "packing_core"]
+    assert wrong == []
+
+
+def imports_of_any(module: str) -> set[str]:
+    path = ROOT / Path(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    return imports_of(path)
+
+
+def test_the_lab_imports_its_own_floors_in_order():
+    wrong = []
+    for mod, deps in modules(LAB).items():
+        parts = mod.split(".")
+        if len(parts) < 2 or parts[1] in ("__init__", "__main__"):
+            continue
+        for dep in deps:
+            dparts = dep.split(".")
+            if dparts[0] != "packing_lab" or len(dparts) < 2:
+                continue
+            if LAB_RANK[dparts[1]] > LAB_RANK[parts[1]] or (dparts[1] != parts[1] and LAB_RANK[dparts[1]] == LAB_RANK[parts[1]]):
+                wrong.append(f"{mod} ({parts[1]}) imports {dep} ({dparts[1]})")
+    assert wrong == []
+
+
+def test_the_lab_layer_table_names_every_subpackage():
+    present = {p.name for p in LAB.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert present == set(LAB_LAYERS)
+
+
 def test_there_are_no_import_cycles():
-    graph = modules()
+    graph = modules(PACKAGE, LAB)
     state: dict[str, int] = {}
     cycles = []
 
@@ -113,8 +149,8 @@ def test_there_are_no_import_cycles():
 def test_the_graph_sees_lazy_and_import_module_imports(tmp_path):
     src = tmp_path / "packing_core" / "data" / "x.py"
     src.parent.mkdir(parents=True)
-    src.write_text("def f():\n    from packing_core.models import tiny\n    importlib.import_module('packing_core.viz')\n")
-    assert {"packing_core.models", "packing_core.models.tiny", "packing_core.viz"} <= {
+    src.write_text("def f():\n    from packing_core.models import tiny\n    importlib.import_module('packing_lab.viz')\n")
+    assert {"packing_core.models", "packing_core.models.tiny", "packing_lab.viz"} <= {
         d for d in _imports_in(src, tmp_path)}
 
 
@@ -130,27 +166,35 @@ def _imports_in(path, root):
 SUBPACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
 
 
+LIBRARY_PACKAGES = ["packing_core", *(f"packing_core.{s}" for s in SUBPACKAGES), "packing_core.data.sources"]
+
+
+def test_the_library_exports_at_most_150_names_each_with_one_meaning():
+    """Each subpackage exports what a user calls; a name exported twice (the top level and its subpackage) is one object."""
+    homes: dict[str, list] = {}
+    for name in LIBRARY_PACKAGES:
+        module = importlib.import_module(name)
+        for public in module.__all__:
+            homes.setdefault(public, []).append((name, getattr(module, public)))
+    assert len(homes) <= 150, f"{len(homes)} public names: cut each subpackage to what a user calls"
+    two = {n: [p for p, _ in h] for n, h in homes.items() if any(v is not h[0][1] for _, v in h[1:])}
+    assert two == {}, f"names that mean two things: {two}"
+
+
 def test_the_top_level_is_short():
     # DESIGN: about 25 names along the data flow; the rest live in their subpackage's list
     assert len(packing_core.__all__) <= 26, f"{len(packing_core.__all__)} top-level names: move some to a subpackage"
     assert set(packing_core.SUBPACKAGES) == set(SUBPACKAGES)
 
 
-def test_a_name_moved_off_the_top_level_still_imports_for_one_release_with_a_warning():
-    for name, sub in packing_core.MOVED.items():
-        assert name not in packing_core.__all__ and name in importlib.import_module(f"packing_core.{sub}").__all__
-        with pytest.warns(DeprecationWarning, match=f"packing_core.{name} moved to packing_core.{sub}"):
-            moved = getattr(packing_core, name)
-        assert moved is getattr(importlib.import_module(f"packing_core.{sub}"), name)
-
-
 MAX_MODULE_LINES = 400
 
 
-def test_every_library_module_is_at_most_400_lines():
+def test_every_module_of_the_library_the_lab_and_the_pages_is_at_most_400_lines():
     """DESIGN: a module that grows past about 400 lines splits along the data flow (data files are not modules)."""
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.rglob("*.py")}
-    assert len(sizes) > 90
+    files = [*PACKAGE.rglob("*.py"), *LAB.rglob("*.py"), *ROOT.glob("app_pages/*.py"), ROOT / "app.py"]
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in files}
+    assert len(sizes) > 120
     assert {p: n for p, n in sizes.items() if n > MAX_MODULE_LINES} == {}, "split along the data flow"
 
 
@@ -180,7 +224,7 @@ def test_every_package_names_its_api_once_and_every_name_resolves(package):
 
 def test_a_lazy_package_refuses_an_unknown_name():
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        packing_core.viz.nope  # noqa: B018
+        packing_core.attention.nope  # noqa: B018
 
 
 USERS = [*ROOT.glob("app.py"), *ROOT.glob("app_pages/*.py"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("scripts/*")]
@@ -190,10 +234,10 @@ def public_imports(path: Path) -> list[tuple[str, str]]:
     """``(package, name)`` a file takes from packing_core (Python parsed with ast; shell scripts by line)."""
     if path.suffix == ".py":
         return [(node.module, a.name) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("packing_core")
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("packing_core", "packing_lab"))
                 for a in node.names]
     found = []
-    for module, line in re.findall(r"from (packing_core[\w.]*) import ([^;\n]+)", path.read_text(encoding="utf-8")):
+    for module, line in re.findall(r"from (packing_(?:core|lab)[\w.]*) import ([^;\n]+)", path.read_text(encoding="utf-8")):
         found += [(module, n.split(" as ")[0].strip(" ()")) for n in line.split(",")]
     return [(m, n) for m, n in found if n]
 
@@ -201,9 +245,9 @@ def public_imports(path: Path) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("path", USERS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_pages_benchmarks_and_scripts_import_packages_never_module_files(path):
     text = path.read_text(encoding="utf-8")
-    packages = {"packing_core", *(f"packing_core.{s}" for s in SUBPACKAGES)}
+    packages = {"packing_core", *(f"packing_core.{s}" for s in SUBPACKAGES), *(f"packing_lab.{s}" for s in LAB_LAYERS)}
     wrong = [f"{m}.{n}" for m, n in public_imports(path) if m not in packages]
-    wrong += re.findall(r"import packing_core\.[\w.]+", text)
+    wrong += re.findall(r"import packing_(?:core|lab)\.[\w.]+", text)
     assert wrong == [], f"{path.name} reaches inside a package: {wrong}"
     not_public = [f"{m}.{n}" for m, n in public_imports(path)
                   if m in packages and n not in importlib.import_module(m).__all__]
@@ -227,14 +271,17 @@ def test_the_library_never_imports_streamlit():
 
 
 # ---------------------------------------------------------------- one meaning per name
-PACKAGES = sorted(".".join(("packing_core", *p.parent.relative_to(PACKAGE).parts))
-                  for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE)
+PACKAGES = sorted([".".join(("packing_core", *p.parent.relative_to(PACKAGE).parts))
+                   for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE]
+                  + [".".join(("packing_lab", *p.parent.relative_to(LAB).parts))
+                     for p in LAB.rglob("__init__.py") if p.parent != LAB])
 
 
 def test_no_two_packages_export_the_same_name():
     """A name means one thing: only a package and its own subpackage (which it re-exports) may share one."""
     exported = {name: set(importlib.import_module(name).__all__) for name in PACKAGES}
     assert len(exported) > 10 and "packing_core.data.sources" in exported
+    exported["packing_lab.cli"] -= {"main"}   # each command-line package's entry point is its ``main``
     shared = [f"{a} and {b}: {sorted(exported[a] & exported[b])}" for a in PACKAGES for b in PACKAGES
               if a < b and not b.startswith(a + ".") and exported[a] & exported[b]]
     assert shared == []
@@ -253,26 +300,8 @@ def test_segment_ids_is_only_the_segment_a_kernel_attends_within():
     homes = {PACKAGE / "attention" / "semantics.py", PACKAGE / "attention" / "sharing.py"}   # the reading, and what it reaches
     other = [f"{p.relative_to(PACKAGE)}:{n}: {line.strip()}" for p in sorted(PACKAGE.rglob("*.py")) if p not in homes
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-             if "segment_ids" in line and not re.search(r"def segment_ids\(self\)|warn_renamed\(", line)]
+             if "segment_ids" in line and not re.search(r"def segment_ids\(self\)", line)]
     assert other == []
-
-
-def test_renamed_public_names_still_resolve_with_a_deprecation_warning():
-    import packing_core.attention as attention
-    import packing_core.packing.items as items
-    import packing_core.verify as verify
-    from packing_core.packing import pieces
-
-    with pytest.warns(DeprecationWarning, match="ATTENTION_READERS"):
-        assert attention.READERS == attention.ATTENTION_READERS
-    assert "READERS" not in attention.__all__
-    for old, new in (("Items", "Pieces"), ("items_from_lengths", "pieces_from_lengths"),
-                     ("item_histogram", "piece_histogram")):
-        with pytest.warns(DeprecationWarning, match=new):
-            assert getattr(items, old) is getattr(pieces, new)
-    with pytest.warns(DeprecationWarning, match="key_mask"):
-        assert verify.PromptBlindBatch is packing_core.PackedBatch
-    assert "PromptBlindBatch" not in verify.__all__
 
 
 SCRIPTS = sorted(p for p in ROOT.glob("benchmarks/*.py") if not p.name.startswith("_"))

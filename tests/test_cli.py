@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from packing_core.cli import main
-from packing_core.packing import STRATEGIES
+from packing_core.packing.registry import DEFAULT_STRATEGIES, STRATEGIES
 from tests._support import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +29,8 @@ def test_report_json_has_one_object_per_strategy_with_the_worked_example_numbers
     report = json.loads(r.stdout)
     assert report["report_version"] == 2
     rows = {x["strategy"]: x for x in report["strategies"]}
-    assert list(rows) == list(STRATEGIES)          # every registered strategy, in the registry's order
+    assert list(rows) == list(DEFAULT_STRATEGIES)  # every strategy but those run on request, in the registry's order
+    assert "optimal" in STRATEGIES and "optimal" not in rows
     required = {"strategy", "rows", "slots", "real_tokens", "pad_tokens", "utilisation", "tokens_lost",
                 "docs_split", "attention_cost_padded", "attention_cost_packed", "bound", "bound_rows", "bounds"}
     assert required <= set(rows["pad"])
@@ -127,7 +128,7 @@ def test_text_column_lengths_follow_the_chosen_tokenizer(tmp_path):
     r = run("report", str(path), "--strategy", "pad", "--format", "json", "--tokenizer", "bytes")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["strategies"][0]["real_tokens"] == len(b"hello world") + len("café au lait".encode())
-    from packing_core.models import real_tokenizer
+    from packing_core.models.tokenizers import real_tokenizer
 
     tok = real_tokenizer()
     if tok is None:
@@ -154,7 +155,7 @@ def call(*argv) -> tuple[int, str, str]:
 
 def test_the_package_docstring_names_every_command_and_each_has_its_module():
     import packing_core.cli as cli
-    from packing_core.cli import COMMANDS, parser
+    from packing_core.cli.dispatch import COMMANDS, parser
 
     folder = ROOT / "packing_core" / "cli"
     modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "common", "dispatch"}
@@ -166,18 +167,10 @@ def test_the_package_docstring_names_every_command_and_each_has_its_module():
                                                     "balance": ["--ranks", "2"]}.get(c.NAME, [])]).command == c.NAME
 
 
-def test_balance_is_a_command_and_report_ranks_still_runs_it_with_one_deprecation_line():
-    args = ("--synthetic", "long-tailed", "--context", "2048", "--strategy", "next-fit", "--ranks", "4",
-            "--micro-batches", "2")
-    code, new, err = call("balance", *args)
-    assert code == 0 and err == "" and "over 4 ranks x 2 micro-batches" in new
-    code, old, err = call("report", *args)
-    assert code == 0 and old == new
-    assert err.count("\n") == 1 and err.startswith("warning: `report --ranks` is deprecated") and "balance" in err
 
 
 def test_too_few_rows_get_one_answer_in_the_cli_and_the_library_fitted_and_said_so():
-    from packing_core.packing import balance_rows
+    from packing_core.packing.balance import balance_rows
     from packing_core.packing.strategies import make_plan
 
     report = balance_rows(make_plan([100, 200, 300], 512, "bfd"), 8, 4, fit=True)
@@ -204,22 +197,27 @@ def test_report_file_checks_the_tokenizer_once(tmp_path, monkeypatch):
 
 
 def test_plain_report_and_report_file_write_one_table_with_the_same_columns(tmp_path):
-    from packing_core.analysis import COLUMNS
+    from packing_core.analysis.columns import COLUMNS
 
     path = tmp_path / "l.csv"
     path.write_text("length\n" + "\n".join(WORKED.split(",")) + "\n")
     _, plain, _ = call("report", "--lengths", WORKED)
     _, from_file, _ = call("report", str(path))
+    path.with_suffix(".json").write_text(json.dumps({"schema_version": 1, "kind": "lengths", "counts": {
+        str(n): WORKED.split(",").count(str(n)) for n in set(map(int, WORKED.split(",")))}}))
+    _, from_profile, _ = call("report", "--profile", str(path.with_suffix(".json")))
     header = lambda text: next(line.split() for line in text.splitlines() if line.startswith("strategy "))
     every = " ".join(c.text for c in COLUMNS if c.text).split()
-    assert header(plain) == [w for w in every if w not in ("basis", "trained/slot")]
-    assert header(from_file) == every
+    assert header(plain) == header(from_file) == header(from_profile) == every      # one pipeline, one table
     from packing_core.packing import STRATEGY_INFO
 
-    for text in (plain, from_file):                 # the same legend and one line per strategy in both
+    row = lambda text, name: next(line.split() for line in text.splitlines() if line.startswith(name + " "))
+    for text in (plain, from_file, from_profile):   # the same legend, one line per strategy, the same plans
         assert "L1 = tokens / context, rounded up,\nis reachable only by cutting documents" in text
         assert "fewest" not in text
-        assert all(f"  {name}: {STRATEGY_INFO[name]}" in text for name in STRATEGIES)
+        assert all(f"  {name}: {STRATEGY_INFO[name]}" in text for name in DEFAULT_STRATEGIES)
+        assert row(text, "bfd")[2:] == row(plain, "bfd")[2:] and row(text, "bfd")[1] in ("counts", "in")
+    assert row(plain, "next-fit")[1:3] == ["in", "order"]       # typed lengths: every plan in the order given
 
 
 def test_verify_takes_the_labs_backends_and_transformers_attention_each_in_its_own_flag():
@@ -231,11 +229,10 @@ def test_verify_takes_the_labs_backends_and_transformers_attention_each_in_its_o
     assert code == 0 and err == "" and json.loads(out)["backend"] == "dense"
 
 
-def test_verify_backend_with_a_transformers_name_still_runs_for_one_release_with_one_warning_line():
-    code, _, err = call("verify", "--model", "tiny-rope", "--backend", "sdpa")
-    lines = err.splitlines()
-    assert lines[0] == "warning: `--backend sdpa` is deprecated and goes in the next release; use `--attn-implementation sdpa`"
-    assert code == 2 and lines[1].startswith("error: tiny-rope is the lab's tiny model")   # then read as the new flag
+def test_verify_backend_with_a_transformers_name_is_one_line_naming_the_flag_it_belongs_to():
+    code, _, err = call("verify", "--model", "tiny-rope", "--backend", "flash_attention_2")
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("error: argument --backend:") and "pass --attn-implementation flash_attention_2" in err
 
 
 TEN_OF_300 = ",".join(["300"] * 10)
@@ -244,7 +241,7 @@ TEN_OF_300 = ",".join(["300"] * 10)
 @pytest.mark.parametrize("fmt", ["table", "json"])
 def test_report_names_the_bound_each_strategy_can_reach_and_never_calls_l1_the_fewest(fmt):
     # 3,000 tokens: ceil(3000 / 512) = 6 rows only if documents are cut; no two 300s share a row: 10 whole rows
-    code, out, err = call("report", "--lengths", TEN_OF_300, "--format", fmt)
+    code, out, err = call("report", "--lengths", TEN_OF_300, "--format", fmt, "--optimal")
     assert code == 0, err
     assert "fewest" not in out
     if fmt == "json":
@@ -282,4 +279,7 @@ def test_a_time_limit_reaches_optimal_and_a_tiny_one_still_returns_a_plan_with_i
                           "0.001", "--format", "json")
     assert code == 0, err
     cert = json.loads(out)["strategies"][0]["certificate"]
-    assert cert["seconds"] < 1.0 and cert["rows"] >= cert["bound"]["rows"]
+    assert cert["time_limit"] == 0.001 and cert["rows"] >= cert["bound"]["rows"]
+    assert cert["status"] == "optimal (proven)" if cert["gap_rows"] == 0 else cert["status"].startswith(
+        f"gap {cert['gap_rows']:,} row")
+    assert "seconds" not in cert         # the JSON is a function of the input: no timings in it

@@ -9,16 +9,11 @@ import pytest
 
 import packing_core as pc
 from packing_core.cli import main
-from packing_core.models import ModelSpec, register_model, tiny_model, unregister_model
-from packing_core.packing import (
-    PACKING_STRATEGIES,
-    Strategy,
-    compare_counts,
-    count_rows,
-    place,
-    register_strategy,
-    unregister_strategy,
-)
+from packing_core.models.registry import ModelSpec, register_model, unregister_model
+from packing_core.models.tiny import tiny_model
+from packing_core.packing import count_rows, place
+from packing_core.packing.from_counts import compare_counts
+from packing_core.packing.registry import PACKING_STRATEGIES, Strategy, register_strategy, unregister_strategy
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
@@ -163,7 +158,8 @@ def test_the_page_recipe_on_a_toy(tmp_path, monkeypatch):
     from app_pages import _content
 
     page = tmp_path / "toy_page.py"                                 # step 1: a thin page file
-    page.write_text("import streamlit as st\nfrom app_pages._lab import lesson, number, page_settings, steps\n"
+    page.write_text("import streamlit as st\nfrom app_pages._layout import lesson, steps\n"
+                    "from app_pages._state import number, page_settings\n"
                     "S = page_settings('toy_page', n=number(3, 1, 9))\nst.title('Toy page')\nlesson(__file__)\n"
                     "one, two = steps(__file__)\none.slider('n', 1, 9, **S.bind('n'))\ntwo.markdown('Step two.')\n",
                     encoding="utf-8")
@@ -201,7 +197,7 @@ class ToyLengths:                                                   # step 1: on
 def test_the_input_format_recipe_on_a_toy(tmp_path):
     import os
 
-    from packing_core.data import profile_from_inputs
+    from packing_core.data.intake import profile_from_inputs
     from packing_core.data.lengths import byte_tokenizer
     from packing_core.data.scan import scan
     from packing_core.data.sources import input_suffixes, open_source, register, unregister

@@ -67,8 +67,8 @@ def test_input_suffixes_follow_a_format_registered_after_import():
 
 
 def test_a_strategy_view_and_the_info_mapping_follow_the_registry():
-    from packing_core.packing import STRATEGIES, STRATEGY_INFO, Strategy, register_strategy, unregister_strategy
-    from packing_core.packing.registry import get_strategy
+    from packing_core.packing import STRATEGIES, STRATEGY_INFO
+    from packing_core.packing.registry import Strategy, get_strategy, register_strategy, unregister_strategy
 
     register_strategy(Strategy("toy-view", "A toy.", True, get_strategy("bfd").place, None))
     try:

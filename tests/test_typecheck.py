@@ -16,10 +16,10 @@ def _typecheck():
 
 def test_a_new_error_beyond_the_baseline_fails_and_an_old_one_does_not():
     tc = _typecheck()
-    output = "packing_core/viz/a.py:3: error: x  [attr-defined]\npacking_core/viz/a.py:7: error: y  [arg-type]\n"
+    output = "packing_lab/viz/a.py:3: error: x  [attr-defined]\npacking_lab/viz/a.py:7: error: y  [arg-type]\n"
     now = tc.errors_per_file(output)
-    assert tc.judge(now, Counter({"packing_core/viz/a.py": 2})) == []
-    assert tc.judge(now, Counter({"packing_core/viz/a.py": 1})) == ["packing_core/viz/a.py: 2 error(s), the baseline allows 1"]
+    assert tc.judge(now, Counter({"packing_lab/viz/a.py": 2})) == []
+    assert tc.judge(now, Counter({"packing_lab/viz/a.py": 1})) == ["packing_lab/viz/a.py: 2 error(s), the baseline allows 1"]
     assert tc.judge(now, Counter()) != []
 
 

@@ -8,67 +8,11 @@ from typing import TYPE_CHECKING
 from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .balance_report import (
-        ATTENTION_HEAVY,
-        StepBalance,
-        balance_verdict,
-        format_balance,
-        slowest_rank_cut,
-        step_balance,
-        step_verdict,
-    )
-    from .cheatsheet import CHEATSHEET_FINDINGS, Fact, cheatsheet_facts, cheatsheet_html, cheatsheet_markdown
-    from .columns import (
-        COLUMNS,
-        KEY_TITLES,
-        Column,
-        basis_note,
-        column_help,
-        format_strategy_table,
-        strategy_frame,
-        table_notes,
-    )
-    from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
-    from .costs import (
-        ATTENTION_KERNELS,
-        BOUND_LABELS,
-        CONVENTION,
-        CONVENTION_NOTE,
-        COST_FORMULA,
-        FULL,
-        HALVES,
-        AttentionKernel,
-        EndToEnd,
-        KernelCost,
-        attention_cells,
-        attention_share,
-        benchmark_bounds,
-        end_to_end,
-        halved_bound,
-        kernel_costs,
-        own_kernel,
-        plan_tiles,
-        tiled_cells,
-        training_flops,
-    )
-    from .footprints import KernelFootprint, kernel_footprints
-    from .isolation import AttentionCheck, alone_vs_packed_attention
-    from .longest import LongestShare, TrainedPositions, longest_share, trained_positions
-    from .loss_weights import (
-        AVERAGING_RULES,
-        PRESETS,
-        LossPreset,
-        LossWeights,
-        dpo_pair_gradients,
-        pair_gradient,
-        parse_layout,
-        step_loss_weights,
-    )
+    from .balance_report import step_balance, step_verdict
+    from .columns import KEY_TITLES, basis_note, column_help, strategy_frame, table_notes
+    from .costs import BOUND_LABELS, CONVENTION_NOTE, HALVES, attention_cells, benchmark_bounds, end_to_end, halved_bound
     from .profile_report import (
-        REPORT_VERSION,
-        Headline,
         describe_profile,
-        format_profile_report,
         headline,
         loss_masked,
         order_basis,
@@ -79,37 +23,11 @@ if TYPE_CHECKING:
         profile_sample,
         profile_stats,
         profile_table,
-        report_dict,
-        strategy_entry,
     )
-    from .quality import (
-        CAP_LADDER,
-        STREAM_SAMPLE,
-        OptimalGap,
-        StreamPrice,
-        bound_sentence,
-        bounds_example,
-        cap_sentence,
-        describe_bounds,
-        optimal_gap,
-        plan_bound,
-        static_example,
-        stream_price,
-        table_gap,
-    )
-    from .schedule import Schedule, ScheduleComparison, compare_schedules, epoch_schedule, lr_by_tokens
-    from .shapes import MODEL_SHAPES, ModelShape, llama_shape, model_shape
-    from .stats import Histogram, LengthStats, length_histogram, length_stats, outlier_lengths, sample_lengths
-    from .tables import (
-        StrategyRow,
-        attention_cost,
-        bimodality,
-        describe_padding,
-        first_run,
-        recommend,
-        recommended_settings,
-        strategy_table,
-    )
-    from .trainer_advice import FRAMEWORKS, TrainerSettings, settings_markdown, trainer_settings
+    from .quality import CAP_LADDER, STREAM_SAMPLE, cap_sentence, plan_bound, stream_price
+    from .shapes import MODEL_SHAPES
+    from .stats import length_histogram, length_stats, outlier_lengths, sample_lengths
+    from .tables import describe_padding, recommended_settings
+    from .trainer_advice import FRAMEWORKS
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -5,13 +5,7 @@ these sentences as they come; none of them is written twice.
 A lower bound answers one question. ⌈tokens / context⌉ (L1) is reachable only by cutting
 documents at row edges; plans that keep documents whole are measured against Martello and
 Toth's L2, or the column-generation LP bound once ``optimal`` has computed it
-(``packing.bounds``). The lab's example, computed:
-
->>> print(bounds_example())  # doctest: +NORMALIZE_WHITESPACE
-Ten documents of 300 tokens at context 512 hold 3,000 tokens: cut at row edges, they fill
-⌈3,000 / 512⌉ = 6 rows (L1). Kept whole, no two fit in one row (600 > 512), so every plan needs
-10 rows (L2), not 6. A strategy that keeps documents whole is measured against L2, or against
-the LP bound once optimal has computed it; only one that cuts documents (concat-cut) against L1.
+(``packing.bounds``; the lab's worked example is ``packing_lab.advice.bounds_example``).
 """
 from __future__ import annotations
 
@@ -20,15 +14,14 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from packing_core._validate import as_lengths, whole_number
-from packing_core.packing.bounds import Bounds, RowBound, bound_for, bounds_from_counts, bounds_from_lengths
+from packing_core.packing.bounds import Bounds, RowBound, bound_for, bounds_from_lengths
 from packing_core.packing.from_counts import CapPrice
-from packing_core.packing.plan import static_cu_seqlens
+from packing_core.packing.options import DEFAULT_TIME_LIMIT
 from packing_core.packing.registry import get_strategy
-from packing_core.packing.strategies import make_plan
-from packing_core.packing.stream import TRL_WINDOW, BufferCurve, buffer_curve, windowed_plan
+from packing_core.packing.stream import TRL_STRATEGY, TRL_WINDOW, BufferCurve, buffer_curve, windowed_plan
 
-__all__ = ["CAP_LADDER", "STREAM_SAMPLE", "OptimalGap", "StreamPrice", "bound_sentence", "bounds_example",
-           "cap_sentence", "describe_bounds", "optimal_gap", "plan_bound", "static_example", "stream_price", "table_gap"]
+__all__ = ["CAP_LADDER", "STREAM_SAMPLE", "OptimalGap", "StreamPrice", "bound_sentence",
+           "cap_sentence", "describe_bounds", "optimal_gap", "plan_bound", "stream_price", "table_gap"]
 
 STREAM_SAMPLE = 5_000         # documents the stream curve plans: a Python loop per document and buffer size
 CAP_LADDER = (1, 2, 4, 8, 16, 32, 64)
@@ -57,17 +50,6 @@ def describe_bounds(bounds: Bounds) -> str:
             f"L2 {bounds.l2.rows:,} (whole documents), {lp}")
 
 
-def bounds_example() -> str:
-    """Why whole documents are not measured against L1, on the lab's example: ten documents of 300
-    tokens at context 512 (the numbers computed by ``packing.bounds``, not typed)."""
-    length, documents, context = 300, 10, 512
-    b = bounds_from_counts({length: documents}, context)
-    tokens = length * documents
-    return (f"Ten documents of {length:,} tokens at context {context:,} hold {tokens:,} tokens: cut at row edges, "
-            f"they fill ⌈{tokens:,} / {context:,}⌉ = {b.l1.rows:,} rows (L1). Kept whole, no two fit in one row "
-            f"({2 * length:,} > {context:,}), so every plan needs {b.l2.rows:,} rows (L2), not {b.l1.rows:,}. A strategy "
-            "that keeps documents whole is measured against L2, or against the LP bound once optimal has computed "
-            "it; only one that cuts documents (concat-cut) against L1.")
 
 
 def plan_bound(plan) -> RowBound:
@@ -100,6 +82,8 @@ class OptimalGap:
     """How far a heuristic (bfd) is from the proven optimum, and how much of it ``optimal`` closed.
 
     ``bound`` is the certificate's: the best proven lower bound for whole documents (L2 or LP).
+    ``seconds`` is the time optimal took; the sentence and ``to_dict()`` name its budget instead
+    (``time_limit``), so that they are a function of the input.
     """
 
     strategy: str
@@ -109,6 +93,7 @@ class OptimalGap:
     seconds: float
     method: str
     note: str = ""
+    time_limit: float = DEFAULT_TIME_LIMIT
 
     @property
     def gap_rows(self) -> int:
@@ -129,18 +114,18 @@ class OptimalGap:
         if self.gap_rows <= 0:
             return f"{s} is already optimal: its {self.rows:,} rows meet the proven lower bound ({b.name} {b.rows:,})."
         head = f"{s} is {_rows(self.gap_rows)} ({_share(self.gap_share)}) above the proven "
+        within = f"within its {self.time_limit:g} s budget"
         if self.left_rows <= 0:
-            text = (head + f"optimum ({b.rows:,} rows, the {b.name} bound); optimal reaches it in "
-                    f"{self.seconds:.1f} s.")
+            text = head + f"optimum ({b.rows:,} rows, the {b.name} bound); optimal reaches it {within}."
         elif self.optimal_rows >= self.rows:
-            text = head + f"lower bound ({b.name} {b.rows:,}); optimal found no better plan in {self.seconds:.1f} s."
+            text = head + f"lower bound ({b.name} {b.rows:,}); optimal found no better plan {within}."
         else:
-            text = (head + f"lower bound ({b.name} {b.rows:,}); optimal closes all but {_rows(self.left_rows)} in "
-                    f"{self.seconds:.1f} s.")
+            text = head + f"lower bound ({b.name} {b.rows:,}); optimal closes all but {_rows(self.left_rows)} {within}."
         return text[:-1] + f" ({self.note})." if self.note and self.left_rows > 0 else text
 
     def to_dict(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every field but ``seconds``: the same input gives the same dict."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "seconds"}
         return {**d, "bound": self.bound.to_dict(), "gap_rows": self.gap_rows, "gap_share": self.gap_share,
                 "left_rows": self.left_rows, "sentence": self.sentence}
 
@@ -150,11 +135,12 @@ def optimal_gap(rows: int, certificate, strategy: str = "bfd") -> OptimalGap:
 
     >>> from packing_core.packing import optimal_from_counts
     >>> cert = optimal_from_counts({300: 10, 200: 10, 250: 2}, 512).certificate
-    >>> optimal_gap(12, cert).sentence   # doctest: +ELLIPSIS
-    'bfd is 1 row (9.09%) above the proven optimum (11 rows, the L2 bound); optimal reaches it in ...'
+    >>> optimal_gap(12, cert).sentence
+    'bfd is 1 row (9.09%) above the proven optimum (11 rows, the L2 bound); optimal reaches it within its 5 s budget.'
     """
     return OptimalGap(strategy, int(rows), certificate.bound, int(certificate.rows), float(certificate.seconds),
-                      certificate.method, certificate.note)
+                      certificate.method, certificate.note,
+                      float(getattr(certificate, "time_limit", DEFAULT_TIME_LIMIT)))
 
 
 def table_gap(rows, strategy: str = "bfd") -> OptimalGap | None:
@@ -189,6 +175,8 @@ class StreamPrice:
 
     The curve and the window are planned on ``documents`` of the corpus's ``corpus_documents``, the
     first ones in ``order`` (a stream is read in order); ``whole_utilisation`` is bfd over every document.
+    ``overlong`` is the policy for documents longer than the context: it decides which of TRL's
+    strategies the window models (``packing.TRL_STRATEGY``), and the sentence names it.
     """
 
     curve: BufferCurve
@@ -199,6 +187,18 @@ class StreamPrice:
     corpus_documents: int
     order: str
     whole_utilisation: float
+    overlong: str = "split"
+
+    @property
+    def trl(self) -> str:
+        """What the window is in TRL's words: its ``pack_dataset`` strategy for this over-long policy."""
+        window = f"bfd inside each batch of {self.window:,} documents"
+        name = TRL_STRATEGY.get(self.overlong)
+        if name == "bfd":
+            return f"TRL's `bfd`, its default ({window}, documents longer than the context truncated),"
+        if name is not None:
+            return f"TRL's `{name}` ({window}, documents longer than the context cut into pieces),"
+        return f"TRL's window ({window}) with documents longer than the context dropped, which no TRL strategy does,"
 
     @property
     def basis(self) -> str:
@@ -220,8 +220,8 @@ class StreamPrice:
         return (f"On {self.basis}: the stream packer fills " + ", ".join(parts)
                 + f"{',' if parts else ''} and with the whole set in its buffer {c.utilisation[-1]:.1%} of its slots "
                 f"(bfd over the same documents: {c.whole_utilisation:.1%}; over the whole corpus: "
-                f"{self.whole_utilisation:.1%}). TRL's default window, bfd inside each batch of {self.window:,} "
-                f"documents, fills {self.window_utilisation:.1%}.")
+                f"{self.whole_utilisation:.1%}). {self.trl} fills "
+                f"{self.window_utilisation:.1%}.")
 
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -250,22 +250,6 @@ def stream_price(lengths, context: int, *, overlong: str = "split", sample: int 
         whole_utilisation = curve.whole_utilisation if len(part) == len(lengths) else buffer_curve(
             lengths, context, (1,), overlong=overlong).whole_utilisation
     return StreamPrice(curve, int(window), w.rows, w.utilisation, len(part), len(lengths), order,
-                       float(whole_utilisation))
+                       float(whole_utilisation), overlong)
 
 
-def static_example(lengths=(5, 3, 4), context: int = 8, cap: int = 3) -> str:
-    """Static shapes on a tiny batch, computed by ``packing.static_cu_seqlens``.
-
-    >>> print(static_example())  # doctest: +NORMALIZE_WHITESPACE
-    documents of 5, 3 and 4 tokens at context 8, at most 3 a row: bfd makes rows [5 3] [4]; cu_seqlens padded
-    to 2 x 3 + 1 = 7 entries: [0, 5, 8, 12, 12, 12, 12] (3 zero-length documents), max_seqlen fixed to 8
-    """
-    plan = make_plan(list(lengths), context, "bfd", max_docs_per_row=cap)
-    cu = static_cu_seqlens(plan, cap).tolist()
-    rows = " ".join("[" + " ".join(str(int(x)) for x in plan.piece_len[plan.row_pieces(r)]) + "]"
-                    for r in range(plan.n_rows))
-    listed = ", ".join(map(str, lengths[:-1])) + f" and {lengths[-1]}"
-    empty = len(cu) - 1 - len(plan.piece_len)
-    return (f"documents of {listed} tokens at context {context}, at most {cap} a row: bfd makes rows {rows}; "
-            f"cu_seqlens padded to {plan.n_rows} x {cap} + 1 = {len(cu)} entries: {cu} ({empty} zero-length "
-            f"documents), max_seqlen fixed to {context}")

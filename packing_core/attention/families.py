@@ -13,7 +13,7 @@ Gated DeltaNet, RWKV, RG-LRU). Each reads its own **boundary signal**, or none:
   reference torch code refuses them (``integrations.hub_kernels.use_kernel_func_from_hub_with_fallback``
   raises "can't keep packed sequences apart") or never receives them, and then leaks.
 
-The table (``families_table.json``, written by ``python -m packing_core.verify.families_table --write``)
+The table (``families_table.json``, written by ``python -m tools.families_table --write``)
 holds, for every causal-LM family of the installed transformers that builds tiny on a CPU, its
 mixers (class or kernel function, the code that calls it, the signals that reach it) and the
 measured outcome per **setup** (which signals the packed batch carries, ``SETUPS``) and layer kind:
@@ -220,7 +220,7 @@ def _parse_cell(cell: str, errors) -> Outcome:
 FAMILY_FIELDS = ("causal_lm", "modeling", "attn_implementation", "aliases", "mask_call", "mask_sees_resets",
                  "not_built")
 MIXER_FIELDS = ("model_type", "kind", "name", "called_from", "kernel", "receives")
-TABLE_FILE = Path(__file__).with_name("families_table.json")   # data, written by verify.families_table --write
+TABLE_FILE = Path(__file__).with_name("families_table.json")   # data, written by tools.families_table --write
 
 
 @cache
@@ -229,7 +229,7 @@ def _stored() -> dict:
     if tuple(data["setups"]) != SETUPS or tuple(data["family_fields"]) != FAMILY_FIELDS \
             or tuple(data["mixer_fields"]) != MIXER_FIELDS:
         raise RuntimeError(f"{TABLE_FILE.name} was written for other setups or fields: rewrite it with "
-                           "python -m packing_core.verify.families_table --write")
+                           "python -m tools.families_table --write")
     return data
 
 

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from packing_core._lazy import warn_renamed
 from packing_core._validate import InputError
 from packing_core.attention.masks import allowed
 from packing_core.attention.releases import ReaderRules, release_rules
@@ -62,12 +61,6 @@ TRAINER_READERS = ("megatron", "olmo_core")                          # trainers 
 # everything that can read a batch's attention tensors: transformers' implementations, the lab's backends, trainers
 ATTENTION_READERS = IMPLEMENTATIONS + BACKEND_READERS + TRAINER_READERS
 
-
-def __getattr__(name: str):
-    if name == "READERS":   # the old name, kept one release; data.sources.READERS are file readers
-        warn_renamed("packing_core.attention.semantics.READERS", "ATTENTION_READERS")
-        return ATTENTION_READERS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 FLASH = ("flash_attention_2", "flash_attention_3")

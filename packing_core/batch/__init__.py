@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from packing_core._validate import Mask, Positions
 
-    from .loss import LOSS_RULES, document_weights, reduce_loss, token_weights
-    from .packed import IGNORE_INDEX, FlatBatch, PackedBatch, SegmentLayout, segment_layout
+    from .loss import LOSS_RULES
+    from .packed import IGNORE_INDEX, FlatBatch, segment_layout
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from packing_core._lazy import warn_renamed
 from packing_core._validate import POSITIONS, InputError, as_lengths, choice
 from packing_core.packing.plan import Plan, cu_seqlens_from_lengths, static_cu_seqlens
 from packing_core.packing.strategies import make_plan
@@ -30,12 +29,6 @@ class SegmentLayout:
     document_ids: np.ndarray  # int64 [T]: index of the document each token belongs to
     position_ids: np.ndarray  # int64 [T]: 0 at each document start (or 0..T-1 if continuous)
     cu_seqlens: np.ndarray    # int32 [n + 1]: document boundary offsets, starting at 0
-
-    @property
-    def segment_ids(self) -> np.ndarray:
-        """Deprecated name of :attr:`document_ids`."""
-        warn_renamed("SegmentLayout.segment_ids", "SegmentLayout.document_ids")
-        return self.document_ids
 
 
 def segment_layout(lengths, positions: str = "reset") -> SegmentLayout:
@@ -121,24 +114,12 @@ class PackedBatch:
         """Per row, int64 ``[pieces_in_row + 1]``: where its pieces start inside the row (``Plan.row_piece_offsets``)."""
         return self.plan.row_piece_offsets()
 
-    @property
-    def segment_ids(self) -> "torch.Tensor":
-        """Deprecated name of :attr:`piece_ids`."""
-        warn_renamed("PackedBatch.segment_ids", "PackedBatch.piece_ids")
-        return self.piece_ids
-
     def __getattr__(self, name: str):
         if name == "dense_mask":   # removed: the batch layer sits below attention, where the mask rule lives
             raise AttributeError("PackedBatch.dense_mask is gone; the mask rule lives in packing_core.attention: "
                                  "allowed(batch.piece_ids[row]) draws the batch's own pieces, "
                                  "packed_attention(batch, 'varlen').allowed(row) what a kernel reads")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    @property
-    def doc_cu_seqlens(self) -> tuple:
-        """Deprecated: :attr:`row_piece_offsets`, as int32 tensors (they count pieces, not documents)."""
-        warn_renamed("PackedBatch.doc_cu_seqlens", "PackedBatch.row_piece_offsets")
-        return tuple(torch.from_numpy(o.astype(np.int32)) for o in self.row_piece_offsets)
 
     @staticmethod
     def from_documents(

@@ -8,23 +8,9 @@ from typing import TYPE_CHECKING
 from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .batch import check_all_implementations, check_batch, check_hf_batch, kernel_mask
-    from .evidence import TokenizerFacts, tokenizer_facts
-    from .files import (
-        BATCH_FILE_TYPES,
-        PICKLE_SUFFIXES,
-        SAVE_HINT,
-        load_batch_bytes,
-        load_batch_file,
-        save_batch_file,
-        save_error_hint,
-        save_snippet,
-    )
-    from .inputs import batch_tensors
-    from .mixers import KERNEL_MODULES, SCOPE_NOTE, batch_signals, installed_kernels, model_family
-    from .result import BatchCheck
-    from .rules import RULES, SEVERITIES, Finding, Rule
-    from .stream import BatchStats, StreamSummary, check_stream, stream_files, summarize_checks
-    from .trainers import TRAINERS, batch_trainer
+    from .batch import check_all_implementations, check_batch, check_hf_batch
+    from .files import BATCH_FILE_TYPES, PICKLE_SUFFIXES, load_batch_bytes, load_batch_file, save_batch_file, save_snippet
+    from .mixers import SCOPE_NOTE
+    from .stream import check_stream, summarize_checks
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -27,7 +27,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from packing_core._lazy import warn_renamed
 from packing_core._validate import InputError
 from packing_core.attention.documents import Evidence, IntendedDocuments
 from packing_core.attention.releases import ReaderRules, not_measured_line, release_rules
@@ -38,7 +37,6 @@ from packing_core.attention.semantics import (
     TRAINER_READERS,
     EffectiveAttention,
     effective_attention,
-    packed_attention,
 )
 from packing_core.attention.sharing import future_reads, reached, shared_attention, skipped_tokens, unreadable_queries
 from packing_core.attention.tensors import BatchTensors
@@ -341,9 +339,3 @@ def check_all_implementations(batch: Mapping | PackedBatch, implementations=IMPL
     return tuple(_checked(static, read[n], allow_cross_document=allow_cross_document, others=others if compare
                           else None, model_type=model_type, kernels=kernels, rules=rules) for n in names)
 
-
-def kernel_mask(batch: PackedBatch, attn_implementation: str, row: int) -> np.ndarray:
-    """Deprecated: ``packing_core.attention.packed_attention(batch, attn_implementation).allowed(row)``."""
-    warn_renamed("packing_core.check.kernel_mask(batch, impl, row)",
-                 "packing_core.attention.packed_attention(batch, impl).allowed(row)")
-    return packed_attention(batch, attn_implementation).allowed(row)

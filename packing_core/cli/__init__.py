@@ -1,12 +1,12 @@
-"""Command line: ``python -m packing_core COMMAND``, one module per command in this package.
+"""Command line: ``packing-lab COMMAND`` (or ``python -m packing_core COMMAND``), one module per command here.
+
+The lab adds its own commands (``zoo``, ``warm``) in ``packing_lab.cli``; ``packing-lab`` runs them all.
 
     report    utilisation and cost of every padding and packing strategy            report.py
     balance   a strategy's rows over data-parallel ranks and micro-batches           balance.py
     scan      files, folders or globs of shards into a length profile (JSON)         scan.py
     check     a trainer's batch file, for the attention that will read it            check.py
     verify    documents alone and packed on a model: did packing change the logits?  verify.py
-    zoo       bugs reported in real projects, reproduced live; faults planted        zoo.py
-    warm      before class: convert SmolLM2, train the demo pair, fill the caches    warm.py
 
 ``common.py`` holds what they share (the parser, bounded whole numbers, the data arguments of
 ``report`` and ``balance``, escaping); ``dispatch.py`` builds the parser from ``COMMANDS`` and
@@ -24,20 +24,17 @@ runs ``main``. A command module has ``NAME``, ``HELP``, ``add_arguments(parser)`
     python -m packing_core check batch.safetensors --model smollm2
     python -m packing_core verify --model tiny-rope --mask off
     python -m packing_core verify --model smollm2 --attn-implementation sdpa --use-cache
-    python -m packing_core zoo --run all
-    python -m packing_core warm        # before class: convert SmolLM2, train the demo, fill the caches
 
 Bad input prints one line, ``error: ...``, to stderr and exits 2; an unexpected exception is a bug of the lab:
 its traceback and one line saying so go to stderr, exit 3. ``verify`` exits 0 when packing changed nothing
 within tolerance, 1 when it did. ``check`` exits 1 on an error finding (on a warning too with ``--strict``),
-or when ``--model`` shows a leak. A deprecated spelling (``report --ranks``, ``verify --backend sdpa``)
-still runs for one release and says so in one line on stderr.
+or when ``--model`` shows a leak.
 """
 from typing import TYPE_CHECKING
 
 from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .dispatch import COMMANDS, main, parser
+    from .dispatch import main
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

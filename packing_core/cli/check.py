@@ -74,7 +74,7 @@ def special_ids(args):
             spec = None      # a model folder without a tokenizer: no EOS evidence (say --eos-id to give one)
     if not spec or args.eos_id:
         return eos, None
-    from packing_core.check import tokenizer_facts
+    from packing_core.check.evidence import tokenizer_facts
     from packing_core.models.tokenizers import load_tokenizer
 
     facts = tokenizer_facts(load_tokenizer(spec), spec)
@@ -99,7 +99,7 @@ def list_model_types(out) -> int:
 
 def model_type_of(args) -> str | None:
     """--model-type, or the model_type of --model's config.json (a folder); one line if they disagree."""
-    from packing_core.check import model_family
+    from packing_core.check.mixers import model_family
     from packing_core.models.folders import config_model_type
 
     given = args.model_type
@@ -113,7 +113,8 @@ def model_type_of(args) -> str | None:
 
 def run_model(model, check, args, model_type):
     """``(run verdict, causality, skipped)``: the batch run as given and the causality check, or why not here."""
-    from packing_core.verify import causality_of_batch, run_hf_batch
+    from packing_core.verify import run_hf_batch
+    from packing_core.verify.causality import causality_of_batch
 
     refused = next((f for f in check.errors if f.name == "model_refuses_batch"), None)
     if refused is not None:
@@ -153,8 +154,8 @@ def run(args, out, err) -> int:
     model_type = model_type_of(args)
     model = None
     if args.model is not None and not is_model_path(args.model):      # a registered model: its config names it
-        from packing_core.check import model_family
-        from packing_core.verify import load_causal_lm
+        from packing_core.check.mixers import model_family
+        from packing_core.verify.run import load_causal_lm
 
         model, _ = load_causal_lm(args.model, attn_implementation=built_with(args))
         model_type = model_type or model_family(model.config.model_type).model_type
@@ -182,12 +183,12 @@ def run(args, out, err) -> int:
     skipped = ""
     if args.model is not None:
         if model is None:
-            from packing_core.verify import load_causal_lm
+            from packing_core.verify.run import load_causal_lm
 
             model, _ = load_causal_lm(args.model, attn_implementation=built_with(args))
         verdict, causal, skipped = run_model(model, checks[0], args, model_type)
         if verdict is not None:
-            from packing_core.verify import reconcile
+            from packing_core.verify.batch_run import reconcile
 
             reconciled = reconcile(checks[0], verdict, strict=args.strict)
     if args.format == "json":

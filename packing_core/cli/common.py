@@ -78,9 +78,6 @@ def dump_json(value, out) -> None:
     out.write("\n")
 
 
-def deprecated(err, old: str, new: str) -> None:
-    """One line on stderr: an old spelling still runs for one release."""
-    err.write(f"warning: {old} is deprecated and goes in the next release; use {new}\n")
 
 
 def add_data_arguments(p: argparse.ArgumentParser, *, strategy: str) -> None:
@@ -143,7 +140,8 @@ def load_lengths(args):
 
 def load_profile(args):
     """``--profile`` or FILE (files, folders, globs or a profile) as a LengthProfile: how every input is planned."""
-    from packing_core.data import LengthProfile, profile_from_inputs
+    from packing_core.data.intake import profile_from_inputs
+    from packing_core.data.profile import LengthProfile
 
     if args.profile is not None:
         return LengthProfile.load(args.profile)

@@ -4,7 +4,11 @@ Only the command being run declares its arguments, so starting the CLI costs wha
 imports (``report`` never loads torch to describe ``verify``'s backends).
 
 >>> [c.NAME for c in COMMANDS]
-['report', 'balance', 'scan', 'check', 'verify', 'zoo', 'warm']
+['report', 'balance', 'scan', 'check', 'verify']
+
+The lab's own commands (``zoo``, ``warm``) live in ``packing_lab.cli``, which extends ``COMMANDS``:
+``packing-lab`` (or ``python -m packing_lab``) runs every command, ``python -m packing_core`` the
+library's; asked here for one of the lab's, it says where that command lives.
 """
 from __future__ import annotations
 
@@ -16,27 +20,29 @@ import packing_core.cli.check as check
 import packing_core.cli.report as report
 import packing_core.cli.scan as scan
 import packing_core.cli.verify as verify
-import packing_core.cli.warm as warm
-import packing_core.cli.zoo as zoo
 from packing_core._validate import LIMIT_ERRORS, InputError
 from packing_core.cli.common import EXIT_BAD_INPUT, EXIT_BUG, Parser, error_line, quiet_libraries
 from packing_core.models.registry import model_names
 
-COMMANDS = (report, balance, scan, check, verify, zoo, warm)
+COMMANDS = (report, balance, scan, check, verify)
+# commands of the lab package (``packing_lab.cli``), named here only to say where they live
+LAB_COMMANDS = ("zoo", "warm")
+PROG = "python -m packing_core"
 
 
-def parser(command: str | None = None) -> Parser:
+def parser(command: str | None = None, commands=COMMANDS, prog: str = PROG) -> Parser:
     """The CLI's parser; given ``command``, only that command declares its arguments (the others just their help)."""
-    p = Parser(prog="python -m packing_core", description="Packing Lab: measure and check sequence packing.")
+    p = Parser(prog=prog, description="Packing Lab: measure and check sequence packing.")
     sub = p.add_subparsers(dest="command", required=True)
-    for c in COMMANDS:
+    for c in commands:
         s = sub.add_parser(c.NAME, help=c.HELP, description=(c.__doc__ or "").split("\n\n")[0])
         if command is None or command == c.NAME:
             c.add_arguments(s)
     return p
 
 
-def main(argv=None, out=None, err=None) -> int:
+def main(argv=None, out=None, err=None, *, commands=COMMANDS, prog: str = PROG) -> int:
+    """Run one command of ``commands`` (the library's by default); the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -44,10 +50,14 @@ def main(argv=None, out=None, err=None) -> int:
         if LIMIT_ERRORS:   # a PACKING_LAB_MAX_* setting that is not a number: said before any work
             raise InputError(LIMIT_ERRORS[0])
         command = next((a for a in argv if not a.startswith("-")), None)
-        args = parser(command if command in {c.NAME for c in COMMANDS} else None).parse_args(argv)
+        names = {c.NAME for c in commands}
+        if command in LAB_COMMANDS and command not in names:
+            raise InputError(f"{command!r} is a command of the lab, not of the library: run `packing-lab {command}` "
+                             f"(or `python -m packing_lab {command}`)")
+        args = parser(command if command in names else None, commands, prog).parse_args(argv)
         if args.command in ("verify", "check") and args.model not in (None, *model_names(tokenizer=False)):
             quiet_libraries()   # a real model loads through transformers
-        return next(c for c in COMMANDS if c.NAME == args.command).run(args, out, err)
+        return next(c for c in commands if c.NAME == args.command).run(args, out, err)
     except InputError as e:
         err.write(f"error: {error_line(e)}\n")
         return EXIT_BAD_INPUT

@@ -29,9 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args, out, err) -> int:
-    from packing_core.data import find_shards
     from packing_core.data.files import check_output
     from packing_core.data.scan import scan
+    from packing_core.data.sources import find_shards
 
     check_tokenizer(args.tokenizer)
     # before an hour of scanning: never an input (every file a glob or a folder names), a device or a folder

@@ -10,11 +10,23 @@ from __future__ import annotations
 import argparse
 
 from packing_core._validate import InputError
-from packing_core.cli.common import deprecated, dump_json, vet_model
+from packing_core.cli.common import dump_json, vet_model
 from packing_core.models.registry import DEFAULT_MODEL, PRETRAINED, model_names
 
 NAME = "verify"
 HELP = "run documents alone and packed, and compare the logits; then check causality (a later token changed)"
+
+
+def _backend(name: str) -> str:
+    """An argparse type: one of the lab's backends; transformers' own attention goes to --attn-implementation."""
+    from packing_core.attention import BACKENDS, IMPLEMENTATIONS
+
+    if name in BACKENDS:
+        return name
+    if name in IMPLEMENTATIONS:
+        raise argparse.ArgumentTypeError(f"it takes the lab's own attention ({', '.join(BACKENDS)}); {name!r} is "
+                                         f"transformers' own: pass --attn-implementation {name}")
+    raise argparse.ArgumentTypeError(f"{name[:40]!r} is not one of the lab's backends: choose one of {', '.join(BACKENDS)}")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"{', '.join(model_names())}, or the path of a local HF causal-LM folder (safetensors)")
     p.add_argument("--mask", default="on", choices=("on", "off"), help="block-diagonal mask on, or one causal triangle")
     p.add_argument("--positions", default="reset", choices=("reset", "continuous"))
-    p.add_argument("--backend", default="segments", choices=(*BACKENDS, *IMPLEMENTATIONS), metavar="BACKEND",
+    p.add_argument("--backend", default="segments", type=_backend, metavar="BACKEND",
                    help=f"the lab's own attention: {', '.join(BACKENDS)} (varlen needs CUDA; default segments)")
     p.add_argument("--attn-implementation", choices=IMPLEMENTATIONS, metavar="NAME",
                    help=f"instead, transformers' own attention ({', '.join(IMPLEMENTATIONS)}), for {with_texts} or "
@@ -44,15 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args, out, err) -> int:
     vet_model(args.model)
-    from packing_core.attention import BACKENDS
-    from packing_core.verify import read_texts_file, verify_model
+    from packing_core.verify import verify_model
+    from packing_core.verify.texts import read_texts_file
 
     backend, implementation = args.backend, args.attn_implementation
-    if backend not in BACKENDS:     # transformers' name after --backend: the old spelling
-        if implementation is not None:
-            raise InputError(f"--backend takes the lab's own attention ({', '.join(BACKENDS)}), got {backend!r}")
-        deprecated(err, f"`--backend {backend}`", f"`--attn-implementation {backend}`")
-        backend, implementation = "segments", backend
     texts = args.text
     if args.texts is not None:
         if texts:

@@ -8,15 +8,13 @@ from typing import TYPE_CHECKING
 from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from packing_core._settings import ReadBudget, read_budget
+    from packing_core._settings import read_budget
 
-    from .builtin import Document, SourceInfo, list_sources, load_documents, load_lengths
-    from .columns import describe_columns, lengths_from_file, texts_from_file
-    from .intake import looks_like_profile, profile_from_inputs, profile_from_upload
-    from .kinds import INSTRUCTION_KINDS, PURPOSES, RECORD_KINDS, detect_kind, purpose_of
-    from .lengths import SYNTHETIC, Tokenizer, as_lengths, byte_tokenizer, parse_lengths, synthetic_lengths
-    from .profile import LengthProfile
-    from .scan import ENGINES, ScanProgress
-    from .sources import INPUT_SUFFIXES, find_shards, open_source
+    from .builtin import list_sources, load_documents, load_lengths
+    from .columns import describe_columns
+    from .intake import looks_like_profile, profile_from_upload
+    from .kinds import PURPOSES, RECORD_KINDS, purpose_of
+    from .lengths import byte_tokenizer, parse_lengths, synthetic_lengths
+    from .sources import INPUT_SUFFIXES
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -20,7 +20,6 @@ import hashlib
 import importlib.util
 import json
 import re
-import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -58,13 +57,6 @@ class SourceInfo:
     synthetic: bool
     available: bool
     reason: str      # what it is loaded from, or the install command
-
-    @property
-    def kind(self) -> str:
-        """Deprecated: ``"synthetic"`` or the purpose; read ``synthetic`` and ``purpose`` instead."""
-        warnings.warn("SourceInfo.kind is deprecated: read SourceInfo.synthetic and SourceInfo.purpose",
-                      DeprecationWarning, stacklevel=2)
-        return "synthetic" if self.synthetic else self.purpose
 
 
 @dataclass(frozen=True)

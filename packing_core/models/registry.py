@@ -19,7 +19,6 @@ packing_core._validate.InputError: unknown model 'tiny-ropee': choose one of tin
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -58,13 +57,6 @@ class ModelSpec:
     attn_implementations: tuple[str, ...] = ()   # transformers' own attention the lab offers (sdpa)
     default_texts: tuple[str, ...] = ()
     available: Callable[[], tuple[bool, str]] = _always
-
-    @property
-    def backends(self) -> tuple[str, ...]:
-        """Deprecated name of ``attn_implementations`` (removed in the next release)."""
-        warnings.warn("ModelSpec.backends is now ModelSpec.attn_implementations (transformers' attention; "
-                      "a backend is the lab's own)", DeprecationWarning, stacklevel=2)
-        return self.attn_implementations
 
     def to_dict(self) -> dict:
         return {"name": self.name, "label": self.label, "tokenizer": self.tokenizer,

@@ -10,7 +10,7 @@ Here the tiny model (random init, for speed) reads the batch as a varlen kernel 
 ``cu_seqlens`` and ``position_ids``, each document piece from position 0 when alone.
 
 >>> from packing_core.batch.packed import PackedBatch
->>> from packing_core.verify.zoo import broken_batch
+>>> from packing_lab.zoo import broken_batch
 >>> good = PackedBatch.from_documents([[65, 66, 67, 68], [69, 70, 71]], 8, "next-fit")
 >>> eval_loss_packed_vs_alone(good).agree
 True

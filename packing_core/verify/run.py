@@ -11,7 +11,6 @@ False
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -30,17 +29,14 @@ from packing_core.verify.texts import check_texts, tokenise_texts
 def attention_of(backend: str = "segments", attn_implementation: str | None = None) -> str:
     """The one attention a run uses: transformers' own when ``attn_implementation`` names it, else our backend.
 
-    An attention implementation given as ``backend`` (the old spelling) still runs, with a warning.
+    An attention implementation given as ``backend`` is refused in one line that says where it goes.
 
     >>> attention_of("dense"), attention_of(attn_implementation="sdpa")
     ('dense', 'sdpa')
     """
     if backend not in BACKENDS:
-        if attn_implementation is not None:
-            raise InputError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
-        warnings.warn(f"backend={backend!r} names transformers' attention: pass attn_implementation={backend!r} "
-                      "(backend= takes the lab's own: " + ", ".join(BACKENDS) + ")", DeprecationWarning, stacklevel=3)
-        return backend
+        raise InputError(f"unknown backend {str(backend)[:40]!r}: choose one of {', '.join(BACKENDS)} (transformers' own "
+                         "attention goes to attn_implementation=)")
     if attn_implementation is not None and backend != "segments":
         raise InputError(f"give a backend ({backend!r}) or an attention implementation ({attn_implementation!r}), "
                          "not both: a run uses one attention")

@@ -6,11 +6,11 @@ import torch
 from packing_core import make_plan
 from packing_core.analysis import costs
 from packing_core.analysis.costs import BOUND_LABELS, benchmark_bounds, plan_tiles, tiled_cells
-from packing_core.analysis.footprints import NEEDED, kernel_footprints
 from packing_core.attention.masks import block_causal_mask
 from packing_core.attention.tiles import tile_spans
 from packing_core.data import synthetic_lengths
 from packing_core.packing.plan import cu_seqlens_from_lengths
+from packing_lab.advice.footprints import NEEDED, kernel_footprints
 
 
 def brute_force_tiles(cu, tile):

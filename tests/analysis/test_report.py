@@ -7,28 +7,25 @@ import packing_core as pc
 from app_pages import _content
 from packing_core import STRATEGIES, InputError, PackedBatch, check_batch, make_plan
 from packing_core.analysis import (
-    COST_FORMULA,
     MODEL_SHAPES,
-    alone_vs_packed_attention,
     attention_cells,
-    attention_cost,
     benchmark_bounds,
-    bimodality,
     end_to_end,
     length_histogram,
     length_stats,
     outlier_lengths,
-    row_cu_seqlens,
     sample_lengths,
-    training_flops,
 )
 from packing_core.analysis import tables as tables_mod
+from packing_core.analysis.costs import COST_FORMULA, training_flops
+from packing_core.analysis.tables import attention_cost, bimodality
 from packing_core.attention import packed_attention
 from packing_core.batch import IGNORE_INDEX
-from packing_core.check import RULES
+from packing_core.check.rules import RULES
 from packing_core.data import synthetic_lengths
-from packing_core.packing import PACKING_STRATEGIES
-from packing_core.verify import BREAKS, broken_batch, loss_vs_answers, naive_targets
+from packing_core.packing.registry import PACKING_STRATEGIES
+from packing_lab.advice import alone_vs_packed_attention, row_cu_seqlens
+from packing_lab.zoo import BREAKS, broken_batch, loss_vs_answers, naive_targets
 
 WORKED = _content.WORKED_LENGTHS
 
@@ -309,8 +306,8 @@ def test_an_unknown_bug_is_refused():
 
 def test_fit_decreasing_rows_come_out_sorted_until_shuffled():
     from packing_core import make_plan
-    from packing_core.analysis import row_order
     from packing_core.data import synthetic_lengths
+    from packing_lab.advice import row_order
 
     lengths = sample_lengths(synthetic_lengths("support-tickets"), 2000, seed=1)
     ordered = row_order(make_plan(lengths, 512, "bfd"))

@@ -4,7 +4,9 @@ import json
 import pytest
 
 from packing_core import InputError
-from packing_core.analysis import MODEL_SHAPES, end_to_end, llama_shape, model_shape, strategy_table
+from packing_core.analysis import MODEL_SHAPES, end_to_end
+from packing_core.analysis.shapes import llama_shape, model_shape
+from packing_core.analysis.tables import strategy_table
 
 
 def _llama_config(shape):

@@ -8,14 +8,9 @@ import types
 import numpy as np
 import pytest
 
-from packing_core.analysis import (
-    length_stats,
-    recommend,
-    recommended_settings,
-    settings_markdown,
-    strategy_table,
-    trainer_settings,
-)
+from packing_core.analysis import length_stats, recommended_settings
+from packing_core.analysis.tables import recommend, strategy_table
+from packing_core.analysis.trainer_advice import settings_markdown, trainer_settings
 from packing_core.data import synthetic_lengths
 from packing_core.packing import make_plan
 

@@ -2,7 +2,8 @@
 settings to paste, and the cheatsheet download."""
 import pytest
 
-from packing_core.analysis import MODEL_SHAPES, end_to_end, strategy_table
+from packing_core.analysis import MODEL_SHAPES, end_to_end
+from packing_core.analysis.tables import strategy_table
 from tests._support import assert_clean, open_page
 
 WORKED = [120, 90, 300, 40, 55, 30, 210, 65]

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import packing_core as pc
 from app_pages import _content
-from packing_core.check import RULES
+from packing_core.check.rules import RULES
 from tests._support import assert_clean, errors, markdown, metric, open_page, percent, skip_or_fail
 
 

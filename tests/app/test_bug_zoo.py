@@ -1,8 +1,7 @@
 """The Bug zoo page draws what each reproduction measured, and links every tracker reference."""
 import json
 
-from packing_core.verify import plant_bug, reproduce_bug
-from packing_core.verify.zoo import zoo_entry
+from packing_lab.zoo import plant_bug, reproduce_bug, zoo_entry
 from tests._support import assert_clean, open_page
 
 

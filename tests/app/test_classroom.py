@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from packing_core.experiments import warm as W
+from packing_lab.demos import warm as W
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 180   # the first run imports torch

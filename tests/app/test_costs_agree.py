@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from packing_core import make_plan
-from packing_core.analysis import CONVENTION, HALVES, attention_cells, kernel_costs, tiled_cells
+from packing_core.analysis import HALVES, attention_cells
+from packing_core.analysis.costs import CONVENTION, kernel_costs, tiled_cells
 from packing_core.cli import main
 from packing_core.data import synthetic_lengths
 from tests._support import open_page
@@ -113,7 +114,7 @@ def test_the_benchmarks_bounds_are_the_cost_models_cells_in_both_conventions():
 
 def test_a_benchmark_run_judges_each_backend_by_the_cost_models_bound():
     from packing_core.analysis import benchmark_bounds
-    from packing_core.experiments import run_benchmark
+    from packing_lab.bench import run_benchmark
 
     r = run_benchmark(docs=32, context=512, heads=1, head_dim=16, repeats=1, backends=["segments", "dense"])
     lengths = synthetic_lengths("support-tickets", n=32)
@@ -130,7 +131,7 @@ def test_a_benchmark_run_judges_each_backend_by_the_cost_models_bound():
 
 def test_balance_its_json_and_the_explorers_balance_step_give_the_same_step_cost():
     """The step's cost per rank (6N per token + 12 n_layer d_model per cell) and the verdict read from it."""
-    from packing_core.analysis import training_flops
+    from packing_core.analysis.costs import training_flops
 
     argv = ("balance", "--synthetic", "support-tickets", "--context", "512", "--ranks", "8", "--micro-batches", "4")
     text, js = cli(*argv), json.loads(cli(*argv, "--format", "json"))

@@ -5,8 +5,9 @@ import numpy as np
 
 import packing_core as pc
 from app_pages import _content
-from app_pages._lab import PAGE_TIME_LIMIT
-from packing_core.analysis import CAP_LADDER, STREAM_SAMPLE, bounds_example, cap_sentence
+from app_pages._data import PAGE_TIME_LIMIT
+from packing_core.analysis import CAP_LADDER, STREAM_SAMPLE, cap_sentence
+from packing_lab.advice import bounds_example
 from tests._support import assert_clean, open_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +31,7 @@ def test_the_explorer_names_the_bound_of_each_strategy_and_says_how_far_bfd_is_f
     # 44,547 rows: the bound optimal proves on the tickets (README's packing-quality table); bfd needs 44,589
     assert full.loc["bfd", "proven lower bound"] == "L2 44,547" and full.loc["bfd", "rows"] == 44_589
     advice = at.info[0].value
-    assert "bfd is 42 rows (0.0943%) above the proven optimum (44,547 rows, the L2 bound); optimal reaches it in" \
+    assert "bfd is 42 rows (0.0943%) above the proven optimum (44,547 rows, the L2 bound); optimal reaches it within" \
         in advice
     assert "L1 44,547 (tokens / context: only by cutting documents), L2 44,547 (whole documents), LP 44,547" in text
     assert bounds_example() in text                                 # the ten documents of 300, once
@@ -66,7 +67,9 @@ def test_the_cap_step_prices_each_cap_in_rows_and_cites_why_kernels_want_one():
     at.select_slider(key="w_dataset_explorer.cap").set_value(4).run()
     assert_clean(at)
     lengths = pc.load_lengths("support-tickets")
-    price = pc.packing.cap_price(lengths, 512, "bfd", 4)     # from the lengths: the page plans from their counts
+    from packing_core.packing.from_counts import cap_price
+
+    price = cap_price(lengths, 512, "bfd", 4)     # from the lengths: the page plans from their counts
     text = shown(at)
     assert cap_sentence(price) in text and price.extra_rows > 0
     ladder = next(df.value for df in at.dataframe if "bfd rows" in df.value.columns)
@@ -82,25 +85,26 @@ def test_the_stream_step_shows_utilisation_against_buffer_size_and_trls_window()
     at = open_page("dataset_explorer")
     text = shown(at)
     assert f"On the first {STREAM_SAMPLE:,} of 200,000 documents, in the dataset's order" in text
-    assert "TRL's default window, bfd inside each batch of 1,000 documents, fills" in text
+    assert ("TRL's `bfd_split` (bfd inside each batch of 1,000 documents, documents longer than the context cut into "
+            "pieces), fills") in text
     chart = next(c for c in at.get("plotly_chart") if "buffer size" in c.proto.spec)
     assert "TRL: bfd in windows of 1,000 documents" in chart.proto.spec
 
 
 def test_the_pages_ask_optimal_for_a_smaller_budget_than_the_command_line(monkeypatch):
-    from app_pages import _lab
-    from packing_core.packing import DEFAULT_TIME_LIMIT
+    from app_pages import _data
+    from packing_core.packing.options import DEFAULT_TIME_LIMIT
 
     seen = {}
-    monkeypatch.setattr(_lab, "_strategy_table", lambda lengths, context, **kw: seen.update(kw))
-    _lab.strategy_table(np.array([3, 4]), 512)
+    monkeypatch.setattr(_data, "_strategy_table", lambda lengths, context, **kw: seen.update(kw))
+    _data.strategy_table(np.array([3, 4]), 512)
     assert seen["time_limit"] == PAGE_TIME_LIMIT < DEFAULT_TIME_LIMIT
     source = (ROOT / "app_pages" / "_your_data.py").read_text(encoding="utf-8")
     assert "time_limit=PAGE_TIME_LIMIT" in source          # the uploaded profile's plans too
 
 
 def test_a_page_plans_at_most_page_max_pieces_for_a_section_and_says_so():
-    from app_pages._lab import PAGE_MAX_PIECES, over_page_budget
+    from app_pages._data import PAGE_MAX_PIECES, over_page_budget
 
     assert over_page_budget([PAGE_MAX_PIECES * 512], 512) is None          # exactly the budget: planned
     line = over_page_budget([PAGE_MAX_PIECES * 512 + 1], 512)               # one piece more: named, not planned
@@ -112,15 +116,15 @@ def test_a_page_plans_at_most_page_max_pieces_for_a_section_and_says_so():
 def test_one_document_of_a_billion_tokens_is_summarised_without_planning_its_two_million_pieces(monkeypatch):
     """19 bytes that split into 1,953,125 pieces: the sections that plan pieces name the budget instead of
     holding hundreds of MB in the cache (bfd rows to balance, a stream, the longest documents, a batch's order)."""
-    from app_pages import _lab, _your_data
+    from app_pages import _data, _your_data
 
     at = open_page("dataset_explorer")
     at.file_uploader(key="w_upload").set_value(("billion.csv", b"length\n1000000000\n", "text/csv")).run()
     planned = []     # the tickets were planned as usual until now; from the analysed upload on, nothing may plan
     for name in ("balance_of", "stream_of"):
         monkeypatch.setattr(_your_data, name, lambda *a, _n=name, **k: planned.append(_n))
-    real_plan = _lab.plan     # the first page still plans the lengths typed into it; none of 10^9 tokens
-    monkeypatch.setattr(_lab, "plan", lambda lengths, *a, **k: planned.append("plan") if max(lengths) >= 10**9
+    real_plan = _data.plan     # the first page still plans the lengths typed into it; none of 10^9 tokens
+    monkeypatch.setattr(_data, "plan", lambda lengths, *a, **k: planned.append("plan") if max(lengths) >= 10**9
                         else real_plan(lengths, *a, **k))
     at.button[0].click().run()
     assert_clean(at)
@@ -139,12 +143,12 @@ def test_one_document_of_a_billion_tokens_is_summarised_without_planning_its_two
 def test_lengths_typed_past_the_page_budget_are_one_error_before_anything_is_planned(monkeypatch):
     """Two documents of 10^9 tokens (typed, or carried by a link) are 3,906,250 pieces at context 512: under the
     library's own ceiling (4,000,000 extra), but two plans of them would hold over a GiB in the page's cache."""
-    from app_pages import _lab
+    from app_pages import _data
 
     at = open_page("padded_vs_packed")
     planned = []
-    real_plan = _lab.plan
-    monkeypatch.setattr(_lab, "plan", lambda lengths, *a, **k: planned.append(len(lengths)) or real_plan(lengths, *a, **k))
+    real_plan = _data.plan
+    monkeypatch.setattr(_data, "plan", lambda lengths, *a, **k: planned.append(len(lengths)) or real_plan(lengths, *a, **k))
     at.text_area(key="w_padded_vs_packed.lengths").set_value("1000000000, 1000000000").run()
     assert not at.exception and len(at.error) == 1, [e.value for e in at.error]
     assert "these lengths make 3,906,250 pieces at context 512, more than the 500,000 a page plans" in \

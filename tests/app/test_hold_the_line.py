@@ -19,9 +19,10 @@ import pytest
 from google.protobuf.message import Message
 
 from app_pages import _content
-from packing_core import ZOO
-from packing_core.check import RULES
-from packing_core.cli import COMMANDS, main
+from packing_core.check.rules import RULES
+from packing_core.cli import main
+from packing_core.cli.dispatch import COMMANDS
+from packing_lab.zoo import ZOO
 from tests._support import assert_clean, open_page
 
 ROOT = Path(__file__).parents[2]

@@ -18,7 +18,7 @@ from streamlit.runtime.scriptrunner import RerunData
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1 import local_script_runner as runner
 
-from app_pages import _content, _lab
+from app_pages import _content, _state, _text
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 180
@@ -37,10 +37,10 @@ RAW = (("<script", r"(?<!\\)<script"), ("**bold", r"(?<!\\)\*\*bold"), ("](javas
 
 def _declared() -> dict:
     """Each page's declared settings (a page declares them when it runs; a fresh process has not run it yet)."""
-    missing = [p for p in _content.PAGES if p.name not in _lab._DECLARED]
+    missing = [p for p in _content.PAGES if p.name not in _state._DECLARED]
     for p in missing:
         AppTest.from_file(APP, default_timeout=TIMEOUT).switch_page(p.path).run()
-    return {p.name: {**_lab.SHARED.settings, **_lab._DECLARED[p.name].settings} for p in _content.PAGES}
+    return {p.name: {**_state.SHARED.settings, **_state._DECLARED[p.name].settings} for p in _content.PAGES}
 
 
 @pytest.fixture(scope="module")
@@ -62,26 +62,26 @@ def _bad_values(kind: str, settings: dict) -> dict[str, str]:
         out = {}
         for n, s in linked.items():
             if s.high is not None:
-                out[_lab._param(n)] = str(int(s.high) + 1)
+                out[_state._param(n)] = str(int(s.high) + 1)
             elif s.low is not None:
-                out[_lab._param(n)] = str(int(s.low) - 1)
+                out[_state._param(n)] = str(int(s.low) - 1)
             elif s.options is not None:
-                out[_lab._param(n)] = "no-such-choice"
+                out[_state._param(n)] = "no-such-choice"
             elif type(s.default) is int:        # a whole number declared without a range
-                out[_lab._param(n)] = "-999999999999"
+                out[_state._param(n)] = "-999999999999"
         return {**out, "step": "99"}
     if kind == "non-numeric":
-        return {**{_lab._param(n): "twelve" for n in _numbers(settings)},
-                **{_lab._param(n): "yes please" for n, s in linked.items() if type(s.default) is bool},
+        return {**{_state._param(n): "twelve" for n in _numbers(settings)},
+                **{_state._param(n): "yes please" for n, s in linked.items() if type(s.default) is bool},
                 "context": "1e309", "step": "nan"}
     if kind == "10 kB value":
-        return {**{_lab._param(n): "7" * 10_000 for n in linked}, "step": "1" * 10_000}
+        return {**{_state._param(n): "7" * 10_000 for n in linked}, "step": "1" * 10_000}
     if kind == "control characters":
-        return {**{_lab._param(n): "1\x00\x1b[2J\x07" for n in linked}, "step": "1\x00"}
+        return {**{_state._param(n): "1\x00\x1b[2J\x07" for n in linked}, "step": "1\x00"}
     if kind == "multi-line markup":     # text a free-text check accepts (lines), every line a payload
-        return {**{_lab._param(n): MARKUP_LINES for n in linked}, "step": MARKUP_LINES}
+        return {**{_state._param(n): MARKUP_LINES for n in linked}, "step": MARKUP_LINES}
     payload = {"script": SCRIPT, "bold": BOLD, "javascript link": JS_LINK, "img onerror": IMG}[kind]
-    return {**{_lab._param(n): payload for n in linked}, "step": payload, "controls": payload, payload: "1"}
+    return {**{_state._param(n): payload for n in linked}, "step": payload, "controls": payload, payload: "1"}
 
 
 KINDS = ("unknown parameter", "out of range", "non-numeric", "10 kB value", "control characters",
@@ -162,15 +162,15 @@ def test_a_hostile_link_opens_the_default_view_with_one_line_and_renders_nothing
     assert len(lines) == 1, lines
     assert "\n" not in lines[0].strip() and not _controls_in_notes(at), lines[0][:300]   # one line, no controls
     assert len(lines[0]) < 4_000, len(lines[0])                     # a 10 kB value is not echoed whole
-    keys = {n: (n if n in _lab.SHARED.settings else f"{page}.{n}") for n in settings}
+    keys = {n: (n if n in _state.SHARED.settings else f"{page}.{n}") for n in settings}
     for name, s in settings.items():
-        if s.link and _lab._param(name) in params and keys[name] in at.session_state:
+        if s.link and _state._param(name) in params and keys[name] in at.session_state:
             value = at.session_state[keys[name]]
             if value != s.default:
                 # only free text may take a hostile value, and only text its check accepts
                 assert s.check is not None and type(s.default) is str, (name, value)
             else:
-                assert _lab.esc(_lab._param(name)[:40]) in lines[0], (name, lines[0][:300])
+                assert _text.esc(_state._param(name)[:40]) in lines[0], (name, lines[0][:300])
     assert not _rendered(at, params), _rendered(at, params)
 
 
@@ -215,14 +215,14 @@ def test_the_markup_check_can_fail():
     params = {"x": SCRIPT + BOLD + JS_LINK}
     assert _rendered(Tree(Fake("markdown", f"a {BOLD} b")), params)
     assert _rendered(Tree(Fake("caption", f"see {JS_LINK}")), params)
-    assert not _rendered(Tree(Fake("markdown", _lab.esc(SCRIPT + BOLD + JS_LINK))), params)
+    assert not _rendered(Tree(Fake("markdown", _text.esc(SCRIPT + BOLD + JS_LINK))), params)
 
 
 def test_a_setting_a_link_may_set_is_declared_with_its_choices_range_or_check():
     """A plain text or number default would let a link put any value into the page's widget: refused at declaration
     (before the session is touched), whatever the page."""
     with pytest.raises(KeyError, match=r"\['strategy'\] with choice\(\) or text\(\)"):
-        _lab.page_settings("nowhere", strategy="bfd")
+        _state.page_settings("nowhere", strategy="bfd")
     with pytest.raises(KeyError, match=r"\['shown'\] with number\(\) or choice\(\)"):
-        _lab.page_settings("nowhere", shown=0, skip=False)
-    assert "nowhere" not in _lab._DECLARED
+        _state.page_settings("nowhere", shown=0, skip=False)
+    assert "nowhere" not in _state._DECLARED

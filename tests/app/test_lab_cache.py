@@ -7,7 +7,7 @@ import tomllib
 
 import numpy as np
 
-from app_pages import _lab
+from app_pages import _layout
 from tests._support import ROOT
 
 
@@ -18,10 +18,10 @@ def test_a_figure_is_built_once_per_distinct_arguments_and_shared():
         built.append((tuple(values), title))
         return {"values": list(values), "title": title}
 
-    first = _lab.cached_figure(builder, np.array([1, 2]), title="row")
-    again = _lab.cached_figure(builder, np.array([1, 2]), title="row")
-    other = _lab.cached_figure(builder, np.array([1, 3]), title="row")
-    retitled = _lab.cached_figure(builder, np.array([1, 2]), title="another")
+    first = _layout.cached_figure(builder, np.array([1, 2]), title="row")
+    again = _layout.cached_figure(builder, np.array([1, 2]), title="row")
+    other = _layout.cached_figure(builder, np.array([1, 3]), title="row")
+    retitled = _layout.cached_figure(builder, np.array([1, 2]), title="another")
     assert first is again and other["values"] == [1, 3] and retitled["title"] == "another"
     assert built == [((1, 2), "row"), ((1, 3), "row"), ((1, 2), "another")]
 

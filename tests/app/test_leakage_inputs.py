@@ -4,7 +4,8 @@ import torch
 from streamlit.testing.v1 import AppTest
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from packing_core.models import pretrained_status, real_tokenizer
+from packing_core.models import pretrained_status
+from packing_core.models.tokenizers import real_tokenizer
 from tests._support import skip_or_fail
 
 

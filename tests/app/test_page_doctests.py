@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-HELPERS = ("app_pages._content", "app_pages._lab")
+HELPERS = ("app_pages._content", "app_pages._data")
 
 
 @pytest.mark.parametrize("name", HELPERS)

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import packing_core as pc
-from app_pages import _content, _lab
+from app_pages import _content, _state
 from app_pages._content import PAGES
-from packing_core.cli import parser
+from packing_core.cli.dispatch import parser
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_FILES = sorted(p for p in (ROOT / "app_pages").glob("*.py") if not p.name.startswith("_"))
@@ -80,9 +80,9 @@ def test_page_speed_times_every_page_in_lesson_order_read_from_the_app_without_a
 
 
 def test_the_default_context_has_one_home():
-    assert _lab.SHARED.defaults["context"] == pc.DEFAULT_CONTEXT
+    assert _state.SHARED.defaults["context"] == pc.DEFAULT_CONTEXT
     assert parser().parse_args(["report", "--lengths", "3"]).context == pc.DEFAULT_CONTEXT
-    assert pc.DEFAULT_CONTEXT in _lab.CONTEXTS
+    assert pc.DEFAULT_CONTEXT in _state.CONTEXTS
 
 
 # Sentences the library computes once (verdicts, notes, captions) and the CLI prints too: a page shows them

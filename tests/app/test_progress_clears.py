@@ -5,7 +5,7 @@ from streamlit.testing.v1 import AppTest
 def _page():
     import streamlit as st
 
-    from app_pages._lab import progress
+    from app_pages._progress import progress
 
     top = st.container()
     st.write("the step's content")

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_start_up_module_loads_nothing_heavy_so_its_bar_comes_first():
     probe = ("import sys; import app_pages._startup; "
-             "print(sorted(m for m in ('torch', 'transformers', 'pandas', 'numpy', 'app_pages._lab') if m in sys.modules))")
+             "print(sorted(m for m in ('torch', 'transformers', 'pandas', 'numpy', 'app_pages._data') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -12,13 +12,15 @@ from streamlit.testing.v1 import AppTest
 
 import packing_core as pc
 from app_pages import _content
-from packing_core import ZOO
-from packing_core.analysis import MODEL_SHAPES, batch_cu_seqlens, end_to_end
-from packing_core.check import RULES, load_batch_bytes
+from packing_core.analysis import MODEL_SHAPES, end_to_end
+from packing_core.check import load_batch_bytes
+from packing_core.check.rules import RULES
 from packing_core.data import list_sources
-from packing_core.experiments import TOKENS_PER_TOPIC, TOPICS
 from packing_core.verify import DEFAULT_LENGTHS, MAX_TEXTS, MIN_TEXTS, drift_pretrained
-from packing_core.viz import strategy_figure
+from packing_lab.advice import batch_cu_seqlens
+from packing_lab.demos import TOKENS_PER_TOPIC, TOPICS, loss_lesson
+from packing_lab.viz import strategy_figure
+from packing_lab.zoo import ZOO
 from tests._support import assert_clean
 from tests._support import open_page as _open_page
 
@@ -94,7 +96,7 @@ def test_W3_the_bug_zoo_intro_admits_the_crash():
     page = text(open_page("bug_zoo"))
     assert "None of them raises an error" not in page
     assert "All but one run without an error" in page and "IndexError" in page
-    from packing_core.verify.zoo import positions
+    from packing_lab.zoo import positions
     assert "IndexError" in inspect.getsource(positions)   # the family whose entry raises
 
 
@@ -110,7 +112,7 @@ def test_W4_bfd_is_said_to_cut_only_the_tickets_longer_than_the_context():
 def test_W5_a_mean_per_example_does_not_change_with_the_packing():
     assert "per row or per example would change with the packing" not in framework()
     assert "A mean per row changes with the packing" in framework()
-    a, b = pc.loss_lesson([[4], [60, 60]]), pc.loss_lesson([[4, 60], [60]])
+    a, b = loss_lesson([[4], [60, 60]]), loss_lesson([[4, 60], [60]])
     assert a.measured["document"] == pytest.approx(b.measured["document"])   # the claim, measured
     assert a.measured["row"] != pytest.approx(b.measured["row"])
 
@@ -349,7 +351,7 @@ def test_numbers_the_pages_state_come_from_the_library():
     source = (ROOT / "app_pages/leakage_lab.py").read_text() + (ROOT / "app_pages/_content.py").read_text()
     for literal in ("position 40", "8 topics", "9 in 10", "positions 40"):
         assert literal not in source, literal
-    assert "positions 40.." not in (ROOT / "packing_core/verify/zoo/positions.py").read_text()
+    assert "positions 40.." not in (ROOT / "packing_lab/zoo/positions.py").read_text()
     assert f"positions {DEFAULT_LENGTHS[0]}.." in zoo("continuous-absolute-positions").what
     page = text(open_page("leakage_lab"))
     assert f"one of {TOPICS} topics (its own {TOKENS_PER_TOPIC} tokens)" in page

@@ -17,36 +17,35 @@ import torch
 
 import packing_core as pc
 from app_pages import _content
-from packing_core import ZOO, make_plan
+from packing_core import make_plan
 from packing_core.analysis import (
-    ATTENTION_KERNELS,
-    CONVENTION,
     CONVENTION_NOTE,
-    FULL,
     HALVES,
     MODEL_SHAPES,
-    PRESETS,
     attention_cells,
-    compare_schedules,
     describe_padding,
     end_to_end,
     length_stats,
+    step_balance,
+    step_verdict,
+)
+from packing_core.analysis.costs import ATTENTION_KERNELS, CONVENTION, FULL, tiled_cells
+from packing_core.analysis.tables import strategy_table
+from packing_core.attention.masks import block_causal_mask
+from packing_core.check.rules import RULES
+from packing_core.cli import main
+from packing_core.data import load_lengths
+from packing_core.verify import eval_loss_packed_vs_alone
+from packing_lab.advice import (
+    PRESETS,
+    compare_schedules,
     longest_share,
     pair_gradient,
     parse_layout,
-    step_balance,
     step_loss_weights,
-    step_verdict,
-    strategy_table,
-    tiled_cells,
     trained_positions,
 )
-from packing_core.attention.masks import block_causal_mask
-from packing_core.check import RULES
-from packing_core.cli import main
-from packing_core.data import load_lengths
-from packing_core.verify import BREAKS, broken_batch, eval_loss_packed_vs_alone
-from packing_core.verify.zoo import zoo_entry
+from packing_lab.zoo import BREAKS, ZOO, broken_batch, zoo_entry
 from tests._support import assert_clean, open_page
 
 ROOT = Path(__file__).parents[2]
@@ -69,7 +68,7 @@ def cli(*argv) -> str:
 @functools.cache
 def bucket_demo():
     """The training demo Why packing runs (tens of seconds on two cores: once per test session)."""
-    from packing_core.experiments import bucket_loss_demo
+    from packing_lab.demos import bucket_loss_demo
     return bucket_loss_demo()
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_pages import _content, _lab
-from packing_core.experiments import warm as W
-from packing_core.experiments.train import TrainResult
+from app_pages import _content, _state, _text
+from packing_lab.demos import warm as W
+from packing_lab.demos.train import TrainResult
 from tests._support import assert_clean, markdown
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -79,7 +79,7 @@ def declarations() -> dict:
     """Each page's declared settings, as the page itself declares them when it runs (``page_settings``)."""
     for p in _content.PAGES:
         AppTest.from_file(APP, default_timeout=TIMEOUT).switch_page(p.path).run()
-    return {p.name: _lab._DECLARED[p.name].settings for p in _content.PAGES}
+    return {p.name: _state._DECLARED[p.name].settings for p in _content.PAGES}
 
 
 @pytest.mark.parametrize("kind", BAD)
@@ -88,9 +88,9 @@ def test_a_bad_link_opens_the_default_view_and_names_what_it_ignored(page, kind,
     """Every declared setting of the page and of the sidebar gets the bad value at once, with an unknown name and a
     step past the last: no exception, no error box, every setting at its default, one line naming each."""
     own = declarations[page]
-    keys = {**{n: n for n in _lab.SHARED.settings}, **{n: f"{page}.{n}" for n in own}}
-    settings = {**_lab.SHARED.settings, **own}
-    params = {_lab._param(n): BAD[kind] for n, s in settings.items() if s.link}
+    keys = {**{n: n for n in _state.SHARED.settings}, **{n: f"{page}.{n}" for n in own}}
+    settings = {**_state.SHARED.settings, **own}
+    params = {_state._param(n): BAD[kind] for n, s in settings.items() if s.link}
     at = opened(page, **params, nonsense=BAD[kind], step="99")
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -99,7 +99,7 @@ def test_a_bad_link_opens_the_default_view_and_names_what_it_ignored(page, kind,
     for name, s in settings.items():
         if s.link and keys[name] in at.session_state:     # a setting no widget of this view drew is not set
             assert at.session_state[keys[name]] == s.default, (name, at.session_state[keys[name]])
-    assert all(_lab.esc(param) in lines[0] for param in (*params, "nonsense", "step")), lines[0]
+    assert all(_text.esc(param) in lines[0] for param in (*params, "nonsense", "step")), lines[0]
     assert "<script>" not in lines[0] and "<b " not in lines[0]              # never markup from the URL
     assert url(at) == {}                                                     # the URL keeps only what was used
 
@@ -114,7 +114,7 @@ def test_each_step_ends_with_the_next_step_and_the_last_with_the_next_page():
     at = opened("masks_and_labels")
     spec = _content.page("masks_and_labels")
     labels = [b.label for b in at.button if b.key and b.key.startswith("masks_and_labels.next_")]
-    assert labels == [f"Next: step {_lab.step_label(i, name)}" for i, name in enumerate(spec.steps, 1)][1:]
+    assert labels == [f"Next: step {_state.step_label(i, name)}" for i, name in enumerate(spec.steps, 1)][1:]
     links = [e for e in at.get("page_link")]
     assert [link.proto.label for link in links] == ["Next page: Leakage lab"]
     at.button(key="masks_and_labels.next_1").click().run()
@@ -180,7 +180,7 @@ def test_the_benchmark_runs_at_the_lessons_context_whatever_the_sidebar_says():
 
 
 def test_the_breakdown_is_cut_to_fit_a_minute_and_says_so(monkeypatch):
-    from packing_core.experiments import estimate as E
+    from packing_lab.demos import estimate as E
 
     slow = E.AttentionRate(per_call=1e-3, per_cell=2e-9, masked_per_cell=5e-9, context=2048, heads=8, head_dim=64)
     monkeypatch.setattr(E, "attention_rate", lambda context, heads, head_dim=64: slow)

@@ -4,11 +4,10 @@ import inspect
 import pytest
 import torch
 
-from packing_core import attend
-from packing_core.attention import BACKENDS, and_masks, available_backends, block_causal_mask, causal, materialise, same_document
+from packing_core.attention import BACKENDS, attend, available_backends, block_causal_mask
 from packing_core.attention.backends import varlen_kwargs
 from packing_core.attention.flex import flex_unavailable
-from packing_core.attention.masks import segments_from_cu
+from packing_core.attention.masks import and_masks, causal, materialise, same_document, segments_from_cu
 
 LENGTHS = [5, 3, 5, 7, 1, 3]          # repeated lengths exercise the grouped SDPA calls
 FLEX = () if flex_unavailable("cpu") else ("flex",)   # needs a C++ compiler; compiles once (2 heads x 8)

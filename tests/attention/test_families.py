@@ -3,7 +3,7 @@
 ``test_each_family_row_is_what_the_installed_library_does`` builds each family's tiny model and
 measures it again (about 40 s for all of them on one core); it fails when a transformers release
 changes what a family's layers read, and the table is then rewritten with
-``python -m packing_core.verify.families_table --write``. The other tests read the stored table.
+``python -m tools.families_table --write``. The other tests read the stored table.
 """
 import json
 
@@ -27,13 +27,13 @@ from packing_core.attention.families import (
 transformers = pytest.importorskip("transformers")
 
 from packing_core.verify.families_build import canonical_types  # noqa: E402
-from packing_core.verify.families_run import measure_family  # noqa: E402
+from tools.families_run import measure_family  # noqa: E402
 
 BUILT = [f for f in known_families(built=True)]
 
 
 def test_the_table_was_measured_on_the_installed_transformers_and_covers_each_of_its_families():
-    assert table_version() == transformers.__version__, "rebuild: python -m packing_core.verify.families_table --write"
+    assert table_version() == transformers.__version__, "rebuild: python -m tools.families_table --write"
     assert [f.model_type for f in known_families()] == list(canonical_types())
     assert len(BUILT) >= 150
 

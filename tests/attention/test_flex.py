@@ -6,8 +6,7 @@ import pytest
 import torch
 from torch.nn.attention.flex_attention import create_block_mask
 
-from packing_core import attend
-from packing_core.attention import available_backends, flex
+from packing_core.attention import attend, available_backends, flex
 from packing_core.attention.flex import block_mask_from_cu, compile_records, document_mask_mod, flex_unavailable
 
 needs_flex = pytest.mark.skipif(flex_unavailable("cpu") is not None, reason=str(flex_unavailable("cpu")))

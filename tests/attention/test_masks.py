@@ -6,8 +6,18 @@ import numpy as np
 import pytest
 import torch
 
-from packing_core.attention import allowed, and_masks, block_causal, block_causal_mask, causal, materialise
-from packing_core.attention.masks import in_segment, readable_keys, same_document, segments_from_cu
+from packing_core.attention import block_causal_mask
+from packing_core.attention.masks import (
+    allowed,
+    and_masks,
+    block_causal,
+    causal,
+    in_segment,
+    materialise,
+    readable_keys,
+    same_document,
+    segments_from_cu,
+)
 
 PACKAGE = Path(__file__).resolve().parents[2] / "packing_core"
 HOME = PACKAGE / "attention" / "masks.py"

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from packing_core import PackedBatch, check_batch, check_hf_batch, make_plan, segment_layout
-from packing_core.attention import allowed
-from packing_core.batch import IGNORE_INDEX
-from packing_core.check import RULES
-from packing_core.verify import broken_batch
+from packing_core import PackedBatch, check_batch, check_hf_batch, make_plan
+from packing_core.attention.masks import allowed
+from packing_core.batch import IGNORE_INDEX, segment_layout
+from packing_core.check.rules import RULES
+from packing_lab.zoo import broken_batch
 
 
 def _batch(**kw):
@@ -221,13 +221,3 @@ def test_row_piece_offsets_come_from_the_plan_once():
         assert o.tolist() == [0, *np.flatnonzero(np.diff(ids)) + 1, len(ids)]
 
 
-def test_the_old_names_still_read_for_one_release_with_a_deprecation_warning():
-    b = _batch()
-    with pytest.warns(DeprecationWarning, match="piece_ids"):
-        assert torch.equal(b.segment_ids, b.piece_ids)
-    with pytest.warns(DeprecationWarning, match="row_piece_offsets"):
-        assert [o.tolist() for o in b.doc_cu_seqlens] == [[0, 3, 5]]
-    with pytest.warns(DeprecationWarning, match="document_ids"):
-        assert segment_layout([2, 1]).segment_ids.tolist() == [0, 0, 1]
-    with pytest.raises(AttributeError, match="allowed\\(batch.piece_ids"):
-        b.dense_mask(0)

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import packing_core as pc
-from packing_core.attention import allowed, attend, available_backends, packed_attention
+from packing_core.attention import attend, available_backends, packed_attention
+from packing_core.attention.masks import allowed
 from packing_core.check import check_all_implementations
 
 DOCS = [[1, 2, 3, 4, 5], [6, 7, 8], [9, 10, 11, 12], [13, 14], [15]]

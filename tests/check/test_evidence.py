@@ -10,7 +10,8 @@ import pytest
 from safetensors.numpy import save_file
 
 import packing_core as pc
-from packing_core.check import TokenizerFacts, check_all_implementations, save_batch_file, tokenizer_facts
+from packing_core.check import check_all_implementations, save_batch_file
+from packing_core.check.evidence import TokenizerFacts, tokenizer_facts
 from packing_core.cli import main
 
 EOS = 2

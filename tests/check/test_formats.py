@@ -12,7 +12,8 @@ import torch
 import packing_core as pc
 from packing_core._validate import InputError
 from packing_core.attention import IMPLEMENTATIONS
-from packing_core.check import check_all_implementations, load_batch_file, save_error_hint, save_snippet
+from packing_core.check import check_all_implementations, load_batch_file, save_snippet
+from packing_core.check.files import save_error_hint
 
 EOS = 2
 SDPA_FAMILY = ("sdpa", "eager", "flex_attention")

@@ -12,7 +12,7 @@ from transformers import DataCollatorWithFlattening
 import packing_core as pc
 from packing_core.check import load_batch_bytes
 from packing_core.cli import main
-from packing_core.viz import hf_batch_figure
+from packing_lab.viz import hf_batch_figure
 from tests._support import save_tiny_llama
 
 DOCS = [[11, 12, 13, 14, 15], [21, 22, 23, 24], [31, 32, 33]]

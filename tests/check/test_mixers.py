@@ -12,7 +12,8 @@ import pytest
 
 import packing_core as pc
 from packing_core._validate import InputError
-from packing_core.check import SCOPE_NOTE, check_all_implementations, check_hf_batch, installed_kernels
+from packing_core.check import SCOPE_NOTE, check_all_implementations, check_hf_batch
+from packing_core.check.mixers import installed_kernels
 
 DOCS = [[11, 12, 13, 14, 15, 16, 17], [21, 22, 23, 24, 25, 26, 27, 28, 29], [31, 32, 33, 34, 35]]
 BOTH_KERNELS = ("causal-conv1d", "flash-linear-attention")

@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 
 import packing_core as pc
-from packing_core.attention import allowed, packed_attention
-from packing_core.check import check_all_implementations, kernel_mask
-from packing_core.verify import PLANTED, broken_batch
+from packing_core.attention import packed_attention
+from packing_core.attention.masks import allowed
+from packing_core.check import check_all_implementations
+from packing_lab.zoo import PLANTED, broken_batch
 
 
 def batch():
@@ -35,11 +36,6 @@ def test_the_kernel_mask_is_drawn_from_what_the_implementation_reads():
     assert hidden.sum() < own.sum() and np.diag(hidden)[blind.valid[0].numpy()].all()   # prompts hidden, self kept
 
 
-def test_kernel_mask_is_a_deprecated_name_for_packed_attention():
-    b = broken_batch(batch(), "row-cu-seqlens")
-    with pytest.warns(DeprecationWarning, match="packed_attention"):
-        old = kernel_mask(b, "varlen", 0)
-    assert np.array_equal(old, packed_attention(b, "varlen").allowed(0))
 
 
 def test_check_all_implementations_of_a_packed_batch_is_check_batch_for_each():

@@ -9,9 +9,10 @@ from safetensors.numpy import save_file
 from transformers import DataCollatorWithFlattening
 from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
-from packing_core.check import check_stream, save_batch_file, stream_files, summarize_checks
+from packing_core.check import check_stream, save_batch_file, summarize_checks
 from packing_core.check import stream as stream_module
 from packing_core.check.batch import check_hf_batch
+from packing_core.check.stream import stream_files
 from packing_core.cli import main
 
 EOS = 2

@@ -13,7 +13,8 @@ from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
 import packing_core as pc
 from packing_core.attention import IMPLEMENTATIONS
-from packing_core.check import SAVE_HINT, check_all_implementations, save_batch_file
+from packing_core.check import check_all_implementations, save_batch_file
+from packing_core.check.files import SAVE_HINT
 
 EOS = 2
 DOCS = [[11, 12, 13, 14, 15, EOS], [21, 22, 23, EOS], [31, 32, 33, 34, EOS], [41, 42, EOS]]

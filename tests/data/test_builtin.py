@@ -3,11 +3,12 @@ import numpy as np
 import pytest
 
 import packing_core as pc
-from packing_core.data import SYNTHETIC, byte_tokenizer, list_sources, load_documents, synthetic_lengths
 from packing_core.data import builtin as datasets
 from packing_core.data import builtin as sources_mod
+from packing_core.data import byte_tokenizer, list_sources, load_documents, synthetic_lengths
+from packing_core.data.lengths import SYNTHETIC
 from packing_core.models import pretrained as pretrained_mod
-from packing_core.models import real_tokenizer
+from packing_core.models.tokenizers import real_tokenizer
 from tests._support import skip_or_fail
 
 
@@ -52,8 +53,6 @@ def test_sources_list_every_synthetic_set_and_both_real_sets():
     assert all(infos[n].synthetic and infos[n].available for n in SYNTHETIC)
     assert infos["gsm8k"].purpose == "instruction" and not infos["gsm8k"].synthetic
     assert infos["fortunes"].purpose == "pretraining" and not infos["fortunes"].synthetic
-    with pytest.warns(DeprecationWarning, match="SourceInfo.kind is deprecated"):
-        assert infos["gsm8k"].kind == "instruction" and infos["bimodal"].kind == "synthetic"
 
 
 def test_synthetic_source_gives_the_lengths_module_numbers():

@@ -10,15 +10,8 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 
-from packing_core.data import (
-    byte_tokenizer,
-    describe_columns,
-    lengths,
-    lengths_from_file,
-    parse_lengths,
-    sources,
-    texts_from_file,
-)
+from packing_core.data import byte_tokenizer, describe_columns, lengths, parse_lengths, sources
+from packing_core.data.columns import lengths_from_file, texts_from_file
 from tests._support import TEXTS, small_blocks, whitespace_tokenizer, write
 
 # --- files: happy paths --------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The cheatsheet downloads from the sidebar of any page, as the library writes it, without a rerun."""
 import pytest
 
-from packing_core.analysis import cheatsheet_html
+from packing_lab.advice import cheatsheet_html
 
 pytestmark = pytest.mark.browser
 

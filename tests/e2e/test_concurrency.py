@@ -85,8 +85,8 @@ def test_two_sessions_sharing_one_cached_hf_model_get_the_logits_they_would_get_
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from packing_core import segment_layout
-    from packing_core.models import hf_runner
+    from packing_core.batch import segment_layout
+    from packing_core.models.hf_attention import hf_runner
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,

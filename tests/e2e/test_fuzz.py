@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from packing_core.data import lengths_from_file
+from packing_core.data.columns import lengths_from_file
 from tests._support import LAUNCHER, AppPage, Measured
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -693,7 +693,7 @@ def test_run_measured_sees_the_childs_own_peak_memory_not_ours():
 
 def test_a_huge_document_makes_a_histogram_of_a_bounded_number_of_bins():
     from packing_core.analysis import length_histogram
-    from packing_core.viz import length_histogram_figure
+    from packing_lab.viz import length_histogram_figure
 
     for lengths, context in (([5, 10**9], 512), ([1] * 10 + [2**40], 1), (list(range(1, 100_000)), 2**28)):
         h = length_histogram(lengths, context)
@@ -703,8 +703,8 @@ def test_a_huge_document_makes_a_histogram_of_a_bounded_number_of_bins():
 
 def test_plan_figures_are_bounded_whatever_the_context_and_the_number_of_rows():
     from packing_core import make_plan
-    from packing_core.analysis import row_order
-    from packing_core.viz import plan_strip, row_order_figure
+    from packing_lab.advice import row_order
+    from packing_lab.viz import plan_strip, row_order_figure
 
     huge = make_plan([2**28 - 1, 5, 7], 2**28, "pad")  # three rows of 2**28 slots
     fig = plan_strip(huge, max_cols=512)

@@ -99,7 +99,7 @@ def _train_demo(folder: Path) -> Path:
     """The lesson's demo pairs, trained once in a child (the catalogue imports no packing_core)."""
     import subprocess
 
-    code = ("from packing_core.experiments.warm import NEIGHBOURS, WARM_SEEDS, train_pair\n"
+    code = ("from packing_lab.demos.warm import NEIGHBOURS, WARM_SEEDS, train_pair\n"
             "[train_pair(s, n) for s in WARM_SEEDS for n in NEIGHBOURS]\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=900, capture_output=True,
                    env={**os.environ, "PYTHONPATH": str(UNDER_TEST), "PACKING_LAB_CACHE": str(folder)})
@@ -652,7 +652,7 @@ CASES: list[Case] = [
          r"could not be measured here .*its layers are not in the table"),
     Case("sidebar-is-not-warm-after-a-truncated-copy", "unclear",
          lambda d, a: damaged_cache(a, d, demo=True) and call(
-             "from packing_core.experiments.warm import warm_status\nprint(warm_status().line)"),
+             "from packing_lab.demos.warm import warm_status\nprint(warm_status().line)"),
          check=lambda r, d: r.stdout.startswith("Server cold: SmolLM2's converted copy is damaged"),
          env=(("PACKING_LAB_CACHE", "cache"),), needs_demo=True),
     Case("a-limit-raised-by-its-setting", "unclear",

@@ -247,7 +247,7 @@ def test_your_data_reads_at_1024_by_768_in_every_step(app_page, tmp_path):
 @pytest.mark.parametrize("bug", ["continuous-absolute-positions", "row-cu-seqlens"])
 def test_a_bug_zoo_reproduction_reads_at_1024_by_768(app_page, bug):
     """A reproduction's figures (a tiny model's logit diffs; a planted fault's mask): titles, labels inside."""
-    from packing_core.verify.zoo import zoo_entry
+    from packing_lab.zoo import zoo_entry
 
     entry = zoo_entry(bug)
     app_page.open("bug_zoo")
@@ -330,7 +330,7 @@ PROGRESS_IN_VIEW_JS = """() => [...document.querySelectorAll("[data-testid='stMa
 
 def test_training_runs_only_on_its_button_and_shows_its_progress_in_view(app_page):
     """A new seed or the other neighbours once trained at once (22 s), its progress bar below the fold."""
-    from packing_core.experiments import cached_pair
+    from packing_lab.demos import cached_pair
 
     seed = next(s for s in range(500 + int(time.time()) % 400, 1000) if cached_pair(s, "independent") is None)
     app_page.open("leakage_lab?step=3")

@@ -17,7 +17,7 @@ from tokenizers.models import WordLevel
 from transformers import DataCollatorWithFlattening, PreTrainedTokenizerFast
 from trl import SFTConfig, SFTTrainer
 
-from packing_core.check import installed_kernels
+from packing_core.check.mixers import installed_kernels
 from packing_core.integrations import PackingCheckCallback, PackingCheckError, guard
 from packing_core.verify.families_build import build_tiny
 

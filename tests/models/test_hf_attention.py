@@ -6,19 +6,16 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from packing_core.models import (
-    ATTN_IMPLEMENTATIONS,
-    cache_dir,
-    default_tokenizer,
-    hf_runner,
-    load_pretrained,
-    pretrained_status,
-    real_tokenizer,
-)
+from packing_core._settings import cache_dir
 from packing_core.models import hf_attention as hf_attention_mod
+from packing_core.models import load_pretrained, pretrained_status
 from packing_core.models import pretrained as hf
 from packing_core.models import pretrained as pretrained_mod
-from packing_core.verify import default_documents, verify_hf, verify_pretrained
+from packing_core.models.hf_attention import ATTN_IMPLEMENTATIONS, hf_runner
+from packing_core.models.tokenizers import default_tokenizer, real_tokenizer
+from packing_core.verify import verify_pretrained
+from packing_core.verify.equivalence import default_documents
+from packing_core.verify.run import verify_hf
 from tests._support import skip_or_fail
 
 LENGTHS = (12, 8, 10)

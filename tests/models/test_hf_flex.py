@@ -9,8 +9,9 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from packing_core.attention.flex import flex_unavailable
-from packing_core.models import HF_IMPLEMENTATIONS, hf_runner
-from packing_core.verify import default_documents, verify_hf
+from packing_core.models.hf_attention import HF_IMPLEMENTATIONS, hf_runner
+from packing_core.verify.equivalence import default_documents
+from packing_core.verify.run import verify_hf
 
 pytestmark = pytest.mark.skipif(flex_unavailable("cpu") is not None, reason=str(flex_unavailable("cpu")))
 

@@ -6,7 +6,8 @@ import torch
 import packing_core as pc
 from packing_core.models.hybrid import KINDS, HybridConfig, hybrid_model, layer_leaks, seq_idx_from_cu
 from packing_core.models.registry import model_spec
-from packing_core.verify import model_runner, verify_runner
+from packing_core.verify import verify_runner
+from packing_core.verify.equivalence import model_runner
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 import packing_core as pc
 from packing_core.cli import main
 from packing_core.data import byte_tokenizer
-from packing_core.models import pretrained, pretrained_status, tiny_model, tokenizers
+from packing_core.models import pretrained, pretrained_status, tokenizers
 from packing_core.models.registry import (
     PRETRAINED,
     ModelSpec,
@@ -19,6 +19,7 @@ from packing_core.models.registry import (
     register_model,
     unregister_model,
 )
+from packing_core.models.tiny import tiny_model
 from packing_core.models.tokenizers import TOKENIZER_CHOICES, HFTokenizer, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,9 +2,8 @@
 import pytest
 import torch
 
-from packing_core import segment_layout
-from packing_core.models import TinyConfig, TinyTransformer, tiny_model
-from packing_core.models.tiny import rope
+from packing_core.batch import segment_layout
+from packing_core.models.tiny import TinyConfig, TinyTransformer, rope, tiny_model
 
 
 def packed_inputs(lengths=(6, 4, 6), positions="reset", seed=0):

@@ -4,8 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packing_core.packing import PACKING_STRATEGIES, STRATEGIES, cap_price, make_plan, plan_from_counts, static_cu_seqlens
-from packing_core.packing.registry import get_strategy
+from packing_core.packing import STRATEGIES, make_plan, plan_from_counts
+from packing_core.packing.from_counts import cap_price
+from packing_core.packing.plan import static_cu_seqlens
+from packing_core.packing.registry import PACKING_STRATEGIES, get_strategy
 
 CAPPED = [s for s in PACKING_STRATEGIES if not get_strategy(s).cuts]
 

@@ -4,8 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packing_core import STRATEGIES, compare, make_plan
-from packing_core.packing import OVERLONG_POLICIES, PACKING_STRATEGIES
+from packing_core import STRATEGIES, make_plan
+from packing_core.packing import OVERLONG_POLICIES, compare
+from packing_core.packing.registry import PACKING_STRATEGIES
 
 WORKED = [120, 90, 300, 40, 55, 30, 210, 65]
 

@@ -5,7 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from packing_core import InputError
-from packing_core.packing import MAX_TRACE_PIECES, TRACE_STRATEGIES, make_plan, plan_trace
+from packing_core.packing import TRACE_STRATEGIES, make_plan, plan_trace
+from packing_core.packing.trace import MAX_TRACE_PIECES
 
 GREEDY = ("next-fit", "ffd", "bfd")
 

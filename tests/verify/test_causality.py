@@ -12,7 +12,9 @@ from packing_core.attention import attend
 from packing_core.attention.backends import varlen_kwargs
 from packing_core.cli import main
 from packing_core.models.tiny import tiny_model
-from packing_core.verify import causality_of_batch, causality_runner, model_runner, verify_model
+from packing_core.verify import causality_runner, verify_model
+from packing_core.verify.causality import causality_of_batch
+from packing_core.verify.equivalence import model_runner
 
 
 def run_cli(*argv):

@@ -5,9 +5,10 @@ import torch
 
 import packing_core as pc
 from app_pages import _content
-from packing_core.models import tiny_model
-from packing_core.verify import attention_arguments, default_documents, drift_path, drift_pretrained, model_runner
+from packing_core.models.tiny import tiny_model
+from packing_core.verify import attention_arguments, drift_path, drift_pretrained
 from packing_core.verify.drift import continuations
+from packing_core.verify.equivalence import default_documents, model_runner
 
 TINY_SCENARIOS = [n for n, (_, cfg) in _content.SCENARIOS.items() if cfg["model"] in ("tiny-rope", "tiny-abs")]
 

@@ -10,15 +10,12 @@ from transformers import BloomConfig, BloomForCausalLM
 from packing_core import VerifyReport, verify_model
 from packing_core.cli import main
 from packing_core.data import byte_tokenizer
-from packing_core.models import load_local_model, load_pretrained, pretrained_status, tiny_model
-from packing_core.verify import (
-    default_documents,
-    default_tolerance,
-    drift_pretrained,
-    model_runner,
-    tokenise_texts,
-    verify_runner,
-)
+from packing_core.models import load_pretrained, pretrained_status
+from packing_core.models.pretrained import load_local_model
+from packing_core.models.tiny import tiny_model
+from packing_core.verify import drift_pretrained, verify_runner
+from packing_core.verify.equivalence import default_documents, default_tolerance, model_runner
+from packing_core.verify.texts import tokenise_texts
 from tests._support import save_tiny_llama
 
 TINY = ["tiny-rope", "tiny-abs"]

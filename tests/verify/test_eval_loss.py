@@ -3,7 +3,8 @@ import pytest
 
 from app_pages._content import row_documents
 from packing_core import PackedBatch
-from packing_core.verify import BREAKS, broken_batch, eval_loss_packed_vs_alone
+from packing_core.verify import eval_loss_packed_vs_alone
+from packing_lab.zoo import BREAKS, broken_batch
 
 
 def built(instruction: bool) -> PackedBatch:

@@ -1,0 +1,29 @@
+"""What the lab teaches beside the library's numbers: the cheatsheet, loss weights, schedules,
+batch composition, the longest documents, kernel footprints and a one-layer isolation check.
+
+The public names of ``packing_lab.advice``; they load on first use (see ``packing_core._lazy``).
+"""
+from typing import TYPE_CHECKING
+
+from packing_core._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .cheatsheet import CHEATSHEET_FINDINGS, Fact, cheatsheet_facts, cheatsheet_html, cheatsheet_markdown
+    from .composition import RowOrder, batch_cu_seqlens, row_cu_seqlens, row_order
+    from .examples import bounds_example, static_example
+    from .footprints import KernelFootprint, kernel_footprints
+    from .isolation import AttentionCheck, alone_vs_packed_attention
+    from .longest import LongestShare, TrainedPositions, longest_share, trained_positions
+    from .loss_weights import (
+        AVERAGING_RULES,
+        PRESETS,
+        LossPreset,
+        LossWeights,
+        dpo_pair_gradients,
+        pair_gradient,
+        parse_layout,
+        step_loss_weights,
+    )
+    from .schedule import Schedule, ScheduleComparison, compare_schedules, epoch_schedule, lr_by_tokens
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -1,0 +1,36 @@
+"""The lab's live demos: the training pair (mask on and off) and its cache, the bucketing demo,
+the loss-weight lesson, the time estimates, and ``warm`` (everything a class needs, done before it).
+
+The public names of ``packing_lab.demos``; they load on first use (see ``packing_core._lazy``).
+"""
+from typing import TYPE_CHECKING
+
+from packing_core._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .bucket_loss import BucketDemo, BucketRun, bucket_loss_demo
+    from .estimate import (
+        BREAKDOWN_LIMIT_S,
+        AttentionRate,
+        Estimate,
+        attention_rate,
+        benchmark_estimate,
+        breakdown_estimate,
+        docs_within,
+        load_warning,
+        train_estimate,
+    )
+    from .loss_lesson import LossLesson, loss_lesson
+    from .train import SAME_TOPIC, TOKENS_PER_TOPIC, TOPICS, TrainPair, TrainResult, train_demo
+    from .warm import (
+        WarmStatus,
+        cached_pair,
+        smollm2_converted,
+        train_pair,
+        trained_seconds,
+        use_lab_threads,
+        warm,
+        warm_status,
+    )
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)
