@@ -1,7 +1,7 @@
 """One virtual environment per transformers release: torch 2.13 (CPU) and that release, nothing else.
 
-    python tools/release_venvs.py VENVS 4.46.3 4.57.6 5.24.0       # build (or reuse) them
-    python tools/release_venvs.py VENVS 4.46.3 --probe             # and run tools/releases_probe.py in each
+    python -m tools.release_venvs VENVS 4.46.3 4.57.6 5.24.0       # build (or reuse) them
+    python -m tools.release_venvs VENVS 4.46.3 --probe             # and run tools/releases_probe.py in each
 
 A venv is ``VENVS/transformers-<release>``; it is built once and reused while its python runs
 ``import transformers`` at that release. ``--wheels DIR`` installs the release from wheels

@@ -21,7 +21,7 @@ guess):
 - per family: whether its mask call passes ``position_ids`` (:func:`family_mask`) and whether its
   modeling code hands ``seq_idx`` / ``cu_seq_lens`` to its mixers (padding-free support).
 
-    python tools/releases_code.py WHEEL...        # one line of facts per release, as JSON
+    python -m tools.releases_code WHEEL...        # one line of facts per release, as JSON
 """
 from __future__ import annotations
 
@@ -33,11 +33,7 @@ import zipfile
 from functools import cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:        # run as a script from the checkout: the lab's code reader is beside it
-    sys.path.insert(0, str(ROOT))
-
-from packing_core.verify.families_code import mask_calls  # noqa: E402
+from tools.families_code import mask_calls
 
 MASKING = "transformers/masking_utils.py"
 FLASH = "transformers/modeling_flash_attention_utils.py"

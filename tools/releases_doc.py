@@ -1,6 +1,6 @@
 """Write docs/checker-releases.md from the releases table: the rules by release, with the measured cells.
 
-    python tools/releases_doc.py          # rewrite docs/checker-releases.md from releases_table.json
+    python -m tools.releases_doc          # rewrite docs/checker-releases.md from releases_table.json
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def doc_text(data: dict) -> str:
         if steps:
             merged = [steps[0]] + [s for p, s in zip(steps, steps[1:]) if s[1] != p[1]]
             out.append(f"| `{mt}` | " + "; ".join(f"{f} from {s}" for s, f in merged) + " |")
-    out += ["", "Regenerate: `python tools/releases_table.py WHEELS VENVS --measure --write` (see the module's "
+    out += ["", "Regenerate: `python -m tools.releases_table WHEELS VENVS --measure --write` (see the module's "
             "docstring); `tests/attention/test_releases.py` checks the installed release's row against its code "
             "and its measured cells against a run.", ""]
     return "\n".join(out)

@@ -1,6 +1,6 @@
 """The lab in a trainer's environment: `check` and `check --model` on a tiny Llama, in one venv per release.
 
-    python tools/releases_model_check.py VENVS 4.46.3 4.57.6 5.24.0 [--wheels DIR]
+    python -m tools.releases_model_check VENVS 4.46.3 4.57.6 5.24.0 [--wheels DIR]
 
 For each release: the venv (``tools/release_venvs.py``; the lab's own runtime needs are added:
 pyarrow, pandas, highspy) saves a tiny random-init Llama and a collator-style batch (three
@@ -22,10 +22,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+from tools.release_venvs import build, python_of
 
-from release_venvs import build, python_of  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 LAB_NEEDS = ("pyarrow", "pandas", "highspy==1.15.1")
 MAKE = """

@@ -1,14 +1,14 @@
 """Write the table of what each transformers release does with a packed batch: read from each release, measured.
 
-    python tools/releases_table.py WHEELS VENVS              # print the ranges found (nothing written)
-    python tools/releases_table.py WHEELS VENVS --measure    # build a venv per range and run the probe there
-    python tools/releases_table.py WHEELS VENVS --write      # write the table and docs/checker-releases.md
+    python -m tools.releases_table WHEELS VENVS              # print the ranges found (nothing written)
+    python -m tools.releases_table WHEELS VENVS --measure    # build a venv per range and run the probe there
+    python -m tools.releases_table WHEELS VENVS --write      # write the table and docs/checker-releases.md
 
 ``WHEELS`` holds downloaded transformers wheels (``pip download --no-deps transformers==X -d WHEELS``:
 the newest patch of every minor release from 4.44 on, and the first patch of each; where the two
 differ, every patch between). Each is read by ``tools/releases_code.py``; consecutive releases
 with the same facts form one **range**. ``VENVS`` holds one virtual environment per measured
-release (``tools/release_venvs.py``); a range is measured when one of its releases has a
+release (``tools.release_venvs``); a range is measured when one of its releases has a
 ``probe.json`` there. The table (``packing_core/attention/releases_table.json``) is what
 ``packing_core.attention.releases`` reads.
 """
@@ -19,13 +19,12 @@ import json
 import sys
 from pathlib import Path
 
+from packing_core.attention.releases import release_key
+from tools.release_venvs import build, probe
+from tools.releases_code import Source, read_release
+from tools.releases_doc import write_doc
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
-
-from release_venvs import build, probe  # noqa: E402
-from releases_code import Source, read_release  # noqa: E402
-
-from packing_core.attention.releases import release_key  # noqa: E402
 
 TABLE = ROOT / "packing_core" / "attention" / "releases_table.json"
 DOC = ROOT / "docs" / "checker-releases.md"
@@ -151,8 +150,6 @@ def main(argv=None) -> int:
         print(f"{r['from']:>8} .. {r['to']:<8} measured: {', '.join(r['measured']) or 'NOT MEASURED'}", file=sys.stderr)
     if a.write:
         TABLE.write_text(table_json(ranges, family_changes(facts), cells), encoding="utf-8")
-        from releases_doc import write_doc
-
         write_doc(DOC)
         print(f"wrote {TABLE.name} ({len(ranges)} ranges) and {DOC.relative_to(ROOT)}", file=sys.stderr)
     return 0

@@ -1,6 +1,6 @@
 """Which TRL and transformers releases have each setting the lab tells a trainer to paste, read from their wheels.
 
-    python tools/settings_releases.py TRL_WHEELS TRANSFORMERS_WHEELS --write
+    python -m tools.settings_releases TRL_WHEELS TRANSFORMERS_WHEELS --write
 
 For each TRL wheel: the fields of ``trl/trainer/sft_config.py`` ``SFTConfig`` (a dataclass: its
 annotated fields and defaults) and the packing strategies ``trl/data_utils.py`` compares against;
@@ -19,12 +19,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+from packing_core.attention.releases import release_key
+from tools.releases_code import Source, collator_kwargs
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
-
-from releases_code import Source, collator_kwargs  # noqa: E402
-
-from packing_core.attention.releases import release_key  # noqa: E402
 
 OUT = ROOT / "packing_core" / "analysis" / "settings_releases.json"
 TRL_SETTINGS = ("packing", "packing_strategy", "padding_free", "max_length", "max_seq_length")

@@ -85,8 +85,8 @@ OVERRIDES: dict[str, dict] = {
     "zaya": {"num_experts_per_tok": 1},
     # sizes under their own names (each found by building the family here)
     "dbrx": {"d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": 256,
-             "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}, "ffn_config": {"ffn_hidden_size": 128, "moe_num_experts": 4,
-                                                              "moe_top_k": 2, "hidden_size": 64}},
+             "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+             "ffn_config": {"ffn_hidden_size": 128, "moe_num_experts": 4, "moe_top_k": 2, "hidden_size": 64}},
     "xlm": {"emb_dim": 64, "n_layers": 2, "n_heads": 4, "causal": True},
     "roc_bert": {"pronunciation_embed_dim": 16, "pronunciation_vocab_size": 64, "shape_embed_dim": 16,
                  "shape_vocab_size": 64, "is_decoder": True},

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,11 +18,7 @@ from packing_core.attention.releases import (
 )
 from packing_core.attention.semantics import BatchTensors, effective_attention
 from packing_core.check import check_hf_batch
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
-releases_code = pytest.importorskip("releases_code")
-releases_probe = pytest.importorskip("releases_probe")
+from tools import releases_code, releases_probe
 
 # three documents of 7, 9 and 5 tokens, positions restarting per document, no mask: what the collator emits
 COLLATOR_BATCH = {"input_ids": [list(range(5, 26))],
