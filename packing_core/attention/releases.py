@@ -214,6 +214,29 @@ def family_since(model_type: str) -> str:
     return next((since for since, mask, *_ in _stored()["families"].get(model_type, ()) if mask != "absent"), "")
 
 
+def measured_releases() -> tuple[str, ...]:
+    """Every release run alone vs packed in its own venv, oldest first."""
+    return tuple(sorted(_stored()["measured"], key=release_key))
+
+
+def measured_cells(key: str = "llama|sdpa", setup: str = "position_ids") -> tuple[tuple[str, str, float], ...]:
+    """``(release, status, max |logit diff|)`` of one measured cell (a family and implementation, a setup) by release.
+
+    The setups (``tools/releases_probe.py``): ``position_ids`` (resets, no mask, no cache: what
+    DataCollatorWithFlattening emits), ``mask_ones``, ``use_cache``, ``cu_seq_lens``, ``mask_4d``, ``none``.
+
+    >>> dict((r, s) for r, s, _ in measured_cells())["4.46.3"], dict((r, s) for r, s, _ in measured_cells())["4.57.6"]
+    ('leaks', 'sound')
+    """
+    out = []
+    for release in measured_releases():
+        row = _stored()["measured"][release].get(key)
+        cell = row.get(setup) if isinstance(row, dict) else None
+        if cell and cell[0] in "SL":
+            out.append((release, "sound" if cell[0] == "S" else "leaks", float(cell[1:])))
+    return tuple(out)
+
+
 def not_measured_line(rules: ReaderRules) -> str:
     """The verdict for a release outside the measured range, in one line."""
     first, last = covered_span()
