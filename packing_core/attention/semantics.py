@@ -8,9 +8,10 @@ flattened row only, ``position_ids`` (``modeling_flash_attention_utils._flash_at
 A 4D mask is used as given, but each applies it its own way: sdpa reads a boolean one as
 True = may read and adds a float one; eager (``modeling_llama.eager_attention_forward``) and
 flex (``integrations.flex_attention``'s ``score_mod``, head 0 only) *add* it to the scores, so a
-boolean or 0/1 mask masks nothing there. This module mirrors those code paths (transformers
-5.24), rule by rule, and gives the result as the *effective segmentation*: per token the
-segment the kernel attends within. Two trainers' own models read their batches too:
+boolean or 0/1 mask masks nothing there. This module mirrors those code paths rule by rule, for
+the release that reads the batch (:mod:`.releases`: packed detection arrived in 4.53.1, flash
+attention's position-ids path changed five times), and gives the result as the *effective
+segmentation*: per token the segment the kernel attends within. Two trainers' own models read their batches too:
 ``megatron`` (Megatron-core: a 4D mask with True = masked) and ``olmo_core`` (``doc_lens``).
 One convention for every batch: a transformers implementation's name means a transformers model
 given the batch's tensors (a trainer's keys under transformers' names), a trainer reader's name
