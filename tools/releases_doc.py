@@ -43,7 +43,9 @@ def doc_text(data: dict) -> str:
            "random-init models, three documents of 7, 9 and 5 tokens packed in one row, each against its run "
            "alone). A release outside the measured span is never judged SOUND: the verdict says \"not measured for "
            "transformers X.Y: run `check --model` in that environment\".", "",
-           f"Measured span: transformers {ranges[0]['from']} to {ranges[-1]['to']}.", "",
+           f"Span read: transformers {ranges[0]['from']} to {ranges[-1]['to']}, every wheel listed below; each range of "
+           "releases with the same rules is measured on one of its releases (a range marked NOT MEASURED is judged "
+           "\"not measured\", like a release outside the span).", "",
            "## The rules by release", "",
            "| releases | packed detection (sdpa, eager, flex) | flash attention from `position_ids` | "
            "`cu_seq_lens_q/_k` + `max_length_q/_k` | `DataCollatorWithFlattening` kwargs | model API | measured |",
@@ -93,6 +95,16 @@ def doc_text(data: dict) -> str:
         if steps:
             merged = [steps[0]] + [s for p, s in zip(steps, steps[1:]) if s[1] != p[1]]
             out.append(f"| `{mt}` | " + "; ".join(f"{f} from {s}" for s, f in merged) + " |")
+    out += ["", "## The lab in the trainer's environment", "",
+            "`python -m tools.releases_model_check VENVS 4.46.3 4.57.6 5.24.0` builds a venv per release "
+            "(`tools.release_venvs`), saves a tiny Llama and the batch above there, and runs `check --model` with the "
+            "lab from this checkout under sdpa and eager: the model is built and called through that release's API "
+            "(`torch_dtype=` before 4.56, `dtype=` after; the attention implementation fixed at load before 4.48, "
+            "switched through the config or `set_attn_implementation` after: `packing_core/models/api.py`). On each "
+            "of the three, the static verdict and the run agree: a leak of 3.07 under sdpa and eager on 4.46.3, "
+            "sound (within 3e-6) on 4.57.6 and 5.24.0. CI runs the same check in-process on the pinned release "
+            "(`tests/attention/test_releases.py`); a venv per release needs the package index and about a gigabyte "
+            "and minutes each, more than CI's budget.", ""]
     out += ["", "Regenerate: `python -m tools.releases_table WHEELS VENVS --measure --write` (see the module's "
             "docstring); `tests/attention/test_releases.py` checks the installed release's row against its code "
             "and its measured cells against a run.", ""]

@@ -34,7 +34,7 @@ CHANGES = {
                         "mask\", merged 2025-07-03): masking_utils.find_packed_sequence_indices, first in 4.53.1",
     "flash_positions": "PR #31629 (4.44: position_ids into _flash_attention_forward, any batch size); 4.53.0: batch "
                        "size 1 only (the code points to #39121); 4.54: every batch with position_ids goes varlen "
-                       "(issue #39814); 4.55: _is_packed_sequence; PR #47525 (5.15): sequences start at the minimum "
+                       "(see issue #39814); 4.55.1: _is_packed_sequence; PR #47525 (5.15): sequences start at the minimum "
                        "position, not 0",
     "flash_varlen": "4.47.0: cu_seq_lens_q/_k and max_length_q/_k reach _flash_attention_forward (only beside "
                     "position_ids); 4.53.1: the four kwargs on their own",

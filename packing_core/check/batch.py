@@ -186,10 +186,13 @@ def _checked(static: StaticCheck, eff: EffectiveAttention, *, allow_cross_docume
     rules = rules or release_rules()
     trained = static.trained if static.trained is not None else docs.real
     seen = {f.name for f in static.findings}       # a PackedBatch rule the to_hf() view already reports: once
-    findings = [*static.findings, *leak_findings(eff, docs, allow_cross_document, trained, t),
-                *(f for f in static.packed if f.name not in seen), *_release_finding(eff, rules)]
+    unmeasured = _release_finding(eff, rules)     # then what the reader does is not guessed: no reading findings
+    findings = [*static.findings, *([] if unmeasured else leak_findings(eff, docs, allow_cross_document, trained, t)),
+                *(f for f in static.packed if f.name not in seen), *unmeasured]
     layers: tuple[tuple[str, str], ...] = ()
-    if model_type:
+    if unmeasured:
+        others = None
+    elif model_type:
         mine, layers = mixer_findings(model_type, t, eff, docs, trained, use_cache=eff.use_cache, kernels=kernels,
                                       allow_cross_document=allow_cross_document, rules=rules)
         if any(f.name == "documents_share_attention" and f.severity == "error" for f in findings):

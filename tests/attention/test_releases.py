@@ -145,3 +145,19 @@ def test_check_model_runs_and_agrees_with_the_run_on_the_installed_release(tmp_p
                      str(tmp_path / "batch.safetensors")])
         out = capsys.readouterr().out
         assert "they agree" in out and code == (0 if release_rules().packed_detection else 1), out
+
+
+def test_the_guard_judges_for_the_release_it_runs_under_and_outside_the_span_warns_without_raising(monkeypatch):
+    import warnings
+
+    import packing_core.integrations.hook as hook
+
+    monkeypatch.setattr(hook, "release_rules", lambda release=None: release_rules(release or "4.40.0"))
+    model = releases_probe.build("llama", "sdpa")
+    with pytest.warns(UserWarning, match="not measured for transformers 4.40"):
+        g = hook.guard(model, batches=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model(input_ids=torch.tensor(COLLATOR_BATCH["input_ids"]) % 256,
+              position_ids=torch.tensor(COLLATOR_BATCH["position_ids"]), use_cache=False)
+    assert g.release == "4.40.0" and "not measured for transformers 4.40" in g.checks[0].verdict
