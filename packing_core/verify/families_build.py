@@ -97,6 +97,11 @@ OVERRIDES: dict[str, dict] = {
               "mode": "inference", "chunkwise_kernel": "chunkwise--native_autograd",
               "sequence_kernel": "native_sequence__native", "step_kernel": "native"},
 }
+# families that build tiny but whose layers return outputs the per-layer measurement cannot substitute into
+NOT_MEASURABLE = {
+    "reformer": "it builds tiny (117,376 parameters, is_decoder=True), but its layers return outputs the per-layer "
+                "measurement cannot substitute into: measure it end to end with check --model",
+}
 # model types whose causal LM is a multimodal wrapper of a text family measured under its own name
 _NOT_TEXT = ("ConditionalGeneration",)
 
@@ -192,6 +197,8 @@ def build_tiny(model_type: str, *, attn_implementation: str = "sdpa", seed: int 
     Its size is counted on the meta device first, so a config that ignores the small sizes is
     refused before it allocates (a multimodal tower of billions of parameters, say).
     """
+    if model_type in NOT_MEASURABLE:
+        raise NotBuilt(NOT_MEASURABLE[model_type])
     cls_name = causal_lm_classes().get(model_type)
     if cls_name is None:
         raise NotBuilt(f"{model_type!r} has no causal-LM class in transformers {transformers.__version__}")

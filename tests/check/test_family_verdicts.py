@@ -66,3 +66,7 @@ def test_an_eager_only_family_judged_for_sdpa_says_it_never_runs_sdpa():
 def test_families_once_listed_as_not_buildable_are_measured(model_type):
     fam = family(model_type)
     assert not fam.not_built and fam.outcome("position_ids", "logits") is not None
+
+
+def test_reformer_builds_tiny_and_is_named_as_not_measurable_per_layer():
+    assert "builds tiny" in family("reformer").not_built
