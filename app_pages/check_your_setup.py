@@ -5,8 +5,7 @@ import packing_core as pc
 from app_pages import _content
 from app_pages._layout import figure, guard, lesson, steps
 from app_pages._state import Setting, choice, page_settings
-from packing_core.attention import ATTENTION_READERS, KERNELS, known_families
-from packing_core.attention.releases import installed_release, measured_cells, measured_releases
+from packing_core.attention import ATTENTION_READERS, KERNELS, known_families, measured_cells
 from packing_core.check import (
     BATCH_FILE_TYPES,
     PICKLE_SUFFIXES,
@@ -19,12 +18,12 @@ from packing_core.check import (
 from packing_lab.viz import hf_batch_figure
 
 NONE = "(none: attention layers only)"
+INSTALLED = "installed here"   # the transformers release this server runs; the verdict names it
 MAX_PAGE_BATCHES = 32      # files one upload checks as a stream (the CLI takes a folder of any size)
 S = page_settings("check_your_setup", attn=choice("sdpa", ATTENTION_READERS), use_cache=False,
                   model_type=choice(NONE, lambda: (NONE, *(f.model_type for f in known_families(built=True)))),
                   kernels=Setting([], link=False),
-                  transformers=choice(installed_release(), lambda: tuple(dict.fromkeys((installed_release(),
-                                                                                        *measured_releases())))))
+                  transformers=choice(INSTALLED, lambda: (INSTALLED, *(r for r, _, _ in measured_cells()))))
 
 st.title("Check your setup")
 lesson(__file__)
@@ -50,7 +49,7 @@ with framework:
 # ---------------------------------------------------------------- a batch from your trainer
 @st.cache_data(show_spinner=False, max_entries=16)
 def check_upload(data: bytes, name: str, attn: str, use_cache: bool, model_type: str | None, kernels: tuple,
-                 release: str):
+                 release: str | None):
     batch = load_batch_bytes(data, name)
     options = dict(use_cache=use_cache, model_type=model_type, kernels=kernels, transformers=release)
     return pc.check_hf_batch(batch, attn, **options), check_all_implementations(batch, **options)
@@ -115,7 +114,7 @@ with trainer:
     for up in ups:
         with guard(f"check {up.name}"):
             results.append((up.name, *check_upload(up.getvalue(), up.name, attn, use_cache, chosen, kernels,
-                                                   release)))
+                                                   None if release == INSTALLED else release)))
     if len(results) > 1:
         summary = summarize_checks([c for _, c, _ in results], [n for n, _, _ in results])
         (st.success if summary.packing_on else st.warning)(f"**The stream, {len(results)} batches:** "

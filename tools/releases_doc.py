@@ -87,8 +87,12 @@ def doc_text(data: dict) -> str:
         if len({m for _, m in steps if m != "absent"}) > 1:
             out.append(f"| `{mt}` | " + "; ".join(f"{m} from {s}" for s, m in steps if m != "absent") + " |")
     out += ["", "## Padding-free support of the hybrid families", "",
-            "Which boundary kwargs the family's modeling code hands its convolutions and recurrences, by release "
-            "(`seq_idx`, `cu_seq_lens`; `none`: neither reaches them, so they run across documents):", "",
+            "Which boundary kwargs the family's modeling file names for its convolutions and recurrences, by "
+            "release (`seq_idx`, `cu_seq_lens`). `none`: the file names neither. Before 5.15 that means they never "
+            "reach the mixers; from 5.15 on the hybrid families forward their keyword arguments to the kernels "
+            "generically (`**kwargs` into `use_kernel_func_from_hub_with_fallback`), and what reaches each kernel "
+            "is measured in the families table (README: What each model family reads), not read here. Bamba's "
+            "padding-free support is transformers PR #35861; the collator's `return_seq_idx` is PR #36456.", "",
             "| family | by release |", "| --- | --- |"]
     for mt, changes in sorted(data["families"].items()):
         steps = [(since, free) for since, mask, free, *_ in changes if free and free != "absent"]
