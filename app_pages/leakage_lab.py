@@ -72,7 +72,7 @@ def load_smollm2(where) -> None:
 
     converting = not smollm2_converted()
     text = ("Converting SmolLM2 from its GGUF file to safetensors: the first load on this server, about 30 s "
-            "on 2 cores (`python -m packing_core warm` does it before class)..." if converting else
+            "on 2 cores (`packing-lab warm` does it before class)..." if converting else
             "Loading SmolLM2 from its converted copy (about a second)...")
     t0 = time.perf_counter()
     with where, st.spinner(text):

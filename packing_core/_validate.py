@@ -282,7 +282,7 @@ def as_batch_size(value, name: str = "batch_size") -> int:
     return whole_number(value, name, maximum=MAX_BATCH_SIZE, hint="try 32")
 
 
-# The documented limits, by name (the README and the hostile-input benchmark print them).
+# The documented limits, by name (docs/limits.md lists them; the hostile-input benchmark prints them).
 LIMITS = {name: globals()[name] for name in (
     *FIXED_LIMITS, "MAX_TEXT_BYTES", "MAX_SPLIT_PIECES", "MAX_DISTINCT_LENGTHS", "MAX_PROFILE_BYTES", "MAX_TURNS",
     "MAX_TEMPLATE_SECONDS", "MAX_WORKERS", "MAX_BATCH_TOKENS", "MAX_MASK_VALUES", "MAX_STREAM_BATCHES",

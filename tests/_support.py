@@ -461,11 +461,12 @@ class Outcome:
 
 def run_cli_tree(argv: list[str], cwd: Path, timeout: float, env: dict | None = None,
                  file_size: int | None = None) -> Measured:
-    """``python -m packing_core *argv``, or with ``argv = ["-c", code]`` a library call under ``LIBRARY_CALL``."""
+    """``packing-lab *argv`` (``python -m packing_lab``: every command, the library's and the lab's), or with
+    ``argv = ["-c", code]`` a library call under ``LIBRARY_CALL``."""
     import sys
 
     command = ([sys.executable, "-c", LIBRARY_CALL, argv[1]] if argv[:1] == ["-c"]
-               else [sys.executable, "-m", "packing_core", *argv])
+               else [sys.executable, "-m", "packing_lab", *argv])
     return run_tree(command, cwd, timeout, env, file_size)
 
 

@@ -203,8 +203,9 @@ def test_plain_report_and_report_file_write_one_table_with_the_same_columns(tmp_
     path.write_text("length\n" + "\n".join(WORKED.split(",")) + "\n")
     _, plain, _ = call("report", "--lengths", WORKED)
     _, from_file, _ = call("report", str(path))
-    path.with_suffix(".json").write_text(json.dumps({"schema_version": 1, "kind": "lengths", "counts": {
-        str(n): WORKED.split(",").count(str(n)) for n in set(map(int, WORKED.split(",")))}}))
+    from packing_core import LengthProfile
+
+    LengthProfile.from_lengths([int(n) for n in WORKED.split(",")], kind="lengths").save(path.with_suffix(".json"))
     _, from_profile, _ = call("report", "--profile", str(path.with_suffix(".json")))
     header = lambda text: next(line.split() for line in text.splitlines() if line.startswith("strategy "))
     every = " ".join(c.text for c in COLUMNS if c.text).split()
@@ -216,8 +217,8 @@ def test_plain_report_and_report_file_write_one_table_with_the_same_columns(tmp_
         assert "L1 = tokens / context, rounded up,\nis reachable only by cutting documents" in text
         assert "fewest" not in text
         assert all(f"  {name}: {STRATEGY_INFO[name]}" in text for name in DEFAULT_STRATEGIES)
-        assert row(text, "bfd")[2:] == row(plain, "bfd")[2:] and row(text, "bfd")[1] in ("counts", "in")
-    assert row(plain, "next-fit")[1:3] == ["in", "order"]       # typed lengths: every plan in the order given
+        assert row(text, "bfd")[2:] == row(plain, "bfd")[2:] and row(text, "bfd")[1] in ("counts", "ordered")
+    assert row(plain, "next-fit")[1] == "ordered"       # typed lengths: every plan in the order given
 
 
 def test_verify_takes_the_labs_backends_and_transformers_attention_each_in_its_own_flag():
@@ -253,8 +254,8 @@ def test_report_names_the_bound_each_strategy_can_reach_and_never_calls_l1_the_f
         assert d["optimal_gap"]["gap_rows"] == 0
         return
     table = out.split("\n\n")[1].splitlines()
-    cells = {line.split()[0]: line.split()[2:4] for line in table[1:]}
-    assert table[0].split()[2:4] == ["bound", "rows/bound"]
+    cells = {line.split()[0]: line.split()[3:5] for line in table[1:]}
+    assert table[0].split()[3:5] == ["bound", "rows/bound"]
     assert cells["concat-cut"] == ["L1", "6"] and cells["bfd"] == cells["optimal"] == ["L2", "10"]
     assert "lower bounds on rows: L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents)" in out
 

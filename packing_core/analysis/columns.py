@@ -66,7 +66,7 @@ class Column:
 COLUMNS: tuple[Column, ...] = (
     Column("strategy", "strategy", lambda r, p: r.strategy),
     Column(None, "kind", lambda r, p: "packing" if r.strategy in PACKING_STRATEGIES else "padding"),
-    Column("basis", None, lambda r, p: "counts" if p.basis == "counts" else "in order" if p.in_order else "sampled",
+    Column("basis", None, lambda r, p: "counts" if p.basis == "counts" else "ordered" if p.in_order else "sampled",
            profile_only=True),
     Column("rows", "rows", lambda r, p: r.rows, "{:,}", "localized"),
     Column("bound", "proven lower bound", lambda r, p: f"{r.bound.name} {r.bound.rows:,}",
@@ -159,7 +159,7 @@ def format_strategy_table(rows: list[StrategyRow], plans: list[CountPlan] | None
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     table = ["  ".join(v.ljust(w) if c.text in ("strategy", "basis") else v.rjust(w)
                        for c, v, w in zip(columns, line, widths)).rstrip() for line in cells]
-    notes = sorted({f"{'in order' if p.in_order else 'sampled'}: {p.basis}; {p.note}"
+    notes = sorted({f"{'ordered' if p.in_order else 'sampled'}: {p.basis}; {p.note}"
                     for _, p in pairs if p is not None and p.basis != "counts"})
     described = [f"  {r.strategy}: {STRATEGY_INFO.get(r.strategy, r.description)}" for r, _ in pairs]
     return "\n".join([*table, "", *table_notes(rows, plans), LEGEND, *notes, "", *described])

@@ -28,7 +28,7 @@ def test_the_explorer_names_the_bound_of_each_strategy_and_says_how_far_bfd_is_f
     text = shown(at)
     full = at.dataframe[1].value.set_index("strategy")           # every column, under the narrow table
     assert full.loc["concat-cut", "proven lower bound"] == "L1 44,547"
-    # 44,547 rows: the bound optimal proves on the tickets (README's packing-quality table); bfd needs 44,589
+    # 44,547 rows: the bound optimal proves on the tickets (docs/measurements.md, Packing quality); bfd needs 44,589
     assert full.loc["bfd", "proven lower bound"] == "L2 44,547" and full.loc["bfd", "rows"] == 44_589
     advice = at.info[0].value
     assert "bfd is 42 rows (0.0943%) above the proven optimum (44,547 rows, the L2 bound); optimal reaches it within" \

@@ -139,6 +139,8 @@ def prepare(app_page, spec) -> None:
         app_page.toggle("Skip predictions")
     if spec.name == "leakage_lab":
         app_page.radio("Your prediction", "They change")
+    if spec.name == "context_parallel":
+        app_page.radio("Your prediction", "The last rank")
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +200,7 @@ def test_the_training_demo_reads_at_1024_by_768(app_page):
     found = problems(app_page)
     trained = app_page.page.evaluate(HEIGHT_JS)
     app_page.screenshot("projector-leakage-lab-trained")
-    print(f"the training step, trained: {trained}")   # the README's figures; -s shows it
+    print(f"the training step, trained: {trained}")   # docs/measurements.md's figures; -s shows it
     app_page.assert_healthy()
     assert found == [], "\n".join(found)
     assert trained["page"] <= STEP_PX, f"the trained step is {trained['page']} px, over {STEP_PX}"
