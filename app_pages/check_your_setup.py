@@ -5,7 +5,7 @@ import packing_core as pc
 from app_pages import _content
 from app_pages._layout import figure, guard, lesson, steps
 from app_pages._state import Setting, choice, page_settings
-from packing_core.attention import ATTENTION_READERS, KERNELS, known_families, measured_cells
+from packing_core.attention import ATTENTION_READERS, KERNELS, known_families
 from packing_core.check import (
     BATCH_FILE_TYPES,
     PICKLE_SUFFIXES,
@@ -15,6 +15,7 @@ from packing_core.check import (
     save_snippet,
     summarize_checks,
 )
+from packing_lab.advice import same_batch_by_release
 from packing_lab.viz import hf_batch_figure
 
 NONE = "(none: attention layers only)"
@@ -23,7 +24,7 @@ MAX_PAGE_BATCHES = 32      # files one upload checks as a stream (the CLI takes 
 S = page_settings("check_your_setup", attn=choice("sdpa", ATTENTION_READERS), use_cache=False,
                   model_type=choice(NONE, lambda: (NONE, *(f.model_type for f in known_families(built=True)))),
                   kernels=Setting([], link=False),
-                  transformers=choice(INSTALLED, lambda: (INSTALLED, *(r for r, _, _ in measured_cells()))))
+                  transformers=choice(INSTALLED, lambda: (INSTALLED, *(r for r, _, _ in same_batch_by_release()))))
 
 st.title("Check your setup")
 lesson(__file__)
@@ -40,7 +41,7 @@ with framework:
                 "(what `DataCollatorWithFlattening` emits), on a tiny Llama under sdpa, each document against its "
                 "run alone, measured in a venv per transformers release:")
     st.markdown("\n".join(f"- transformers {r}: **{s}** (largest logit difference {d:.1e})"
-                           for r, s, d in measured_cells("llama|sdpa", "position_ids")))
+                           for r, s, d in same_batch_by_release()))
     st.caption("Packed detection from position_ids first shipped in transformers 4.53.1 (PR #39194): before it, "
                "sdpa and eager read each row as one document. The check below judges for the release you pick; "
                "docs/checker-releases.md has every rule by release.")

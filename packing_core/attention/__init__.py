@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from .families import KERNELS, known_families
     from .flex import flex_unavailable
     from .masks import allowed, block_causal_mask
-    from .releases import measured_cells
     from .semantics import ATTENTION_READERS, IMPLEMENTATIONS, TRAINER_READERS, effective_attention, packed_attention
     from .tiles import DEFAULT_TILE
 
