@@ -254,7 +254,7 @@ def _position_start(fam: Family, t: BatchTensors, docs: IntendedDocuments, train
     if int(pos[docs.real].min()) != 0:
         return []
     hit = docs.real & trained
-    return [Finding("positions_start_differs", f"{fam.model_type}: {fam.modeling}.create_position_ids_from_input_ids "
+    return [Finding("logits_differ_beyond_mixers", f"{fam.model_type}: {fam.modeling}.create_position_ids_from_input_ids "
                     "numbers positions from padding_idx + 1, this batch's position_ids from 0; "
                     f"{int(hit.sum())} trained position(s) read shifted position embeddings",
                     marks=marks_of(docs.starts & docs.real))]

@@ -66,16 +66,22 @@ class BatchCheck:
         return self._of("note")
 
     @property
+    def unmeasured(self) -> bool:
+        """Judged for a transformers release outside the measured ones: never SOUND, exit 1 (no reading is guessed)."""
+        return any(f.name == "release_not_measured" for f in self.findings)
+
+    @property
     def sound(self) -> bool:
-        """No error: the documents stay apart and the loss is right, for this implementation."""
-        return not self.errors
+        """No error: the documents stay apart and the loss is right, for this implementation (and its release
+        is measured)."""
+        return not self.errors and not self.unmeasured
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.findings)
 
     def exit_code(self, strict: bool = False) -> int:
-        return 1 if self.errors or (strict and self.warnings) else 0
+        return 1 if self.errors or self.unmeasured or (strict and self.warnings) else 0
 
     @property
     def format_words(self) -> str:
@@ -133,7 +139,7 @@ class BatchCheck:
     def verdict(self) -> str:
         """One line: SOUND or LEAKS / ERRORS for this implementation, as the CLI and pages print it; with a
         model type, each layer kind's status after it (attention, then the layers beyond it)."""
-        unmeasured = next((f for f in self.errors if f.name == "release_not_measured"), None)
+        unmeasured = next((f for f in self.findings if f.name == "release_not_measured"), None)
         if unmeasured is not None:
             return f"{self.attn_implementation}: {unmeasured.detail}"
         layers = ", ".join(f"{k} {s}" for k, s in self.layer_statuses)

@@ -212,8 +212,7 @@ class Reconciled:
 
 _ISOLATION = ("documents_share_attention", "untrained_tokens_share_attention", "mask_reads_future",
               "query_reads_nothing", "kernel_skips_tokens", "max_length_too_small", "mask_ignores_position_resets",
-              "convolution_reads_previous_document", "state_crosses_documents", "logits_differ_beyond_mixers",
-              "positions_start_differs")
+              "convolution_reads_previous_document", "state_crosses_documents", "logits_differ_beyond_mixers")
 
 
 def reconcile(check: BatchCheck, run: BatchVerdict, *, strict: bool = False) -> Reconciled:

@@ -94,10 +94,6 @@ def cheatsheet_facts() -> tuple[Fact, ...]:
         trl = trainer_settings(2048, purpose)[0]
         facts.append(Fact("Settings (TRL, rows of 2,048)", f"{purpose.capitalize()}: `{trl.call}`.",
                           "packing_core.analysis.trainer_advice", trl.call))
-    for s, quote in zip(trainer_settings(2048, "instruction")[:2],
-                        ("packing_strategy from", "return_flash_attn_kwargs and return_seq_idx from")):
-        facts.append(Fact("Settings (TRL, rows of 2,048)", f"Releases: {s.releases}",
-                          "packing_core.analysis.trainer_advice:setting_releases", quote))
     facts.append(Fact("Verify", "Run each document alone and packed and compare its logits. A correct setup agrees "
                                 "within a tolerance fitted to the dtype, never bitwise.",
                       "packing_core.verify.equivalence", "A correct setup agrees within a tolerance fitted to the dtype"))
