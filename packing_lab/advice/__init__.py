@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         step_loss_weights,
     )
     from .masks import MicroBatchMasks, PaddingFree, micro_batch_masks, padding_free_example
+    from .releases import same_batch_by_release
     from .schedule import Schedule, ScheduleComparison, compare_schedules, epoch_schedule, lr_by_tokens
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)
