@@ -80,8 +80,8 @@ def row_documents(width: int, instruction: bool = False) -> RowDocuments:
 # ---------------------------------------------------------------- the Leakage lab's scenarios
 # name -> (what the learner reads, the settings it sets). The free grid stays under "Advanced".
 # The tiny models' scenarios run the dense-mask kernel: packed and alone are then different computations
-# (one masked row against one short call), so the correct scenario shows the real last-bit differences the
-# tolerance is for (about 1e-6 in float32), where `segments` (each document in its own call) matches exactly.
+# (one masked row against one short call), whose last bits may differ (about 1e-6 in float32 on some CPUs,
+# exactly 0 on others: the verdict's tolerance sentence says which), where `segments` matches exactly.
 SCENARIOS = {
     "correct": ("Correct packing: mask on, positions reset",
                 dict(mask="on", positions="reset", model="tiny-rope", attention="dense", use_cache=False,
@@ -216,8 +216,8 @@ FRAMEWORK = (
      "transformers' `DataCollatorWithFlattening` joins a batch into one row of shape [1, total tokens], with "
      "`position_ids` restarting per example; `return_flash_attn_kwargs=True` also returns `cu_seq_lens_q/k`. "
      "Only FlashAttention runs it as a varlen kernel. sdpa, eager and flex turn the restarting `position_ids` "
-     "into a block-diagonal mask (when there is no attention_mask and no cache): correct, but they pay for the "
-     "row's full square or block grid."),
+     "into a block-diagonal mask (when there is no attention_mask and no cache): correct, but that row is the "
+     "whole per-device batch, and sdpa and eager compute its full square."),
     ("Boundary targets",
      "The same collator puts `separator_id` (-100) as the first label of every example, so the last token of one "
      "example is never trained to predict the next one. TRL's collator does the same where `position_ids == 0`."),
@@ -230,22 +230,22 @@ FRAMEWORK = (
     ("A library can drop the mask silently",
      "transformers' sdpa/eager/flex skip that detection when a 2D `attention_mask` is passed or a cache is in "
      "use. A model called with `use_cache` at its config default builds a cache, and its sdpa path then falls "
-     "back to one causal triangle. (FlashAttention turns an all-ones mask into none, and its detection does not "
-     "look at the cache.) TRL's SFTTrainer sets `use_cache=False` to avoid the gradient-checkpointing warning, "
+     "back to one causal triangle (FlashAttention drops an all-ones mask and ignores the cache here). TRL's "
+     "SFTTrainer sets `use_cache=False` to avoid the gradient-checkpointing warning, "
      "and, padding-free, passes no attention mask and, since TRL 1.x, `cu_seq_lens_q/k` and `max_length_q/k`, "
-     "which FlashAttention reads directly; sdpa/eager ignore them and find the documents from `position_ids`. "
-     "Both choices also happen to keep sdpa/eager's packed detection on."),
+     "which FlashAttention reads directly; sdpa/eager ignore them and find the documents from `position_ids`."),
     ("TRL's switches",
      "`SFTConfig(packing=True)` packs with `packing_strategy='bfd'` by default (best-fit decreasing, overflow "
      "truncated; `'bfd_split'` splits it, `'wrapped'` cuts mid-sequence), and bfd turns `padding_free` on. "
-     "`padding_free=True` alone flattens each batch. TRL documents it for FlashAttention 2 or 3 only, but does "
-     "not check; in transformers 5.x sdpa/eager isolate the flattened documents too, because TRL passes "
-     "`use_cache=False` and no mask."),
+     "`padding_free=True` alone flattens each batch. TRL documents it as supported only with FlashAttention 2 or "
+     "3 and does not check: sdpa/eager isolate the flattened documents too (TRL passes `use_cache=False` and no "
+     "mask), at the price below."),
     ("Loss weighting under packing",
      "transformers' Trainer divides the summed loss by `num_items_in_batch`, the count of non-ignored labels over "
      "every accumulation step (and every device by default): a mean per token, so a long example weighs more than "
      "a short one, packed or not. A mean per row changes with the packing. A mean per example weighs every "
-     "example equally whatever its length: that changes the objective, but not with the packing."),
+     "example equally whatever its length: that changes the objective, and not with the packing only if taken "
+     "over the whole step (*Bug zoo*, step 4)."),
 )
 
 
@@ -280,8 +280,9 @@ GLOSSARY = {
     "full squares": "How the lab counts attention cells (the query-key pairs a kernel computes): n² for a row or "
                     "document of n tokens, even under a causal kernel, as torch's CPU kernel computes rows of up to "
                     "512 tokens. A GPU causal kernel skips the upper half and pays n(n + 1)/2, the causal halves "
-                    "(10 cells instead of 16 for 4 tokens); a dense mask skips nothing. Every attention ratio the "
-                    "lab shows is counted in full squares, and the pages say what changes on a GPU.",
+                    "(10 cells instead of 16 for 4 tokens); a dense mask skips nothing. Σ len², padded rows and "
+                    "dense masks are counted in full squares; FlexAttention by the tiles it really computes (on or "
+                    "below the diagonal), on any device. The pages say what changes on a GPU.",
     "targets": "The token each position is trained to predict: the next token of the same document, or -100.",
     "loss mask": "Which positions count in the loss. A separate thing from the attention mask.",
     "EOS": "End-of-sequence token. Placed between documents, it tells the model that a new one starts.",
@@ -317,9 +318,9 @@ LEAKAGE_WHY = (
     "still falls, and it can even look better when neighbouring documents are related (the experiment "
     "below); run alone, as at inference, the model is worse. Tensor checks catch some forms of the bug (an "
     "all-ones mask beside packed positions, cu_seqlens that mark whole rows). Packed against alone, with a "
-    "tolerance fitted to the dtype (never bitwise equality), catches every form that makes a document compute "
-    "differently packed than alone, on the call path you test. It cannot see an error the alone run shares, such "
-    "as a varlen kernel called without its causal flag: pair it with the causality check (change a later token; "
+    "tolerance fitted to the dtype (not bitwise equality, which is not guaranteed), catches every form that makes "
+    "a document compute differently packed than alone, on the call path you test. It cannot see an error the alone "
+    "run shares, such as a varlen kernel called without its causal flag: pair it with the causality check (change a later token; "
     "the earlier logits must not move), shown beside the verdict.\n\n"
     "**transformers' own attention and its cache.** With `sdpa` and no attention mask, "
     "transformers builds the block-diagonal mask itself from the position ids. Its sdpa/eager/flex paths skip "
@@ -386,8 +387,9 @@ LEAKAGE_MIXERS = (
     "a gated recurrence. Packed after the first document, the second one still differs from its alone run: the "
     "convolution reads the last 3 tokens of the previous document into its first {conv}, and the recurrent state "
     "carries the previous document into all {n}. Position resets and the attention mask reach neither: each "
-    "needs its own boundary signal (`seq_idx` for the convolution, `cu_seqlens` for the recurrence) and a kernel "
-    "that honours it."
+    "needs its own boundary signal, in the form its kernel reads (`seq_idx` for causal-conv1d and Mamba-2's scan, "
+    "`cu_seqlens` for flash-linear-attention's convolutions and recurrences; this teaching model's convolution "
+    "reads `seq_idx` and its recurrence `cu_seqlens`), and a kernel that honours it."
 )
 LEAKAGE_MIXERS_REAL = (
     "The real families are measured from transformers' own classes (docs/checker-guide.md, *What each model family reads*; "

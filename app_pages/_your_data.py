@@ -79,10 +79,12 @@ def profile_plans(digest: str, _profile, context: int, overlong: str):
 
 
 @st.cache_data(show_spinner="Balancing the rows...", max_entries=16)
-def balance_of(key: str, _lengths, context: int, ranks: int, micro: int, shape: str = "SmolLM2-135M"):
-    """The step balance of the bfd rows of ``_lengths`` (keyed by ``key``) for a model shape: too few rows are
-    shown on as many ranks as they fill, and the report says so (as ``python -m packing_core balance`` does)."""
-    return step_balance(pc.make_plan(_lengths, context, "bfd"), ranks, micro, shape=shape, fit=True)
+def balance_of(key: str, _lengths, context: int, ranks: int, micro: int, per_micro: int = 1,
+               shape: str = "SmolLM2-135M"):
+    """The balance of each optimizer step of the bfd rows of ``_lengths`` (keyed by ``key``) for a model shape:
+    too few rows for one step are shown on a step they fill, and the report says so (as ``python -m
+    packing_core balance`` does)."""
+    return step_balance(pc.make_plan(_lengths, context, "bfd"), ranks, micro, per_micro, shape=shape, fit=True)
 
 
 def caps_within(context: int) -> tuple[int, ...]:

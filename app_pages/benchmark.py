@@ -35,8 +35,9 @@ st.markdown(
     "kernel, padding would pay only the small squares too, and packing would buy only the slot ratio.) Each "
     "backend has its own FLOP bound; here you measure how much of it this machine actually gets."
 )
-st.caption(CONVENTION_NOTE + " The bounds below are counted that way, so they fit this CPU at contexts up to 512; "
-           "on a GPU, or on longer rows, read the dense and flex bounds at half.", help=terms_help("full squares"))
+st.caption(CONVENTION_NOTE + " The padded, segments, varlen and dense bounds below are counted in full squares, so "
+           "they fit this CPU at contexts up to 512; flex's by its causal tiles. On a GPU, or on longer rows, read the "
+           "dense and flex bounds at half.", help=terms_help("full squares"))
 
 dataset = SHARED.get("dataset")
 if sources().get(dataset) is None or not sources()[dataset].synthetic:

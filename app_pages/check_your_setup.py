@@ -15,13 +15,16 @@ from packing_core.check import (
     save_snippet,
     summarize_checks,
 )
+from packing_lab.advice import padding_free_example, same_batch_by_release
 from packing_lab.viz import hf_batch_figure
 
 NONE = "(none: attention layers only)"
+INSTALLED = "installed here"   # the transformers release this server runs; the verdict names it
 MAX_PAGE_BATCHES = 32      # files one upload checks as a stream (the CLI takes a folder of any size)
 S = page_settings("check_your_setup", attn=choice("sdpa", ATTENTION_READERS), use_cache=False,
                   model_type=choice(NONE, lambda: (NONE, *(f.model_type for f in known_families(built=True)))),
-                  kernels=Setting([], link=False))
+                  kernels=Setting([], link=False),
+                  transformers=choice(INSTALLED, lambda: (INSTALLED, *(r for r, _, _ in same_batch_by_release()))))
 
 st.title("Check your setup")
 lesson(__file__)
@@ -31,15 +34,30 @@ framework, trainer = steps(__file__)
 with framework:
     st.subheader("In your framework")
     st.markdown("Where each lesson of this lab shows up in transformers and TRL (checked in their source and docs):")
-    for lesson_name, where in _content.FRAMEWORK:
-        st.markdown(f"- **{lesson_name}.** {where}")
+    st.markdown("\n".join(f"- **{lesson_name}.** {where}" for lesson_name, where in _content.FRAMEWORK))
+    # folded: the step stays within two projector screens (tests/e2e/test_projector.py)
+    with st.expander("Padding-free on sdpa: the whole batch's tokens, squared"):
+        st.markdown(f"{padding_free_example().sentence} Train padding-free with "
+                    "`attn_implementation='flash_attention_2'` (or 3); on sdpa or eager, keep packed rows `[B, L]`.")
+    # folded too: the same batch read by two releases of transformers (docs/checker-releases.md has every rule)
+    with st.expander("The same batch, sound on one release and leaking on another"):
+        st.markdown("Three documents of 7, 9 and 5 "
+                    "tokens packed in one row, `position_ids` restarting per document, no mask, `use_cache=False` "
+                    "(what `DataCollatorWithFlattening` emits), on a tiny Llama under sdpa, each document against its "
+                    "run alone, measured in a venv per transformers release:")
+        st.markdown("\n".join(f"- transformers {r}: **{s}** (largest logit difference {d:.1e})"
+                               for r, s, d in same_batch_by_release()))
+        st.caption("Packed detection from position_ids first shipped in transformers 4.53.1 (PR #39194): before it, "
+                   "sdpa and eager read each row as one document. The check below judges for the release you pick; "
+                   "docs/checker-releases.md has every rule by release.")
 
 
 # ---------------------------------------------------------------- a batch from your trainer
 @st.cache_data(show_spinner=False, max_entries=16)
-def check_upload(data: bytes, name: str, attn: str, use_cache: bool, model_type: str | None, kernels: tuple):
+def check_upload(data: bytes, name: str, attn: str, use_cache: bool, model_type: str | None, kernels: tuple,
+                 release: str | None):
     batch = load_batch_bytes(data, name)
-    options = dict(use_cache=use_cache, model_type=model_type, kernels=kernels)
+    options = dict(use_cache=use_cache, model_type=model_type, kernels=kernels, transformers=release)
     return pc.check_hf_batch(batch, attn, **options), check_all_implementations(batch, **options)
 
 
@@ -56,7 +74,8 @@ with trainer:
         "Save one batch as your trainer hands it to `model(**batch)`, and upload it: transformers' padding-free "
         "format (`input_ids`, `labels`, `position_ids`, optionally `cu_seq_lens_q/k` with `max_length_q/k`), a "
         "padded batch with an "
-        "`attention_mask`, or packed rows with `position_ids` only (sound for sdpa/eager; FlashAttention finds "
+        "`attention_mask`, or packed rows with `position_ids` only (sound for sdpa/eager from transformers 4.53.1 "
+        "on, leaking before it; FlashAttention from 4.55 finds "
         "documents from `position_ids` only in one flattened row, so packed rows `[B>1, L]` leak under it). "
         "Safetensors, `.npz` or JSON; pickles (`.pt`, `.bin`, `.pkl`) are refused, because unpickling an "
         "untrusted file can run arbitrary code. Several files are checked as a stream of batches. "
@@ -74,6 +93,10 @@ with trainer:
     model_type = c2.selectbox("Model type (config.json's model_type)", families, **S.bind("model_type"),
                               help="judges every layer of that family that mixes tokens (short convolutions, "
                                    "recurrent state) and its own mask call; none judges attention layers only")
+    release = st.selectbox("transformers release that reads the batch (the trainer's)",
+                           S.settings["transformers"].allowed(),
+                           **S.bind("transformers"),
+                           help="the rules changed between releases; the verdict names the one it judged for")
     use_cache = st.checkbox("The forward call uses a cache (use_cache=True)", **S.bind("use_cache"),
                             help="a plain model(**batch) with use_cache at a LLaMA-style config's default")
     st.caption("Trainer and TRL call the model with use_cache=False. A plain `model(**batch)` leaves use_cache at "
@@ -96,7 +119,8 @@ with trainer:
     results = []
     for up in ups:
         with guard(f"check {up.name}"):
-            results.append((up.name, *check_upload(up.getvalue(), up.name, attn, use_cache, chosen, kernels)))
+            results.append((up.name, *check_upload(up.getvalue(), up.name, attn, use_cache, chosen, kernels,
+                                                   None if release == INSTALLED else release)))
     if len(results) > 1:
         summary = summarize_checks([c for _, c, _ in results], [n for n, _, _ in results])
         (st.success if summary.packing_on else st.warning)(f"**The stream, {len(results)} batches:** "

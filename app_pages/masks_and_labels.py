@@ -5,11 +5,12 @@ import streamlit as st
 from app_pages import _content
 from app_pages._layout import figure, guard, lesson, steps, terms_help
 from app_pages._state import choice, page_settings
+from app_pages._text import esc
 from packing_core import PackedBatch, check_batch
 from packing_core.attention import ATTENTION_READERS, packed_attention
 from packing_core.check import check_all_implementations
 from packing_core.verify import eval_loss_packed_vs_alone
-from packing_lab.advice import alone_vs_packed_attention
+from packing_lab.advice import alone_vs_packed_attention, document_starts_here, max_seqlen_lesson
 from packing_lab.viz import layout_figure, mask_figure, targets_figure
 from packing_lab.zoo import BREAKS, broken_batch, loss_vs_answers, naive_targets
 
@@ -30,6 +31,12 @@ def build(width: int, instruction: bool):
     batch = PackedBatch.from_documents(docs.documents, width, "next-fit", **kw)
     twin = PackedBatch.from_documents(docs.documents, width, "next-fit", positions="continuous", **kw)
     return docs, batch, twin.position_ids[0].numpy()
+
+
+@st.cache_resource(show_spinner="Tokenising the example documents...")
+def first_tokens():
+    """The example texts' document starts under each convention, with SmolLM2's tokenizer when it is here."""
+    return document_starts_here(_content.EXAMPLE_TEXTS)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -169,6 +176,19 @@ with targets_step:
     figure(targets_figure(shown, 0, naive_targets(good, 0)), key=S.key("targets"))
     with st.expander("The documents in this row"):
         st.code("\n".join(docs.texts), language=None)
+    with st.expander("The first token of each document: EOS between documents, a BOS, or a chat header"):
+        with guard("tokenise the example documents"):
+            starts, tokenizer_name = first_tokens()
+        st.markdown(f"With positions reset and the mask on, a document's first position sees only its own token. "
+                    f"Which token that is decides what it learns. The {len(_content.EXAMPLE_TEXTS)} example texts "
+                    f"above, tokenised by {tokenizer_name}, packed three ways (document 1 shown):")
+        st.dataframe({"each document starts with": [s.convention for s in starts],
+                      "position 0 holds": [s.first_holds for s in starts],
+                      "and learns to predict": [s.first_predicts for s in starts],
+                      "first word trained": ["yes" if s.opening_trained else "never" for s in starts],
+                      "tokens added per document": [s.added_per_document for s in starts]},
+                     hide_index=True, width="stretch")
+        st.markdown("\n".join(f"- **{esc(s.convention)}.** {esc(s.sentence)}" for s in starts))
 
 # ---------------------------------------------------------------- the checks
 with check_step:
@@ -196,10 +216,17 @@ with check_step:
                      column_config={"finding": st.column_config.TextColumn(
                          help="the finding's name: the identifier check_batch and the CLI report")})
     st.caption("Per attention implementation: " + " · ".join(c.verdict for c in per_impl))
+    if shown.max_seqlen != good.max_seqlen:      # the planted max_seqlen: what flash-attn's launch then covers
+        st.markdown("**max_seqlen sizes the launch.** " + esc(max_seqlen_lesson(shown.cu_seqlens, shown.max_seqlen))
+                    + " sdpa and eager never read max_seqlen; choose `flash_attention_2` or `varlen` above to see the "
+                    "check's `max_length_too_small`.")
     if isolation.equivalent:
-        st.caption(f"Alone vs packed, one attention layer with random weights: every document's output matches "
-                   f"its alone run (max |Δ| {max(isolation.max_abs_diff, default=0):.1e}). This layer has no "
-                   "positions, so it judges the mask only.")
+        st.caption(f"Alone vs packed, one attention layer with random weights, reading the batch as a varlen kernel "
+                   f"fed its cu_seqlens: every document's output matches its alone run (max |Δ| "
+                   f"{max(isolation.max_abs_diff, default=0):.1e}). This layer has no positions, so it judges the "
+                   "cu_seqlens only"
+                   + (f"; {attn} reads this batch differently (step 1 shows both), and the verdict above judges "
+                      f"what {attn} reads." if differs else "."))
     else:
         st.warning(f"Alone vs packed, one attention layer with random weights, reading the batch as a varlen "
                    f"kernel does (its cu_seqlens): document piece(s) "

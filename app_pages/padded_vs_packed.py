@@ -11,7 +11,7 @@ from app_pages._data import (
     strategy_table,
     within_page_budget,
 )
-from app_pages._layout import figure, guard, lesson, steps, terms_help
+from app_pages._layout import cached_figure, figure, guard, lesson, steps, terms_help
 from app_pages._state import SHARED, choice, number, page_settings, text
 from app_pages._text import esc, stop
 from packing_core import STRATEGIES
@@ -28,16 +28,37 @@ from packing_core.analysis import (
 from packing_core.attention import DEFAULT_TILE
 from packing_core.data import parse_lengths
 from packing_core.packing import OVERLONG_POLICIES, STRATEGY_INFO
-from packing_lab.advice import row_order
-from packing_lab.viz import plan_strip, row_order_figure, strategy_figure
+from packing_lab.advice import (
+    micro_batch_masks,
+    mixture_orders,
+    mixture_sentence,
+    padding_free_example,
+    row_order,
+)
+from packing_lab.viz import mixture_figure, plan_strip, row_order_figure, strategy_figure
 
 WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24
 FLEX_TILE = DEFAULT_TILE    # FlexAttention's default tile, as the Benchmark counts it
+MASK_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 S = page_settings("padded_vs_packed", lengths=text(WORKED, parse_lengths), draw_n=number(32, 1, 4096),
                   strategy=choice("concat-cut", lambda: tuple(STRATEGIES)), overlong=choice("split", OVERLONG_POLICIES),
                   batch=number(32, 1, 4096), buckets=number(8, 1, 64), sort=False, shuffle=False,
-                  model_shape=choice("SmolLM2-135M", tuple(MODEL_SHAPES)))
+                  model_shape=choice("SmolLM2-135M", tuple(MODEL_SHAPES)), mask_context=choice(8192, MASK_CONTEXTS),
+                  mask_rows=number(8, 1, 64))
+PADDING_FREE = padding_free_example()
+
+
+@st.cache_data(show_spinner="Packing the built-in mixture...", max_entries=8)
+def mixtures(context: int):
+    """The built-in mixture's bfd rows at ``context``, per batch by source: in the plan's order and shuffled."""
+    return mixture_orders(context)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def mask_table(lengths, context: int, rows: int):
+    """What each kernel builds for the first ``rows`` bfd rows of the sidebar's dataset at ``context``."""
+    return micro_batch_masks(lengths, context, rows)
 
 st.title("Padded vs packed")
 top = st.container()   # the lesson box, filled once the page knows its numbers (its question quotes them)
@@ -146,21 +167,36 @@ with bills_step:
         st.markdown(
             f"Packed, an unpadding varlen kernel fed `cu_seqlens` (or one call per document) computes one square "
             f"per document, Σ len² = {cost:,}: **{pad_cost / cost:.1f}x** fewer. FlexAttention computes every "
-            f"{FLEX_TILE}-token tile a document touches, {flex:,} cells ({flex / cost:.1f}x Σ len² here): "
-            f"**{pad_cost / flex:.1f}x** fewer. A materialised block-diagonal mask skips nothing: it computes every "
-            f"cell of each row, Σ width² = {dense_cost:,}, only **{pad_cost / dense_cost:.1f}x** fewer.",
+            f"{FLEX_TILE}-token tile on or below the diagonal that a document touches, {flex:,} cells "
+            f"({flex / cost:.1f}x Σ len² here): **{pad_cost / flex:.1f}x** fewer. A materialised block-diagonal "
+            f"mask skips nothing: it computes every cell of each row, Σ width² = {dense_cost:,}, only "
+            f"**{pad_cost / dense_cost:.1f}x** fewer.",
             help=terms_help('varlen', 'FlexAttention', 'block-diagonal mask'),
         )
+        flex_pad = attention_cells(pad, "flex", tile=FLEX_TILE)   # a padding mask: each sample's tiles from 0
         st.markdown(
-            f"Against a padded batch run by an unpadding kernel (FlashAttention given an `attention_mask`, "
-            f"or Flex with a padding mask), padding also pays only Σ len² = {unpadded:,}. There attention saves "
-            f"{unpadded / cost:.1f}x, and what packing buys is the slot ratio, **{pm.slots / m.slots:.1f}x**.",
+            f"Against a padded batch run by an unpadding kernel, padding pays less: FlashAttention given an "
+            f"`attention_mask` drops the pads and pays Σ len² = {unpadded:,}, so attention saves only "
+            f"{unpadded / cost:.1f}x and what packing buys is the slot ratio, **{pm.slots / m.slots:.1f}x**; "
+            f"Flex with a padding mask pays the {FLEX_TILE}-token tiles each sample touches, {flex_pad:,} cells.",
             help=terms_help('FlashAttention'),
         )
         half = attention_cells(pm, convention=HALVES)    # the padded baseline on a GPU: lower halves only
         st.caption(f"{CONVENTION_NOTE} Here, on a GPU: varlen "
                    f"{half / attention_cells(m, convention=HALVES):.1f}x, FlexAttention {half / flex:.1f}x, "
                    f"a dense mask {half / dense_cost:.1f}x.")
+        with st.expander("Memory too: what a materialised mask holds at long context"):
+            e1, e2 = st.columns(2)
+            at = e1.select_slider("Context of the micro-batch", MASK_CONTEXTS, **S.bind("mask_context"))
+            per_device = e2.number_input("Rows per micro-batch", 1, 64, **S.bind("mask_rows"))
+            with guard("count what each kernel builds"):
+                masks = mask_table(current_lengths()[1], int(at), int(per_device))
+            st.markdown(esc(masks.sentence))
+            st.dataframe(masks.table(), hide_index=True, width="stretch",
+                         column_config={"MiB": st.column_config.NumberColumn(format="%.4g"),
+                                        "cells computed": st.column_config.NumberColumn(format="localized")})
+            st.caption(f"The first {masks.rows} bfd rows of {esc(dataset_label(SHARED.get('dataset')))} at "
+                       f"{masks.context:,}, bf16 for eager's mask. {esc(PADDING_FREE.sentence)}")
     elif strategy == "pad":
         st.markdown(f"This plan pads every row to the context: it is the baseline (**{pad_cost / cost:.1f}x**).")
     else:
@@ -266,9 +302,16 @@ with order_step:
     st.markdown(
         f"Bucketing pays this price by design. Every batch comes from one bucket, so rows next to each other "
         f"look alike (correlation {bucketed.neighbour_correlation:.2f}) even though it shuffles inside each bucket "
-        "and then the batches. Shuffling mixes batches across the epoch, never the rows inside one: the gradient "
-        "inside a batch stays correlated. Keep the buckets wide, so each batch is a fair draw from its bucket."
+        "and then the batches. Shuffling mixes batches across the epoch, never the rows inside one: each batch "
+        "still holds look-alike samples, so its gradient is a less representative estimate of the whole data's (as "
+        "if the batch were smaller). Keep the buckets wide, so each batch is a fair draw from its bucket."
     )
     figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled, "bucket": bucketed},
                             title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))
+    with guard("plan the built-in mixture"):
+        before, after = mixtures(context)
+    st.markdown(f"**Sorting by length groups sources.** On the built-in mixture "
+                f"({esc(', '.join(before.names))}) at context {context}. " + esc(mixture_sentence(before, after)))
+    figure(cached_figure(mixture_figure, {"bfd rows in order": before, "bfd rows shuffled": after},
+                         title="Each batch's tokens by source (dashed: the corpus's mixture)"), key=S.key("mixture"))
 

@@ -84,8 +84,9 @@ with starts:
         "marks the cut).",
     )
     st.markdown(
-        f"A varlen kernel (`torch.nn.attention.varlen.varlen_attn`, `flash_attn_varlen_func`) takes one "
-        f"`cu_seqlens` for the whole batch, flattened row after row: the running sum with a "
+        f"A varlen kernel takes the offsets of the queries and of the keys over the whole batch, flattened row "
+        f"after row (`cu_seq_q`, `cu_seq_k` in `torch.nn.attention.varlen.varlen_attn`; `cu_seqlens_q`, "
+        f"`cu_seqlens_k` in `flash_attn_varlen_func`; one tensor twice for self-attention): the running sum with a "
         f"cut added at each row edge, here `{flat}`. Within each row the same boundaries read "
         + " and ".join(f"`{cu}`" for cu in per_row) + ".",
         help=terms_help('varlen', 'cu_seqlens'),

@@ -170,17 +170,17 @@ def test_the_package_docstring_names_every_command_and_each_has_its_module():
 
 
 def test_too_few_rows_get_one_answer_in_the_cli_and_the_library_fitted_and_said_so():
-    from packing_core.packing.balance import balance_rows
+    from packing_core.packing.balance import balance_steps
     from packing_core.packing.strategies import make_plan
 
-    report = balance_rows(make_plan([100, 200, 300], 512, "bfd"), 8, 4, fit=True)
+    steps = balance_steps(make_plan([100, 200, 300], 512, "bfd"), 8, 4, fit=True)
     code, out, _ = call("balance", "--lengths", "100,200,300", "--ranks", "8", "--micro-batches", "4", "--format", "json")
     got = json.loads(out)
-    assert code == 0 and (got["ranks"], got["micro_batches"], got["note"]) == (report.ranks, report.micro_batches,
-                                                                              report.note)
-    assert (report.ranks, report.micro_batches) == (2, 1) and "cannot fill 8 ranks x 4 micro-batches" in report.note
+    assert code == 0 and (got["ranks"], got["micro_batches"], got["note"]) == (steps.ranks, steps.micro_batches,
+                                                                              steps.note)
+    assert (steps.ranks, steps.micro_batches) == (2, 1) and "cannot fill one step of 8 ranks x 4" in steps.note
     with pytest.raises(ValueError, match="cannot fill"):        # without fit, the library refuses
-        balance_rows(make_plan([100, 200, 300], 512, "bfd"), 8, 4)
+        balance_steps(make_plan([100, 200, 300], 512, "bfd"), 8, 4)
 
 
 def test_report_file_checks_the_tokenizer_once(tmp_path, monkeypatch):
@@ -257,7 +257,8 @@ def test_report_names_the_bound_each_strategy_can_reach_and_never_calls_l1_the_f
     cells = {line.split()[0]: line.split()[3:5] for line in table[1:]}
     assert table[0].split()[3:5] == ["bound", "rows/bound"]
     assert cells["concat-cut"] == ["L1", "6"] and cells["bfd"] == cells["optimal"] == ["L2", "10"]
-    assert "lower bounds on rows: L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents)" in out
+    assert ("lower bounds on rows: L1 6 (tokens / context: a bound for every plan, reachable only by cutting "
+            "documents), L2 10 (whole documents)") in out
 
 
 def test_a_cap_per_row_plans_every_strategy_that_can_hold_it_and_prices_it_for_bfd():

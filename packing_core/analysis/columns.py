@@ -17,7 +17,8 @@ pad 10 L2 10 1.000 5,120 2,120 0.586 0 0 1.00x 2.621e+06 1.00x 2.621e+06 1.00x
 concat-cut 6 L1 6 1.000 3,072 72 0.977 0 5 1.67x 7.294e+05 3.59x 1.573e+06 1.67x
 bfd 10 L2 10 1.000 5,120 2,120 0.586 0 0 1.00x 9.000e+05 2.91x 2.621e+06 1.00x
 <BLANKLINE>
-lower bounds on rows: L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents), LP not computed
+lower bounds on rows: L1 6 (tokens / context: a bound for every plan, reachable only by cutting documents),
+L2 10 (whole documents), LP not computed
 bound: the proven lower bound on rows for the strategy's kind of plan. L1 = tokens / context, rounded up,
 is reachable only by cutting documents at row edges (concat-cut); a strategy that keeps documents whole
 is measured against the higher of L2 (Martello-Toth) and LP (column generation, when optimal ran);

@@ -71,10 +71,12 @@ _TABLE = (
     # the layers beyond attention, and the model's own mask call (check.mixers, from attention.families)
     Rule("convolution_reads_previous_document", "error", "A short convolution reads the previous document",
          "A causal convolution of width k reads the k - 1 tokens before each token (k = 4 in Mamba and Gated DeltaNet, "
-         "3 in LFM2) and keeps documents apart only when its kernel reads seq_idx (the document of each token: "
-         "causal-conv1d, CUDA). Give the batch seq_idx (TRL's "
+         "3 in LFM2) and keeps documents apart only when its kernel reads the boundaries in its own form: seq_idx (the "
+         "document of each token) for causal-conv1d, cu_seq_lens for flash-linear-attention's ShortConvolution "
+         "(CUDA). For causal-conv1d, give the batch seq_idx (TRL's "
          "padding-free collator does; DataCollatorWithFlattening(return_seq_idx=True, return_flash_attn_kwargs=True)) "
-         "and install causal-conv1d where the model trains; without either, do not pack for this model: pad one "
+         "and install the kernel (causal-conv1d or flash-linear-attention) where the model trains; without either, "
+         "do not pack for this model: pad one "
          "document per row."),
     Rule("state_crosses_documents", "error", "A recurrent state runs from one document into the next",
          "A recurrence (Mamba's scan, Gated DeltaNet, RWKV) restarts its state only where its kernel reads the "
@@ -90,6 +92,20 @@ _TABLE = (
          "This model's code calls create_causal_mask without position_ids, so position resets never reach the mask "
          "under sdpa, eager or flex: every document reads the ones before it. Pass a 4D block-causal attention_mask "
          "(0 where a key may be read, torch.finfo(dtype).min where not), or pad one document per row."),
+    Rule("logits_differ_beyond_mixers", "error", "Positions shift",
+         "Every token-mixing layer keeps the documents apart, yet the logits differ from each document alone: the "
+         "model reads positions of its own. BART's decoder counts learned positions over the whole row (it takes "
+         "no position_ids): pad one document per row. RoBERTa-like models number positions from padding_idx + 1 "
+         "(2 with pad id 1): start position_ids there (DataCollatorWithFlattening(position_ids_start=2), "
+         "transformers 5.15 on). Check with --model to measure the real model."),
+    Rule("implementation_not_offered", "warning", "The model cannot run this attention implementation",
+         "transformers builds this family with eager attention only (from_pretrained(attn_implementation='sdpa') "
+         "raises): judge the batch with --attn-implementation eager, the implementation it runs."),
+    Rule("release_not_measured", "warning", "Unmeasured release",
+         "The lab's rules are read and measured for a span of transformers releases (docs/checker-releases.md); "
+         "outside it a verdict would be a guess. Run `python -m packing_core check --model DIR batch` in the "
+         "trainer's environment (it runs the batch on the model there), or judge for a measured release with "
+         "--transformers VERSION."),
     Rule("future_visible", "error", "A later token changes an earlier output",
          "Attention is not causal: a query reads keys after it. A varlen kernel is causal only if asked "
          "(flash_attn_varlen_func(causal=True); torch's varlen_attn(window_size=(-1, 0)): both default to full "

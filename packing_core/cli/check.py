@@ -53,6 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="what True means in a boolean 4D mask that does not say it itself: may-read (transformers) "
                         "or masked (Megatron)")
     p.add_argument("--use-cache", action="store_true", help="the forward call uses a cache (use_cache=True)")
+    p.add_argument("--transformers", metavar="VERSION",
+                   help="the transformers release that reads the batch where it trains (e.g. 4.46.3); default: the "
+                        "one installed here. The verdict names it (docs/checker-releases.md: what each release does)")
     p.add_argument("--cp", metavar="N", help="the files are context-parallel rank batches (written by `cp --out`, or a "
                                              "trainer's rank: input_ids, position_ids, labels, padding_mask, "
                                              "cu_seqlens[_padded][_rank]) of a split over N ranks: one file, or a "
@@ -147,6 +150,9 @@ def run_model(model, check, args, model_type):
                             "from the code, not run")
 
 
+def built_with(args) -> str | None:
+    """The attention implementation a model folder is loaded with: the one the check runs, when it can run here."""
+    return args.attn_implementation if args.attn_implementation in ("sdpa", "eager") else None
 def run_cp(args, out) -> int:
     """``--cp``: one rank's batch, or every rank's (a folder, several files), for its CP size and scheme."""
     from packing_core.check.files import load_batch_file
@@ -198,6 +204,12 @@ def run(args, out, err) -> int:
         raise InputError("give a batch file, several, or a folder: check FILE (--list-model-types lists the "
                          "model types the lab knows)")
     vet_model(args.model)
+    if args.transformers is not None and args.model is not None:
+        from packing_core.attention.releases import release_rules
+
+        if not release_rules(args.transformers).installed:
+            raise InputError(f"--model runs the batch on the transformers installed here, not {args.transformers}: "
+                             "run check --model in the trainer's environment, or drop --transformers")
     from packing_core.check import SCOPE_NOTE, check_all_implementations, check_hf_batch, check_stream, load_batch_file
 
     model_type = model_type_of(args)
@@ -206,12 +218,13 @@ def run(args, out, err) -> int:
         from packing_core.check.mixers import model_family
         from packing_core.verify.run import load_causal_lm
 
-        model, _ = load_causal_lm(args.model)
+        model, _ = load_causal_lm(args.model, attn_implementation=built_with(args))
         model_type = model_type or model_family(model.config.model_type).model_type
     eos, facts = special_ids(args)
     options = dict(use_cache=args.use_cache, eos_ids=eos, labels=args.labels,
                    allow_cross_document=args.allow_cross_document, tokenizer=facts,
-                   mask_convention=args.mask_convention, model_type=model_type, kernels=args.kernel)
+                   mask_convention=args.mask_convention, model_type=model_type, kernels=args.kernel,
+                   transformers=args.transformers)
     scope = "" if model_type else SCOPE_NOTE
     if len(args.file) > 1 or Path(args.file[0]).is_dir():     # a stream: packing on?, fill, the worst batch
         impl = "sdpa" if args.attn_implementation == "all" else args.attn_implementation
@@ -233,9 +246,7 @@ def run(args, out, err) -> int:
         if model is None:
             from packing_core.verify.run import load_causal_lm
 
-            model, _ = load_causal_lm(args.model)
-        if not every:
-            model.config._attn_implementation = args.attn_implementation
+            model, _ = load_causal_lm(args.model, attn_implementation=built_with(args))
         verdict, causal, skipped = run_model(model, checks[0], args, model_type)
         if verdict is not None:
             from packing_core.verify.batch_run import reconcile

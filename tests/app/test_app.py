@@ -356,6 +356,18 @@ def test_check_your_setup_maps_the_lessons_to_transformers_and_trl():
     assert at.file_uploader(key="check_your_setup.batch_file") is not None
 
 
+def test_check_your_setup_shows_the_same_batch_sound_on_4_57_and_leaking_on_4_46():
+    from packing_lab.advice import same_batch_by_release
+
+    at = open_page("check_your_setup")
+    text = markdown(at)
+    cells = dict((r, (s, d)) for r, s, d in same_batch_by_release())
+    assert f"transformers 4.46.3: **leaks** (largest logit difference {cells['4.46.3'][1]:.1e})" in text
+    assert f"transformers 4.57.6: **sound** (largest logit difference {cells['4.57.6'][1]:.1e})" in text
+    picker = at.selectbox(key="w_check_your_setup.transformers")
+    assert picker.value == "installed here" and "4.46.3" in picker.options
+
+
 def test_check_your_setup_follows_the_bug_zoo_in_the_lesson():
     names = [p.name for p in _content.PAGES]
     assert names.index("check_your_setup") == names.index("bug_zoo") + 1

@@ -58,6 +58,11 @@ def test_the_lesson_plan_says_what_each_page_covers_in_the_navigations_order():
     assert re.findall(r"^- \*\*(.+?)\*\*: \S", section, re.M) == [p.title for p in PAGES]
 
 
+def test_the_lesson_plan_is_written_as_the_present():
+    """The current plan, never its history: no "12 -> 9 minutes", no before / now columns, no rounds."""
+    assert not re.search(r"\d+ ?-> ?\d+|\bround \d|\| before \||\| now \||\bversion \d of\b", lesson_plan(), re.I)
+
+
 def test_steps_are_named_once_each_and_short_enough_for_a_projectors_tab_bar():
     for p in PAGES:
         assert len(set(p.steps)) == len(p.steps) and all(s.strip() == s and s for s in p.steps), p.title

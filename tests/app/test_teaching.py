@@ -68,7 +68,7 @@ def test_W1_why_packing_gives_one_global_cu_seqlens_cut_at_the_row_edge():
     page = text(at)
     flat = batch_cu_seqlens(pc.make_plan(_content.WORKED_LENGTHS, _content.WORKED_CONTEXT, "concat-cut"))
     assert flat == [0, 120, 210, 510, 512, 550, 605, 635, 845, 910]
-    assert f"`{flat}`" in page and "one `cu_seqlens` for the whole batch" in page
+    assert f"`{flat}`" in page and "the offsets of the queries and of the keys over the whole batch" in page
     assert "one set of offsets per row" not in page
 
 
@@ -250,7 +250,7 @@ def test_I4_trl_documents_padding_free_for_flash_attention_without_refusing_othe
 def test_I5_flex_attention_is_not_counted_as_paying_only_the_sum_of_squares():
     page = text(open_page("padded_vs_packed"))
     assert "(varlen fed `cu_seqlens`, FlexAttention, one call per document)" not in page
-    assert "FlexAttention computes every 128-token tile a document touches" in page   # round 3, I6: counted
+    assert "FlexAttention computes every 128-token tile on or below the diagonal that a document touches" in page
 
 
 def test_I6_the_flops_formula_counts_full_squares_over_the_row_length():
@@ -397,7 +397,7 @@ def test_jargon_has_a_hover_definition_where_it_first_appears():
 def test_findings_show_their_plain_language_rule_before_the_identifier():
     at = open_page("masks_and_labels")
     at.selectbox(key="w_masks_and_labels.break_").set_value("continuous-positions").run()
-    table = at.dataframe[0].value
+    table = next(d.value for d in at.dataframe if "finding" in d.value.columns)     # the check's findings
     assert list(table.columns[:2]) == ["what is wrong", "finding"]
     assert RULES["positions_do_not_restart"].title in list(table["what is wrong"])
 
