@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from packing_core.data import load_documents
+from packing_core.models import PRETRAINED
 from packing_lab.bench import machine_info
 
 GOAL_S = 1.0
@@ -41,7 +42,7 @@ def write_texts(path: Path, docs: int = DOCS) -> Path:
 def one_round(path: Path, extra: list[str]) -> dict:
     """One ``report`` in a fresh process: its wall time, and the read and report phases it gives with --timings."""
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "packing_core", "report", str(path), "--tokenizer", "smollm2",
+    proc = subprocess.run([sys.executable, "-m", "packing_core", "report", str(path), "--tokenizer", PRETRAINED,
                            "--timings", *extra], capture_output=True, text=True, check=True)
     wall = time.perf_counter() - start
     read, report = map(float, TIMINGS.search(proc.stderr).groups())

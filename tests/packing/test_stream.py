@@ -120,22 +120,23 @@ def test_the_window_model_gives_trls_own_rows_and_utilisation(trl_strategy, over
     assert whole <= plan.n_rows                            # windows cost rows, never save them
 
 
-def test_the_readmes_trl_figures_name_the_strategy_that_gives_them():
+def test_the_docs_trl_figures_name_the_strategy_that_gives_them():
     # TRL's default `bfd` truncates over-long documents; `bfd_split` cuts them (TRL_STRATEGY, checked against
-    # pack_dataset above): each figure the README gives for the 200,000 tickets is the window model's under its name
+    # pack_dataset above): each figure docs/measurements.md gives for the 200,000 tickets is the window model's
     from packing_core.data import synthetic_lengths
 
-    root = Path(__file__).resolve().parents[2]
-    text = " ".join(" ".join(p.read_text(encoding="utf-8").split()) for p in
-                    [root / "README.md", *sorted((root / "docs").glob("*.md"))])
+    text = (Path(__file__).resolve().parents[2] / "docs" / "measurements.md").read_text(encoding="utf-8")
+    rows = {line.split(" | ")[0]: line.split(" | ")[1:] for line in text.splitlines() if line.startswith("| TRL's ")}
     lengths = synthetic_lengths("support-tickets")
     split = windowed_plan(lengths, 512, TRL_WINDOW, overlong="split").metrics()
     cut = windowed_plan(lengths, 512, TRL_WINDOW, overlong="truncate").metrics()
     assert TRL_STRATEGY == {"split": "bfd_split", "truncate": "bfd"}
-    assert (f"its `bfd_split`, which cuts the {cut.docs_truncated:,} tickets longer than 512 into pieces as the "
-            f"figures above do, uses {split.rows:,} rows ({split.utilisation:.2%})").replace("%)", " %)") in text
-    assert (f"its default `bfd` truncates them ({cut.tokens_truncated:,} tokens lost) and uses {cut.rows:,} rows"
-            in text)
+    named = {next(k for k in rows if f"`{TRL_STRATEGY[mode]}`" in k): m for mode, m in (("split", split), ("truncate", cut))}
+    for label, m in named.items():
+        assert rows[label][0] == f"{m.rows:,}", label
+    split_label = next(k for k in named if "`bfd_split`" in k)
+    assert f"the {cut.docs_truncated:,} tickets over 512 cut" in split_label
+    assert rows[split_label][1].startswith(f"{split.utilisation:.2%}".replace("%", " %"))
 
 
 def test_feeding_part_of_a_stream_keeps_the_rest_waiting_and_finishing_empties_it():

@@ -14,7 +14,7 @@ from packing_core.data import synthetic_lengths
 from packing_lab.bench import BenchmarkResult, format_benchmark, run_benchmark
 
 SMALL = dict(docs=12, context=64, heads=2, head_dim=8, repeats=1)
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "attention_speed.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "attention_speed.py"
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_cli_breakdown_prints_json_and_refuses_cuda(capsys):
     assert capsys.readouterr().err.startswith("error: --breakdown measures the CPU")
 
 
-GPU_CHECK = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
+GPU_CHECK = Path(__file__).resolve().parents[3] / "scripts" / "gpu_check.sh"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here: run the script itself")
