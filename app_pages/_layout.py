@@ -90,9 +90,10 @@ def lesson(page: str, **values) -> None:
     steps it has), one sentence to read out, and one question to ask the class (from its ``_content.PageSpec``).
 
     ``page`` is the page's ``__file__`` (or its title): ``lesson(__file__)``. ``values`` fill the
-    ``{name}`` fields of those texts with the page's live numbers. The box is open on a page's first
-    visit and folds once read (the class moved on to a later step); a click opens it again. Under it,
-    one line says what an opening link held that the page could not use.
+    ``{name}`` fields of those texts with the page's live numbers. The box is folded, one line, so that
+    the step's figure starts on a projector's first screen (tests/e2e/test_projector.py measures it); the
+    teacher opens it with a click, and it folds again once the class moves to another step. Under it, one
+    line says what an opening link held that the page could not use.
     """
     spec = _content.page(page)
     order = _content.PAGES.index(spec)
@@ -102,7 +103,7 @@ def lesson(page: str, **values) -> None:
     ss = st.session_state
     if ss.get("_controls_hidden"):
         ss[key] = False
-    ss.setdefault(key, True)
+    ss.setdefault(key, False)
     with st.expander(f"Lesson, page {order + 1} of {len(_content.PAGES)}: {spec.title}, about {spec.minutes} minutes",
                      key=key, on_change="rerun", icon=":material/school:"):
         st.markdown(f"**Lesson, page {order + 1} of {len(_content.PAGES)} (about {spec.minutes} minutes{parts}).** "

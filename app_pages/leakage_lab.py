@@ -45,7 +45,7 @@ S = page_settings("leakage_lab", mask=choice("on", ("on", "off")), positions=cho
                   texts=text("\n".join(DEFAULT_TEXTS), lines(MIN_TEXTS, MAX_TEXTS, 8 * MAX_TEXT_TOKENS)),
                   neighbours=choice("related", ("related", "independent")), use_cache=False,
                   scenario=choice("correct", (*_content.SCENARIOS, _content.FREE)), causal=choice("on", ("on", "off")),
-                  signal=False)
+                  signal=False, guess=choice(None, ANSWERS))
 
 st.title("Leakage lab")
 lesson(__file__)
@@ -152,8 +152,10 @@ def lab() -> None:
         figure(cached_figure(plan_strip, row, title=f"The packed row: documents of {', '.join(map(str, DEFAULT_LENGTHS))} "
                                                     "random tokens", row_height=40), key=S.key("row"))
     st.markdown("**Predict:** packed after document 0, will the logits of document 1 change?")
-    key = f"leakage_lab.guess_{model}_{mask}_{positions}_{attention}_{use_cache}" + ("" if causal else "_acausal")
-    guess = st.radio("Your prediction", ANSWERS, index=None, horizontal=True, key=key, label_visibility="collapsed")
+    key = f"{model}_{mask}_{positions}_{attention}_{use_cache}" + ("" if causal else "_acausal")
+    S.answer_to("guess", key)     # a prediction answers these switches; a link carries it
+    guess = st.radio("Your prediction", ANSWERS, horizontal=True, label_visibility="collapsed",
+                     **S.bind("guess", lesson=True))
     reveal = st.checkbox("Skip predictions and always show the result", **S.bind("skip"))
     if guess is None and not reveal:
         st.info("Make a prediction to see the result.")

@@ -5,12 +5,20 @@ import streamlit as st
 from app_pages import _content
 from app_pages._data import length_summary, plan, source_lengths, strategy_table
 from app_pages._layout import figure, guard, lesson, scroll_here, steps, terms_help
-from app_pages._state import number, page_settings
+from app_pages._state import choice, number, page_settings
 from app_pages._text import stop
 from packing_lab.advice import batch_cu_seqlens, compare_schedules, row_cu_seqlens
 from packing_lab.viz import DELTA_COLOURS, bucket_loss_figure, plan_strip, schedule_figure, slot_use_figure
 
-S = page_settings("why_packing", skip=False, rows_per_step=number(64, 1, 4096), warmup=number(500, 0, 100_000))
+lengths, ctx = _content.WORKED_LENGTHS, _content.WORKED_CONTEXT
+with guard("plan the worked example"):
+    padded = plan(lengths, ctx, "pad")
+    packed = plan(lengths, ctx, "concat-cut")
+pm, km = padded.metrics(), packed.metrics()
+GUESSES = tuple(sorted({pm.real_tokens, km.slots, pm.slots // 2, pm.slots}))   # the answer among plausible guesses
+# the class's prediction is part of the view: a link to a later step carries it, and opens that step answered
+S = page_settings("why_packing", skip=False, rows_per_step=number(64, 1, 4096), warmup=number(500, 0, 100_000),
+                  guess=choice(None, GUESSES))
 
 st.title("Why packing")
 lesson(__file__)
@@ -25,12 +33,6 @@ st.markdown(
 pad_or_pack, starts, real, schedule_step, trade = steps(__file__)
 
 # ---------------------------------------------------------------- the worked example
-lengths, ctx = _content.WORKED_LENGTHS, _content.WORKED_CONTEXT
-with guard("plan the worked example"):
-    padded = plan(lengths, ctx, "pad")
-    packed = plan(lengths, ctx, "concat-cut")
-pm, km = padded.metrics(), packed.metrics()
-
 with pad_or_pack:
     st.subheader(f"{len(lengths)} samples, {pm.real_tokens} real tokens, context {ctx}")
     st.markdown(f"Lengths: {', '.join(map(str, lengths))}. Padding gives each sample a row of its own, {ctx} slots "
@@ -39,9 +41,8 @@ with pad_or_pack:
     # ------------------------------------------------------------ predict before the answer
     st.markdown(f"**Predict:** padded to {ctx}, one sample per row, how many slots do these {pm.real_tokens} "
                 "tokens take?")
-    options = sorted({pm.real_tokens, km.slots, pm.slots // 2, pm.slots})   # the answer among plausible guesses
-    guess = st.radio("Your prediction", options, index=None, horizontal=True, key="why_packing.guess",
-                     format_func=lambda n: f"{n:,} slots", label_visibility="collapsed")
+    guess = st.radio("Your prediction", GUESSES, horizontal=True, format_func=lambda n: f"{n:,} slots",
+                     label_visibility="collapsed", **S.bind("guess", lesson=True))
     reveal = st.checkbox("Skip predictions and always show the answers (self-study)", **S.bind("skip"))
 if guess is None and not reveal:
     pad_or_pack.info("Make a prediction to see the answer.")

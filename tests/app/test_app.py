@@ -307,7 +307,7 @@ def test_leakage_lab_asks_for_a_prediction_before_it_reveals():
     at = open_page("leakage_lab")
     assert not _verdict(at) and "prediction" in at.info[0].value
     assert not any(e.label.startswith("Why the settings matter") for e in at.expander)   # no answer before the guess
-    at.radio(key="leakage_lab.guess_tiny-rope_on_reset_dense_False").set_value("They change").run()
+    at.radio(key="v_leakage_lab.guess").set_value("They change").run()
     assert_clean(at)
     assert "EQUIVALENT" in _verdict(at) and at.info[0].value.startswith("Not this time")
     assert any(e.label.startswith("Why the settings matter") for e in at.expander)

@@ -362,7 +362,7 @@ def test_why_packing_asks_before_it_answers():
     at = open_page("why_packing")
     assert not at.metric and "Make a prediction" in at.info[0].value
     assert "4,096" not in text(at)
-    at.radio(key="why_packing.guess").set_value(1024).run()
+    at.radio(key="v_why_packing.guess").set_value(1024).run()
     assert_clean(at)
     assert at.info[0].value.startswith("Not this time") and "4,096 slots" in at.info[0].value
     assert [m.value for m in at.metric][:2] == ["22.2%", "88.9%"]
