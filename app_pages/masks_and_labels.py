@@ -2,7 +2,8 @@
 import numpy as np
 import streamlit as st
 
-from app_pages import _content
+from app_pages import _content, _findings
+from app_pages._findings import verdict
 from app_pages._layout import figure, guard, lesson, steps, terms_help
 from app_pages._state import choice, page_settings
 from packing_core import PackedBatch, check_batch
@@ -10,7 +11,7 @@ from packing_core.attention import ATTENTION_READERS, packed_attention
 from packing_core.check import check_all_implementations
 from packing_core.verify import eval_loss_packed_vs_alone
 from packing_lab.advice import alone_vs_packed_attention
-from packing_lab.viz import layout_figure, mask_figure, targets_figure
+from packing_lab.viz import hf_batch_figure, layout_figure, mask_figure, targets_figure
 from packing_lab.zoo import BREAKS, broken_batch, loss_vs_answers, naive_targets
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
@@ -177,24 +178,15 @@ with check_step:
                 "finding, a rule in words with a name. Plant a bug above (*Break it*) and watch what each check "
                 "sees. Your own trainer's batches are checked on *Check your setup*.",
                 help=terms_help('PackedBatch', 'finding'))
-    findings = checked_row.findings
     # what may be trained: every next token of the same document, or, with instruction tuning, the answers only
     trainable = ("answer targets (with instruction tuning only the answers are trained)" if instruction else
                  "trainable targets (every next token of the same document)")
-    if checked_row.sound and not checked_row.warnings:
-        st.success(f"check_batch, {checked_row.verdict}. In this batch, loss positions = {trainable}: "
-                   f"{loss_positions} = {answers}.")
-    elif not checked_row.sound:
-        st.warning(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, {trainable}: "
-                   f"{answers}.")
-    else:
-        st.info(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, {trainable}: {answers}.")
-    if findings:
-        st.dataframe({"what is wrong": [f.title for f in findings], "finding": [f.name for f in findings],
-                      "severity": [f.severity for f in findings], "where": [f.detail for f in findings],
-                      "fix": [f.fix for f in findings]}, hide_index=True, width="stretch",
-                     column_config={"finding": st.column_config.TextColumn(
-                         help="the finding's name: the identifier check_batch and the CLI report")})
+    counted = (f"In this batch, loss positions = {trainable}: {loss_positions} = {answers}." if loss_positions == answers
+               else f"Loss positions: {loss_positions}, {trainable}: {answers}.")
+    verdict(checked_row, f"check_batch, {checked_row.verdict}. {counted}")
+    figure(hf_batch_figure(checked_row, 0, title="The row as check_batch reads it: red marks each finding"),
+           key=S.key("checked"))
+    _findings.findings(checked_row)
     st.caption("Per attention implementation: " + " · ".join(c.verdict for c in per_impl))
     if isolation.equivalent:
         st.caption(f"Alone vs packed, one attention layer with random weights: every document's output matches "
