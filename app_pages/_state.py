@@ -107,7 +107,7 @@ class Setting:
             raise ValueError(f"longer than {MAX_LINK_CHARS:,} characters")
         if any(ord(c) < 32 and c not in "\n\t" for c in raw):
             raise ValueError("holds control characters")
-        kind = type(self.default)
+        kind = int if self.default is None and self.low is not None else type(self.default)   # none yet, or a number
         if self.default is None and self.allowed() is not None:   # the option whose text the link holds
             value = next((o for o in self.allowed() if self.text(o) == raw), raw)
         elif kind is bool:

@@ -98,6 +98,8 @@ with guard("compare the strategies"):
 lengths_step, strategies_step, advice_step, balance_step, limits_step = steps(__file__)
 with lengths_step:
     st.caption(esc(upload["caption"] if yours else sources()[name].description))
+    figure(cached_figure(length_histogram_figure, hist, title="Tokens per document (violet: longer than the context)"),
+           key=S.key("hist"))
     st.markdown("How much padding a dataset causes depends on its length distribution against the context. "
                 + esc(describe_padding(stats, rows, sample)) + " Pick another dataset or context in the sidebar, or "
                 "open *Use your own data* above, and see which strategy fits.")
@@ -120,8 +122,6 @@ with lengths_step:
     if len(m) == 7:
         m[6].metric("Tokens in the loss", f"{profile.loss_share:.1%}",
                     help="chat: the assistant turns; prompt/completion: the completion; plain text: every token")
-    figure(cached_figure(length_histogram_figure, hist, title="Tokens per document (violet: longer than the context)"),
-           key=S.key("hist"))
 
 with strategies_step:
     st.subheader("Every strategy on this dataset")
@@ -146,10 +146,6 @@ with advice_step:
 
 with balance_step:
     st.subheader("Data-parallel balance")
-    st.markdown("A step waits for the slowest rank. Its cost is the linear layers' (6N per token) plus attention's "
-                "(Σ len² per document), so equal tokens are not quite equal time, and how much attention weighs "
-                "depends on the model and the row length. The bfd rows dealt as a distributed sampler deals them, "
-                "then balanced by attention cost; the verdict counts the whole step.")
     b1, b2, b3 = st.columns(3)
     ranks = b1.number_input("Ranks", 1, 1024, **S.bind("ranks"))
     micro = b2.number_input("Micro-batches per rank", 1, 256, **S.bind("micro_batches"))
@@ -171,17 +167,13 @@ with balance_step:
                              f"{report.ranks} ranks x {report.micro_batches} micro-batches"), key=S.key("balance"))
         verdict = step_verdict(steps_)
         st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
+    st.markdown("A step waits for the slowest rank. Its cost is the linear layers' (6N per token) plus attention's "
+                "(Σ len² per document), so equal tokens are not quite equal time, and how much attention weighs "
+                "depends on the model and the row length. The bfd rows dealt as a distributed sampler deals them, "
+                "then balanced by attention cost; the verdict counts the whole step.")
 
 with limits_step:
     st.subheader("A cap per row, and a stream")
-    st.markdown(
-        "**A cap on documents per row.** `torch.compile` and CUDA graphs replay kernels recorded for fixed shapes, "
-        "but a packed batch changes `cu_seqlens` (one entry per document, plus one) and `max_seqlen` every step. "
-        "A cap of N documents a row fixes both: `cu_seqlens` padded to rows x N + 1 entries by repeating the last "
-        "offset (zero-length documents, which varlen kernels skip) and `max_seqlen` set to the context, as "
-        "torchtitan PR #4158 and Megatron-LM PR #4359 (32 documents by default) do. Without it each new shape "
-        "records a new graph: in pytorch issue #188150 nine shapes took a 1.5x speed-up to about nothing. "
-        "`python -m packing_core check` reads such a batch as sound and notes its zero-length documents.")
     with guard("price the cap"):
         prices = cap_prices_of(upload["digest"] if yours else name, profile if yours else lengths, context, overlong)
     c1, c2 = st.columns([3, 2], gap="medium")
@@ -197,6 +189,14 @@ with limits_step:
                  column_config={"extra rows %": st.column_config.NumberColumn(format="%.2f %%"),
                                 "bfd rows": st.column_config.NumberColumn(format="localized"),
                                 "cap": st.column_config.NumberColumn(help="documents per row")})
+    st.markdown(
+        "**A cap on documents per row.** `torch.compile` and CUDA graphs replay kernels recorded for fixed shapes, "
+        "but a packed batch changes `cu_seqlens` (one entry per document, plus one) and `max_seqlen` every step. "
+        "A cap of N documents a row fixes both: `cu_seqlens` padded to rows x N + 1 entries by repeating the last "
+        "offset (zero-length documents, which varlen kernels skip) and `max_seqlen` set to the context, as "
+        "torchtitan PR #4158 and Megatron-LM PR #4359 (32 documents by default) do. Without it each new shape "
+        "records a new graph: in pytorch issue #188150 nine shapes took a 1.5x speed-up to about nothing. "
+        "`python -m packing_core check` reads such a batch as sound and notes its zero-length documents.")
 
     st.markdown(
         "**A stream packs worse than a histogram.** A trainer that streams its data packs from a buffer, best fit "

@@ -240,12 +240,13 @@ NEIGHBOURS = {"related": f"{SAME_TOPIC:.0%} share a topic (sorted by source)",
 with train_step:
     busy = st.container()   # the top of the step: a run's progress shows here, scrolled into view
     st.subheader("A wrong mask never errors")
-    st.markdown(_content.LEAKAGE_TRAIN.format(topics=TOPICS, tokens=TOKENS_PER_TOPIC))
-    c1, c2, c3 = st.columns([1, 2, 2], vertical_alignment="bottom")
+    # the choice the lesson asks for (how often neighbours share a topic) and the button first, the seed last: on the
+    # focused screen (controls=hidden) the seed goes and leaves no gap between them; the explanation under the runs
+    c2, c3, c1 = st.columns([2, 1, 1], vertical_alignment="bottom")
     seed = c1.number_input("Seed", min_value=0, max_value=999, step=1, **S.bind("train_seed"),
                            help="Another seed draws other data and other starting weights.")
     neighbours = c2.radio("Neighbouring documents", list(NEIGHBOURS), format_func=NEIGHBOURS.get, horizontal=True,
-                          **S.bind("neighbours"), help="how often a document follows one on its own topic")
+                          **S.bind("neighbours", lesson=True), help="how often a document follows one on its own topic")
     from packing_lab.demos import cached_pair, train_estimate, train_pair
 
     chosen, estimate = (int(seed), neighbours), train_estimate(int(seed), neighbours)
@@ -291,6 +292,8 @@ with train_step:
             st.caption(f"Held-out loss packed as in training: mask on {on.packed_loss:.3f}, mask off {off.packed_loss:.3f}; "
                        f"with the previous document visible: mask on {on.visible_loss:.3f}, mask off {off.visible_loss:.3f}. "
                        f"{on.steps} steps each, {on.seconds + off.seconds:.1f} s for both runs.")
+
+    st.markdown(_content.LEAKAGE_TRAIN.format(topics=TOPICS, tokens=TOKENS_PER_TOPIC))
 
 with debate_step:
     st.subheader("Is reading across documents always a bug?")

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 from packing_core._validate import InputError
 from packing_core.analysis.costs import benchmark_bounds
 from packing_core.packing.registry import PACKING_STRATEGIES
+from packing_lab.viz.highlight import frame_pieces, pick_markers
 from packing_lab.viz.style import (
     ALERT_COLOUR,
     EMPTY,
@@ -61,10 +62,13 @@ def plan_grid(plan, first_row: int = 0, max_rows: int = 32, stride: int = 1):
 
 
 def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 1024,
-               title: str | None = None, show_ticks: bool = True, row_height: int = 30) -> go.Figure:
+               title: str | None = None, show_ticks: bool = True, row_height: int = 30,
+               highlight: int | None = None, pickable: bool = False) -> go.Figure:
     """Rows of a plan as coloured token strips: documents in colour, pads grey, ticks at document ends.
 
-    A piece that does not finish its document (split at a row edge) ends in a violet (alert) tick.
+    A piece that does not finish its document (split at a row edge) ends in a violet (alert) tick;
+    ``highlight`` frames every piece of that document in the rows shown; ``pickable`` lets a click on a piece
+    select its document (``highlight.pick_markers``).
     """
     if not 0 <= first_row < plan.n_rows:
         raise InputError(f"first_row {first_row} does not exist: the plan has rows 0..{plan.n_rows - 1}")
@@ -101,6 +105,13 @@ def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 
                      ticktext=[f"row {r}" for r in rows[::step]], showgrid=False)
     fig.update_xaxes(title=f"slot{f' (1 cell = {k} tokens)' if k > 1 else ''}", showgrid=False,
                      range=[-0.5, width - 0.5])
+    shown = (plan.piece_row >= rows[0]) & (plan.piece_row <= rows[-1])
+    if pickable and shown.any():
+        pick_markers(fig, plan.piece_offset[shown] + plan.piece_len[shown] / 2 - 0.5, plan.piece_row[shown],
+                     plan.piece_doc[shown])
+    if highlight is not None:
+        mine = (plan.piece_doc == highlight) & (plan.piece_row >= rows[0]) & (plan.piece_row <= rows[-1])
+        frame_pieces(fig, zip(plan.piece_row[mine], plan.piece_offset[mine], plan.piece_len[mine]))
     return apply_layout(fig, title=title, height=110 + row_height * len(rows))
 
 
@@ -167,6 +178,30 @@ def strategy_figure(rows, title: str | None = None) -> go.Figure:
     legend_swatch(fig, "second bar: same plan with a dense mask (every cell computed)", PAD_COLOUR)
     return apply_layout(fig, title=title, height=120 + 44 * len(rows), top=70 if title else 40,
                         barmode="group")
+
+
+def bills_figure(bills: dict, title: str | None = None) -> go.Figure:
+    """Each bill of a plan beside padding every sample to the context: ``bills`` maps a bill's name to
+    ``(padded, this plan)``; both bars are drawn as a share of the padded bill, labelled with the ratio.
+
+    >>> [t.name for t in bills_figure({"linear layers (slots)": (4096, 1024)}).data]
+    ['padded to the context', 'this plan']
+    """
+    names = list(bills)
+    share = [plan / padded if padded else 0.0 for padded, plan in bills.values()]
+    fig = go.Figure([
+        go.Bar(y=names, x=[1.0] * len(names), orientation="h", name="padded to the context",
+               marker_color=PADDED_COLOUR, customdata=[padded for padded, _ in bills.values()],
+               hovertemplate="%{y}, padded: %{customdata:,}<extra></extra>"),
+        go.Bar(y=names, x=share, orientation="h", name="this plan", marker_color=PACKED_COLOUR,
+               customdata=[plan for _, plan in bills.values()],
+               text=[f"{1 / s:.1f}x fewer" if s else "" for s in share], textposition="outside", cliponaxis=False,
+               hovertemplate="%{y}, this plan: %{customdata:,}<extra></extra>"),
+    ])
+    fig.update_xaxes(range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1], tickformat=".0%", gridcolor="#eee",
+                     title="share of the padded bill")
+    fig.update_yaxes(autorange="reversed")
+    return apply_layout(fig, title=title, height=130 + 56 * len(names), barmode="group")
 
 
 def slot_use_figure(rows, title: str | None = None) -> go.Figure:

@@ -201,7 +201,7 @@ def test_M6_positions_without_a_mask_is_scoped_to_where_the_mask_comes_from_else
 
 def test_M7_the_independent_case_says_the_model_learned_to_ignore_its_neighbour():
     at = open_page("leakage_lab")
-    at.radio(key="w_leakage_lab.neighbours").set_value("independent")
+    at.radio(key="v_leakage_lab.neighbours").set_value("independent")
     at.button(key="leakage_lab.train").click().run(timeout=900)   # two training runs: minutes on a loaded box
     assert_clean(at)
     drift = {m.label: float(m.value.rstrip("%")) for m in at.metric if m.label.startswith("Drift")}

@@ -34,7 +34,7 @@ def url(at: AppTest) -> dict:
 def test_a_link_sets_the_step_and_every_setting_it_names():
     at = opened("masks_and_labels", step="4", width="128", instruction="1", attn="flash_attention_2",
                 **{"break": "prompts-in-the-loss"})
-    assert_clean(at)
+    assert not at.exception and at.error                                     # the planted bug's error: red
     ss = at.session_state
     assert (ss["masks_and_labels.width"], ss["masks_and_labels.instruction"], ss["masks_and_labels.attn"],
             ss["masks_and_labels.break_"]) == (128, True, "flash_attention_2", "prompts-in-the-loss")
@@ -151,7 +151,7 @@ def test_a_new_seed_or_neighbours_after_train_both_train_nothing_until_the_butto
     at.button(key="leakage_lab.train").click().run()
     assert trained == [] and any(m.label == "Train loss, mask off" for m in at.metric)   # the cached pair, at once
     at.number_input(key="w_leakage_lab.train_seed").set_value(3).run()
-    at.radio(key="w_leakage_lab.neighbours").set_value("independent").run()
+    at.radio(key="v_leakage_lab.neighbours").set_value("independent").run()
     assert_clean(at)
     assert trained == []                                                       # no training without the button
     stale = [w.value for w in at.warning if w.value.startswith("Stale")]
