@@ -3,6 +3,7 @@ losses weight documents."""
 import streamlit as st
 
 from app_pages._layout import figure, guard, lesson, steps
+from app_pages._progress import waiting
 from app_pages._state import choice, number, page_settings, text
 from app_pages._text import esc
 from packing_core import InputError
@@ -46,6 +47,20 @@ def plant(name: str):
     return plant_bug(name)
 
 
+def cold_smollm2(where) -> None:
+    """SmolLM2 and its tokenizer, converted from the GGUF file on a cold server under a bar at ``where`` (the
+    estimate this server measured, or a first-run guess), before a reproduction needs them."""
+    from packing_lab.demos import WAITS, cold_estimate, record_cold, smollm2_converted, tokenizer_extracted
+
+    if smollm2_converted() and tokenizer_extracted():
+        return
+    from packing_core.models.pretrained import load_pretrained
+
+    with waiting(where, WAITS["convert"][0], cold_estimate("convert")) as spent:
+        load_pretrained()
+    record_cold("convert", spent())
+
+
 def reference(parts) -> str:
     """One tracker reference, its issue numbers as links."""
     return "".join(f"[{esc(text)}]({url})" if url else esc(text) for text, url in parts)
@@ -67,6 +82,8 @@ def entry(bug) -> None:
             st.session_state[S.key(f"shown_{bug.name}")] = True
         if st.session_state.get(S.key(f"shown_{bug.name}")):
             with guard(f"reproduce {bug.name}"):
+                if "SmolLM2" in bug.needs:
+                    cold_smollm2(st.container())   # a cold server converts it first, under a bar with the seconds
                 r = plant(bug.name) if bug.planted else reproduce(bug.name)
             c1, c2 = st.columns(2)
             c1.markdown(f"**Broken:** {esc(r.symptom)}")

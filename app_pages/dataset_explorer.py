@@ -112,7 +112,8 @@ with lengths_step:
             "Trained tokens per slot: the tokens in the loss that one slot of compute carries, so a step of "
             "the same size trains that many times more." if head.measure != "utilisation" else
             "Utilisation: real tokens / slots; every token of pretraining data is trained."))
-    m = st.columns(7 if yours and loss_masked(profile) else 6)
+    # seven metrics in two rows: seven in one row broke "Documents" mid-word at a projector's 1024 px
+    m = st.columns(4) + st.columns(3) if yours and loss_masked(profile) else st.columns(6)
     m[0].metric("Documents", f"{stats.count:,}")
     m[1].metric("Mean", f"{stats.mean:.0f}")
     m[2].metric("Median (p50)", f"{stats.p50:.0f}")
@@ -137,7 +138,7 @@ with advice_step:
     settings = {s.framework: s for s in recommended_settings(stats, rows, purpose)}
     trainer = st.radio("The settings to paste, for", list(settings), horizontal=True, **S.bind("trainer"))
     chosen = settings[trainer]
-    st.code(chosen.code, language="python")
+    st.code(chosen.code, language="python", wrap_lines=True)   # no sideways scroll at 1024 px
     st.caption(f"{esc(chosen.overlong)} Read from {esc(chosen.source)}.")
     bounds_line = table_notes(rows, plans)[0]     # the three bounds of every document
     st.markdown("**How far from the best plan: three lower bounds, three questions.** " + esc(bounds_example()))

@@ -7,7 +7,7 @@ from app_pages import _content, _leakage_steps
 from app_pages._data import model_status, plan
 from app_pages._layout import cached_figure, figure, guard, lesson, scroll_here, steps, terms_help
 from app_pages._links import fragment
-from app_pages._progress import progress
+from app_pages._progress import progress, waiting
 from app_pages._state import Setting, choice, lines, number, page_settings, text
 from app_pages._text import esc
 from packing_core.attention import available_backends
@@ -65,20 +65,20 @@ def loaded(name: str):
 
 
 def load_smollm2(where) -> None:
-    """Load SmolLM2 once per server, saying so in ``where``; the first load ever converts it, and says how long."""
-    import time
+    """Load SmolLM2 once per server, saying so in ``where`` (the top of the step); the first load ever converts it
+    under a bar with the seconds against an estimate this server measured (or a first-run guess, said so)."""
+    from packing_lab.demos import WAITS, cold_estimate, record_cold, smollm2_converted
 
-    from packing_lab.demos import smollm2_converted
+    if not smollm2_converted():
+        from packing_core.models.pretrained import load_pretrained
 
-    converting = not smollm2_converted()
-    text = ("Converting SmolLM2 from its GGUF file to safetensors: the first load on this server, about 30 s "
-            "on 2 cores (`python -m packing_core warm` does it before class)..." if converting else
-            "Loading SmolLM2 from its converted copy (about a second)...")
-    t0 = time.perf_counter()
-    with where, st.spinner(text):
+        with waiting(where, WAITS["convert"][0] + " (`python -m packing_core warm` does it before class)",
+                     cold_estimate("convert")) as spent:
+            load_pretrained()      # converts and caches the copy; the cached loader below reads it in a second
+        st.session_state["leakage_lab.converted_s"] = spent()
+        record_cold("convert", spent())
+    with where, st.spinner("Loading SmolLM2 from its converted copy (about a second)..."):
         loaded(PRETRAINED)
-    if converting:
-        st.session_state["leakage_lab.converted_s"] = time.perf_counter() - t0
     if "leakage_lab.converted_s" in st.session_state:
         where.caption(f"SmolLM2 converted in {st.session_state['leakage_lab.converted_s']:.0f} s; "
                       "later loads read the copy in under a second.")
@@ -102,6 +102,7 @@ def drift(mask: str, texts: tuple[str, ...], model: str, positions: str = "reset
 @fragment("leakage_lab")
 def lab() -> None:
     """Only this part reruns when a toggle changes."""
+    busy = st.container()    # the top of the step: SmolLM2's first conversion shows its bar here
     missing = {n: model_status(n)[1] for n in MODELS if not model_status(n)[0]}
     local = {str(p): f"{p.name} (local folder)" for p in model_dirs()}   # $PACKING_LAB_MODEL_DIRS
     models = [n for n in MODELS if n not in missing] + list(local)
@@ -163,7 +164,7 @@ def lab() -> None:
 
     with guard(f"verify {model} with mask {mask}, positions {positions}, attention {attention}"):
         if model == PRETRAINED:
-            load_smollm2(st.container())
+            load_smollm2(busy)
         rep = run(model, mask, positions, attention, texts, use_cache, causal or attention in own)
     doc1 = rep.documents[1]
     # the answer to the guess beside the verdict: one row, so the reveal fits the step's two screens

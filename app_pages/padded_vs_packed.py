@@ -206,14 +206,15 @@ with bills_step:
                           format_func=lambda k: MODEL_SHAPES[k].name, **S.bind("model_shape"))
     shape = MODEL_SHAPES[shape_name]
     e2e = end_to_end(rows, shape)
-    st.latex(r"\text{FLOPs} = 6\,N \cdot \text{slots} + 12\,n_\text{layer}\,d_\text{model} \cdot A")
-    st.caption(f"{shape.name}: N = {shape.params:,.0f} parameters, n_layer = {shape.n_layer}, d_model = "
-               f"{shape.d_model}, {shape.n_heads} heads, vocabulary {shape.vocab:,} (from {shape.source}). "
-               "The standard estimate of training FLOPs (forward and backward) per token is "
-               "6N + 12·n_layer·d_model·T, T the length of the row (or document) it sits in. Summed over the plan, "
-               "A counts full squares, the lab's one convention: Σ len² with an unpadding varlen kernel, Σ width² "
-               "with a padded causal kernel (pads computed) or a dense mask. On a GPU the causal kernels pay about "
-               "half of A while a dense mask pays all of it, so there the dense column falls further behind.")
+    with st.expander("How a training step's FLOPs are counted"):   # folded: the step stays two projector screens
+        st.latex(r"\text{FLOPs} = 6\,N \cdot \text{slots} + 12\,n_\text{layer}\,d_\text{model} \cdot A")
+        st.caption(f"{shape.name}: N = {shape.params:,.0f} parameters, n_layer = {shape.n_layer}, d_model = "
+                   f"{shape.d_model}, {shape.n_heads} heads, vocabulary {shape.vocab:,} (from {shape.source}). "
+                   "The standard estimate of training FLOPs (forward and backward) per token is "
+                   "6N + 12·n_layer·d_model·T, T the length of the row (or document) it sits in. Summed over the plan, "
+                   "A counts full squares, the lab's one convention: Σ len² with an unpadding varlen kernel, Σ width² "
+                   "with a padded causal kernel (pads computed) or a dense mask. On a GPU the causal kernels pay about "
+                   "half of A while a dense mask pays all of it, so there the dense column falls further behind.")
     st.dataframe({
         "strategy": [e.strategy for e in e2e],
         "training FLOPs": [f"{e.flops:.3g}" for e in e2e],

@@ -1,5 +1,6 @@
 """The lab's live demos: the training pair (mask on and off) and its cache, the bucketing demo,
-the loss-weight lesson, the time estimates, and ``warm`` (everything a class needs, done before it).
+the loss-weight lesson, the time estimates (a cold server's waits among them), and ``warm``
+(everything a class needs, done before it).
 
 The public names of ``packing_lab.demos``; they load on first use (see ``packing_core._lazy``).
 """
@@ -9,6 +10,7 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .bucket_loss import BucketDemo, BucketRun, bucket_loss_demo
+    from .cold import WAITS, cold_estimate, record_cold, tokenizer_extracted
     from .estimate import (
         BREAKDOWN_LIMIT_S,
         AttentionRate,

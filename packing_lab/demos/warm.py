@@ -217,8 +217,10 @@ def warm_status() -> WarmStatus:
         line = "Server warm: SmolLM2 converted, training demo cached."
     else:
         damage = None if model else smollm2_damage()
+        from packing_lab.demos.cold import cold_estimate
+
         first = ("SmolLM2's converted copy is damaged (a file truncated or missing)" if damage else
-                 "SmolLM2 not converted yet (its first load takes about 30 s)")
+                 f"SmolLM2 not converted yet (its first load takes {cold_estimate('convert').about()})")
         missing = [what for what, ok in ((first, model), ("training demo not cached", demo)) if not ok]
         line = f"Server cold: {'; '.join(missing)}. Run `python -m packing_core warm` before class."
     return WarmStatus(model, demo, line)
@@ -256,8 +258,13 @@ def warm(progress: Callable[[str], None] | None = None) -> tuple[WarmStep, ...]:
 
     if smollm2_converted() or _gguf_folder() is not None:
         def convert():
+            from packing_lab.demos.cold import record_cold
+
             was, damaged = smollm2_converted(), smollm2_damage()
+            started = time.perf_counter()
             load_pretrained(rebuild=True)      # a damaged copy (truncated by a full disk ...) is converted again
+            if not was:    # a conversion this server timed: the pages' next estimate
+                record_cold("convert", time.perf_counter() - started)
             return ("already converted, loaded from the cache" if was else
                     "the damaged copy was converted again and cached" if damaged else
                     "converted to safetensors and cached")

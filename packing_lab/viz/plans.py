@@ -148,12 +148,13 @@ def strategy_figure(rows, title: str | None = None) -> go.Figure:
     colours = [PACKED_COLOUR if n in PACKING_STRATEGIES else PADDED_COLOUR for n in names]
     fig = make_subplots(1, 2, subplot_titles=("utilisation (real tokens / slots)",
                                               "attention FLOP ratio vs padded rows, pads computed"),
-                        horizontal_spacing=0.12)
+                        horizontal_spacing=0.16)
     util = np.array([r.utilisation for r in rows])
     skip = np.array([r.attention_ratio for r in rows])
     dense = np.array([r.dense_mask_ratio for r in rows])
+    # inside a long bar, outside a short one: an outside "100.0%" ran into the right panel's names at 1024 px
     fig.add_trace(go.Bar(y=names, x=util, orientation="h", marker_color=colours, showlegend=False,
-                         text=[f"{u:.1%}" for u in util], textposition="outside", textangle=0,
+                         text=[f"{u:.1%}" for u in util], textposition="auto", insidetextanchor="end", textangle=0,
                          cliponaxis=False, hovertemplate="%{y}: %{x:.1%}<extra></extra>"), 1, 1)
     # The mark stays short so the label fits beside its bar at a projector's width; the hover and
     # the page's caption say how many documents the cut splits.
@@ -176,7 +177,8 @@ def strategy_figure(rows, title: str | None = None) -> go.Figure:
     legend_swatch(fig, "packing", PACKED_COLOUR)
     legend_swatch(fig, "padding (one sample per row)", PADDED_COLOUR)
     legend_swatch(fig, "second bar: same plan with a dense mask (every cell computed)", PAD_COLOUR)
-    return apply_layout(fig, title=title, height=120 + 44 * len(rows), top=70 if title else 40,
+    # room above the panel titles for plotly's toolbar, which covered the right one on hover
+    return apply_layout(fig, title=title, height=140 + 44 * len(rows), top=100 if title else 70,
                         barmode="group")
 
 
@@ -201,7 +203,7 @@ def bills_figure(bills: dict, title: str | None = None) -> go.Figure:
     fig.update_xaxes(range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1], tickformat=".0%", gridcolor="#eee",
                      title="share of the padded bill")
     fig.update_yaxes(autorange="reversed")
-    return apply_layout(fig, title=title, height=130 + 56 * len(names), barmode="group")
+    return apply_layout(fig, title=title, height=120 + 44 * len(names), barmode="group")
 
 
 def slot_use_figure(rows, title: str | None = None) -> go.Figure:
