@@ -43,7 +43,7 @@ def test_why_packing_shows_the_worked_example_at_22_and_89_percent():
     text = markdown(at)
     assert "[0, 120, 210, 510, 550, 605, 635, 845, 910]" in text                 # the stream
     assert "`[0, 120, 210, 510, 512, 550, 605, 635, 845, 910]`" in text   # what a kernel reads: one array
-    assert len(at.get("plotly_chart")) == 4     # two strips, the slots of the tickets, the schedule
+    assert len(at.get("plotly_chart")) == 5     # two strips, the stream and its cut, the tickets' slots, the schedule
 
 
 def test_why_packing_computes_that_three_quarters_of_the_ticket_slots_are_pads():
