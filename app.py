@@ -66,7 +66,14 @@ page = st.navigation(PAGES)
 
 
 open_top()   # the top of the view: where a cold server's one-time wait shows its bar
-status = st.sidebar.empty()   # said before the page runs, and again after it: a conversion or a training it ran counts
+status = []   # the sidebar's line on the server's state: said before the page runs, and again after it (a
+              # conversion or a training the page ran counts)
+
+
+def say_status() -> None:
+    if not status:
+        status.append(st.sidebar.empty())
+    status[0].caption(warm_status().line)
 
 
 def run_page() -> None:
@@ -74,7 +81,7 @@ def run_page() -> None:
         with first_open(page.title):
             page.run()
     finally:
-        status.caption(warm_status().line)
+        say_status()
 
 
-run_safely(page, sidebar, lambda: status.caption(warm_status().line), run_page)
+run_safely(page, sidebar, say_status, run_page)

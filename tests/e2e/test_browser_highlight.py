@@ -45,7 +45,8 @@ def _frames(app) -> list:
 def _pick(app, label: str) -> None:
     """Click the picker's pill ``label`` (the first pill reads "document 0")."""
     with app.rerun():
-        app.main.get_by_test_id("stButtonGroup").get_by_role("button", name=label, exact=True).first.click()
+        app.page.get_by_role("radiogroup", name=re.compile("^Pick out a document")).get_by_role(
+            "radio", name=label, exact=True).first.click()
 
 
 # Where on the screen a document of a figure of the open step is: a point of its trace named "pick"
@@ -78,8 +79,8 @@ def _click_pick_point(app, figure: int = 0, point: int = 1) -> str:
 
 def test_a_document_picked_on_masks_and_labels_is_framed_in_every_figure_of_every_step(app):
     app.open("masks_and_labels")
-    _pick(app, "2")
-    assert _params(app.page.url).get("doc") == "2"
+    _pick(app, "1")
+    assert _params(app.page.url).get("doc") == "1"
     for step in ("The mask", "Positions", "Targets and loss", "Break it, check it"):
         app.step(step)
         frames = _frames(app)
