@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-HELPERS = ("app_pages._content", "app_pages._data")
+HELPERS = ("app_pages._content", "app_pages._data", "app_pages._progress")
 
 
 @pytest.mark.parametrize("name", HELPERS)
