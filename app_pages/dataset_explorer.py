@@ -141,9 +141,11 @@ with advice_step:
     st.code(chosen.code, language="python", wrap_lines=True)   # no sideways scroll at 1024 px
     st.caption(f"{esc(chosen.overlong)} Read from {esc(chosen.source)}.")
     bounds_line = table_notes(rows, plans)[0]     # the three bounds of every document
-    st.markdown("**How far from the best plan: three lower bounds, three questions.** " + esc(bounds_example()))
-    st.caption(esc(bounds_line[0].upper() + bounds_line[1:]) + ". The table's *proven lower bound* column (step 2, "
-               "every column) names the one each strategy is measured against.")
+    # folded: the settings, wrapped at a projector's width, and the step stay within two screens
+    with st.expander("How far from the best plan: three lower bounds, three questions"):
+        st.markdown(esc(bounds_example()))
+        st.caption(esc(bounds_line[0].upper() + bounds_line[1:]) + ". The table's *proven lower bound* column (step "
+                   "2, every column) names the one each strategy is measured against.")
 
 with balance_step:
     st.subheader("Data-parallel balance")
