@@ -287,9 +287,10 @@ def test_a_bug_zoo_reproduction_reads_at_1024_by_768(app_page, bug):
     if entry.planted:
         app_page.step("Planted faults")
     box = app_page.page.get_by_test_id("stExpander").filter(has_text=entry.title).first
-    box.locator("summary").click()
+    button = box.get_by_role("button", name="Plant it" if entry.planted else "Reproduce", exact=True)
+    app_page.unfold(button, entry.title)        # opened, and settled: a click during the animation is lost
     with app_page.rerun():
-        box.get_by_role("button", name="Plant it" if entry.planted else "Reproduce", exact=True).click()
+        button.click()
     charts = box.locator("[data-testid='stPlotlyChart']")
     charts.first.wait_for(state="visible")
     found = problems(app_page)
