@@ -130,7 +130,8 @@ class PageSpec:
         return self.path.rsplit("/", 1)[-1].removesuffix(".py")
 
 
-# The order of a 60-minute lesson: waste, costs, correctness, leaks, bugs, your own setup, policy, speed.
+# The order of a 60-minute lesson: waste, costs, correctness, leaks, bugs, your own setup, context parallelism,
+# policy, speed.
 PAGES = (
     PageSpec("app_pages/why_packing.py", "Why packing", ":material/lightbulb:", 8,
         "A batch is a rectangle, so every short sample drags a tail of padding through the whole model.",
@@ -154,13 +155,13 @@ PAGES = (
         "next tokens.",
         "Which of these bugs would a count of loss positions catch, and which would it miss?",
         ("The mask", "Positions", "Targets and loss", "Break it, check it")),
-    PageSpec("app_pages/leakage_lab.py", "Leakage lab", ":material/science:", 14,
+    PageSpec("app_pages/leakage_lab.py", "Leakage lab", ":material/science:", 12,
         "A wrong mask never raises an error. Tensor checks catch some forms of it. Running a document alone and "
         "packed catches every form that makes it compute differently packed, on the call path you test; what both "
         "runs share, such as a missing causal flag, needs a second check: change a later token.",
         "Before you click: will document 1's logits change in this scenario?",
         ("Predict, then look", "Not only attention", "Train with the mask off", "Always a bug?")),
-    PageSpec("app_pages/bug_zoo.py", "Bug zoo", ":material/bug_report:", 6,
+    PageSpec("app_pages/bug_zoo.py", "Bug zoo", ":material/bug_report:", 5,
         "The reproduced bugs were reported in real projects; the planted faults are classic mistakes shown in a "
         "small batch. Most train without an error (one crashes). Each is caught "
         "by a tensor check, by comparing a document alone with the same document packed, by the causality check, "
@@ -173,11 +174,16 @@ PAGES = (
         "Which attention implementation does your trainer use, and does it keep the documents of your batch "
         "apart or read each row as one long document?",
         ("In your framework", "Check a batch")),
+    PageSpec("app_pages/context_parallel.py", "Context parallel", ":material/view_column:", 4,
+        "Context parallelism cuts every document, not the row: each into 2·CP chunks, rank r taking chunks r and "
+        "2·CP-1-r, each document padded to a multiple of 2·CP, and every rank carrying its padded and real offsets.",
+        "Cut one long document over four ranks in order: which rank computes the most attention, and how would you "
+        "even it out?", ("Predict, then cut", "The ring", "Balance")),
     PageSpec("app_pages/dataset_explorer.py", "Dataset explorer", ":material/bar_chart:", 5,
         "The right policy depends on the lengths: look at the histogram before choosing between bucketing and packing.",
         "For this dataset, would you bucket or pack on a first run, and what would make you change your mind?",
         ("The lengths", "Every strategy", "Recommendation", "Balance", "Cap and stream")),
-    PageSpec("app_pages/benchmark.py", "Benchmark", ":material/speed:", 4,
+    PageSpec("app_pages/benchmark.py", "Benchmark", ":material/speed:", 3,
         "A FLOP ratio is what the arithmetic alone predicts. Measured speed-ups usually fall short of it (small "
         "calls, memory traffic), but it is not a hard ceiling: a slow baseline can lose by more.",
         "Why does the dense-mask backend have a lower FLOP bound than the per-document one on the same rows?"),
@@ -188,7 +194,7 @@ def page(key: str) -> PageSpec:
     """The page whose title, file stem or path (``__file__`` works) is ``key``.
 
     >>> page("Bug zoo").minutes, page("app_pages/bug_zoo.py").title
-    (6, 'Bug zoo')
+    (5, 'Bug zoo')
     """
     stem = key.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
     for p in PAGES:
@@ -384,7 +390,7 @@ LEAKAGE_MIXERS = (
     "that honours it."
 )
 LEAKAGE_MIXERS_REAL = (
-    "The real families are measured from transformers' own classes (README, *What each model family reads*; "
+    "The real families are measured from transformers' own classes (docs/checker-guide.md, *What each model family reads*; "
     "`python -m packing_core check --list-model-types`): with `position_ids` alone, Qwen3-Next's second document "
     "differs from its alone run by 6e-2 and LFM2's by 7e-4 on tiny models, while their attention layers isolate "
     "it. `check FILE --model-type qwen3_next` says so before you train."

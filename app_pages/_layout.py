@@ -258,6 +258,15 @@ def figure(fig, key: str | None = None, pick=None) -> None:
                     selection_mode="points")
 
 
+def prediction(settings, options, name: str = "guess", **radio):
+    """The class's prediction before a reveal: a radio with no answer until one is picked, bound to the page's declared
+    setting ``name`` (``choice(None, options)``), so a link carries the answer and opens a later step answered, and
+    the focused screen (``controls=hidden``) keeps it. ``radio``: more of ``st.radio``'s arguments (``format_func``).
+    """
+    return st.radio("Your prediction", options, horizontal=True, label_visibility="collapsed", **radio,
+                    **settings.bind(name, lesson=True))
+
+
 PILLS_UP_TO = 24   # documents a row of pills offers; more get a number box
 
 

@@ -5,7 +5,7 @@ import streamlit as st
 
 from app_pages import _content, _leakage_steps
 from app_pages._data import model_status, plan
-from app_pages._layout import cached_figure, figure, guard, lesson, scroll_here, steps, terms_help
+from app_pages._layout import cached_figure, figure, guard, lesson, prediction, scroll_here, steps, terms_help
 from app_pages._links import fragment
 from app_pages._progress import progress, waiting
 from app_pages._state import Setting, choice, lines, number, page_settings, text
@@ -72,7 +72,7 @@ def load_smollm2(where) -> None:
     if not smollm2_converted():
         from packing_core.models.pretrained import load_pretrained
 
-        with waiting(where, WAITS["convert"][0] + " (`python -m packing_core warm` does it before class)",
+        with waiting(where, WAITS["convert"][0] + " (`packing-lab warm` does it before class)",
                      cold_estimate("convert")) as spent:
             load_pretrained()      # converts and caches the copy; the cached loader below reads it in a second
         st.session_state["leakage_lab.converted_s"] = spent()
@@ -155,8 +155,7 @@ def lab() -> None:
     st.markdown("**Predict:** packed after document 0, will the logits of document 1 change?")
     key = f"{model}_{mask}_{positions}_{attention}_{use_cache}" + ("" if causal else "_acausal")
     S.answer_to("guess", key)     # a prediction answers these switches; a link carries it
-    guess = st.radio("Your prediction", ANSWERS, horizontal=True, label_visibility="collapsed",
-                     **S.bind("guess", lesson=True))
+    guess = prediction(S, ANSWERS)
     reveal = st.checkbox("Skip predictions and always show the result", **S.bind("skip"))
     if guess is None and not reveal:
         st.info("Make a prediction to see the result.")

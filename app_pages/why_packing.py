@@ -4,7 +4,7 @@ import streamlit as st
 
 from app_pages import _content
 from app_pages._data import length_summary, plan, source_lengths, strategy_table
-from app_pages._layout import figure, guard, lesson, scroll_here, steps, terms_help
+from app_pages._layout import figure, guard, lesson, prediction, scroll_here, steps, terms_help
 from app_pages._state import choice, number, page_settings
 from app_pages._text import stop
 from packing_lab.advice import batch_cu_seqlens, compare_schedules, row_cu_seqlens
@@ -40,8 +40,7 @@ with pad_or_pack:
     st.markdown(f"Lengths: {', '.join(map(str, lengths))}. Padding gives each sample a row of its own, {ctx} slots "
                 f"wide. **Predict:** padded to {ctx}, one sample per row, how many slots do these {pm.real_tokens} "
                 "tokens take?")
-    guess = st.radio("Your prediction", GUESSES, horizontal=True, format_func=lambda n: f"{n:,} slots",
-                     label_visibility="collapsed", **S.bind("guess", lesson=True))
+    guess = prediction(S, GUESSES, format_func=lambda n: f"{n:,} slots")
     reveal = st.checkbox("Skip predictions and always show the answers (self-study)", **S.bind("skip"))
 if guess is None and not reveal:
     pad_or_pack.info("Make a prediction to see the answer.")

@@ -2,8 +2,9 @@
 
 A :class:`Registry` is a dict from a name to an entry, in registration order, with
 ``register`` / ``unregister`` / ``names()`` and a look-up that refuses an unknown name in one
-line naming the choices. Views (``names_view``, ``mapping_view``) read the registry on every
-use, so a module that imported ``STRATEGIES`` at start-up still sees a strategy registered later::
+line naming the choices. Views (``names_view``, ``mapping_view``, ``memo``) are built once and
+built again only after a ``register`` or ``unregister``, so a module that imported ``STRATEGIES``
+at start-up still sees a strategy registered later, and a look-up costs a dictionary read::
 
     >>> colours = Registry("colour")
     >>> _ = colours.register("red", "#f00")
@@ -35,6 +36,7 @@ class Registry(Generic[T]):
         self.what = what
         self.fix = fix          # appended to the unknown-name message: ", or the path of a local model folder"
         self._entries: dict[str, T] = {}
+        self.version = 0        # bumped by register and unregister: a view rebuilds only when it changed
 
     def register(self, name: str, entry: T) -> T:
         """Add ``entry`` under ``name`` (after the others); a name may be registered once."""
@@ -43,11 +45,14 @@ class Registry(Generic[T]):
         if name in self._entries:
             raise ValueError(f"a {self.what} named {name!r} is already registered; pick another name")
         self._entries[name] = entry
+        self.version += 1
         return entry
 
     def unregister(self, name: str) -> T:
         """Remove ``name`` (tests register throwaway entries) and return its entry."""
-        return self._entries.pop(name)
+        entry = self._entries.pop(name)
+        self.version += 1
+        return entry
 
     def names(self, where: Callable[[T], bool] | None = None) -> tuple[str, ...]:
         """Registered names in order; ``where(entry)`` keeps only some."""
@@ -76,13 +81,32 @@ class Registry(Generic[T]):
     def __len__(self) -> int:
         return len(self._entries)
 
+    def memo(self, build: Callable[[], V]) -> Callable[[], V]:
+        """``build()``, computed once per state of the registry: again only after a register or unregister.
+
+        >>> r = Registry("thing"); calls = []
+        >>> size = r.memo(lambda: calls.append(1) or len(r))
+        >>> size(), size(), len(calls)
+        (0, 0, 1)
+        >>> _ = r.register("a", 1); size(), len(calls)
+        (1, 2)
+        """
+        state: list = [None, None]    # [version built at, value]
+
+        def read() -> V:
+            if state[0] != self.version:
+                state[1], state[0] = build(), self.version
+            return state[1]
+
+        return read
+
     def names_view(self, where: Callable[[T], bool] | None = None, doc: str = "") -> NamesView:
-        """A read-only sequence of the names (``where`` keeps some), read afresh on every use."""
-        return NamesView(lambda: self.names(where), doc)
+        """A read-only sequence of the names (``where`` keeps some), rebuilt only when the registry changes."""
+        return NamesView(self.memo(lambda: self.names(where)), doc)
 
     def mapping_view(self, value: Callable[[T], V], doc: str = "") -> MappingView[V]:
-        """A read-only ``name -> value(entry)`` mapping, read afresh on every use."""
-        return MappingView(lambda: {n: value(e) for n, e in self._entries.items()}, doc)
+        """A read-only ``name -> value(entry)`` mapping, rebuilt only when the registry changes."""
+        return MappingView(self.memo(lambda: {n: value(e) for n, e in self._entries.items()}), doc)
 
 
 class NamesView(Sequence[str]):

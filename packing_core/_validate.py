@@ -201,75 +201,10 @@ def as_lengths(values, where=None, *, copy: bool = True) -> np.ndarray:
     return out
 
 
-def length_values(values, where, fix: str = LENGTH_FIX) -> np.ndarray:
-    """Lengths read from a file's column (or typed as text) as int64: the one rule for every reader.
 
-    ``values`` is an Arrow array (a column of one batch), a numpy array or a list. Kept:
-    integers, and text spelling one (:data:`INTEGER_TEXT`: ASCII digits, an optional sign,
-    spaces around). Refused, naming the first bad value as ``where(i)`` followed by ``fix``:
-    booleans, floats (even ``12.0``), any other text (``"12.0"``, ``"1e3"``, ``"٣"``, ``""``),
-    missing values, and lengths outside 1..``MAX_LENGTH``. The checks run over the whole
-    column at once (Arrow compute and numpy), never one value at a time in Python.
 
-    >>> length_values(["+7", " 12 ", "3"], str).tolist()
-    [7, 12, 3]
-    >>> length_values(["3", "٣"], lambda i: f"line {i + 1}")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    packing_core._validate.InputError: line 2 holds '٣'; lengths must be whole numbers >= 1: fix or drop that row, ...
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
-    def fail(i: int, problem: str):
-        raise InputError(f"{where(i)} {problem}; {fix}")
 
-    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    if isinstance(arr, (list, tuple)):   # Python values: a bool is refused as one, not read as 1
-        flag = next((i for i, v in enumerate(arr) if isinstance(v, (bool, np.bool_))), None)
-        if flag is not None:
-            fail(flag, f"holds {arr[flag]!r}, a boolean")
-    if not isinstance(arr, pa.Array):
-        try:
-            arr = pa.array(arr)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # mixed Python values: compared as text
-            arr = pa.array([None if v is None else str(v) for v in arr], pa.string())
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    kind = arr.type
-    if len(arr) and arr.null_count == len(arr):
-        fail(0, "has no value")
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        ok = pc.fill_null(pc.match_substring_regex(arr, INTEGER_TEXT), False).to_numpy(zero_copy_only=False)
-        if not ok.all():
-            i = int(np.argmin(ok))
-            text = arr[i].as_py()
-            fail(i, f"holds {text[:40]!r}" if text else "has no value")
-        digits = pc.utf8_trim(arr, characters=" \t\r\n\v\f+")
-        width = pc.utf8_length(pc.utf8_ltrim(digits, characters="-0")).to_numpy(zero_copy_only=False)
-        if (width > _DIGITS).any():
-            i = int(np.argmax(width > _DIGITS))
-            fail(i, f"holds {arr[i].as_py().strip()[:40]!r}, above the largest length the lab accepts ({MAX_LENGTH:,})")
-        arr = pc.cast(digits, pa.int64())
-    elif pa.types.is_boolean(kind):
-        i = int(np.argmax(arr.is_valid().to_numpy(zero_copy_only=False)))
-        fail(i, f"holds {arr[i].as_py()!r}, a boolean")
-    elif pa.types.is_floating(kind):
-        i = int(np.argmax(arr.is_valid().to_numpy(zero_copy_only=False)))
-        fail(i, f"holds {arr[i].as_py()!r}, a {kind} number; lengths are integers: store the column as integers")
-    elif not pa.types.is_integer(kind):
-        fail(0, f"holds values of type {kind}, neither integers nor text")
-    if arr.null_count:
-        fail(int(np.argmax(arr.is_null().to_numpy(zero_copy_only=False))), "has no value")
-    out = arr.to_numpy(zero_copy_only=False)
-    big = out > MAX_LENGTH  # in the column's own dtype: a uint64 2**64-1 keeps its value
-    if big.any():
-        i = int(np.argmax(big))
-        fail(i, f"holds {int(out[i]):,}, above the largest length the lab accepts ({MAX_LENGTH:,})")
-    small = out < 1
-    if small.any():
-        i = int(np.argmax(small))
-        fail(i, f"holds {out[i].item()!r}")
-    return out.astype(np.int64)
 
 
 def whole_number_text(value) -> int | None:
@@ -347,7 +282,7 @@ def as_batch_size(value, name: str = "batch_size") -> int:
     return whole_number(value, name, maximum=MAX_BATCH_SIZE, hint="try 32")
 
 
-# The documented limits, by name (the README and the hostile-input benchmark print them).
+# The documented limits, by name (docs/limits.md lists them; the hostile-input benchmark prints them).
 LIMITS = {name: globals()[name] for name in (
     *FIXED_LIMITS, "MAX_TEXT_BYTES", "MAX_SPLIT_PIECES", "MAX_DISTINCT_LENGTHS", "MAX_PROFILE_BYTES", "MAX_TURNS",
     "MAX_TEMPLATE_SECONDS", "MAX_WORKERS", "MAX_BATCH_TOKENS", "MAX_MASK_VALUES", "MAX_STREAM_BATCHES",

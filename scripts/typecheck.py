@@ -33,7 +33,8 @@ def errors_per_file(output: str) -> Counter:
 
 
 def run_mypy() -> tuple[str, int]:
-    proc = subprocess.run([sys.executable, "-m", "mypy", "packing_core", "packing_lab", "tools"], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "mypy", "packing_core", "packing_lab", "tools"], cwd=ROOT,
+                          capture_output=True, text=True)
     if proc.returncode not in (0, 1):   # 2: mypy itself failed (bad configuration, crash)
         sys.stderr.write(proc.stdout + proc.stderr)
         raise SystemExit(f"typecheck: mypy failed to run (exit {proc.returncode})")

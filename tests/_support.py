@@ -479,11 +479,12 @@ class Outcome:
 
 def run_cli_tree(argv: list[str], cwd: Path, timeout: float, env: dict | None = None,
                  file_size: int | None = None) -> Measured:
-    """``python -m packing_core *argv``, or with ``argv = ["-c", code]`` a library call under ``LIBRARY_CALL``."""
+    """``packing-lab *argv`` (``python -m packing_lab``: every command, the library's and the lab's), or with
+    ``argv = ["-c", code]`` a library call under ``LIBRARY_CALL``."""
     import sys
 
     command = ([sys.executable, "-c", LIBRARY_CALL, argv[1]] if argv[:1] == ["-c"]
-               else [sys.executable, "-m", "packing_core", *argv])
+               else [sys.executable, "-m", "packing_lab", *argv])
     return run_tree(command, cwd, timeout, env, file_size)
 
 
@@ -531,3 +532,30 @@ def write(tmp_path, name: str, content: str | bytes):
     path = tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
     return path
+
+
+def python_lines(fn, *args, **kwargs) -> tuple[object, int]:
+    """``(fn(*args, **kwargs), the lines of Python it executed)``: a path check, not a clock.
+
+    A vectorised function runs a few hundred lines of Python however large its input (numpy does
+    the rest in C); one that loops in Python over n items runs at least n. The count does not
+    change with the machine's load, a time does. ``fn`` runs once untraced first: what a first call
+    pays once (an import, a regular expression compiled) is not what the input costs.
+    """
+    import sys
+
+    fn(*args, **kwargs)
+    lines = 0
+
+    def trace(frame, event, arg):
+        nonlocal lines
+        if event == "line":
+            lines += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        sys.settrace(None)
+    return result, lines

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from packing_core.cli import main
-from packing_core.packing import STRATEGIES
+from packing_core.packing.registry import DEFAULT_STRATEGIES, STRATEGIES
 from tests._support import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +29,8 @@ def test_report_json_has_one_object_per_strategy_with_the_worked_example_numbers
     report = json.loads(r.stdout)
     assert report["report_version"] == 2
     rows = {x["strategy"]: x for x in report["strategies"]}
-    assert list(rows) == list(STRATEGIES)          # every registered strategy, in the registry's order
+    assert list(rows) == list(DEFAULT_STRATEGIES)  # every strategy but those run on request, in the registry's order
+    assert "optimal" in STRATEGIES and "optimal" not in rows
     required = {"strategy", "rows", "slots", "real_tokens", "pad_tokens", "utilisation", "tokens_lost",
                 "docs_split", "attention_cost_padded", "attention_cost_packed", "bound", "bound_rows", "bounds"}
     assert required <= set(rows["pad"])
@@ -202,16 +203,22 @@ def test_plain_report_and_report_file_write_one_table_with_the_same_columns(tmp_
     path.write_text("length\n" + "\n".join(WORKED.split(",")) + "\n")
     _, plain, _ = call("report", "--lengths", WORKED)
     _, from_file, _ = call("report", str(path))
+    from packing_core import LengthProfile
+
+    LengthProfile.from_lengths([int(n) for n in WORKED.split(",")], kind="lengths").save(path.with_suffix(".json"))
+    _, from_profile, _ = call("report", "--profile", str(path.with_suffix(".json")))
     header = lambda text: next(line.split() for line in text.splitlines() if line.startswith("strategy "))
     every = " ".join(c.text for c in COLUMNS if c.text).split()
-    assert header(plain) == [w for w in every if w not in ("basis", "trained/slot")]
-    assert header(from_file) == every
+    assert header(plain) == header(from_file) == header(from_profile) == every      # one pipeline, one table
     from packing_core.packing import STRATEGY_INFO
 
-    for text in (plain, from_file):                 # the same legend and one line per strategy in both
+    row = lambda text, name: next(line.split() for line in text.splitlines() if line.startswith(name + " "))
+    for text in (plain, from_file, from_profile):   # the same legend, one line per strategy, the same plans
         assert "L1 = tokens / context, rounded up,\nis reachable only by cutting documents" in text
         assert "fewest" not in text
-        assert all(f"  {name}: {STRATEGY_INFO[name]}" in text for name in STRATEGIES)
+        assert all(f"  {name}: {STRATEGY_INFO[name]}" in text for name in DEFAULT_STRATEGIES)
+        assert row(text, "bfd")[2:] == row(plain, "bfd")[2:] and row(text, "bfd")[1] in ("counts", "ordered")
+    assert row(plain, "next-fit")[1] == "ordered"       # typed lengths: every plan in the order given
 
 
 def test_verify_takes_the_labs_backends_and_transformers_attention_each_in_its_own_flag():
@@ -235,7 +242,7 @@ TEN_OF_300 = ",".join(["300"] * 10)
 @pytest.mark.parametrize("fmt", ["table", "json"])
 def test_report_names_the_bound_each_strategy_can_reach_and_never_calls_l1_the_fewest(fmt):
     # 3,000 tokens: ceil(3000 / 512) = 6 rows only if documents are cut; no two 300s share a row: 10 whole rows
-    code, out, err = call("report", "--lengths", TEN_OF_300, "--format", fmt)
+    code, out, err = call("report", "--lengths", TEN_OF_300, "--format", fmt, "--optimal")
     assert code == 0, err
     assert "fewest" not in out
     if fmt == "json":
@@ -247,8 +254,8 @@ def test_report_names_the_bound_each_strategy_can_reach_and_never_calls_l1_the_f
         assert d["optimal_gap"]["gap_rows"] == 0
         return
     table = out.split("\n\n")[1].splitlines()
-    cells = {line.split()[0]: line.split()[2:4] for line in table[1:]}
-    assert table[0].split()[2:4] == ["bound", "rows/bound"]
+    cells = {line.split()[0]: line.split()[3:5] for line in table[1:]}
+    assert table[0].split()[3:5] == ["bound", "rows/bound"]
     assert cells["concat-cut"] == ["L1", "6"] and cells["bfd"] == cells["optimal"] == ["L2", "10"]
     assert "lower bounds on rows: L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents)" in out
 
@@ -273,4 +280,7 @@ def test_a_time_limit_reaches_optimal_and_a_tiny_one_still_returns_a_plan_with_i
                           "0.001", "--format", "json")
     assert code == 0, err
     cert = json.loads(out)["strategies"][0]["certificate"]
-    assert cert["seconds"] < 1.0 and cert["rows"] >= cert["bound"]["rows"]
+    assert cert["time_limit"] == 0.001 and cert["rows"] >= cert["bound"]["rows"]
+    assert cert["status"] == "optimal (proven)" if cert["gap_rows"] == 0 else cert["status"].startswith(
+        f"gap {cert['gap_rows']:,} row")
+    assert "seconds" not in cert         # the JSON is a function of the input: no timings in it

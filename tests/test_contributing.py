@@ -24,7 +24,7 @@ BEING_BUILT = "being built"     # a recipe written against DESIGN.md's target la
 def test_every_change_a_newcomer_makes_has_a_recipe_of_five_steps_or_fewer():
     names = [n.split(" (")[0] for n in RECIPES]
     assert names == ["Add a strategy", "Add a model", "Add a page", "Add a bug to the zoo", "Add an input format",
-                     "Add a command", "Add a benchmark figure to the README"]
+                     "Add a command", "Add a benchmark figure to the docs"]
     for name, steps in RECIPES.items():
         assert 2 <= len(steps.strip().splitlines()) <= 5, name
         assert "Fails when a step is missed" in steps, f"{name} names no test"
@@ -158,7 +158,8 @@ def test_the_page_recipe_on_a_toy(tmp_path, monkeypatch):
     from app_pages import _content
 
     page = tmp_path / "toy_page.py"                                 # step 1: a thin page file
-    page.write_text("import streamlit as st\nfrom app_pages._lab import lesson, number, page_settings, steps\n"
+    page.write_text("import streamlit as st\nfrom app_pages._layout import lesson, steps\n"
+                    "from app_pages._state import number, page_settings\n"
                     "S = page_settings('toy_page', n=number(3, 1, 9))\nst.title('Toy page')\nlesson(__file__)\n"
                     "one, two = steps(__file__)\none.slider('n', 1, 9, **S.bind('n'))\ntwo.markdown('Step two.')\n",
                     encoding="utf-8")

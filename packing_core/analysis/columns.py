@@ -66,7 +66,8 @@ class Column:
 COLUMNS: tuple[Column, ...] = (
     Column("strategy", "strategy", lambda r, p: r.strategy),
     Column(None, "kind", lambda r, p: "packing" if r.strategy in PACKING_STRATEGIES else "padding"),
-    Column("basis", None, lambda r, p: "counts" if p.basis == "counts" else "sampled", profile_only=True),
+    Column("basis", None, lambda r, p: "counts" if p.basis == "counts" else "ordered" if p.in_order else "sampled",
+           profile_only=True),
     Column("rows", "rows", lambda r, p: r.rows, "{:,}", "localized"),
     Column("bound", "proven lower bound", lambda r, p: f"{r.bound.name} {r.bound.rows:,}",
            help="the proven lower bound on rows for this kind of plan: L1 (tokens / context, rounded up) for a "
@@ -121,7 +122,7 @@ def table_notes(rows: list[StrategyRow], plans: list[CountPlan] | None = None) -
     """The lines under the table: the bounds of the documents planned, and how far bfd is from the proven
     optimum when ``optimal`` ran beside it (a sampled plan's bounds are its sample's: the basis column)."""
     pairs = _pairs(rows, plans)
-    whole = [r for r, p in pairs if p is None or p.basis == "counts"]
+    whole = [r for r, p in pairs if p is None or p.whole]
     notes = [describe_bounds(whole[0].bounds)] if whole and whole[0].bounds is not None else []
     gap = table_gap(whole)
     return notes + ([gap.sentence] if gap is not None else [])
@@ -158,7 +159,8 @@ def format_strategy_table(rows: list[StrategyRow], plans: list[CountPlan] | None
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     table = ["  ".join(v.ljust(w) if c.text in ("strategy", "basis") else v.rjust(w)
                        for c, v, w in zip(columns, line, widths)).rstrip() for line in cells]
-    notes = sorted({f"sampled: {p.basis}; {p.note}" for _, p in pairs if p is not None and p.basis != "counts"})
+    notes = sorted({f"{'ordered' if p.in_order else 'sampled'}: {p.basis}; {p.note}"
+                    for _, p in pairs if p is not None and p.basis != "counts"})
     described = [f"  {r.strategy}: {STRATEGY_INFO.get(r.strategy, r.description)}" for r, _ in pairs]
     return "\n".join([*table, "", *table_notes(rows, plans), LEGEND, *notes, "", *described])
 

@@ -144,13 +144,13 @@ def loss_masked(profile: LengthProfile) -> bool:
 def profile_headline(profile: LengthProfile, plans: list[CountPlan]) -> Headline:
     """The headline of a profile's table: trained tokens per slot when loss-masked, else utilisation.
 
-    Only plans of the whole corpus (basis "counts") compete; a sampled plan's slots count a sample.
-    The baseline, pad-longest, is measured on the sample when the order matters.
+    Only plans of the whole corpus (from its counts, or on its lengths in order) compete; a sampled plan's
+    slots count a sample. The baseline, pad-longest, is measured on the sample when the order matters.
     """
-    whole = [p for p in plans if p.basis == "counts"]
+    whole = [p for p in plans if p.whole]
     # pad-longest depends on the order of the documents: its figure comes from the sampled plan (a ratio per
     # slot, so a sample measures it); it is the baseline, never a candidate
-    rows = whole + [p for p in plans if p.strategy == "pad-longest" and p.basis != "counts"]
+    rows = whole + [p for p in plans if p.strategy == "pad-longest" and not p.whole]
     return headline(rows, {p.strategy: p.trained_per_slot for p in rows} if loss_masked(profile) else None)
 
 
@@ -206,15 +206,17 @@ def order_effects(rows, basis: str) -> str:
 
 def profile_table(profile: LengthProfile, context: int, *, strategies=None, overlong: str = "split",
                   batch_size: int = 32, seed: int = 0, sample: int = SAMPLE_DOCUMENTS,
-                  max_docs_per_row: int | None = None, time_limit: float = DEFAULT_TIME_LIMIT) -> list[CountPlan]:
-    """Every registered strategy on a profile: count-only ones exactly, order-dependent ones on a seeded sample.
+                  max_docs_per_row: int | None = None, time_limit: float = DEFAULT_TIME_LIMIT,
+                  order=None) -> list[CountPlan]:
+    """Every registered strategy on a profile: count-only ones exactly, order-dependent ones on a seeded sample
+    (or on ``order``, the documents' lengths in their order, when the lengths were given as a list).
 
     ``max_docs_per_row`` caps every plan (a strategy that cuts documents refuses it); ``time_limit``
     bounds ``optimal``.
     """
     strategies = tuple(STRATEGIES) if strategies is None else tuple(strategies)
     return compare_counts(profile, context, strategies, overlong=overlong, batch_size=batch_size, seed=seed, n=sample,
-                          max_docs_per_row=max_docs_per_row, time_limit=time_limit)
+                          max_docs_per_row=max_docs_per_row, time_limit=time_limit, order=order)
 
 
 def profile_rows(plans: list[CountPlan], base: CountPlan | None = None) -> list[StrategyRow]:
@@ -273,7 +275,7 @@ def report_dict(profile: LengthProfile | None, plans: list[CountPlan] | None, co
         rows = _rows(plans, base.metrics if base is not None else
                      {p.strategy: p.metrics for p in plans}.get("pad", plans[0].metrics))
     pairs = list(zip(rows, plans if plans is not None else [None] * len(rows)))
-    whole = [r for r, p in pairs if p is None or p.basis == "counts"]
+    whole = [r for r, p in pairs if p is None or p.whole]
     bounds = whole[0].bounds if whole else rows[0].bounds
     gap = table_gap(whole)
     return {"report_version": REPORT_VERSION, "context": int(context), "max_docs_per_row": max_docs_per_row,

@@ -16,8 +16,9 @@ import numpy as np
 from packing_core._validate import as_lengths, whole_number
 from packing_core.packing.bounds import Bounds, RowBound, bound_for, bounds_from_lengths
 from packing_core.packing.from_counts import CapPrice
+from packing_core.packing.options import DEFAULT_TIME_LIMIT
 from packing_core.packing.registry import get_strategy
-from packing_core.packing.stream import TRL_WINDOW, BufferCurve, buffer_curve, windowed_plan
+from packing_core.packing.stream import TRL_STRATEGY, TRL_WINDOW, BufferCurve, buffer_curve, windowed_plan
 
 __all__ = ["CAP_LADDER", "STREAM_SAMPLE", "OptimalGap", "StreamPrice", "bound_sentence",
            "cap_sentence", "describe_bounds", "optimal_gap", "plan_bound", "stream_price", "table_gap"]
@@ -81,6 +82,8 @@ class OptimalGap:
     """How far a heuristic (bfd) is from the proven optimum, and how much of it ``optimal`` closed.
 
     ``bound`` is the certificate's: the best proven lower bound for whole documents (L2 or LP).
+    ``seconds`` is the time optimal took; the sentence and ``to_dict()`` name its budget instead
+    (``time_limit``), so that they are a function of the input.
     """
 
     strategy: str
@@ -90,6 +93,7 @@ class OptimalGap:
     seconds: float
     method: str
     note: str = ""
+    time_limit: float = DEFAULT_TIME_LIMIT
 
     @property
     def gap_rows(self) -> int:
@@ -110,18 +114,18 @@ class OptimalGap:
         if self.gap_rows <= 0:
             return f"{s} is already optimal: its {self.rows:,} rows meet the proven lower bound ({b.name} {b.rows:,})."
         head = f"{s} is {_rows(self.gap_rows)} ({_share(self.gap_share)}) above the proven "
+        within = f"within its {self.time_limit:g} s budget"
         if self.left_rows <= 0:
-            text = (head + f"optimum ({b.rows:,} rows, the {b.name} bound); optimal reaches it in "
-                    f"{self.seconds:.1f} s.")
+            text = head + f"optimum ({b.rows:,} rows, the {b.name} bound); optimal reaches it {within}."
         elif self.optimal_rows >= self.rows:
-            text = head + f"lower bound ({b.name} {b.rows:,}); optimal found no better plan in {self.seconds:.1f} s."
+            text = head + f"lower bound ({b.name} {b.rows:,}); optimal found no better plan {within}."
         else:
-            text = (head + f"lower bound ({b.name} {b.rows:,}); optimal closes all but {_rows(self.left_rows)} in "
-                    f"{self.seconds:.1f} s.")
+            text = head + f"lower bound ({b.name} {b.rows:,}); optimal closes all but {_rows(self.left_rows)} {within}."
         return text[:-1] + f" ({self.note})." if self.note and self.left_rows > 0 else text
 
     def to_dict(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every field but ``seconds``: the same input gives the same dict."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "seconds"}
         return {**d, "bound": self.bound.to_dict(), "gap_rows": self.gap_rows, "gap_share": self.gap_share,
                 "left_rows": self.left_rows, "sentence": self.sentence}
 
@@ -131,11 +135,12 @@ def optimal_gap(rows: int, certificate, strategy: str = "bfd") -> OptimalGap:
 
     >>> from packing_core.packing import optimal_from_counts
     >>> cert = optimal_from_counts({300: 10, 200: 10, 250: 2}, 512).certificate
-    >>> optimal_gap(12, cert).sentence   # doctest: +ELLIPSIS
-    'bfd is 1 row (9.09%) above the proven optimum (11 rows, the L2 bound); optimal reaches it in ...'
+    >>> optimal_gap(12, cert).sentence
+    'bfd is 1 row (9.09%) above the proven optimum (11 rows, the L2 bound); optimal reaches it within its 5 s budget.'
     """
     return OptimalGap(strategy, int(rows), certificate.bound, int(certificate.rows), float(certificate.seconds),
-                      certificate.method, certificate.note)
+                      certificate.method, certificate.note,
+                      float(getattr(certificate, "time_limit", DEFAULT_TIME_LIMIT)))
 
 
 def table_gap(rows, strategy: str = "bfd") -> OptimalGap | None:
@@ -170,6 +175,8 @@ class StreamPrice:
 
     The curve and the window are planned on ``documents`` of the corpus's ``corpus_documents``, the
     first ones in ``order`` (a stream is read in order); ``whole_utilisation`` is bfd over every document.
+    ``overlong`` is the policy for documents longer than the context: it decides which of TRL's
+    strategies the window models (``packing.TRL_STRATEGY``), and the sentence names it.
     """
 
     curve: BufferCurve
@@ -180,6 +187,18 @@ class StreamPrice:
     corpus_documents: int
     order: str
     whole_utilisation: float
+    overlong: str = "split"
+
+    @property
+    def trl(self) -> str:
+        """What the window is in TRL's words: its ``pack_dataset`` strategy for this over-long policy."""
+        window = f"bfd inside each batch of {self.window:,} documents"
+        name = TRL_STRATEGY.get(self.overlong)
+        if name == "bfd":
+            return f"TRL's `bfd`, its default ({window}, documents longer than the context truncated),"
+        if name is not None:
+            return f"TRL's `{name}` ({window}, documents longer than the context cut into pieces),"
+        return f"TRL's window ({window}) with documents longer than the context dropped, which no TRL strategy does,"
 
     @property
     def basis(self) -> str:
@@ -201,8 +220,8 @@ class StreamPrice:
         return (f"On {self.basis}: the stream packer fills " + ", ".join(parts)
                 + f"{',' if parts else ''} and with the whole set in its buffer {c.utilisation[-1]:.1%} of its slots "
                 f"(bfd over the same documents: {c.whole_utilisation:.1%}; over the whole corpus: "
-                f"{self.whole_utilisation:.1%}). TRL's default window, bfd inside each batch of {self.window:,} "
-                f"documents, fills {self.window_utilisation:.1%}.")
+                f"{self.whole_utilisation:.1%}). {self.trl} fills "
+                f"{self.window_utilisation:.1%}.")
 
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -231,6 +250,6 @@ def stream_price(lengths, context: int, *, overlong: str = "split", sample: int 
         whole_utilisation = curve.whole_utilisation if len(part) == len(lengths) else buffer_curve(
             lengths, context, (1,), overlong=overlong).whole_utilisation
     return StreamPrice(curve, int(window), w.rows, w.utilisation, len(part), len(lengths), order,
-                       float(whole_utilisation))
+                       float(whole_utilisation), overlong)
 
 

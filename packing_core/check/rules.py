@@ -97,6 +97,25 @@ _TABLE = (
          "(flash_attn_varlen_func(causal=True); torch's varlen_attn(window_size=(-1, 0)): both default to full "
          "attention), a 4D mask must be lower-triangular inside each document, and a bidirectional model "
          "(RoBERTa without is_decoder=True) is no causal LM."),
+    # context parallelism: a rank's batch, or every rank's (check.ranks)
+    Rule("cp_document_not_padded", "error", "A document is not padded to a multiple of 2·CP",
+         "Pad every document to a multiple of 2·CP before the cut (with sequence parallelism, of lcm(2·CP, TP·CP)); "
+         "keep its real length in cu_seqlens and the padded one in cu_seqlens_padded. Transformer Engine's THD "
+         "partition divides each offset by CP and halves it, so a 7-token document at CP 2 is computed as 6 "
+         "(NVIDIA/TransformerEngine #1930)."),
+    Rule("cp_unpadded_offsets", "error", "Unpadded offsets are read where padded ones are needed",
+         "Lay out and index a rank's chunks with cu_seqlens_padded, and give the kernel the real cu_seqlens beside "
+         "them: pass Transformer Engine pad_between_seqs=True whenever any document, the last one too, is shorter "
+         "than its padded slot (its False path reads cu_seqlens // CP: NVIDIA/TransformerEngine #3331), and roll "
+         "a rank's chunks on the padded offsets (NVIDIA/Megatron-LM #4495)."),
+    Rule("cp_interior_padding_as_tail", "error", "Padding between documents is read as a tail",
+         "Once documents are padded for CP, pads sit after every document, not only at the end: find a rank's "
+         "real tokens from its padding mask or its per-document offsets, never as its first n_real slots "
+         "(NVIDIA-NeMo/Automodel #3640)."),
+    Rule("cp_chunks_not_the_scheme", "error", "A rank holds chunks its scheme does not give it",
+         "Cut with the scheme's own partition: under zigzag rank r holds chunks r and 2·CP-1-r of each unit "
+         "(Transformer Engine's thd_get_partitioned_indices, given cu_seqlens_padded trimmed of any sentinel "
+         "entries: NVIDIA-NeMo/Megatron-Bridge #4489), under contiguous window r."),
     # only a PackedBatch (the lab's own tensors) can show these
     Rule("cu_seqlens_not_monotone", "error", "cu_seqlens do not rise from 0",
          "cu_seqlens start at 0 and strictly increase."),

@@ -7,6 +7,7 @@ The lab adds its own commands (``zoo``, ``warm``) in ``packing_lab.cli``; ``pack
     scan      files, folders or globs of shards into a length profile (JSON)         scan.py
     check     a trainer's batch file, for the attention that will read it            check.py
     verify    documents alone and packed on a model: did packing change the logits?  verify.py
+    cp        packed rows over context-parallel ranks: work per rank, pads, rank files cp.py
 
 ``common.py`` holds what they share (the parser, bounded whole numbers, the data arguments of
 ``report`` and ``balance``, escaping); ``dispatch.py`` builds the parser from ``COMMANDS`` and
@@ -24,6 +25,9 @@ runs ``main``. A command module has ``NAME``, ``HELP``, ``add_arguments(parser)`
     python -m packing_core check batch.safetensors --model smollm2
     python -m packing_core verify --model tiny-rope --mask off
     python -m packing_core verify --model smollm2 --attn-implementation sdpa --use-cache
+    python -m packing_core cp --synthetic support-tickets --cp 2,4,8
+    python -m packing_core cp --lengths 7,5,12,3 --context 32 --cp 2 --scheme zigzag-document --out ranks/
+    python -m packing_core check ranks/ --cp 2 --cp-scheme zigzag-document
 
 Bad input prints one line, ``error: ...``, to stderr and exits 2; an unexpected exception is a bug of the lab:
 its traceback and one line saying so go to stderr, exit 3. ``verify`` exits 0 when packing changed nothing

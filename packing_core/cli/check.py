@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from packing_core._validate import InputError
-from packing_core.cli.common import dump_json, vet_model
+from packing_core.cli.common import dump_json, escaped, vet_model
 from packing_core.models.registry import is_model_path, model_names
 
 NAME = "check"
@@ -52,6 +52,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="what True means in a boolean 4D mask that does not say it itself: may-read (transformers) "
                         "or masked (Megatron)")
     p.add_argument("--use-cache", action="store_true", help="the forward call uses a cache (use_cache=True)")
+    p.add_argument("--cp", metavar="N", help="the files are context-parallel rank batches (written by `cp --out`, or a "
+                                             "trainer's rank: input_ids, position_ids, labels, padding_mask, "
+                                             "cu_seqlens[_padded][_rank]) of a split over N ranks: one file, or a "
+                                             "folder / every file of the split")
+    p.add_argument("--cp-scheme", default="zigzag-document", choices=("contiguous", "zigzag-row", "zigzag-document"),
+                   help="how the split cut the rows (default zigzag-document: Transformer Engine's THD)")
+    p.add_argument("--cp-rank", metavar="R", help="the rank of a single file that does not say it (cp_rank)")
+    p.add_argument("--tp", default="1", help="with --sequence-parallel: the tensor-parallel size (default 1)")
+    p.add_argument("--sequence-parallel", action="store_true", help="the split padded to lcm(2N, TP·N)")
     p.add_argument("--strict", action="store_true", help="warnings exit 1 too")
     p.add_argument("--format", default="table", choices=("table", "json"))
 
@@ -86,7 +95,7 @@ def list_model_types(out) -> int:
 
     built = known_families(built=True)
     out.write(f"{len(built)} model types measured on transformers {table_version()}: the layers that mix tokens, "
-              "and whether position resets reach the attention mask (README: What each model family reads)\n")
+              "and whether position resets reach the attention mask (docs/checker-guide.md: What each model family reads)\n")
     for fam in built:
         mask = "" if "attention" not in fam.kinds or fam.mask_sees_resets else "  mask without position_ids"
         out.write(f"  {fam.model_type:<28} {' + '.join(fam.kinds)}{mask}\n")
@@ -128,9 +137,53 @@ def run_model(model, check, args, model_type):
                             "from the code, not run")
 
 
+def run_cp(args, out) -> int:
+    """``--cp``: one rank's batch, or every rank's (a folder, several files), for its CP size and scheme."""
+    from packing_core.check.files import load_batch_file
+    from packing_core.check.ranks import check_cp_ranks, check_rank_batch
+    from packing_core.check.stream import stream_files
+    from packing_core.cli.cp import _whole, cp_sizes
+    from packing_core.parallel.layout import MAX_TP
+
+    if args.model or args.model_type:
+        raise InputError("--cp checks rank batches without a model: drop --model / --model-type")
+    (cp,) = cp_sizes(args.cp) if "," not in str(args.cp) else (None,)
+    if cp is None:
+        raise InputError("check --cp takes one size, the split's: e.g. --cp 2")
+    tp = _whole(args.tp, "--tp", MAX_TP)
+    rank = None
+    if args.cp_rank is not None:
+        if not str(args.cp_rank).strip().isdigit() or len(str(args.cp_rank).strip()) > 12:
+            raise InputError(f"--cp-rank must be a whole number from 0, got {escaped(args.cp_rank)[:40]!r}")
+        rank = int(args.cp_rank)
+        if rank >= cp:
+            raise InputError(f"--cp-rank {rank} is outside CP {cp} (ranks 0 to {cp - 1})")
+    files = stream_files(args.file)
+    if len(files) > cp:
+        raise InputError(f"CP {cp} has {cp} ranks, but {len(files)} files were given: give one rank's file or the "
+                         f"{cp} files of one split")
+    kw = dict(tp=tp, sequence_parallel=args.sequence_parallel)
+    if len(files) == 1 and not Path(args.file[0]).is_dir():
+        result = check_rank_batch(load_batch_file(files[0]), cp, args.cp_scheme, rank=rank, **kw)
+    else:
+        if rank is not None:
+            raise InputError("--cp-rank names the rank of one file; the files of a split each say theirs")
+        result = check_cp_ranks([load_batch_file(f) for f in files], cp, args.cp_scheme,
+                                names=[f.name for f in files], **kw)
+    if args.format == "json":
+        dump_json(result.to_dict(), out)
+    else:
+        out.write(result.format_table() + "\n")
+    return result.exit_code(args.strict)
+
+
 def run(args, out, err) -> int:
     if args.list_model_types:
         return list_model_types(out)
+    if args.cp is not None:
+        if not args.file:
+            raise InputError("give a rank's batch file, or the folder of a split's files: check FILE --cp N")
+        return run_cp(args, out)
     if not args.file:
         raise InputError("give a batch file, several, or a folder: check FILE (--list-model-types lists the "
                          "model types the lab knows)")

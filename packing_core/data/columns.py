@@ -6,7 +6,7 @@
 
 What a column holds is read from its Arrow type, batch by batch (:func:`column_batches`)::
 
-    integers, or text in a column named like a length  ->  lengths (``_validate.length_values``)
+    integers, or text in a column named like a length  ->  lengths (``_lengths.length_values``)
     lists of integers (pre-tokenised ``input_ids``)     ->  lengths: each list's length
     text                                                ->  texts; blank ones are no documents
 
@@ -16,17 +16,22 @@ than memory works. The scan (``scan.scan_shard``) reads one-column kinds through
 """
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 import packing_core.data.sources as sources
+from packing_core._lengths import length_values
 from packing_core._settings import ReadBudget
-from packing_core._validate import INTEGER_TEXT, InputError, as_lengths, length_values, whole_number
+from packing_core._validate import INTEGER_TEXT, InputError, as_lengths, whole_number
 from packing_core.data.kinds import KIND_COLUMNS, LENGTH_COLUMNS
 from packing_core.data.lengths import Tokenizer, byte_tokenizer, token_lengths
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["column_batches", "column_lengths", "describe_columns", "lengths_from_file", "pick_column", "texts_from_file"]
 
@@ -68,6 +73,8 @@ def pick_column(src: sources.Source, column: str | None, want: str, names: list[
 
 def _type_kind(values: pa.Array, column: str, sniff: bool, kind: str | None) -> str:
     """'lengths' or 'text' for one batch of a column, from its Arrow type (and its name)."""
+    import pyarrow as pa
+
     t = values.type
     if pa.types.is_null(t):  # all missing: a length column fails on it, a text column skips it
         return kind or ("lengths" if column.lower() in LENGTH_COLUMNS else "text")
@@ -85,10 +92,16 @@ def column_batches(src: sources.Source, column: str, *, text_only: bool = False,
     """Yield ``(kind, values, where)``: kind ``"lengths"`` (int64 numpy) or ``"text"`` (non-blank strings).
 
     A column of token-id lists (pre-tokenised data) is a length column: each list's length.
-    Lengths follow the one rule, ``_validate.length_values``; ``where(i)`` names value ``i``.
+    Lengths follow the one rule, ``_lengths.length_values``; ``where(i)`` names value ``i``.
     """
+    if src.fmt == "txt" and importlib.util.find_spec("pyarrow") is None:
+        yield from _plain_text(src, budget)     # a trainer's environment: lines as Python strings, same limits
+        return
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     kind = None
-    sniff = getattr(sources.READERS.get(src.fmt), "text_cells", False) and not text_only
+    sniff = getattr(sources.FORMATS.get(src.fmt).reader, "text_cells", False) and not text_only
     for batch, where in sources.read_batches(src, [column], budget):
         values = batch.column(0)
         if pa.types.is_dictionary(values.type):
@@ -116,6 +129,19 @@ def column_batches(src: sources.Source, column: str, *, text_only: bool = False,
             yield kind, values.take(pa.array(keep)), _kept(where, keep)
 
 
+def _plain_text(src: sources.Source, budget: ReadBudget | None) -> Iterator[tuple[str, list, sources.Where]]:
+    """A ``.txt`` file's non-blank lines as text, without pyarrow (``sources._txt.plain_lines``).
+
+    A ``.txt`` file's one column is ``text``, never read as lengths, so its kind is text here as in
+    :func:`column_batches`; blank lines are no documents.
+    """
+    from packing_core.data.sources._txt import plain_lines
+
+    for lines, where in plain_lines(src, budget):
+        keep = np.array([i for i, line in enumerate(lines) if line.strip()], dtype=np.int64)
+        yield "text", [lines[i] for i in keep.tolist()], _kept(where, keep)
+
+
 # a list of token ids written as text, as pandas' to_csv writes a list column: "[1, 2, 3]"
 ID_LIST_TEXT = r"^[ \t]*\[[ \t]*([+-]?[0-9]+[ \t]*(,[ \t]*[+-]?[0-9]+[ \t]*)*)?\][ \t]*$"
 
@@ -126,9 +152,13 @@ def _id_list_texts(values: pa.Array, where: sources.Where) -> pa.Array:
     A CSV cell is always text, so a list column saved by pandas comes back as ``"[1, 2, 3]"``: its
     ids are counted (3), never its characters (9).
 
+    >>> import pyarrow as pa
     >>> _id_list_texts(pa.array(["[1, 2, 3]", " [7] "]), str).to_pylist()
     [3, 1]
     """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     ok = pc.fill_null(pc.match_substring_regex(values, ID_LIST_TEXT), False).to_numpy(zero_copy_only=False)
     if not ok.all():
         i = int(np.argmin(ok))
@@ -155,6 +185,8 @@ def _looks_like_lengths(values: pa.Array, column: str, sniff: bool) -> bool:
         return True
     if column.lower() == "text" or not sniff:
         return False
+    import pyarrow.compute as pc
+
     filled = values.filter(pc.not_equal(values, ""))
     return len(filled) > 0 and pc.all(pc.match_substring_regex(filled, INTEGER_TEXT)).as_py()
 
@@ -207,7 +239,8 @@ def column_lengths(source, column: str | None = None, tokenizer: Tokenizer | Non
             if limit is not None and total >= limit:
                 break
     finally:  # a server reads one upload after another: hand Arrow's freed buffers back to the system
-        pa.default_memory_pool().release_unused()
+        if "pyarrow" in sys.modules and sys.modules["pyarrow"] is not None:
+            sys.modules["pyarrow"].default_memory_pool().release_unused()
     if total == 0:
         raise InputError(f"no documents found in {src.name} (column {sources.display(column)!r})")
     return as_lengths(np.concatenate(parts)), seen  # the dataset's bounds: documents, total tokens
@@ -228,8 +261,8 @@ def texts_from_file(source, column: str | None = None, fmt: str | None = None,
         if kind != "text":
             raise InputError(f"{src.name}: column {column!r} holds lengths, not text; pass a text "
                              f"column as column= (columns: {names})")
-        assert isinstance(values, pa.Array)
-        texts.extend((values if limit is None else values[: limit - len(texts)]).to_pylist())
+        part = values if limit is None else values[: limit - len(texts)]
+        texts.extend(part.to_pylist() if hasattr(part, "to_pylist") else part)
         if limit is not None and len(texts) >= limit:
             break
     if not texts:

@@ -34,7 +34,13 @@ from packing_core._settings import ReadBudget, read_budget
 from packing_core._validate import MAX_PROFILE_BYTES, InputError
 from packing_core.data.kinds import INSTRUCTION_KINDS, RECORD_KINDS
 from packing_core.data.profile import LengthProfile
-from packing_core.data.scan import scan
+
+
+def _scan():
+    """``data.scan.scan``, imported when a file is read (a missing pyarrow is one line, where a reader needs it)."""
+    from packing_core.data.scan import scan
+
+    return scan
 
 
 def looks_like_profile(data: bytes) -> bool:
@@ -88,7 +94,7 @@ def profile_from_inputs(inputs, load_tokenizer: Callable, *, kind: str | None = 
     counted. A profile written by ``scan`` (``.json`` with ``schema_version``) is loaded as it is.
     """
     def scan_input(k, c, given=inputs):
-        return scan(given, load_tokenizer, kind=k, column=c, workers=0, budget=budget)
+        return _scan()(given, load_tokenizer, kind=k, column=c, workers=0, budget=budget)
 
     path = _single_file(inputs)
     if path is None:
@@ -151,7 +157,7 @@ def profile_from_upload(files: list[tuple[str, bytes]], load_tokenizer: Callable
               for n, (_, d) in zip(names, files)]
 
     def scan_input(k, c, given=opened):
-        return scan(given, load_tokenizer, kind=k, column=c, workers=0, budget=budget)
+        return _scan()(given, load_tokenizer, kind=k, column=c, workers=0, budget=budget)
 
     if len(opened) == 1:
         return _from_source(opened[0], kind, column, scan_input)

@@ -21,18 +21,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from packing_core._validate import (
-    MAX_DOCUMENTS,
-    MAX_WORD_CHARS,
-    InputError,
-    as_lengths,
-    length_values,
-    limit_hint,
-    whole_number,
-)
+from packing_core._lengths import length_values
+from packing_core._validate import MAX_DOCUMENTS, MAX_WORD_CHARS, InputError, as_lengths, limit_hint, whole_number
 
 __all__ = ["SYNTHETIC", "TOKENIZER_BATCH", "Tokenizer", "as_lengths", "byte_tokenizer", "count_tokens", "parse_lengths",
            "synthetic_lengths", "token_lengths"]
@@ -55,7 +46,7 @@ _TYPED_FIX = "type whole numbers >= 1 separated by commas, spaces or new lines, 
 def parse_lengths(text: str) -> np.ndarray:
     """Lengths typed by a person: numbers separated by commas, semicolons, spaces or new lines.
 
-    Each number follows the one rule for lengths (``_validate.length_values``), as in a file.
+    Each number follows the one rule for lengths (``_lengths.length_values``), as in a file.
 
     >>> parse_lengths("120, 90,300\\n +7").tolist()
     [120, 90, 300, 7]
@@ -63,7 +54,7 @@ def parse_lengths(text: str) -> np.ndarray:
     tokens = [t for t in _SEPARATORS.split(str(text)) if t]
     if not tokens:
         raise InputError("no lengths given; type whole numbers separated by commas, e.g. '120, 90, 300'")
-    return as_lengths(length_values(pa.array(tokens, pa.string()), lambda i: f"item {i + 1}", _TYPED_FIX))
+    return as_lengths(length_values(tokens, lambda i: f"item {i + 1}", _TYPED_FIX))
 
 
 # --- synthetic datasets --------------------------------------------------------------
@@ -181,19 +172,25 @@ def count_tokens(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
     return np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(texts))
 
 
-def token_lengths(texts: pa.Array, tokenizer: Tokenizer, where: Callable[[int], str] | None = None) -> np.ndarray:
-    """Token counts of an Arrow column of texts, ``TOKENIZER_BATCH`` texts per tokenizer call.
+def token_lengths(texts, tokenizer: Tokenizer, where: Callable[[int], str] | None = None) -> np.ndarray:
+    """Token counts of a column of texts (an Arrow array, or a list of str), ``TOKENIZER_BATCH`` texts per call.
 
     With ``where`` (naming text ``i``), a text the tokenizer turns into no tokens is refused.
 
-    >>> token_lengths(pa.array(["hé", "ok"]), byte_tokenizer).tolist()
+    >>> token_lengths(["hé", "ok"], byte_tokenizer).tolist()
     [3, 2]
     """
-    if tokenizer is byte_tokenizer:  # same numbers, computed in C without building id lists
+    plain = isinstance(texts, (list, tuple))
+    if tokenizer is byte_tokenizer and not plain:  # same numbers, computed in C without building id lists
+        import pyarrow.compute as pc
+
         lengths = pc.binary_length(texts).to_numpy(zero_copy_only=False).astype(np.int64)
     else:
-        parts = [count_tokens(tokenizer, texts.slice(start, TOKENIZER_BATCH).to_pylist())
-                 for start in range(0, len(texts), TOKENIZER_BATCH)]
+        def batch(start: int) -> list:
+            return list(texts[start:start + TOKENIZER_BATCH]) if plain else \
+                texts.slice(start, TOKENIZER_BATCH).to_pylist()
+
+        parts = [count_tokens(tokenizer, batch(start)) for start in range(0, len(texts), TOKENIZER_BATCH)]
         lengths = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     if where is not None and (lengths == 0).any():
         raise InputError(f"the tokenizer returned no tokens for the document at "

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import importlib.util
 import multiprocessing
 import os
 import sys
@@ -35,17 +36,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 
 import packing_core.data.sources as sources
 from packing_core._settings import ReadBudget, read_budget
 from packing_core._validate import InputError, as_workers, whole_number
-from packing_core.data.chats import chat_lengths
 from packing_core.data.columns import column_batches
 from packing_core.data.kinds import COUNTED_KINDS, ONE_COLUMN_KINDS, detect_kind, kind_columns
 from packing_core.data.lengths import byte_tokenizer, token_lengths
 from packing_core.data.profile import MAX_OVER_CAP_EXAMPLES, LengthProfile, OverCap, SourceCount
-from packing_core.data.records import prompt_completion_lengths
 
 ENGINES = ("local", "ray")
 BATCH_ROWS = 4096           # records per call of the counter: bounds the memory of one batch
@@ -126,6 +124,9 @@ def _batches(shard: sources.Source, kind: str, columns: list[str], tokenizer, bu
             lengths = values if seen == "lengths" else token_lengths(values, tokenizer, where)
             yield lengths, None, where, seen
         return
+    from packing_core.data.chats import chat_lengths  # records of several columns: Arrow batches
+    from packing_core.data.records import prompt_completion_lengths
+
     for batch, where in sources.read_batches(shard, columns, budget):
         for start in range(0, batch.num_rows, BATCH_ROWS):
             part = batch.slice(start, BATCH_ROWS)
@@ -269,7 +270,10 @@ def _start_method(load_tokenizer: Callable) -> str:
         load_tokenizer()   # cached by load_tokenizer: the workers inherit it
     except Exception:  # noqa: BLE001  (each worker loads again and reports the failure as one line)
         pass
-    pa.array(np.zeros(1))
+    if importlib.util.find_spec("pyarrow") is not None:
+        import pyarrow as pa
+
+        pa.array(np.zeros(1))
     return "fork"
 
 

@@ -66,7 +66,7 @@ def _atomic_save(final: Path, save) -> Path:
             why = getattr(e, "strerror", None) or re.sub(r"\s*\(os error \d+\)", "", str(e))[:120] or type(e).__name__
             raise InputError(f"could not write {final} ({why}); nothing half-written was "
                              "left: free some space in that folder (or point PACKING_LAB_CACHE elsewhere) and run "
-                             "`python -m packing_core warm` again") from None
+                             "`packing-lab warm` again") from None
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -172,7 +172,7 @@ def converted_problem() -> str | None:
 
 
 def _damaged(folder: Path, problem: str) -> InputError:
-    return InputError(f"the converted SmolLM2 copy in {folder} is damaged ({problem}); run `python -m packing_core "
+    return InputError(f"the converted SmolLM2 copy in {folder} is damaged ({problem}); run `packing-lab "
                       "warm`, which rebuilds it (or delete that folder)")
 
 

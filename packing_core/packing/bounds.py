@@ -6,7 +6,8 @@
   half a row cannot share a row with each other, and the room they leave is all the smaller
   pieces can use; trying every threshold ``k`` of "small" gives the bound.
 - **LP**, the column-generation bound (Gilmore and Gomory, 1961): the optimum of the linear
-  relaxation over every pattern that fits a row, computed by ``optimal.py``. It is tight in
+  relaxation over every pattern that fits a row, computed by ``optimal.py`` (``master.py``); when
+  column generation stops short of it, a proven lower bound on it, named as such. It is tight in
   practice: the best whole-document plan is almost always within one row of ⌈LP⌉.
 
 Ten documents of 300 tokens at context 512: 3,000 tokens fit 6 rows if cut, but no two
@@ -43,10 +44,13 @@ __all__ = ["Bounds", "RowBound", "bound_for", "bounds_from_counts", "bounds_from
 class RowBound:
     """A lower bound on rows: no plan of the kind it covers uses fewer than ``rows``.
 
-    ``value`` is the unrounded figure (tokens / context for L1, the LP's optimum or a proven
-    lower estimate of it for LP). ``whole_documents``: the bound holds only for plans that keep
-    pieces whole (L2, LP); L1 holds for every plan. ``proven`` is False for an LP figure from a
-    column generation stopped early; it is still a valid bound, only perhaps not the LP optimum.
+    ``value`` is the unrounded figure, always a proven lower bound: tokens / context for L1, L2's
+    rows, and for LP the LP optimum or, when column generation stopped before it, the best proven
+    lower bound on it (the duals' bound, Farley's, or L1's value when that is higher; ``what`` says
+    which). ``proven`` says that ``value`` is the figure the name stands for (the LP optimum itself);
+    False marks an LP value that is only a lower bound on it, ``rows`` is a valid bound either way.
+    ``whole_documents``: the bound holds only for plans that keep pieces whole (L2, LP); L1 holds
+    for every plan.
     """
 
     name: str

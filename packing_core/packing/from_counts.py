@@ -38,13 +38,14 @@ from packing_core.packing.bounds import Bounds, bounds_from_lengths, row_bounds
 from packing_core.packing.options import DEFAULT_TIME_LIMIT, PlanOptions, as_max_docs_per_row, as_time_limit
 from packing_core.packing.pieces import histogram_arrays, kept_tokens, piece_histogram
 from packing_core.packing.plan import PlanMetrics, plan_metrics
-from packing_core.packing.registry import COUNT_STRATEGIES, ORDER_STRATEGIES, get_strategy
+from packing_core.packing.registry import COUNT_STRATEGIES, ORDER_STRATEGIES, STRATEGIES, get_strategy
 from packing_core.packing.strategies import make_plan
 
 __all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "SAMPLE_DOCUMENTS", "CapPrice", "CountPlan", "cap_price",
-           "cap_prices", "compare_counts", "plan_from_counts", "sampled_plan"]
+           "cap_prices", "compare_counts", "ordered_plan", "plan_from_counts", "sampled_plan"]
 
 SAMPLE_DOCUMENTS = 200_000
+IN_ORDER = "in the order given"   # the basis of a plan on a list of lengths in its order (report --lengths)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,15 @@ class CountPlan:
     @property
     def strategy(self) -> str:
         return self.metrics.strategy
+
+    @property
+    def whole(self) -> bool:
+        """Whether the plan holds every document: from the counts, or on the lengths in the order given."""
+        return self.basis == "counts" or self.basis.endswith(IN_ORDER)
+
+    @property
+    def in_order(self) -> bool:
+        return self.basis.endswith(IN_ORDER)
 
     def to_dict(self) -> dict:
         return {**self.metrics.to_dict(), "basis": self.basis, "trained_tokens": self.trained_tokens,
@@ -181,8 +191,35 @@ def sampled_plan(counts, context: int, strategy: str, *, n: int = SAMPLE_DOCUMEN
                      note="depends on document order: measured on a seeded random order", bounds=bounds)
 
 
-def compare_counts(counts, context: int, strategies=None, **kwargs) -> list[CountPlan]:
-    """Every strategy on a profile: count-only ones exactly, order-dependent ones on a sample.
+def ordered_plan(lengths, context: int, strategy: str, *, overlong: str = "split", batch_size: int = 32, seed: int = 0,
+                 max_docs_per_row: int | None = None, time_limit: float = DEFAULT_TIME_LIMIT) -> CountPlan:
+    """A strategy on every document in the order given (``report --lengths``), planned on the array: no sample.
+
+    Where the order is known, ``compare_counts`` plans every strategy this way: the order decides
+    which document concat-cut splits and what next-fit and pad-longest do, and the plan is exact.
+
+    >>> p = ordered_plan([300, 300, 100], 512, "next-fit")
+    >>> p.basis, p.metrics.rows
+    ('all 3 documents in the order given', 2)
+    """
+    choice("strategy", strategy, tuple(STRATEGIES))
+    lengths = np.asarray(lengths, dtype=np.int64)
+    plan = make_plan(lengths, context, strategy, overlong=overlong, batch_size=batch_size, seed=seed,
+                     max_docs_per_row=max_docs_per_row, time_limit=time_limit)
+    m = plan.metrics()
+    bounds = bounds_from_lengths(lengths, context, overlong=overlong, max_docs_per_row=max_docs_per_row)
+    certificate = plan.certificate
+    lp = getattr(certificate, "lp", None)
+    if lp is not None:
+        bounds = replace(bounds, lp=lp)
+    return CountPlan(m, f"all {len(lengths):,} documents {IN_ORDER}", m.real_tokens,
+                     m.real_tokens / m.slots, note="planned on the lengths in the order given", bounds=bounds,
+                     certificate=certificate)
+
+
+def compare_counts(counts, context: int, strategies=None, *, order=None, **kwargs) -> list[CountPlan]:
+    """Every strategy on a profile: count-only ones exactly, order-dependent ones on a sample, or on
+    ``order`` (the documents' lengths in their order, as ``report --lengths`` gives them) when given.
 
     ``strategies`` defaults to the count-only ones, then the order-dependent ones. The LP bound
     that ``optimal`` proves holds for every plan of the same documents: each plan from the
@@ -192,6 +229,12 @@ def compare_counts(counts, context: int, strategies=None, **kwargs) -> list[Coun
     sample_args = {k: kwargs[k] for k in ("n", "seed", "overlong", "batch_size", "max_docs_per_row") if k in kwargs}
     count_args = {k: kwargs[k] for k in ("overlong", "buckets", "batch_size", "loss_tokens", "max_docs_per_row",
                                          "time_limit") if k in kwargs}
+    if order is not None:       # the order is known: every plan on the array, exactly
+        order_args: dict = {k: v for k, v in sample_args.items() if k != "n"}
+        order_args["time_limit"] = count_args.get("time_limit", DEFAULT_TIME_LIMIT)
+        ordered = [ordered_plan(order, context, s, **order_args) for s in strategies]
+        lp = next((p.bounds.lp for p in ordered if p.bounds and p.bounds.lp), None)
+        return [replace(p, bounds=replace(p.bounds, lp=lp)) if lp is not None and p.bounds else p for p in ordered]
     plans = [plan_from_counts(counts, context, s, **count_args) if s in COUNT_STRATEGIES
              else sampled_plan(counts, context, s, **sample_args) for s in strategies]
     lp = next((p.bounds.lp for p in plans if p.basis == "counts" and p.bounds and p.bounds.lp), None)

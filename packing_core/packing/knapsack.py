@@ -48,10 +48,11 @@ def _pieces(bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return piece[keep], copies[keep]
 
 
-def pricing_work(size, bound, context: int, max_docs_per_row: int | None = None) -> int:
-    """Table cells one pricing step updates: pieces x (context + 1) x (cap + 1)."""
+def pricing_work(size, bound, context: int, max_docs_per_row: int | None = None, per_piece: int = 0) -> int:
+    """Table cells one pricing step updates: pieces x (context + 1) x (cap + 1), and ``per_piece`` more
+    for each piece (the cost of one numpy call, counted in cells)."""
     pieces = int(np.maximum(1, np.floor(np.log2(np.maximum(np.asarray(bound), 1))) + 1).sum())
-    return pieces * (context + 1) * (1 if max_docs_per_row is None else max_docs_per_row + 1)
+    return pieces * ((context + 1) * (1 if max_docs_per_row is None else max_docs_per_row + 1) + per_piece)
 
 
 def price(size, value, bound, context: int, max_docs_per_row: int | None = None, *, keep: int = 1,

@@ -1,60 +1,66 @@
-"""The best plan there is, within a time budget: column generation, rounding, and a certificate.
+"""The best plan there is, within a budget: column generation, rounding, a dive, and a certificate.
 
 Packing pieces of a length histogram into the fewest rows is a cutting-stock problem. Gilmore and
 Gomory (1961) solve its linear relaxation over *patterns* (multisets of lengths that fit a row)
-without listing them all::
+without listing them all (``master.py``)::
 
     1. start from the patterns of best-fit decreasing (a feasible plan)
-    2. solve the LP: min rows s.t. the patterns hold every piece, exactly (HiGHS, warm-started)
-    3. price: the LP's duals value each length; the most valuable pattern that fits one row
-       (a bounded knapsack, ``knapsack.py``) joins the LP if it is worth more than one row
-    4. repeat until no pattern is worth more than a row: the LP optimum is a lower bound
-    5. round: take every pattern ``floor(x)`` times; pack what remains with ffd or bfd
+    2. column generation: the LP over the patterns found so far; its duals price the most valuable
+       new pattern (a bounded knapsack, ``knapsack.py``); repeat until none is worth more than a row
+    3. round: take every pattern ``floor(x)`` times, a few more, re-solve on what is left; pack the rest by ffd or bfd
+    4. dive (``dive.py``) while a gap is left: fix patterns one at a time, with column generation on
+       the pieces left, backtracking a little; it closes the gaps rounding leaves (Falkenauer's triplets)
 
-Every pricing step also proves a bound (Farley): the duals ``y`` scaled by the best pattern's
-value ``V`` are feasible, so no plan uses fewer than ``d . y / V`` rows. The plan returned comes
-with its :class:`Certificate`: the best proven bound (Martello-Toth L2 or LP, ``bounds.py``)
-and the gap in rows. The budget (``time_limit``) is anytime: when it runs out the best plan so
-far is returned with its gap; a histogram whose pricing tables would be too large is planned by
-bfd with the L2 bound, and the certificate says so.
+The plan returned comes with its :class:`Certificate`: the best proven lower bound (Martello-Toth
+L2 or LP, ``bounds.py``), the gap in rows, and what stopped the search: the plan meets the bound
+(``optimal (proven)``), the work budget, the clock, or a dive that tried every path it allows. The
+budget is *work*, not time (``master.Budget``): a time limit of ``T`` buys a fixed amount of it, so
+the plan is a function of the histogram and ``T``, whatever the machine's load; the clock is a
+safety net, checked before every step (one LP re-solve and one pricing step, predicted from the pace
+so far) and inside HiGHS. The first plan (best-fit decreasing) and the bounds are always made, so a
+limit shorter than they take (0.3 s for 3,000 lengths at 4,096) ends just after them. A histogram
+whose pricing tables would be too large is planned by bfd with the L2 bound, and the certificate says so.
 
 Ten documents of 300 tokens and ten of 200 at context 512: every row holds one of each.
 
 >>> s = optimal_from_counts({300: 10, 200: 10}, 512)
->>> s.certificate.rows, s.certificate.bound.rows, s.certificate.gap_rows
-(10, 10, 0)
+>>> s.certificate.rows, s.certificate.bound.rows, s.certificate.status
+(10, 10, 'optimal (proven)')
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, fields
 
-import highspy
 import numpy as np
 
 from packing_core._validate import MAX_PRICING_CELLS, OVERLONG_POLICIES, as_context, choice
 from packing_core.packing.bounds import RowBound, row_bounds
 from packing_core.packing.count_rows import CountRows, _bfd_rows
-from packing_core.packing.knapsack import price, pricing_work
+from packing_core.packing.dive import dive
+from packing_core.packing.knapsack import pricing_work
+from packing_core.packing.master import FIRST_PLAN_CELLS, Budget, LPResult, Master, generate
 from packing_core.packing.options import DEFAULT_TIME_LIMIT, as_max_docs_per_row, as_time_limit, cap_of
 from packing_core.packing.patterns import Patterns, deal, fit_decreasing_patterns
 from packing_core.packing.pieces import Pieces, histogram_arrays, piece_histogram
 from packing_core.packing.place import Placement, place_bfd
 
-__all__ = ["MAX_PRICING_CELLS", "Certificate", "OptimalSolution", "lp_bound", "optimal_from_counts", "place_optimal",
-           "rows_optimal", "solve_optimal"]
+__all__ = ["MAX_PRICING_CELLS", "Certificate", "OptimalSolution", "lp_bound", "optimal_from_counts",
+           "place_optimal", "rows_optimal", "solve_optimal"]
 
-_COLUMNS_PER_STEP = 12
-_SMOOTH = 0.5          # weight of the best-bound duals in the pricing point
-_EPS = 1e-9
-
+_ROUND_DEPTH = 3
+_ROOT_SHARE, _ROUND_SHARE = 0.8, 0.95    # of the budget: column generation stops at the first, rounding at the second
 
 @dataclass(frozen=True)
 class Certificate:
-    """How good a plan is: its rows, the best proven lower bound for whole documents, and the gap.
+    """How good a plan is: its rows, the best proven lower bound for whole documents, the gap, what stopped it.
 
     ``gap_rows == 0`` proves the plan optimal. ``lp`` is the column-generation bound (None when it
-    was not computed); ``converged``: column generation proved ⌈LP⌉ (the LP bound in rows) within the budget.
+    was not computed); ``converged``: column generation proved ⌈LP⌉ (the LP bound in rows).
+    ``stopped_by``: ``""`` (the plan meets the bound), ``"work"`` (the work budget ``time_limit``
+    buys), ``"time"`` (the clock, before the work: the plan depends on the machine's speed),
+    ``"search"`` (every dive the search allows was tried) or ``"skipped"`` (bfd's plan, see ``note``).
+    ``work`` is the budget spent (``master.Budget``); ``seconds`` the time it took, which only
+    ``to_dict(timings=True)`` reports: everything else is a function of the input.
     """
 
     rows: int
@@ -65,6 +71,9 @@ class Certificate:
     columns: int
     converged: bool
     note: str = ""
+    time_limit: float = DEFAULT_TIME_LIMIT
+    work: int = 0
+    stopped_by: str = ""
 
     @property
     def gap_rows(self) -> int:
@@ -75,20 +84,30 @@ class Certificate:
         """The gap as a share of the bound (0.0005 is 0.05 %)."""
         return self.gap_rows / self.bound.rows if self.bound.rows else 0.0
 
-    def sentence(self) -> str:
-        """One line for a report: "8,135,728 rows, 1 above the proven bound (LP 8,135,727), ..."."""
-        if self.gap_rows == 0:
-            head = f"{self.rows:,} rows: proven optimal ({self.bound.name} bound {self.bound.rows:,})"
-        else:
-            head = (f"{self.rows:,} rows, {self.gap_rows:,} ({self.gap_share:.3%}) above the proven lower bound "
-                    f"({self.bound.name} {self.bound.rows:,})")
-        return f"{head}, by {self.method} in {self.seconds:.2f} s" + (f"; {self.note}" if self.note else "")
+    @property
+    def status(self) -> str:
+        """What the search did, in a few words: ``optimal (proven)`` or ``gap N rows after ...: the best plan found``."""
+        if self.gap_rows <= 0:
+            return "optimal (proven)"
+        gap = f"gap {self.gap_rows:,} row{'' if self.gap_rows == 1 else 's'}"
+        after = {"work": f"after its {self.time_limit:g} s budget",
+                 "time": f"after the {self.time_limit:g} s time limit, before its work budget (this plan depends "
+                         "on the machine's speed)",
+                 "search": f"after every dive its search allows, inside its {self.time_limit:g} s budget",
+                 "skipped": "(column generation skipped)"}.get(self.stopped_by, f"within its {self.time_limit:g} s budget")
+        return f"{gap} {after}: the best plan found"
 
-    def to_dict(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+    def sentence(self) -> str:
+        """One line for a report: "168 rows: gap 1 row after its 5 s budget: the best plan found (LP bound 167), ..."."""
+        head = f"{self.rows:,} rows: {self.status} ({self.bound.name} bound {self.bound.rows:,})"
+        return f"{head}, by {self.method}" + (f"; {self.note}" if self.note else "")
+
+    def to_dict(self, timings: bool = False) -> dict:
+        """Every field but ``seconds`` (with ``timings``, that too): the same input gives the same dict."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if timings or f.name != "seconds"}
         d["bound"] = self.bound.to_dict()
         d["lp"] = None if self.lp is None else self.lp.to_dict()
-        return {**d, "gap_rows": self.gap_rows, "gap_share": self.gap_share}
+        return {**d, "gap_rows": self.gap_rows, "gap_share": self.gap_share, "status": self.status}
 
 
 @dataclass(frozen=True)
@@ -99,218 +118,116 @@ class OptimalSolution:
     certificate: Certificate
 
 
-class _Master:
-    """The restricted master LP in HiGHS: one equality row per length (``= pieces``), one column per pattern.
+def lp_row_bound(lp: LPResult, l1: RowBound) -> RowBound:
+    """The LP bound as a :class:`RowBound`: the LP optimum when column generation converged, else the
+    best proven lower bound on it, the duals' (Farley) or L1's value, whichever is higher, named.
 
-    Columns are kept sparse, as entries (column, length index, copies): a pattern holds a few
-    lengths out of thousands.
+    >>> from packing_core.packing.bounds import l1_bound
+    >>> lp = LPResult(lower=24.98, z=25.4, exact=False, rows_proven=True, steps=3, solved=True)
+    >>> b = lp_row_bound(lp, l1_bound(np.array([100]), np.array([128]), 512))
+    >>> b.rows, b.value, b.proven, b.what.split(",")[1].strip()
+    (25, 25.0, False, 'tokens / context (L1)')
     """
-
-    def __init__(self, demand: np.ndarray):
-        self.h = highspy.Highs()
-        self.h.setOptionValue("output_flag", False)
-        self.h.setOptionValue("threads", 1)
-        n = len(demand)
-        d = demand.astype(np.float64)
-        self.h.addRows(n, d, d, 0, np.zeros(n, np.int32), np.zeros(0, np.int32), np.zeros(0))
-        self._entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self.solved: tuple[np.ndarray, int] | None = None    # the last optimal x, over the first k columns
-        self._seen: set[bytes] = set()
-
-    def add_dense(self, patterns: np.ndarray) -> int:
-        col, idx = np.nonzero(patterns)
-        return self.add(col, idx, patterns[col, idx])
-
-    def add(self, col: np.ndarray, idx: np.ndarray, val: np.ndarray) -> int:
-        """Add the columns given as entries sorted by column; those already there are skipped."""
-        bounds = np.flatnonzero(np.diff(col)) + 1
-        keep_col: list[np.ndarray] = []
-        keep: list[tuple[np.ndarray, np.ndarray]] = []
-        for i, v in zip(np.split(idx, bounds), np.split(val, bounds)):
-            key = i.tobytes() + b"|" + v.tobytes()
-            if len(i) and key not in self._seen:
-                self._seen.add(key)
-                keep_col.append(np.full(len(i), len(keep), np.int64))
-                keep.append((i, v))
-        if not keep:
-            return 0
-        k, base = len(keep), self.h.getNumCol()
-        c = np.concatenate(keep_col)
-        i = np.concatenate([a for a, _ in keep]).astype(np.int64)
-        v = np.concatenate([b for _, b in keep]).astype(np.int64)
-        starts = np.searchsorted(c, np.arange(k)).astype(np.int32)
-        self.h.addCols(k, np.ones(k), np.zeros(k), np.full(k, highspy.kHighsInf), len(i), starts,
-                       i.astype(np.int32), v.astype(np.float64))
-        self._entries.append((c + base, i, v))
-        return k
-
-    def entries(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(column, length index, copies) of the first ``k`` columns."""
-        if len(self._entries) > 1:
-            c, i, v = (np.concatenate(a) for a in zip(*self._entries))
-            self._entries = [(c, i, v)]
-        c, i, v = self._entries[0]
-        first = c < k
-        return c[first], i[first], v[first]
-
-    def solve(self, seconds: float) -> bool:
-        """Re-solve from the last basis; on success keep the solution for rounding."""
-        # HiGHS counts its time limit over every run of this model: add the runs so far
-        self.h.setOptionValue("time_limit", self.h.getRunTime() + max(seconds, 0.001))
-        self.h.run()
-        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            return False
-        self.solved = (np.asarray(self.h.getSolution().col_value, np.float64), self.h.getNumCol())
-        return True
-
-    def resolve(self, demand: np.ndarray, deadline: float) -> bool:
-        """Solve again with ``demand`` pieces of each length (warm from the last basis)."""
-        d = demand.astype(np.float64)
-        self.h.changeRowsBounds(len(d), np.arange(len(d), dtype=np.int32), d, d)  # type: ignore[attr-defined]
-        return self.solve(deadline - time.perf_counter())
-
-    def duals(self) -> np.ndarray:
-        return np.asarray(self.h.getSolution().row_dual, np.float64)
+    lower = max(lp.lower, l1.value)          # every pattern holds at most a row of tokens: LP >= tokens / context
+    rows = int(np.ceil(lower - 1e-6))
+    if lp.exact:
+        return RowBound("LP", rows, max(lp.z, lower), True,
+                        "the LP optimum (Gilmore-Gomory column generation: no pattern is worth more than a row)")
+    by = ("tokens / context (L1), above the duals' bound (Farley)" if l1.value > lp.lower
+          else "the duals' bound (Farley)")
+    proven = "; ⌈LP⌉ is proven" if lp.rows_proven else ""
+    return RowBound("LP", rows, lower, True, f"a lower bound on the LP optimum, {by}: the LP optimum lies between "
+                    f"{lower:.6g} and {lp.z:.6g}{proven}", proven=False)
 
 
-def _as_patterns(col, idx, val, mult: np.ndarray, sizes: np.ndarray) -> Patterns:
-    """Columns (as entries) used ``mult`` times each, as Patterns; longest pieces first in a row."""
-    used = mult[col] > 0
-    col, idx, val = col[used], idx[used], val[used]
-    cols, group = np.unique(col, return_inverse=True)
-    order = np.lexsort((-idx, group))
-    group, idx, copies = group[order], idx[order], val[order]
-    width = copies * sizes[idx]
-    offset = np.cumsum(width) - width
-    starts = np.searchsorted(group, np.arange(len(cols)))
-    offset = offset - np.repeat(offset[starts], np.diff(np.append(starts, len(group))))
-    return Patterns(group.astype(np.int64), sizes[idx], copies, offset, mult[cols].astype(np.int64))
+def _seed(m: Master, p: Patterns) -> None:
+    """Add the patterns ``p`` (a feasible plan) to the master's columns."""
+    order = np.lexsort((p.size, p.group))
+    m.add(p.group[order], np.searchsorted(m.sizes, p.size[order]), p.copies[order])
 
 
-def _round(m: _Master, sizes, demand, context, cap, deadline: float, depth: int = 0, target: int = 0) -> Patterns:
-    """Integer rows from the LP: round, re-solve what is left, repeat; then ffd or bfd on the last pieces.
+def _round(m: Master, budget: Budget, context: int, cap, depth: int = 0) -> Patterns:
+    """Integer rows from the LP: round, then the fewest rows for the pieces left.
 
-    Each pass takes every pattern ``floor(x)`` times, then one more copy of each pattern with a
-    fractional part, largest first, while the pieces it holds are still left. The LP is solved
-    again on the pieces left (same patterns, warm), up to a few passes. What remains is packed by ffd,
-    bfd, or (once, with the time left) column generation on those pieces alone: the fewest rows.
+    Every pattern is taken ``floor(x)`` times, then one more copy of each pattern with a fractional
+    part, largest first, while the pieces it holds are still left. The pieces left get their own
+    LP (a master over their lengths alone, seeded with their bfd plan, by column generation) and
+    are rounded the same way, up to ``_ROUND_DEPTH`` times; ffd or bfd packs what remains, whichever
+    needs fewer rows.
     """
-    assert m.solved is not None, "_round runs after a solved LP"
-    x, k = m.solved
-    col, idx, val = m.entries(k)
-    starts = np.searchsorted(col, np.arange(k + 1))
-    total = np.zeros(k, np.int64)
-    left = demand.copy()
-    cover = lambda mult: np.bincount(idx, weights=val * mult[col], minlength=len(demand)).astype(np.int64)  # noqa: E731
-    for _ in range(4):
-        mult = np.floor(x + 1e-7).astype(np.int64)
-        rest = left - cover(mult)
-        while (rest < 0).any():        # solver tolerance may overshoot a length by one copy: give it back
-            j = int(col[(idx == np.argmin(rest)) & (mult[col] > 0)][0])
-            mult[j] -= 1
-            rest = left - cover(mult)
-        frac = x - mult
-        for j in np.argsort(-frac)[: int((frac > 1e-6).sum())].tolist():   # the basic columns: at most one per length
-            i, v = idx[starts[j]: starts[j + 1]], val[starts[j]: starts[j + 1]]
-            if (rest[i] >= v).all():
-                mult[j] += 1
-                rest[i] -= v
-        total += mult
-        left = rest
-        if not left.any() or time.perf_counter() > deadline or not m.resolve(left, deadline):
-            break
-        x = m.solved[0][:k] if m.solved is not None else x
-    done = _as_patterns(col, idx, val, total, sizes)
+    x = m.x()
+    col, idx, val = m.entries()
+    starts = np.searchsorted(col, np.arange(len(x) + 1))
+    mult = np.floor(x + 1e-7).astype(np.int64)
+    left = m.demand - m.cover(mult)
+    while (left < 0).any():        # solver tolerance may overshoot a length by one copy: give it back
+        j = int(col[(idx == np.argmin(left)) & (mult[col] > 0)][0])
+        mult[j] -= 1
+        left = m.demand - m.cover(mult)
+    frac = x - mult
+    for j in np.argsort(-frac, kind="stable")[: int((frac > 1e-6).sum())].tolist():
+        i, v = idx[starts[j]: starts[j + 1]], val[starts[j]: starts[j + 1]]
+        if (left[i] >= v).all():
+            mult[j] += 1
+            left[i] -= v
+    done = m.patterns(mult)
     if not left.any():
         return done
-    rest_len, rest_n = sizes[left > 0], left[left > 0]
-    tail = [fit_decreasing_patterns(rest_len, rest_n, context, best=b, max_docs_per_row=cap) for b in (False, True)]
-    seconds = deadline - time.perf_counter()
-    if depth == 0 and seconds > 0.05 and done.rows + min(p.rows for p in tail) > target:
-        again = _solve(rest_len, rest_n, context, cap, seconds, depth + 1).patterns
-        tail.append(again if again is not None else tail[0])
-    return Patterns.concat(done, min(tail, key=lambda p: p.rows))
-
-
-def _generate(m: _Master, sizes, demand, context, cap, deadline: float, stop_at: int) -> tuple[float, bool, int]:
-    """Column generation until the LP bound in rows is proven, it reaches ``stop_at``, or the deadline.
-
-    Duals are smoothed (Wentges): pricing runs at a point between the best-bound duals so far
-    and the LP's own, which damps their oscillation; a pattern joins only if it is worth more
-    than a row at the LP's duals, and when none is, pricing runs again at those duals (so the
-    stopping test is exact). Returns ``(lower bound, LP bound in rows proven, steps)``.
-    """
-    lower, center, steps, step = 0.0, None, 0, 0.0
-    while time.perf_counter() + step < deadline:      # never start a step that would end past the deadline
-        started = time.perf_counter()
-        if not m.solve(deadline - started):
-            break
-        y, z = m.duals(), m.h.getInfo().objective_function_value
-        steps += 1
-        sep = y if center is None else _SMOOTH * center + (1 - _SMOOTH) * y
-        while True:
-            priced = price(sizes, sep, demand, context, cap, keep=_COLUMNS_PER_STEP, above=1 + _EPS)
-            bound = float(demand @ sep) / max(priced.value, 1.0)     # sep / V is dual feasible (Farley)
-            if bound > lower:
-                lower, center = bound, sep
-            fresh = priced.patterns[priced.patterns @ y > 1 + _EPS]
-            if len(fresh) or sep is y:
-                break
-            sep = y                     # smoothing found nothing: price at the LP's own duals
-        if np.ceil(lower - 1e-6) >= min(np.ceil(z - 1e-6), stop_at) or not len(fresh):
-            return lower, bool(np.ceil(lower - 1e-6) >= np.ceil(z - 1e-6)), steps
-        if not m.add_dense(fresh):
-            break
-        step = time.perf_counter() - started
-    return lower, False, steps
+    keep = np.flatnonzero(left > 0)
+    sizes, n = m.sizes[keep], left[keep]
+    tails = [fit_decreasing_patterns(sizes, n, context, best=b, max_docs_per_row=cap) for b in (True, False)]
+    if depth < _ROUND_DEPTH and budget.allows(0):
+        sub = Master(sizes, n)
+        _seed(sub, tails[0])
+        if generate(sub, budget, stop_at=tails[0].rows, cap=cap, context=context).solved:
+            tails.append(_round(sub, budget, context, cap, depth + 1))
+    return Patterns.concat(done, min(tails, key=lambda p: p.rows))
 
 
 def solve_optimal(item_len, item_n, context: int, *, max_docs_per_row: int | None = None,
                   time_limit: float = DEFAULT_TIME_LIMIT) -> OptimalSolution:
-    """Column generation on an piece histogram (lengths ascending, each <= ``context``): see the module."""
-    return _solve(item_len, item_n, context, max_docs_per_row, time_limit, depth=0)
-
-
-def _solve(item_len, item_n, context: int, max_docs_per_row, time_limit: float, depth: int) -> OptimalSolution:
-    t0 = time.perf_counter()
+    """The fewest rows for a piece histogram (lengths ascending, each <= ``context``): see the module."""
+    budget = Budget(time_limit)
     sizes, demand, cap = np.asarray(item_len, np.int64), np.asarray(item_n, np.int64), max_docs_per_row
     bounds = row_bounds(sizes, demand, context, max_docs_per_row=cap)
-    elapsed = lambda: time.perf_counter() - t0   # noqa: E731
 
-    def done(patterns, rows, lp, method, columns=0, converged=False, note=""):
+    def done(patterns, rows, lp, method, columns=0, converged=False, note="", stopped_by=""):
         bound = lp if lp is not None and lp.rows > bounds.l2.rows else bounds.l2
-        return OptimalSolution(patterns, Certificate(rows, bound, lp, method, elapsed(), columns, converged, note))
+        stopped_by = "" if rows <= bound.rows else stopped_by
+        return OptimalSolution(patterns, Certificate(rows, bound, lp, method, budget.elapsed(), columns, converged,
+                                                     note, budget.seconds, budget.work, stopped_by))
 
     cells = pricing_work(sizes, np.minimum(demand, context // sizes), context, cap)
+    skipped = (f"column generation skipped: one pricing step would fill {cells:,} table cells "
+               f"(at most {MAX_PRICING_CELLS:,}); the bound is Martello-Toth L2")
     if cells > MAX_PRICING_CELLS and cap is None:
-        return done(None, _bfd_rows(sizes, demand, context), None, "bfd",
-                    note=f"column generation skipped: one pricing step would fill {cells:,} table cells "
-                         f"(at most {MAX_PRICING_CELLS:,}); the bound is Martello-Toth L2")
+        return done(None, _bfd_rows(sizes, demand, context), None, "bfd", note=skipped, stopped_by="skipped")
     best = fit_decreasing_patterns(sizes, demand, context, best=True, max_docs_per_row=cap)
+    budget.spend(len(sizes) * FIRST_PLAN_CELLS)
     if best.rows <= bounds.l2.rows or cells > MAX_PRICING_CELLS:
-        note = "" if best.rows <= bounds.l2.rows else (f"column generation skipped: one pricing step would fill "
-                                                       f"{cells:,} table cells; the bound is L2")
-        return done(best, best.rows, None, "bfd", note=note)
-    master = _Master(demand)
-    order = np.lexsort((best.size, best.group))
-    master.add(best.group[order], np.searchsorted(sizes, best.size[order]), best.copies[order])
-    # a tenth of the budget stays for rounding and packing what the rounding leaves
-    lower, converged, steps = _generate(master, sizes, demand, context, cap, t0 + 0.9 * time_limit, best.rows)
+        return done(best, best.rows, None, "bfd", note="" if best.rows <= bounds.l2.rows else skipped,
+                    stopped_by="skipped")
+    master = Master(sizes, demand)
+    _seed(master, best)
+    with budget.share(_ROOT_SHARE):
+        root = generate(master, budget, stop_at=best.rows, cap=cap, context=context)
+    if not root.solved:
+        return done(best, best.rows, None, "bfd", master.columns, stopped_by=budget.stopped_by or budget.last_stop)
+    lp = lp_row_bound(root, bounds.l1)
+    target = max(bounds.l2.rows, lp.rows)
     method = "bfd"
-    lp = None
-    if steps:
-        rows_lp = int(np.ceil(lower - 1e-6))
-        what = "the column-generation (Gilmore-Gomory) LP bound" + (
-            "" if converged else ", a lower estimate from the duals of a column generation stopped early")
-        lp = RowBound("LP", rows_lp, lower, True, what, converged)
-        if master.solved is not None:
-            target = int(np.ceil(lower - 1e-6))
-            rounded = _round(master, sizes, demand, context, cap, t0 + 0.95 * time_limit, depth, target)
-            if rounded.rows < best.rows:
-                best, method = rounded, "column generation and rounding"
-    proven = converged or max(bounds.l2.rows, lp.rows if lp else 0) >= best.rows   # the plan meets a proven bound
-    note = "" if proven else f"stopped by the time limit ({time_limit:g} s)"
-    return done(best, best.rows, lp, method, master.h.getNumCol(), converged, note)
+    if best.rows > target:
+        with budget.share(_ROUND_SHARE):
+            rounded = _round(master, budget, context, cap)
+        if rounded.rows < best.rows:
+            best, method = rounded, "column generation and rounding"
+    stopped_by = budget.stopped_by
+    if best.rows > target and not stopped_by:
+        found = dive(master, budget, context, cap, target=target, best_rows=best.rows)
+        if found.plan is not None:
+            best, method = found.plan, "column generation and a dive"
+        stopped_by = budget.stopped_by or ("search" if found.exhausted else "work")
+    return done(best, best.rows, lp, method, master.columns, root.rows_proven, stopped_by=stopped_by or "work")
 
 
 def optimal_from_counts(counts, context: int, *, overlong: str = "split", max_docs_per_row: int | None = None,

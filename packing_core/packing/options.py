@@ -3,7 +3,7 @@
 A cap on documents per row (``max_docs_per_row``) is a parameter of *placement*, not a strategy:
 next-fit, ffd, bfd and ``optimal`` honour it exactly (a compiled or graph-captured kernel wants
 a fixed number of documents per row); strategies that pad hold one document per row anyway.
-``time_limit`` is the anytime budget of ``optimal``.
+``time_limit`` is the budget of ``optimal``: seconds' worth of work (``master.Budget``).
 
 >>> as_max_docs_per_row(8, 512), as_max_docs_per_row(None, 512)
 (8, None)
@@ -22,10 +22,14 @@ import numpy as np
 
 from packing_core._validate import MAX_PLAN_SECONDS, InputError, limit_hint
 
-__all__ = ["DEFAULT_TIME_LIMIT", "MAX_TIME_LIMIT", "PlanOptions", "as_max_docs_per_row", "as_time_limit"]
+__all__ = ["DEFAULT_TIME_LIMIT", "MAX_TIME_LIMIT", "TIME_LIMIT_HELP", "PlanOptions", "as_max_docs_per_row", "as_time_limit"]
 
-DEFAULT_TIME_LIMIT = 5.0      # seconds `optimal` may spend before it returns its best plan and gap
+DEFAULT_TIME_LIMIT = 5.0      # the budget of `optimal`: seconds' worth of work, the clock a safety net
 MAX_TIME_LIMIT = MAX_PLAN_SECONDS   # the one time budget of a plan (``_validate``)
+TIME_LIMIT_HELP = (f"the budget of optimal, in seconds (default {DEFAULT_TIME_LIMIT:g}): it ends with a plan proven "
+                   "optimal, or with its best plan and the gap in rows to the proven lower bound; the budget is "
+                   "counted in work, so the plan does not depend on the machine's load, and the clock stops it "
+                   "sooner only on a machine slower than the work assumes (the certificate then says so)")
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,13 @@ def as_max_docs_per_row(value, context: int, name: str = "max_docs_per_row") -> 
 
 
 def as_time_limit(value, name: str = "time_limit") -> float:
-    """Seconds of an anytime budget: a finite number above 0 and at most ``MAX_TIME_LIMIT``."""
+    """Seconds of an anytime budget: a finite number above 0 and at most ``MAX_TIME_LIMIT``.
+
+    The limit is written as given (``0.5``, not ``0``), and the value suggested is one it allows.
+    """
     bad = isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating))
     if bad or not math.isfinite(float(value)) or not 0 < float(value) <= MAX_TIME_LIMIT:
-        raise InputError(f"{name} must be a number of seconds above 0 and at most {MAX_TIME_LIMIT:,.0f}, "
-                         f"got {value!r}; try {DEFAULT_TIME_LIMIT:g} ({limit_hint('MAX_PLAN_SECONDS')})")
+        raise InputError(f"{name} must be a number of seconds above 0 and at most {MAX_TIME_LIMIT:,.15g}, "
+                         f"got {value!r}; try {min(DEFAULT_TIME_LIMIT, MAX_TIME_LIMIT):.15g} "
+                         f"({limit_hint('MAX_PLAN_SECONDS')})")
     return float(value)

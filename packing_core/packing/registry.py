@@ -27,8 +27,8 @@ import packing_core.packing.optimal as O
 import packing_core.packing.place as P
 from packing_core._registry import Registry
 
-__all__ = ["COUNT_STRATEGIES", "ORDER_STRATEGIES", "PACKING_STRATEGIES", "STRATEGIES", "STRATEGY_INFO", "Strategy",
-           "get_strategy", "register_strategy", "strategies", "unregister_strategy"]
+__all__ = ["COUNT_STRATEGIES", "DEFAULT_STRATEGIES", "ORDER_STRATEGIES", "PACKING_STRATEGIES", "STRATEGIES",
+           "STRATEGY_INFO", "Strategy", "get_strategy", "register_strategy", "strategies", "unregister_strategy"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,8 @@ class Strategy:
     ``counts_exact`` is False when ``from_counts`` gives an upper bound on the slots rather than
     the array planner's figure (bucket: the shuffled batches are often narrower); ``cuts`` is True
     when the strategy cuts documents at row edges whatever their length (concat-cut), so it is no
-    choice for data whose documents must stay whole.
+    choice for data whose documents must stay whole; ``on_request`` leaves it out of ``report``'s
+    default table (``DEFAULT_STRATEGIES``): it runs when named, as ``optimal``'s LP solve does.
     """
 
     name: str
@@ -49,10 +50,11 @@ class Strategy:
     from_counts: Callable | None
     counts_exact: bool = True
     cuts: bool = False
+    on_request: bool = False    # left out of ``report``'s default table: run when named (optimal: an LP solve)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "info": self.info, "packs": self.packs, "from_counts": self.from_counts is not None,
-                "counts_exact": self.counts_exact, "cuts": self.cuts}
+                "counts_exact": self.counts_exact, "cuts": self.cuts, "on_request": self.on_request}
 
 
 _REGISTRY: Registry[Strategy] = Registry("strategy")
@@ -85,6 +87,8 @@ PACKING_STRATEGIES = _REGISTRY.names_view(lambda s: s.packs, "Strategies whose r
 COUNT_STRATEGIES = _REGISTRY.names_view(lambda s: s.from_counts is not None, "Strategies planned from length counts alone.")
 ORDER_STRATEGIES = _REGISTRY.names_view(lambda s: s.from_counts is None,
                                         "Strategies that depend on order: planned on a sample.")
+DEFAULT_STRATEGIES = _REGISTRY.names_view(lambda s: not s.on_request,
+                                          "What report plans by default: every strategy but those run on request.")
 STRATEGY_INFO = _REGISTRY.mapping_view(lambda s: s.info, "name -> one-line description.")
 
 for _s in (
@@ -100,8 +104,10 @@ for _s in (
     Strategy("ffd", "First-fit decreasing: longest first, into the first row with room.", True, P.place_ffd, C.rows_ffd),
     Strategy("bfd", "Best-fit decreasing: longest first, into the fullest row it still fits.", True,
              P.place_bfd, C.rows_bfd),
-    Strategy("optimal", "Column generation on the length histogram, rounded: the best plan found within a "
-             "time limit, with its gap to the proven lower bound.", True, O.place_optimal, O.rows_optimal),
+    Strategy("optimal", "Column generation on the length histogram, rounding and a diving search, within a "
+             "budget of work set by the time limit: a plan proven optimal, or the best plan found with its gap "
+             "to the proven lower bound.", True, O.place_optimal, O.rows_optimal,
+             on_request=True),
 ):
     register_strategy(_s)
 del _s

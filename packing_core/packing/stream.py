@@ -50,11 +50,14 @@ from packing_core._validate import (
 from packing_core.packing.plan import PlacedPieces, Plan
 from packing_core.packing.strategies import make_plan
 
-__all__ = ["MAX_BUFFER", "STREAM_STATE_VERSION", "TRL_WINDOW", "BufferCurve", "StreamPacker", "StreamState",
+__all__ = ["MAX_BUFFER", "STREAM_STATE_VERSION", "TRL_STRATEGY", "TRL_WINDOW", "BufferCurve", "StreamPacker", "StreamState",
            "buffer_curve", "windowed_plan"]
 
 STREAM_STATE_VERSION = 1
 TRL_WINDOW = 1000           # datasets' Dataset.map(batched=True) default batch_size: TRL's packing window
+# TRL 1.16's pack_dataset strategy that windowed_plan models, by over-long policy (trl/data_utils.py, pack_dataset:
+# "bfd", its default, calls _pack_bfd with on_seq_length_overflow="truncate"; "bfd_split" with "split")
+TRL_STRATEGY = {"truncate": "bfd", "split": "bfd_split"}
 MAX_BUFFER = MAX_STREAM_BUFFER   # pieces one buffer may hold (each a few Python objects: about 150 MB at most)
 
 
@@ -298,9 +301,10 @@ def windowed_plan(lengths, context: int, window: int = TRL_WINDOW, *, overlong: 
     ``batch_size=1000`` rows by default, and ``_pack_bfd`` packs each batch alone. It sorts the batch
     by length, longest first, and puts each sequence into the bin with the least space that still
     fits it (``_SegmentTree.search`` over the spaces left), or opens a new bin: best-fit decreasing.
-    ``strategy="bfd"`` truncates sequences longer than ``seq_length`` (``overlong="truncate"``);
-    ``"bfd_split"`` cuts them into ``seq_length`` fragments first (``overlong="split"``). Rows never
-    mix documents of two windows, so utilisation falls below bfd over the whole corpus.
+    ``strategy="bfd"``, the default, truncates sequences longer than ``seq_length``
+    (``overlong="truncate"``); ``"bfd_split"`` cuts them into ``seq_length`` fragments first
+    (``overlong="split"``): ``TRL_STRATEGY`` names the one each policy models (``"drop"``: none). Rows
+    never mix documents of two windows, so utilisation falls below bfd over the whole corpus.
 
     >>> windowed_plan([300, 200, 300, 200], 512, 2).n_rows, make_plan([300, 200, 300, 200], 512, "bfd").n_rows
     (2, 2)

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from packing_lab.bench.machine import BUSY_LOAD_SHARE, load_average
 
 # FlexAttention's first call in a process compiles its kernel: 15-40 s on the 2-core CPU machine
-# (README, "Benchmark"); ``attention.flex.compile_records`` tells whether it already happened.
+# (docs/measurements.md, "FlexAttention's tiles on CPU"); ``attention.flex.compile_records`` tells whether it already happened.
 FLEX_COMPILE_S = 25.0
 BREAKDOWN_LIMIT_S = 60.0     # the breakdown a class waits for: at most a minute
 

@@ -41,9 +41,9 @@ def _cert(rows, bound_rows, seconds=2.0, note=""):
 
 @pytest.mark.parametrize("bfd, optimal, words", [
     (40_631, 40_196, "bfd is 436 rows (1.08%) above the proven lower bound (LP 40,195); optimal closes all but 1 row "
-                     "in 2.0 s."),
+                     "within its 5 s budget."),
     (40_631, 40_195, "bfd is 436 rows (1.08%) above the proven optimum (40,195 rows, the LP bound); optimal reaches "
-                     "it in 2.0 s."),
+                     "it within its 5 s budget."),
     (40_631, 40_631, "bfd is 436 rows (1.08%) above the proven lower bound (LP 40,195); optimal found no better plan"),
     (40_195, 40_195, "bfd is already optimal: its 40,195 rows meet the proven lower bound (LP 40,195)."),
 ])
@@ -53,13 +53,18 @@ def test_the_gap_sentence_says_how_far_bfd_is_and_what_optimal_closed(bfd, optim
 
 def test_the_gap_sentence_carries_the_certificates_note():
     gap = optimal_gap(12, _cert(11, 10, note="stopped by the time limit (2 s)"))
-    assert gap.sentence.endswith("in 2.0 s (stopped by the time limit (2 s)).")
+    assert gap.sentence.endswith("within its 5 s budget (stopped by the time limit (2 s)).")
     assert gap.to_dict()["left_rows"] == 1 and gap.to_dict()["gap_rows"] == 2
+
+
+def test_the_gap_names_optimals_budget_and_leaves_its_time_out_of_the_sentence_and_the_dict():
+    gap = optimal_gap(12, _cert(11, 10, seconds=1.234))
+    assert "1.2" not in gap.sentence and "seconds" not in gap.to_dict() and gap.seconds == 1.234
 
 
 def test_a_plan_at_the_bound_is_proven_optimal_whatever_stopped_the_search():
     gap = optimal_gap(12, _cert(10, 10, note="stopped by the time limit (2 s)"))
-    assert gap.sentence.endswith("optimal reaches it in 2.0 s.")
+    assert gap.sentence.endswith("optimal reaches it within its 5 s budget.")
 
 
 def test_a_table_with_optimal_gives_bfds_real_gap_and_a_table_without_gives_none():
@@ -120,6 +125,18 @@ def test_the_static_example_is_what_static_cu_seqlens_returns():
     assert "rows [5 3] [4]" in text and "[0, 5, 8, 12, 12, 12, 12]" in text and "2 x 3 + 1 = 7 entries" in text
 
 
+@pytest.mark.parametrize("overlong, words", [
+    ("truncate", "TRL's `bfd`, its default (bfd inside each batch of 10 documents, documents longer than the context "
+                 "truncated), fills "),
+    ("split", "TRL's `bfd_split` (bfd inside each batch of 10 documents, documents longer than the context cut into "
+              "pieces), fills "),
+    ("drop", "TRL's window (bfd inside each batch of 10 documents) with documents longer than the context dropped, "
+             "which no TRL strategy does, fills "),
+])
+def test_the_stream_price_names_the_trl_strategy_its_window_models(overlong, words):
+    assert words in stream_price([300, 200, 700] * 20, 512, sample=60, window=10, overlong=overlong).sentence
+
+
 def test_the_stream_price_plans_the_first_documents_and_says_so():
     lengths = [300, 200] * 600                      # 1,200 documents: pairs fill 500 of 512
     p = stream_price(lengths, 512, sample=400, window=100)
@@ -129,7 +146,7 @@ def test_the_stream_price_plans_the_first_documents_and_says_so():
     assert p.curve.rows[0] == 400                    # a buffer of one: one document a row
     assert p.window_rows == 200                      # bfd pairs each 300 with a 200 inside every window
     assert p.curve.utilisation[-1] == pytest.approx(500 * 200 / (200 * 512))
-    assert "a buffer of 1 document" in p.sentence and "TRL's default window" in p.sentence
+    assert "a buffer of 1 document" in p.sentence and "TRL's `bfd_split` (bfd inside each batch of 100" in p.sentence
     assert p.utilisation_at(100) == p.curve.utilisation[p.curve.buffer_sizes.index(64)]
 
 

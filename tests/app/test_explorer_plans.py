@@ -28,10 +28,10 @@ def test_the_explorer_names_the_bound_of_each_strategy_and_says_how_far_bfd_is_f
     text = shown(at)
     full = at.dataframe[1].value.set_index("strategy")           # every column, under the narrow table
     assert full.loc["concat-cut", "proven lower bound"] == "L1 44,547"
-    # 44,547 rows: the bound optimal proves on the tickets (README's packing-quality table); bfd needs 44,589
+    # 44,547 rows: the bound optimal proves on the tickets (docs/measurements.md, Packing quality); bfd needs 44,589
     assert full.loc["bfd", "proven lower bound"] == "L2 44,547" and full.loc["bfd", "rows"] == 44_589
     advice = at.info[0].value
-    assert "bfd is 42 rows (0.0943%) above the proven optimum (44,547 rows, the L2 bound); optimal reaches it in" \
+    assert "bfd is 42 rows (0.0943%) above the proven optimum (44,547 rows, the L2 bound); optimal reaches it within" \
         in advice
     assert "L1 44,547 (tokens / context: only by cutting documents), L2 44,547 (whole documents), LP 44,547" in text
     assert bounds_example() in text                                 # the ten documents of 300, once
@@ -85,7 +85,8 @@ def test_the_stream_step_shows_utilisation_against_buffer_size_and_trls_window()
     at = open_page("dataset_explorer")
     text = shown(at)
     assert f"On the first {STREAM_SAMPLE:,} of 200,000 documents, in the dataset's order" in text
-    assert "TRL's default window, bfd inside each batch of 1,000 documents, fills" in text
+    assert ("TRL's `bfd_split` (bfd inside each batch of 1,000 documents, documents longer than the context cut into "
+            "pieces), fills") in text
     chart = next(c for c in at.get("plotly_chart") if "buffer size" in c.proto.spec)
     assert "TRL: bfd in windows of 1,000 documents" in chart.proto.spec
 

@@ -4,7 +4,7 @@ Every page is rendered with AppTest (each page runs every step on each rerun), p
 under every Leakage-lab scenario, every planted break with instruction tuning off and on, and the
 upload that drew the all-ones finding; every string the pages hand to the browser is read (markdown,
 captions, alerts, tooltips, widget labels and options, metric labels and help, expander labels,
-table cells, figure titles and hovers, the sidebar's glossary). The README, every command's help,
+table cells, figure titles and hovers, the sidebar's glossary). The README and docs/, every command's help,
 the zoo's entries, the check's rules and the lab's text constants are read too. Each quote is the
 review's "exact quote" (the part that was wrong), kept short enough to survive a rewording of its
 neighbours and long enough to mean that sentence.
@@ -20,8 +20,8 @@ from google.protobuf.message import Message
 
 from app_pages import _content
 from packing_core.check.rules import RULES
-from packing_core.cli import main
 from packing_core.cli.dispatch import COMMANDS
+from packing_lab.cli import main
 from packing_lab.zoo import ZOO
 from tests._support import assert_clean, no_exception, open_page
 
@@ -153,7 +153,7 @@ def cli_help() -> str:
 
 
 def written() -> str:
-    """Everything the lab says outside its pages: README, CLI help and tables, the zoo, the rules, the texts."""
+    """Everything the lab says outside its pages: README and docs/, CLI help and tables, the zoo, the rules, the texts."""
     zoo = json.dumps([b.to_dict() for b in ZOO])
     rules = " ".join(f"{r.title} {r.fix}" for r in RULES.values())
     content = " ".join([*(s for s, _ in _content.TEACHER.values()), *(a for _, a in _content.TEACHER.values()),
@@ -162,14 +162,15 @@ def written() -> str:
     out, err = io.StringIO(), io.StringIO()
     main(["report", "--lengths", "120,90,300,40,55,30,210,65"], out=out, err=err)
     main(["zoo"], out=out, err=err)
-    return "\n".join([(ROOT / "README.md").read_text(), cli_help(), zoo, rules, content, out.getvalue()])
+    docs = [p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]]
+    return "\n".join([*docs, cli_help(), zoo, rules, content, out.getvalue()])
 
 
 def _back(quotes: dict, text: str) -> list[str]:
     return [f"{finding}: {q!r}" for finding, qs in quotes.items() for q in qs if q in text]
 
 
-def test_no_quote_of_the_review_is_back_in_the_readme_the_cli_the_zoo_or_the_texts():
+def test_no_quote_of_the_review_is_back_in_the_docs_the_cli_the_zoo_or_the_texts():
     assert not _back(QUOTES, written())
 
 

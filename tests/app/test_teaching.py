@@ -307,7 +307,7 @@ def test_I13_the_roberta_origin_bug_is_a_sibling_not_an_instance():
 def test_I14_smollm2_is_named_with_its_quantisation():
     from packing_core.models.pretrained import GGUF_FILE
     assert "Q4_1" in GGUF_FILE
-    assert "Q4_1" in pc.model_spec("smollm2").label and "Q4_1" in (ROOT / "README.md").read_text()
+    assert "Q4_1" in pc.model_spec("smollm2").label and "Q4_1" in (ROOT / "docs" / "setup.md").read_text()
 
 
 def test_I15_tensor_checks_catch_some_forms_and_alone_vs_packed_every_form_it_can_see():
@@ -327,11 +327,11 @@ def test_I15_tensor_checks_catch_some_forms_and_alone_vs_packed_every_form_it_ca
 
 
 # ---------------------------------------------------------------- STALE
-def test_S2_the_readme_counts_the_fortunes_it_reads():
-    readme = (ROOT / "README.md").read_text()
-    assert "about 14,000 short texts" not in readme
+def test_S2_the_setup_guide_counts_the_fortunes_it_reads():
+    setup = (ROOT / "docs" / "setup.md").read_text()
+    assert "about 14,000 short texts" not in setup
     if "fortunes" in [s.name for s in list_sources() if s.available]:
-        assert f"({len(pc.load_lengths('fortunes')):,} here)" in readme
+        assert f"({len(pc.load_lengths('fortunes')):,} here)" in setup
 
 
 @pytest.mark.parametrize("context", [512, 128])

@@ -33,7 +33,6 @@ from packing_core.analysis.costs import ATTENTION_KERNELS, CONVENTION, FULL, til
 from packing_core.analysis.tables import strategy_table
 from packing_core.attention.masks import block_causal_mask
 from packing_core.check.rules import RULES
-from packing_core.cli import main
 from packing_core.data import load_lengths
 from packing_core.verify import eval_loss_packed_vs_alone
 from packing_lab.advice import (
@@ -45,6 +44,7 @@ from packing_lab.advice import (
     step_loss_weights,
     trained_positions,
 )
+from packing_lab.cli import main
 from packing_lab.zoo import BREAKS, ZOO, broken_batch, zoo_entry
 from tests._support import assert_clean, findings_shown, no_exception, open_page
 
@@ -242,9 +242,9 @@ def test_S1_trl_passes_cu_seq_lens_which_flash_attention_reads_directly():
     assert "`cu_seq_lens_q/k` and `max_length_q/k`, which FlashAttention reads directly" in said
 
 
-def test_S2_the_readme_gives_the_fixed_runs_range():
-    readme = (ROOT / "README.md").read_text()
-    assert "change; fixed 3.7e-5)" not in readme and "fixed below 1e-4, 3.7e-5 to 6.7e-5 across runs" in readme
+def test_S2_the_measurements_give_the_fixed_runs_range():
+    figures = (ROOT / "docs" / "measurements.md").read_text()
+    assert "change; fixed 3.7e-5)" not in figures and "fixed below 1e-4, 3.7e-5 to 6.7e-5 across runs" in figures
 
 
 # ---------------------------------------------------------------- imprecise
@@ -415,16 +415,16 @@ def _plotly_values(y) -> list:
     return list(y)
 
 
-# ---------------------------------------------------------------- the README quotes the library's figures
-def readme_paragraph(start: str) -> str:
-    """The README's paragraph that begins with ``start``, on one line (the README wraps its text)."""
-    readme = (ROOT / "README.md").read_text()
-    at = readme.index(start)
-    return " ".join(readme[at:readme.index("\n\n", at)].split())
+# ---------------------------------------------------------------- docs/measurements.md quotes the library's figures
+def figures_paragraph(start: str) -> str:
+    """The paragraph of docs/measurements.md that begins with ``start``, on one line (the file wraps its text)."""
+    text = (ROOT / "docs" / "measurements.md").read_text()
+    at = text.index(start)
+    return " ".join(text[at:text.index("\n\n", at)].split())
 
 
-def test_the_readmes_three_costs_are_the_cost_models():
-    said = readme_paragraph("**Three costs, not one**")
+def test_the_measured_three_costs_are_the_cost_models():
+    said = figures_paragraph("**Three costs, not one**")
     lengths = load_lengths("support-tickets")
     rows = strategy_table(lengths, 512)
     r = {x.strategy: x for x in rows}
@@ -444,8 +444,8 @@ def test_the_readmes_three_costs_are_the_cost_models():
     assert f"concat-cut shows {cut.attention_ratio:.1f}x on attention only because it splits {cut.docs_split:,}" in said
 
 
-def test_the_readmes_teacher_items_are_the_librarys_numbers():
-    said = readme_paragraph("**What packing changes beyond the batch**")
+def test_the_measured_teacher_items_are_the_librarys_numbers():
+    said = figures_paragraph("**What packing changes beyond the batch**")
     lengths = load_lengths("support-tickets")
     pad, bfd = make_plan(lengths, 512, "pad"), make_plan(lengths, 512, "bfd")
     # the schedule

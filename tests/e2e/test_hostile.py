@@ -65,7 +65,7 @@ _tree_rss = tree_rss   # (tests/_support.py: one runner for every hostile catalo
 
 
 def run_cli(argv: list[str], cwd: Path, timeout: float, env: dict | None = None) -> Measured:
-    """``python -m packing_core *argv`` in ``cwd``: exit code, output, tree peak RSS, seconds."""
+    """``packing-lab *argv`` in ``cwd``: exit code, output, tree peak RSS, seconds."""
     return run_cli_tree(argv, cwd, timeout, env)
 
 
@@ -867,7 +867,7 @@ def outcomes(request, assets, tmp_path_factory):
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {c.id: pool.submit(_run_case, c, folders[c.id], assets) for c in chosen}
     yield futures
-    report = os.environ.get("PACKING_LAB_HOSTILE_REPORT")   # the figures behind the README's summary
+    report = os.environ.get("PACKING_LAB_HOSTILE_REPORT")   # the figures behind docs/measurements.md
     if report:
         rows = [{"case": c.id, "class": c.cls, "exit": r.rc, "seconds": round(r.seconds, 2),
                  "peak_mib": round(r.peak_mib, 1), "stderr": r.stderr.strip().splitlines()[-1:][0][:200]

@@ -231,7 +231,7 @@ def test_the_training_demo_reads_at_1024_by_768(app_page):
     found = problems(app_page)
     trained = app_page.page.evaluate(HEIGHT_JS)
     app_page.screenshot("projector-leakage-lab-trained")
-    print(f"the training step, trained: {trained}")   # the README's figures; -s shows it
+    print(f"the training step, trained: {trained}")   # docs/measurements.md's figures; -s shows it
     app_page.assert_healthy()
     assert found == [], "\n".join(found)
     assert trained["page"] <= STEP_PX, f"the trained step is {trained['page']} px, over {STEP_PX}"

@@ -42,13 +42,13 @@ def test_padded_rows_cost_their_full_width():
     assert tokens.tolist() == [10, 20, 30, 40] and cost.tolist() == [64 * 64] * 4
 
 
-def test_report_ranks_prints_each_rank_before_and_after():
+def test_balance_prints_each_rank_before_and_after():
     import io
 
     from packing_core.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    code = main(["report", "--synthetic", "long-tailed", "--context", "2048", "--strategy", "next-fit",
+    code = main(["balance", "--synthetic", "long-tailed", "--context", "2048", "--strategy", "next-fit",
                  "--ranks", "4", "--micro-batches", "2"], out, err)
     text = out.getvalue()
     assert code == 0, err.getvalue()

@@ -150,3 +150,15 @@ def test_a_strategy_registered_in_one_place_reaches_make_plan_cli_profile_report
     box.set_value(registered.name).run()
     assert not at.exception and not at.error, [e.value for e in at.exception]
     assert registered.info in [c.value for c in at.caption]
+
+
+def test_optimals_words_say_it_ends_proven_optimal_or_with_its_gap_and_that_its_budget_is_work(capsys):
+    from packing_core.packing.options import TIME_LIMIT_HELP
+
+    info = STRATEGY_INFO["optimal"]
+    assert "proven optimal" in info and "the best plan found with its gap" in info and "budget of work" in info
+    assert "proven optimal" in TIME_LIMIT_HELP and "gap" in TIME_LIMIT_HELP and "counted in work" in TIME_LIMIT_HELP
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert " ".join(TIME_LIMIT_HELP.split()) in shown and "stops sooner" not in shown

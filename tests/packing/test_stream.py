@@ -1,5 +1,6 @@
 """Packing a stream: a buffer, rows as they fill, an exact resume; TRL's windows, checked against TRL itself."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -7,7 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from packing_core.packing import make_plan
-from packing_core.packing.stream import TRL_WINDOW, StreamPacker, StreamState, buffer_curve, windowed_plan
+from packing_core.packing.stream import (
+    TRL_STRATEGY,
+    TRL_WINDOW,
+    StreamPacker,
+    StreamState,
+    buffer_curve,
+    windowed_plan,
+)
 
 
 def run(lengths, context, size, **kw):
@@ -94,7 +102,7 @@ def test_windows_never_mix_documents_of_two_windows(lengths, window):
     assert plan.n_rows >= make_plan(lengths, 128, "bfd", overlong="truncate").metrics().lower_bound_rows
 
 
-@pytest.mark.parametrize("trl_strategy, overlong", [("bfd", "truncate"), ("bfd_split", "split")])
+@pytest.mark.parametrize("overlong, trl_strategy", sorted(TRL_STRATEGY.items()))
 def test_the_window_model_gives_trls_own_rows_and_utilisation(trl_strategy, overlong):
     datasets = pytest.importorskip("datasets")
     from trl.data_utils import pack_dataset
@@ -110,3 +118,21 @@ def test_the_window_model_gives_trls_own_rows_and_utilisation(trl_strategy, over
     assert plan.metrics().utilisation == pytest.approx(sum(trl_loads) / (len(trl_loads) * 256))
     whole = make_plan(lengths, 256, "bfd", overlong=overlong).n_rows
     assert whole <= plan.n_rows                            # windows cost rows, never save them
+
+
+def test_the_readmes_trl_figures_name_the_strategy_that_gives_them():
+    # TRL's default `bfd` truncates over-long documents; `bfd_split` cuts them (TRL_STRATEGY, checked against
+    # pack_dataset above): each figure the README gives for the 200,000 tickets is the window model's under its name
+    from packing_core.data import synthetic_lengths
+
+    root = Path(__file__).resolve().parents[2]
+    text = " ".join(" ".join(p.read_text(encoding="utf-8").split()) for p in
+                    [root / "README.md", *sorted((root / "docs").glob("*.md"))])
+    lengths = synthetic_lengths("support-tickets")
+    split = windowed_plan(lengths, 512, TRL_WINDOW, overlong="split").metrics()
+    cut = windowed_plan(lengths, 512, TRL_WINDOW, overlong="truncate").metrics()
+    assert TRL_STRATEGY == {"split": "bfd_split", "truncate": "bfd"}
+    assert (f"its `bfd_split`, which cuts the {cut.docs_truncated:,} tickets longer than 512 into pieces as the "
+            f"figures above do, uses {split.rows:,} rows ({split.utilisation:.2%})").replace("%)", " %)") in text
+    assert (f"its default `bfd` truncates them ({cut.tokens_truncated:,} tokens lost) and uses {cut.rows:,} rows"
+            in text)

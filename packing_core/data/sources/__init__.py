@@ -15,7 +15,6 @@ the one :class:`~packing_core._registry.Registry` of formats) then read it.
     >>> [(b.column(0).to_pylist(), where(1)) for b, where in read_batches(src, ["text"])]
     [(['hi', 'hello'], 'line 2')]
 """
-from packing_core.data.sources import _arrow, _csv, _jsonl, _parquet, _txt
 from packing_core.data.sources._base import (
     BATCH_BYTES,
     FORMATS,
@@ -29,26 +28,27 @@ from packing_core.data.sources._base import (
     Where,
     check_budget,
     check_regular,
-    columns,
     display,
     file_type,
     fmt_of,
     input_suffixes,
     open_source,
-    read_batches,
+    pyarrow,
     register,
     unregister,
 )
-from packing_core.data.sources._parquet import split as split_parquet
+from packing_core.data.sources._read import columns, read_batches
 from packing_core.data.sources._safe_json import load_json
-from packing_core.data.sources._shards import MAX_SHARDS, find_shards, split_shard
+from packing_core.data.sources._shards import MAX_SHARDS, find_shards, split_parquet, split_shard
 
-register("csv", (".csv",), _csv.CSV)
-register("tsv", (".tsv",), _csv.TSV)
-register("jsonl", (".jsonl", ".ndjson", ".json", ".jsonlines"), _jsonl.JSONL)
-register("jsonl.gz", (".jsonl.gz", ".ndjson.gz", ".json.gz"), _jsonl.JSONL_GZ)
-register("parquet", (".parquet",), _parquet.PARQUET)
-register("arrow", (".arrow",), _arrow.ARROW)
-register("txt", (".txt",), _txt.TXT)
+# Each reader is imported (pyarrow with it) when a file of its format is first read.
+_HERE = "packing_core.data.sources"
+register("csv", (".csv",), f"{_HERE}._csv:CSV")
+register("tsv", (".tsv",), f"{_HERE}._csv:TSV")
+register("jsonl", (".jsonl", ".ndjson", ".json", ".jsonlines"), f"{_HERE}._jsonl:JSONL")
+register("jsonl.gz", (".jsonl.gz", ".ndjson.gz", ".json.gz"), f"{_HERE}._jsonl:JSONL_GZ")
+register("parquet", (".parquet",), f"{_HERE}._parquet:PARQUET")
+register("arrow", (".arrow",), f"{_HERE}._arrow:ARROW")
+register("txt", (".txt",), f"{_HERE}._txt:TXT")
 
 __all__ = ["FORMATS", "register", "unregister"]

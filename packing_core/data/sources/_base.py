@@ -20,29 +20,38 @@ import errno
 import io
 import os
 import stat
-import time
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO, Protocol, cast
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, BinaryIO, Protocol, cast
 
 from packing_core._registry import MappingView, NamesView, Registry
-from packing_core._settings import ReadBudget, read_budget
-from packing_core._validate import MAX_TEXT_BYTES, InputError, limit_hint
+from packing_core._settings import ReadBudget
+from packing_core._validate import InputError
 from packing_core.data.sources._range import ByteRange
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 BATCH_BYTES = 8 << 20       # about this much of a file per batch, in every format
 WHOLE = "file"              # open_source(..., fmt=WHOLE): a file read whole (a batch, a config), no reader
-MAX_NESTED_BATCH_BYTES = 64 * MAX_TEXT_BYTES   # a batch of nested values (chats) stays bounded as a whole
 Where = Callable[[int], str]
 _FILE_TYPES = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-_LIBRARY_ERRORS = (pa.ArrowException, OSError, EOFError, zlib.error, UnicodeDecodeError)
+INSTALL_DATA = "pip install 'packing-lab[data]'"   # pyarrow: what every reader of a data file stands on
+
+
+def pyarrow():
+    """pyarrow, imported when a data file is read (never at import); without it, one line naming the extra."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise InputError(f"reading a data file (Parquet, JSON Lines, CSV, Arrow) needs pyarrow: {INSTALL_DATA}; "
+                         "lengths (--lengths, a .txt of numbers), profiles and batch files need nothing more") from None
+    return pa
+
+
 
 
 class SourceError(InputError):
@@ -188,21 +197,40 @@ class Reader(Protocol):
 
 @dataclass(frozen=True)
 class Format:
-    """One registered input format: its name, its file suffixes (lower case) and its reader."""
+    """One registered input format: its name, its file suffixes (lower case) and its reader.
+
+    ``reader`` may be ``"module:NAME"``: the module (and pyarrow with it) is imported when a file of
+    this format is first read, so registering every format costs nothing at import.
+    """
 
     name: str
     suffixes: tuple[str, ...]
-    reader: Reader
+    reader_spec: Reader | str
+
+    @property
+    def reader(self) -> Reader:
+        if not isinstance(self.reader_spec, str):
+            return self.reader_spec
+        module, _, attr = self.reader_spec.partition(":")
+        import importlib
+
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except ModuleNotFoundError as e:
+            if e.name == "pyarrow":     # the readers stand on it: one line naming the extra
+                pyarrow()
+            raise
 
 
 FORMATS: Registry[Format] = Registry("input format")
 READERS = FORMATS.mapping_view(lambda f: f.reader, "format -> its reader, live")
-SUFFIXES = MappingView(lambda: {s: f.name for f in FORMATS.entries() for s in f.suffixes},
+SUFFIXES = MappingView(FORMATS.memo(lambda: {s: f.name for f in FORMATS.entries() for s in f.suffixes}),
                        "suffix -> format, live, e.g. '.jsonl.gz' -> 'jsonl.gz'")
 
 
-def register(fmt: str, suffixes: tuple[str, ...], reader: Reader) -> Format:
-    """Register ``reader`` for ``fmt`` and its file suffixes: report, scan and the uploader then read it."""
+def register(fmt: str, suffixes: tuple[str, ...], reader: Reader | str) -> Format:
+    """Register ``reader`` (or ``"module:NAME"``, imported on first use) for ``fmt`` and its file suffixes:
+    report, scan and the uploader then read it."""
     suffixes = tuple(s.lower() for s in suffixes)
     taken = [s for s in suffixes if s in SUFFIXES]
     if taken:
@@ -236,17 +264,17 @@ def fmt_of(name: str) -> str | None:
 def _resolve_fmt(name: str, fmt: str | None) -> str:
     if fmt is not None:
         key = str(fmt).lower().lstrip(".")
-        if key == WHOLE or key in READERS:
+        if key == WHOLE or key in FORMATS:
             return key
         by_suffix = SUFFIXES.get("." + key) or {"text": "txt"}.get(key)
         if by_suffix is None:
-            raise SourceError(f"unknown fmt={display(fmt)!r}; use one of {sorted(READERS)}")
+            raise SourceError(f"unknown fmt={display(fmt)!r}; use one of {sorted(FORMATS)}")
         return by_suffix
     found = fmt_of(name)
     if found is None:
         suffix = Path(name).suffix.lower()
         raise SourceError(f"cannot tell the format of {display(name)} from its suffix {display(suffix or '(none)')!r}; "
-                          f"use one of {', '.join(SUFFIXES)} or pass fmt= (one of {sorted(READERS)})")
+                          f"use one of {', '.join(SUFFIXES)} or pass fmt= (one of {sorted(FORMATS)})")
     return found
 
 
@@ -286,32 +314,10 @@ def open_source(source, fmt: str | None = None, *, name: str | None = None) -> S
                   size=size)
 
 
-def reader_of(src: Source) -> Reader:
-    if src.fmt not in READERS:
-        raise SourceError(f"{src.name} is read whole (fmt={src.fmt!r}), not by a reader; pass a data format")
-    return READERS[src.fmt]
 
 
-def unreadable(src: Source, e: Exception) -> SourceError:
-    first = (str(e).strip().splitlines() or [""])[0][:300]
-    title = getattr(READERS.get(src.fmt), "title", src.fmt)
-    return SourceError(f"{src.name} is unreadable or truncated, not a readable {title} file "
-                       f"({type(e).__name__}: {display(first)}); check or re-create that file")
 
 
-def columns(src: Source) -> list[str]:
-    """Column names of ``src``, from its header alone; two columns of one name are refused."""
-    try:
-        names = list(reader_of(src).columns(src))
-    except SourceError:
-        raise
-    except _LIBRARY_ERRORS as e:
-        raise unreadable(src, e) from None
-    if len(set(names)) < len(names):
-        twice = next(n for i, n in enumerate(names) if n in names[:i])
-        raise SourceError(f"{src.name} has two columns named {display(twice)!r}; rename one so that "
-                          "the column to read is unambiguous")
-    return names
 
 
 def check_budget(src_name: str, budget: ReadBudget, rows: int, nbytes: int, seconds: float, at: str) -> None:
@@ -325,75 +331,11 @@ def check_budget(src_name: str, budget: ReadBudget, rows: int, nbytes: int, seco
                           "analyse a sample or a shard of it, or raise the setting named")
 
 
-def too_long(src: Source, at: str, nbytes: int, column: str | None = None) -> SourceError:
-    """The one message for a value past ``MAX_TEXT_BYTES`` (a line, a cell, a Parquet value)."""
-    what = f"{display(column)!r} holds" if column is not None else "it holds"
-    return SourceError(f"{src.name}: {at}: {what} {nbytes:,} bytes, more than one document may hold "
-                       f"({MAX_TEXT_BYTES:,}); split the long value or drop it ({limit_hint('MAX_TEXT_BYTES')})")
 
 
-def is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
 
 
-def decoded_bytes(values: pa.Array) -> int:
-    """Bytes a column takes once decoded (a dictionary column counts every repeat of its values)."""
-    if pa.types.is_dictionary(values.type) and is_text(values.type.value_type):
-        sizes = pc.binary_length(values.dictionary)
-        return int(pc.sum(sizes.take(values.indices)).as_py() or 0) + 8 * len(values)
-    return int(values.nbytes)
 
 
-def check_values(src: Source, batch: pa.RecordBatch, where: Where) -> None:
-    """No text value past ``MAX_TEXT_BYTES`` goes on to become a Python string (checked in Arrow)."""
-    for name, col in zip(batch.schema.names, batch.columns):
-        t = col.type
-        if pa.types.is_dictionary(t) and is_text(t.value_type):
-            sizes = pc.binary_length(col.dictionary).take(col.indices)
-        elif is_text(t):
-            sizes = pc.binary_length(col)
-        else:
-            if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t)) \
-                    and col.nbytes > MAX_NESTED_BATCH_BYTES:
-                raise SourceError(f"{src.name}: {where(0)}: a batch of {len(col):,} records holds {col.nbytes:,} bytes "
-                                  f"of {display(name)!r}; some record is far longer than a document may be: split or "
-                                  "drop it")
-            continue
-        top = pc.max(sizes).as_py() if len(sizes) else None
-        if top is not None and top > MAX_TEXT_BYTES:
-            raise too_long(src, where(int(pc.index(sizes, top).as_py())), top, name)
 
 
-def read_batches(src: Source, columns: list[str], budget: ReadBudget | None = None
-                 ) -> Iterator[tuple[pa.RecordBatch, Where]]:
-    """Yield ``(batch, where)`` of ``columns`` within ``budget`` (default: the environment's settings).
-
-    The budget is checked after every batch, so the time the caller spends on a batch
-    (tokenising it) counts too; bytes are the larger of those read from the file and those
-    decoded. Every text value is held to ``MAX_TEXT_BYTES``.
-    """
-    budget = budget or read_budget()
-    reader = reader_of(src)
-    start, rows, decoded = time.monotonic(), 0, 0
-    batches = reader.batches(src, list(columns), budget)
-    while True:
-        try:
-            batch, where = next(batches)
-        except StopIteration:
-            return
-        except SourceError:
-            raise
-        except _LIBRARY_ERRORS as e:
-            raise unreadable(src, e) from None
-        missing = [c for c in columns if c not in batch.schema.names]
-        if missing:
-            raise SourceError(f"{src.name} has no column {display(missing[0])!r} (columns: {batch.schema.names}); "
-                              "every shard must hold the same columns")
-        if batch.num_rows == 0:
-            continue
-        check_values(src, batch, where)
-        rows += batch.num_rows
-        decoded += sum(decoded_bytes(c) for c in batch.columns)
-        check_budget(src.name, budget, rows, max(decoded, src.position()), time.monotonic() - start,
-                     f"by {where(batch.num_rows - 1)}")
-        yield batch, where

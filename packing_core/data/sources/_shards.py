@@ -21,7 +21,6 @@ from pathlib import Path
 
 import packing_core.data.sources._base as base
 import packing_core.data.sources._lines as _lines
-import packing_core.data.sources._parquet as _parquet
 from packing_core._validate import MAX_DEPTH, MAX_SHARDS, limit_hint
 from packing_core.data.sources._saved import saved_dataset, shard
 
@@ -176,4 +175,12 @@ def find_shards(inputs) -> list[base.Source]:
 def split_shard(src: base.Source, pieces: int) -> list[base.Source]:
     """A big file as up to ``pieces`` scan tasks: Parquet by ranges of row groups, JSON Lines and text
     by ranges of lines; other formats stay whole."""
-    return _parquet.split(src, pieces) if src.fmt == "parquet" else _lines.split(src, pieces)
+    return split_parquet(src, pieces) if src.fmt == "parquet" else _lines.split(src, pieces)
+
+
+def split_parquet(src: base.Source, pieces: int) -> list[base.Source]:
+    """A Parquet file in about ``pieces`` shards by row groups (pyarrow imported here, on first use)."""
+    base.pyarrow()
+    import packing_core.data.sources._parquet as parquet
+
+    return parquet.split(src, pieces)
