@@ -53,6 +53,7 @@ with predict:
             f"rank 0 {cont[0]:.0f}, {cont[-1] / cont[0]:.1f}x as many. Cut into 8 chunks instead, rank r taking "
             f"chunks r and 7 - r (zigzag), every rank computes {zig[0]:.0f}.")
         scroll_here("context_parallel.answer", guess)
+    chart = st.container()    # the figure first (on a projector's first screen), its switches and words under it
     left, right_col = st.columns([1, 2])
     cp = left.radio("CP (ranks)", (2, 4), horizontal=True, **S.bind("cp"))
     scheme = right_col.radio("Scheme", CP_SCHEMES, horizontal=True, **S.bind("scheme"))
@@ -63,7 +64,8 @@ with predict:
                 f"Engine's THD layout) pads each to a multiple of 2·CP = {2 * cp} and cuts *each document* in "
                 f"{2 * cp} chunks; the row schemes pad the row's end and cut the row. The cut adds "
                 f"**{split.pads_added} pads** here.")
-    figure(cp_cut_figure(split), key="context_parallel.cut")
+    with chart:
+        figure(cp_cut_figure(split), key="context_parallel.cut")
     offsets = "; ".join(f"rank {rb.rank}: padded `{rb.cu_seqlens_padded_rank.tolist()}`, real "
                         f"`{rb.cu_seqlens_rank.tolist()}`" for rb in split.ranks)
     st.caption(f"Each rank's own offsets, its slots run by run: {offsets}. A kernel given only the real offsets "
