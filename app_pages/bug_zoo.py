@@ -54,7 +54,7 @@ def cold_smollm2(where) -> None:
 
     if smollm2_converted() and tokenizer_extracted():
         return
-    from packing_core.models.pretrained import load_pretrained
+    from packing_core.models import load_pretrained
 
     with waiting(where, WAITS["convert"][0], cold_estimate("convert")) as spent:
         load_pretrained()

@@ -70,7 +70,7 @@ def load_smollm2(where) -> None:
     from packing_lab.demos import WAITS, cold_estimate, record_cold, smollm2_converted
 
     if not smollm2_converted():
-        from packing_core.models.pretrained import load_pretrained
+        from packing_core.models import load_pretrained
 
         with waiting(where, WAITS["convert"][0] + " (`packing-lab warm` does it before class)",
                      cold_estimate("convert")) as spent:

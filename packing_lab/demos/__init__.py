@@ -11,7 +11,7 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .bucket_loss import BucketDemo, BucketRun, bucket_loss_demo
-    from .cold import WAITS, cold_estimate, record_cold, tokenizer_extracted
+    from .cold import WAITS, record_cold, tokenizer_extracted
     from .context_parallel import CP_SCHEMES, CPLesson, cp_dataset_rows, cp_lesson, one_document_work
     from .estimate import (
         BREAKDOWN_LIMIT_S,
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         attention_rate,
         benchmark_estimate,
         breakdown_estimate,
+        cold_estimate,
         docs_within,
         load_warning,
         train_estimate,

@@ -7,10 +7,12 @@ beside the caches (``timings.json``), so the next estimate is what this server m
 measurement, the estimate says it is a first-run guess. ``python -m packing_core warm`` does both
 before class.
 
->>> cold_estimate("convert", timings={}).basis.startswith("a first-run guess")
+>>> expected_seconds("convert", timings={})[1].startswith("a first-run guess")
 True
->>> cold_estimate("convert", timings={"convert": [90.0, 70.0, 80.0]}).about()
-'about 80 s'
+>>> expected_seconds("convert", timings={"convert": [90.0, 70.0, 80.0]})
+(80.0, 'measured on this server: 90 s, 70 s, 80 s')
+
+The estimate a page shows is ``estimate.cold_estimate``; this module reads and writes files only.
 """
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ import statistics
 from pathlib import Path
 
 from packing_core._settings import SMOLLM2_CACHE_DIRS, cache_dir
-from packing_lab.demos.estimate import Estimate
 
 # what: (what the bar says, a first-run guess in s, the range that guess comes from)
 WAITS = {
@@ -47,15 +48,15 @@ def measured(timings: dict | None = None) -> dict[str, list[float]]:
             if k in WAITS and isinstance(v, list)} if isinstance(data, dict) else {}
 
 
-def cold_estimate(what: str, timings: dict | None = None) -> Estimate:
-    """How long the wait ``what`` ("convert" or "tokenizer") takes here: the median of its measured times, or a
-    first-run guess that says so."""
+def expected_seconds(what: str, timings: dict | None = None) -> tuple[float, str]:
+    """How long the wait ``what`` ("convert" or "tokenizer") takes here, and what that rests on: the median of its
+    last measured times, or a first-run guess that says so."""
     _, guess, spread = WAITS[what]
     seen = measured(timings).get(what) or []
     if seen:
         shown = ", ".join(f"{s:.0f} s" for s in seen[-3:])
-        return Estimate(statistics.median(seen[-3:]), f"measured on this server: {shown}")
-    return Estimate(guess, f"a first-run guess: this server has not timed it yet ({spread})")
+        return statistics.median(seen[-3:]), f"measured on this server: {shown}"
+    return guess, f"a first-run guess: this server has not timed it yet ({spread})"
 
 
 def record_cold(what: str, seconds: float) -> None:

@@ -217,10 +217,10 @@ def warm_status() -> WarmStatus:
         line = "Server warm: SmolLM2 converted, training demo cached."
     else:
         damage = None if model else smollm2_damage()
-        from packing_lab.demos.cold import cold_estimate
+        from packing_lab.demos.cold import expected_seconds
 
         first = ("SmolLM2's converted copy is damaged (a file truncated or missing)" if damage else
-                 f"SmolLM2 not converted yet (its first load takes {cold_estimate('convert').about()})")
+                 f"SmolLM2 not converted yet (its first load takes about {expected_seconds('convert')[0]:.0f} s)")
         missing = [what for what, ok in ((first, model), ("training demo not cached", demo)) if not ok]
         line = f"Server cold: {'; '.join(missing)}. Run `packing-lab warm` before class."
     return WarmStatus(model, demo, line)

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from packing_lab.demos import cold
+from packing_lab.demos.estimate import cold_estimate
 
 
 @pytest.fixture
@@ -14,7 +15,7 @@ def empty_cache(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("what", list(cold.WAITS))
 def test_an_empty_cache_gives_a_first_run_guess_that_says_so(empty_cache, what):
-    estimate = cold.cold_estimate(what)
+    estimate = cold_estimate(what)
     assert estimate.seconds == cold.WAITS[what][1]
     assert estimate.basis.startswith("a first-run guess") and cold.WAITS[what][2] in estimate.basis
 
@@ -22,11 +23,11 @@ def test_an_empty_cache_gives_a_first_run_guess_that_says_so(empty_cache, what):
 def test_a_recorded_wait_becomes_the_next_estimate(empty_cache):
     for seconds in (101.0, 70.0, 80.0, 90.0):
         cold.record_cold("convert", seconds)
-    estimate = cold.cold_estimate("convert")
+    estimate = cold_estimate("convert")
     assert estimate.seconds == 80.0                                   # the median of the last three
     assert estimate.basis == "measured on this server: 70 s, 80 s, 90 s"
     assert json.loads((empty_cache / "timings.json").read_text()) == {"convert": [101.0, 70.0, 80.0, 90.0]}
-    assert cold.cold_estimate("tokenizer").basis.startswith("a first-run guess")   # each wait its own
+    assert cold_estimate("tokenizer").basis.startswith("a first-run guess")   # each wait its own
 
 
 def test_only_the_last_few_measurements_are_kept(empty_cache):
@@ -37,7 +38,7 @@ def test_only_the_last_few_measurements_are_kept(empty_cache):
 
 def test_a_damaged_timings_file_is_no_measurement(empty_cache):
     (empty_cache / "timings.json").write_text("{not json")
-    assert cold.measured() == {} and cold.cold_estimate("convert").basis.startswith("a first-run guess")
+    assert cold.measured() == {} and cold_estimate("convert").basis.startswith("a first-run guess")
     (empty_cache / "timings.json").write_text(json.dumps({"convert": ["x", 12], "other": [1]}))
     assert cold.measured() == {"convert": [12.0]}
 
