@@ -27,6 +27,7 @@ TILE_EXAMPLE = 16   # documents drawn in the tile figure: enough to see the patt
 
 st.title("Benchmark")
 lesson(__file__)
+shown = st.container()   # the figure first: what each kernel computes, or the measured throughput (filled below)
 st.markdown(
     "The padded baseline is SDPA with is_causal over padded rows: a padded causal kernel, which computes the pads. "
     "Packed, one call per document (`segments`) or a varlen kernel fed `cu_seqlens` computes one small square "
@@ -131,10 +132,11 @@ if S.key("error") in st.session_state:
     st.error(f"Could not run the benchmark: {esc(st.session_state[S.key('error')])}")
 result = st.session_state.get(S.key("result"))
 views = ["the tiles each kernel computes", "measured throughput"]
-view = st.radio("Figure", views if result is not None else views[:1], horizontal=True,
-                index=1 if result is not None else 0, key=S.key(f"view_{result is not None}"))
+with shown:
+    view = st.radio("Figure", views if result is not None else views[:1], horizontal=True,
+                    index=1 if result is not None else 0, key=S.key(f"view_{result is not None}"))
 if view == views[0]:
-    with guard("draw the tiles each kernel computes"):
+    with shown, guard("draw the tiles each kernel computes"):
         figure(tile_figure(_footprints(dataset, min(docs, TILE_EXAMPLE), context, (128, 64)),
                            title=f"What each kernel computes for the first {min(docs, TILE_EXAMPLE)} documents, "
                                  "every panel at one scale"),
@@ -158,7 +160,8 @@ else:
                    f"{machine.cpus} CPUs; the run's own threads count in the second.")
     bounds = benchmark_bounds(result)
     if view == views[1]:
-        figure(benchmark_figure(result, title="Attention throughput (higher is better)"), key=S.key("fig"))
+        with shown:
+            figure(benchmark_figure(result, title="Attention throughput (higher is better)"), key=S.key("fig"))
     timings = [result.padded] + list(result.backends.values())
     st.dataframe({
         "layout": ["padded"] + list(result.backends),

@@ -3,7 +3,7 @@ mask each applies, and the causal work per rank under each scheme (on the row, a
 import streamlit as st
 
 from app_pages._data import current_lengths, dataset_label, within_page_budget
-from app_pages._layout import figure, guard, lesson, scroll_here, steps
+from app_pages._layout import figure, guard, lesson, prediction, scroll_here, steps
 from app_pages._state import SHARED, choice, page_settings
 from app_pages._text import esc, stop
 from packing_lab.demos import CP_SCHEMES, cp_dataset_rows, cp_lesson, one_document_work
@@ -12,8 +12,9 @@ from packing_lab.viz import cp_balance_figure, cp_cut_figure, ring_steps_figure
 ROW = (6, 7, 23)             # the packed row the steps cut: three documents, none a multiple of 2·CP
 ONE = 32                     # the prediction's one document, over four ranks
 ANSWERS = ("Rank 0", "The last rank", "All the same")
+# the class's prediction is part of the view: a link to a later step carries it, and opens that step answered
 S = page_settings("context_parallel", cp=choice(2, (2, 4)), scheme=choice("zigzag-document", CP_SCHEMES),
-                  skip=False)
+                  skip=False, guess=choice(None, ANSWERS))
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -34,8 +35,7 @@ with predict:
                 f"rank. **Predict:** one document of {ONE} tokens is cut over 4 ranks in order: rank 0 holds its "
                 f"first {ONE // 4} tokens, rank 3 its last {ONE // 4}. Each token reads itself and the tokens before "
                 "it. Which rank computes the most attention?")
-    guess = st.radio("Your prediction", ANSWERS, index=None, horizontal=True, key="context_parallel.guess",
-                     label_visibility="collapsed")
+    guess = prediction(S, ANSWERS)
     skip = st.checkbox("Skip predictions and always show the answers (self-study)", **S.bind("skip"))
 if guess is None and not skip:
     predict.info("Make a prediction to see the answer.")
@@ -53,6 +53,7 @@ with predict:
             f"rank 0 {cont[0]:.0f}, {cont[-1] / cont[0]:.1f}x as many. Cut into 8 chunks instead, rank r taking "
             f"chunks r and 7 - r (zigzag), every rank computes {zig[0]:.0f}.")
         scroll_here("context_parallel.answer", guess)
+    chart = st.container()    # the figure first (on a projector's first screen), its switches and words under it
     left, right_col = st.columns([1, 2])
     cp = left.radio("CP (ranks)", (2, 4), horizontal=True, **S.bind("cp"))
     scheme = right_col.radio("Scheme", CP_SCHEMES, horizontal=True, **S.bind("scheme"))
@@ -63,7 +64,8 @@ with predict:
                 f"Engine's THD layout) pads each to a multiple of 2·CP = {2 * cp} and cuts *each document* in "
                 f"{2 * cp} chunks; the row schemes pad the row's end and cut the row. The cut adds "
                 f"**{split.pads_added} pads** here.")
-    figure(cp_cut_figure(split), key="context_parallel.cut")
+    with chart:
+        figure(cp_cut_figure(split), key="context_parallel.cut")
     offsets = "; ".join(f"rank {rb.rank}: padded `{rb.cu_seqlens_padded_rank.tolist()}`, real "
                         f"`{rb.cu_seqlens_rank.tolist()}`" for rb in split.ranks)
     st.caption(f"Each rank's own offsets, its slots run by run: {offsets}. A kernel given only the real offsets "

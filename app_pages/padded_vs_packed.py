@@ -11,7 +11,7 @@ from app_pages._data import (
     strategy_table,
     within_page_budget,
 )
-from app_pages._layout import cached_figure, figure, guard, lesson, steps, terms_help
+from app_pages._layout import cached_figure, document_picker, figure, guard, lesson, steps, terms_help
 from app_pages._state import SHARED, choice, number, page_settings, text
 from app_pages._text import esc, stop
 from packing_core import STRATEGIES
@@ -35,7 +35,7 @@ from packing_lab.advice import (
     padding_free_example,
     row_order,
 )
-from packing_lab.viz import mixture_figure, plan_strip, row_order_figure, strategy_figure
+from packing_lab.viz import bills_figure, mixture_figure, plan_strip, row_order_figure, strategy_figure
 
 WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24
@@ -45,7 +45,7 @@ S = page_settings("padded_vs_packed", lengths=text(WORKED, parse_lengths), draw_
                   strategy=choice("concat-cut", lambda: tuple(STRATEGIES)), overlong=choice("split", OVERLONG_POLICIES),
                   batch=number(32, 1, 4096), buckets=number(8, 1, 64), sort=False, shuffle=False,
                   model_shape=choice("SmolLM2-135M", tuple(MODEL_SHAPES)), mask_context=choice(8192, MASK_CONTEXTS),
-                  mask_rows=number(8, 1, 64))
+                  mask_rows=number(8, 1, 64), first_row=number(0, 0, 10**7), doc=number(None, 0, 10**7))
 PADDING_FREE = padding_free_example()
 
 
@@ -59,6 +59,7 @@ def mixtures(context: int):
 def mask_table(lengths, context: int, rows: int):
     """What each kernel builds for the first ``rows`` bfd rows of the sidebar's dataset at ``context``."""
     return micro_batch_masks(lengths, context, rows)
+
 
 st.title("Padded vs packed")
 top = st.container()   # the lesson box, filled once the page knows its numbers (its question quotes them)
@@ -76,6 +77,12 @@ def _draw() -> None:
 
 # ---------------------------------------------------------------- controls
 with rows_step:
+    # the figure first: the strategy beside the step's title, then the rows; the numbers, the documents and the
+    # options under them (filled below, once the plan is made)
+    head, pick = st.columns([3, 2], vertical_alignment="bottom")
+    strategy = pick.selectbox("Strategy", tuple(STRATEGIES), **S.bind("strategy"))   # the registry now
+    title_slot, strip_slot, numbers_slot = head.empty(), st.container(), st.container()
+    st.caption(STRATEGY_INFO[strategy])
     st.markdown(
         f"The page opens on the {len(_content.WORKED_LENGTHS)} samples of the first page, laid out by one strategy. "
         "Padding strategies give each sample its own row; packing strategies fill rows with several "
@@ -87,8 +94,6 @@ with rows_step:
         st.text_area("Document lengths (tokens), separated by commas or spaces", height=90,
                      **S.bind("lengths"))
     with right:
-        strategy = st.selectbox("Strategy", tuple(STRATEGIES), **S.bind("strategy"))   # the registry now
-        st.caption(STRATEGY_INFO[strategy])
         overlong = st.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
                             **S.bind("overlong"))
     # the draw row spans the page: at a projector's 1024 pixels its button label fits whole
@@ -124,9 +129,29 @@ m, pm = p.metrics(), pad.metrics()
 cost, pad_cost = attention_cells(m), attention_cells(pm)      # each plan's own kernel, full squares
 dense_cost = attention_cells(m, "dense")
 
-# ---------------------------------------------------------------- numbers
-with rows_step:
-    st.subheader(f"{strategy} at context {context} (change it in the sidebar)")
+# ---------------------------------------------------------------- the rows, and their numbers
+title_slot.subheader(f"{strategy} at context {context} (change it in the sidebar)")
+with strip_slot:
+    first = 0
+    if m.rows > MAX_ROWS:
+        if S.get("first_row") >= m.rows:
+            st.session_state[S.key("first_row")] = 0
+        first = st.slider("First row shown", 0, m.rows - 1, step=1, **S.bind("first_row"))
+    picked = S.get("doc")    # a document clicked in the rows, or picked under them: framed in every row it sits in
+    figure(plan_strip(p, first_row=first, max_rows=MAX_ROWS, highlight=picked, pickable=True,
+                      title=f"rows {first} to {min(m.rows, first + MAX_ROWS) - 1} of {m.rows}"),
+           key=S.key("strip"), pick=(S, "doc"))
+    picked = document_picker(S, "doc", len(lengths), label="Pick out a document (or click it in the rows)")
+    if picked is not None:
+        mine = p.piece_doc == picked
+        where = sorted(set(p.piece_row[mine].tolist()))
+        st.caption(f"Document {picked}: {lengths[picked]:,} tokens, "
+                   + (f"in row{'s' if len(where) > 1 else ''} {', '.join(map(str, where))}"
+                      + (" (split at a row edge)" if len(where) > 1 else "") if where else
+                      "in no row (dropped by the over-long policy)") + ".")
+    st.caption("Each colour is one document, grey is padding, white is outside a row. A black tick ends "
+               "a document; a violet tick marks a document split at a row edge.")
+with numbers_slot:
     n1, n2, n3 = st.columns(3)   # two rows of three: every label whole at a projector's 1024 pixels
     n4, n5, n6 = st.columns(3)
     bound = plan_bound(p)
@@ -141,19 +166,14 @@ with rows_step:
                    "computes the pads (SDPA with is_causal) / this plan's under its own kernel (an unpadding varlen "
                    "kernel when packed), in full squares. A count of arithmetic, not a measured speed-up.")
 
-    first = 0
-    if m.rows > MAX_ROWS:
-        if st.session_state.get(S.key("first_row"), 0) >= m.rows:
-            st.session_state[S.key("first_row")] = 0
-        first = st.slider("First row shown", 0, m.rows - 1, step=1, key=S.key("first_row"))
-    figure(plan_strip(p, first_row=first, max_rows=MAX_ROWS,
-                      title=f"rows {first} to {min(m.rows, first + MAX_ROWS) - 1} of {m.rows}"), key=S.key("strip"))
-    st.caption("Each colour is one document, grey is padding, white is outside a row. A black tick ends "
-               "a document; a violet tick marks a document split at a row edge.")
-
 with bills_step:
     unpadded = attention_cells(pm, "unpadded")   # the padded batch under an unpadding kernel: one square per sample
     st.subheader(f"Three bills: {strategy} against padding to {context}")
+    bills = {"linear layers (slots)": (pm.slots, m.slots),
+             "attention, its own kernel (cells)": (pad_cost, cost),
+             "attention, a dense mask (cells)": (pad_cost, dense_cost)}
+    figure(bills_figure(bills, title=f"{strategy}'s three bills, as a share of padding every sample to {context}"),
+           key=S.key("bills"))
     st.markdown(
         f"**Three bills, three ratios.** The linear layers (most of a model's FLOPs) pay per "
         f"slot: {pm.slots:,} padded against {m.slots:,} here, **{pm.slots / m.slots:.1f}x** fewer. "
@@ -222,14 +242,15 @@ with bills_step:
                           format_func=lambda k: MODEL_SHAPES[k].name, **S.bind("model_shape"))
     shape = MODEL_SHAPES[shape_name]
     e2e = end_to_end(rows, shape)
-    st.latex(r"\text{FLOPs} = 6\,N \cdot \text{slots} + 12\,n_\text{layer}\,d_\text{model} \cdot A")
-    st.caption(f"{shape.name}: N = {shape.params:,.0f} parameters, n_layer = {shape.n_layer}, d_model = "
-               f"{shape.d_model}, {shape.n_heads} heads, vocabulary {shape.vocab:,} (from {shape.source}). "
-               "The standard estimate of training FLOPs (forward and backward) per token is "
-               "6N + 12·n_layer·d_model·T, T the length of the row (or document) it sits in. Summed over the plan, "
-               "A counts full squares, the lab's one convention: Σ len² with an unpadding varlen kernel, Σ width² "
-               "with a padded causal kernel (pads computed) or a dense mask. On a GPU the causal kernels pay about "
-               "half of A while a dense mask pays all of it, so there the dense column falls further behind.")
+    with st.expander("How a training step's FLOPs are counted"):   # folded: the step stays two projector screens
+        st.latex(r"\text{FLOPs} = 6\,N \cdot \text{slots} + 12\,n_\text{layer}\,d_\text{model} \cdot A")
+        st.caption(f"{shape.name}: N = {shape.params:,.0f} parameters, n_layer = {shape.n_layer}, d_model = "
+                   f"{shape.d_model}, {shape.n_heads} heads, vocabulary {shape.vocab:,} (from {shape.source}). "
+                   "The standard estimate of training FLOPs (forward and backward) per token is "
+                   "6N + 12·n_layer·d_model·T, T the length of the row (or document) it sits in. Summed over the plan, "
+                   "A counts full squares, the lab's one convention: Σ len² with an unpadding varlen kernel, Σ width² "
+                   "with a padded causal kernel (pads computed) or a dense mask. On a GPU the causal kernels pay about "
+                   "half of A while a dense mask pays all of it, so there the dense column falls further behind.")
     st.dataframe({
         "strategy": [e.strategy for e in e2e],
         "training FLOPs": [f"{e.flops:.3g}" for e in e2e],
@@ -284,6 +305,8 @@ with order_step:
         shuffled = row_order(plan(sample, context, "bfd", overlong="split", shuffle=True, seed=0))
         bucketed = row_order(plan(sample, context, "bucket", overlong="split", batch_size=int(batch_size),
                                      buckets=int(buckets), seed=0))
+    figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled, "bucket": bucketed},
+                            title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))
     s1, s2, s3 = st.columns(3)
     s1.metric("bfd rows: neighbour correlation", f"{in_order.neighbour_correlation:.2f}",
               help="correlation between the longest documents of consecutive rows")
@@ -306,8 +329,6 @@ with order_step:
         "still holds look-alike samples, so its gradient is a less representative estimate of the whole data's (as "
         "if the batch were smaller). Keep the buckets wide, so each batch is a fair draw from its bucket."
     )
-    figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled, "bucket": bucketed},
-                            title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))
     with guard("plan the built-in mixture"):
         before, after = mixtures(context)
     st.markdown(f"**Sorting by length groups sources.** On the built-in mixture "

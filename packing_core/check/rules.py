@@ -15,7 +15,8 @@ Each finding has one name, one severity, one plain-language title and one fix:
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, replace
 
 SEVERITIES = ("error", "warning", "note")
 
@@ -26,6 +27,7 @@ class Rule:
     severity: str     # error | warning | note
     title: str        # plain language, for pages and the zoo
     fix: str
+    action: str = ""  # the fix in one line of at most 20 words (_ACTIONS)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -222,8 +224,72 @@ _TABLE = (
          "are."),
 )
 
-RULES: dict[str, Rule] = {r.name: r for r in _TABLE}
+# Each finding's fix in one line of at most 20 words, an order to follow: what a page shows first, in the finding's
+# colour, with the detail and the whole fix folded under it (tests/check/test_rules_actions.py holds the count).
+_ACTIONS = {
+    "documents_share_attention": "Give the reader the boundaries it reads: restarting position_ids with no 2D mask and "
+                                 "no cache, or cu_seq_lens.",
+    "label_crosses_boundary": "Set the label of each document's first token to -100.",
+    "label_is_not_the_token": "Pass labels = input_ids with -100 where nothing is trained; transformers shifts them itself.",
+    "target_is_not_the_next_token": "Make each target the next token of its own document, and -100 at its last token.",
+    "pad_in_loss": "Give pads label -100, and keep them out of the loss mask.",
+    "cu_seq_lens_malformed": "Build cu_seq_lens as [0, *cumsum(lengths)]: from 0, strictly increasing, within the tokens.",
+    "cu_seq_lens_q_differs_from_k": "Pass one cu_seq_lens tensor for both queries and keys.",
+    "kernel_cannot_read_batch": "Pass what this implementation reads (see the details), or choose one that reads this batch.",
+    "mask_reads_future": "Give eager and flex an additive float mask (0 or finfo.min), not a boolean or 0/1 mask.",
+    "query_reads_nothing": "Let every token, pads included, read at least itself.",
+    "max_length_too_small": "Set max_length_q/_k to the longest document: int(cu_seq_lens.diff().max()).",
+    "kernel_skips_tokens": "Start the varlen offsets at 0 and cover every real token.",
+    "convolution_reads_previous_document": "Give the batch seq_idx and install causal-conv1d where the model trains, or "
+                                           "pad one document per row.",
+    "state_crosses_documents": "Give the recurrence its boundary signal and install its kernel, or pad one document per "
+                               "row.",
+    "model_refuses_batch": "Install the kernel the details name on the training machine, or pad one document per row.",
+    "mask_ignores_position_resets": "Pass a 4D block-causal attention_mask, or pad one document per row.",
+    "future_visible": "Make attention causal: causal=True for a varlen kernel, a lower-triangular mask inside each "
+                      "document.",
+    "cu_seqlens_not_monotone": "Start cu_seqlens at 0 and make them strictly increase.",
+    "cu_seqlens_wrong_total": "End cu_seqlens at the number of real (non-pad) tokens.",
+    "segments_disagree_with_cu_seqlens": "Build cu_seqlens from the documents, one offset per document piece, not from "
+                                         "the rows.",
+    "pad_in_attention": "Give pads segment id -1, outside every document.",
+    "loss_mask_disagrees_with_targets": "Make the loss mask true exactly where the target is not -100.",
+    "loss_count_mismatch": "Train exactly the answer tokens that have a predecessor in their document: no prompts, no "
+                           "pads.",
+    "pads_given_position_zero": "Pad position_ids with one running arange (0, 1, 2, ...), not zeros.",
+    "untrained_tokens_share_attention": "Give these positions the same boundaries as the rest if anything reads their "
+                                        "outputs.",
+    "megatron_mask_needs_unfused_softmax": "Pass packed_seq_params (cu_seqlens_q/_kv, qkv_format='thd') for document "
+                                           "masking on fused backends.",
+    "tokenizer_does_not_fit": "Give the tokenizer the batch was built with, or --eos-id N.",
+    "positions_do_not_restart": "Restart position_ids at each document's first position (0 for most models), counting "
+                                "up by 1.",
+    "document_continues_from_previous_row": "Keep documents whole for instruction data; a split is fine in pretraining "
+                                            "streams.",
+    "boundaries_disagree": "Make cu_seq_lens, position_ids, label separators and EOS tokens start documents at the same "
+                           "tokens.",
+    "no_document_boundaries": "Pass --tokenizer or --eos-id so the check can find documents separated only by EOS.",
+    "fixed_size_chunks": "Pack whole documents (TRL's bfd) if each must stay apart; nothing to fix if intended.",
+    "document_ids_in_attention_mask": "Pass restarting position_ids and no attention_mask, or cu_seq_lens_q/_k, or a 4D "
+                                      "block mask.",
+    "signal_not_read_by_implementation": "Judge the batch for the layers or trainer that read that signal.",
+    "leaks_under_other_implementation": "Keep the attention implementation this batch was checked for.",
+    "cross_document_targets_allowed": "Nothing to fix: declared deliberate (--allow-cross-document).",
+    "cross_document_allowed": "Nothing to fix: declared deliberate (--allow-cross-document).",
+}
+RULES: dict[str, Rule] = {r.name: replace(r, action=_ACTIONS.get(r.name, "Nothing to fix.")) for r in _TABLE}
 FINDING_NAMES = tuple(RULES)
+_SENTENCE_END = re.compile(r"(?<=[\w)\]'])\.\s")
+
+
+def first_sentence(text: str) -> str:
+    """The text up to its first full stop: an advice's order, before its reasons.
+
+    >>> first_sentence("Drop the all-ones attention_mask: see torch.where(m). TRL: padding_free=True.")
+    'Drop the all-ones attention_mask: see torch.where(m).'
+    """
+    m = _SENTENCE_END.search(text)
+    return text[:m.start() + 1] if m else text
 
 
 def rule(name: str) -> Rule:
@@ -259,6 +325,15 @@ class Finding:
     def fix(self) -> str:
         """The fix for this batch's trainer where the check knows it, else the rule's general fix."""
         return self.advice or RULES[self.name].fix
+
+    @property
+    def action(self) -> str:
+        """The fix in one line of at most 20 words: the advice's first sentence, else the rule's action.
+
+        >>> Finding("pad_in_loss", "row 0: 3 pads").action
+        'Give pads label -100, and keep them out of the loss mask.'
+        """
+        return first_sentence(self.advice) if self.advice else RULES[self.name].action
 
     def __str__(self) -> str:
         return f"{self.name}: {self.detail}"

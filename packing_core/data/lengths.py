@@ -32,8 +32,8 @@ Tokenizer = Callable[[list[str]], list[list[int]]]
 TOKENIZER_BATCH = 1024  # texts per tokenizer call: bounds the memory of the id lists
 
 SYNTHETIC: dict[str, str] = {
-    "support-tickets": "200,000 support tickets, mean ~114 tokens, long right tail; for context 512",
-    "bimodal": "100,000 docs: short chat turns (~40 tokens) and long documents (~400); for context 512",
+    "support-tickets": "200,000 support tickets, mean ~114 tokens, long right tail",
+    "bimodal": "100,000 docs: short chat turns (~40 tokens) and long documents (~400)",
     "long-tailed": "100,000 docs, Pareto: many short (median ~27), a few very long (>512, up to 8192)",
 }
 _DEFAULT_N = {"support-tickets": 200_000, "bimodal": 100_000, "long-tailed": 100_000}

@@ -62,6 +62,19 @@ def load_warning(cpus: int | None = None) -> str | None:
             f"{BUSY_LOAD_SHARE * cpus:g}.")
 
 
+# ---------------------------------------------------------------- a cold server's waits
+def cold_estimate(what: str, timings: dict | None = None) -> Estimate:
+    """How long a cold server's wait ``what`` takes ("convert": SmolLM2's conversion; "tokenizer": its tokenizer's
+    extraction), from what this server measured, or a first-run guess that says so (``demos.cold``).
+
+    >>> cold_estimate("convert", timings={"convert": [90.0, 70.0, 80.0]}).about()
+    'about 80 s'
+    """
+    from packing_lab.demos.cold import expected_seconds
+
+    return Estimate(*expected_seconds(what, timings))
+
+
 # ---------------------------------------------------------------- the training demo
 def train_estimate(seed: int, neighbours: str) -> Estimate:
     """How long "Train both" takes for ``seed`` and ``neighbours``: nothing when the pair is already here,

@@ -217,8 +217,10 @@ def warm_status() -> WarmStatus:
         line = "Server warm: SmolLM2 converted, training demo cached."
     else:
         damage = None if model else smollm2_damage()
+        from packing_lab.demos.cold import expected_seconds
+
         first = ("SmolLM2's converted copy is damaged (a file truncated or missing)" if damage else
-                 "SmolLM2 not converted yet (its first load takes about 30 s)")
+                 f"SmolLM2 not converted yet (its first load takes about {expected_seconds('convert')[0]:.0f} s)")
         missing = [what for what, ok in ((first, model), ("training demo not cached", demo)) if not ok]
         line = f"Server cold: {'; '.join(missing)}. Run `packing-lab warm` before class."
     return WarmStatus(model, demo, line)
@@ -256,7 +258,12 @@ def warm_server(progress: Callable[[str], None] | None = None) -> tuple[WarmStep
 
     if smollm2_converted() or _gguf_folder() is not None:
         def convert():
+            from packing_lab.demos.cold import record_cold
+
+            started = time.perf_counter()
             _, how = convert_pretrained(rebuild=True)   # a damaged copy (truncated by a full disk ...) is rebuilt
+            if how in ("converted", "rebuilt"):          # a conversion this server timed: the pages' next estimate
+                record_cold("convert", time.perf_counter() - started)
             load_pretrained()
             return {"cached": "already converted, loaded from the cache",
                     "rebuilt": "the damaged copy was converted again and cached",

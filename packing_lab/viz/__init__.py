@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .mixers import hybrid_leak_figure, layer_diff_figure
     from .plans import (
         benchmark_figure,
+        bills_figure,
         length_histogram_figure,
         mixture_figure,
         plan_grid,

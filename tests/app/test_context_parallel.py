@@ -8,7 +8,7 @@ def page_text(at) -> str:
 
 def answered(**state):
     at = open_page("context_parallel", **state)
-    at.radio(key="context_parallel.guess").set_value("The last rank").run()
+    at.radio(key="v_context_parallel.guess").set_value("The last rank").run()
     assert_clean(at)
     return at
 
@@ -23,7 +23,7 @@ def test_it_asks_which_rank_works_most_before_it_answers():
 
 def test_a_wrong_guess_is_told_so_with_the_numbers():
     at = open_page("context_parallel")
-    at.radio(key="context_parallel.guess").set_value("All the same").run()
+    at.radio(key="v_context_parallel.guess").set_value("All the same").run()
     assert at.info[0].value.startswith("Not this time: the last rank computes 228")
 
 

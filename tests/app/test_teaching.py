@@ -201,7 +201,7 @@ def test_M6_positions_without_a_mask_is_scoped_to_where_the_mask_comes_from_else
 
 def test_M7_the_independent_case_says_the_model_learned_to_ignore_its_neighbour():
     at = open_page("leakage_lab")
-    at.radio(key="w_leakage_lab.neighbours").set_value("independent")
+    at.radio(key="v_leakage_lab.neighbours").set_value("independent")
     at.button(key="leakage_lab.train").click().run(timeout=900)   # two training runs: minutes on a loaded box
     assert_clean(at)
     drift = {m.label: float(m.value.rstrip("%")) for m in at.metric if m.label.startswith("Drift")}
@@ -362,7 +362,7 @@ def test_why_packing_asks_before_it_answers():
     at = open_page("why_packing")
     assert not at.metric and "Make a prediction" in at.info[0].value
     assert "4,096" not in text(at)
-    at.radio(key="why_packing.guess").set_value(1024).run()
+    at.radio(key="v_why_packing.guess").set_value(1024).run()
     assert_clean(at)
     assert at.info[0].value.startswith("Not this time") and "4,096 slots" in at.info[0].value
     assert [m.value for m in at.metric][:2] == ["22.2%", "88.9%"]
@@ -397,9 +397,9 @@ def test_jargon_has_a_hover_definition_where_it_first_appears():
 def test_findings_show_their_plain_language_rule_before_the_identifier():
     at = open_page("masks_and_labels")
     at.selectbox(key="w_masks_and_labels.break_").set_value("continuous-positions").run()
-    table = next(d.value for d in at.dataframe if "finding" in d.value.columns)     # the check's findings
-    assert list(table.columns[:2]) == ["what is wrong", "finding"]
-    assert RULES["positions_do_not_restart"].title in list(table["what is wrong"])
+    card = next(w.value for w in at.warning if "`positions_do_not_restart`" in w.value)
+    assert card.startswith("**Fix:**")                                   # what to do, then what is wrong, then its name
+    assert card.index(RULES["positions_do_not_restart"].title) < card.index("`positions_do_not_restart`")
 
 
 def test_a_planted_row_cu_seqlens_changes_the_mask_picture():
@@ -407,7 +407,7 @@ def test_a_planted_row_cu_seqlens_changes_the_mask_picture():
     at.selectbox(key="w_masks_and_labels.attn").set_value("flash_attention_2").run()   # a kernel that reads cu_seqlens
     before = at.get("plotly_chart")[0].proto.spec
     at.selectbox(key="w_masks_and_labels.break_").set_value("row-cu-seqlens").run()
-    assert_clean(at)
+    assert not at.exception
     after = at.get("plotly_chart")[0].proto.spec
     assert after != before   # the kernel's mask, drawn from what flash_attention_2 reads
 
