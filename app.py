@@ -20,6 +20,7 @@ from app_pages import _content  # noqa: E402
 from app_pages._data import sidebar  # noqa: E402
 from app_pages._layout import run_safely  # noqa: E402
 from app_pages._links import open_view, quiet_page_not_found  # noqa: E402
+from app_pages._progress import open_top  # noqa: E402
 from packing_lab.demos import use_lab_threads, warm_status  # noqa: E402
 
 use_lab_threads()   # one torch thread per call: why, and the measurements, in packing_lab/demos/warm.py
@@ -64,9 +65,23 @@ page = st.navigation(PAGES)
 # A page's first open on this server builds what its figures share with later visits: a bar says so.
 
 
+open_top()   # the top of the view: where a cold server's one-time wait shows its bar
+status = []   # the sidebar's line on the server's state: said before the page runs, and again after it (a
+              # conversion or a training the page ran counts)
+
+
+def say_status() -> None:
+    if not status:
+        status.append(st.sidebar.empty())
+    status[0].caption(warm_status().line)
+
+
 def run_page() -> None:
-    with first_open(page.title):
-        page.run()
+    try:
+        with first_open(page.title):
+            page.run()
+    finally:
+        say_status()
 
 
-run_safely(page, sidebar, lambda: st.sidebar.caption(warm_status().line), run_page)
+run_safely(page, sidebar, say_status, run_page)

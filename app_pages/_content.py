@@ -80,8 +80,8 @@ def row_documents(width: int, instruction: bool = False) -> RowDocuments:
 # ---------------------------------------------------------------- the Leakage lab's scenarios
 # name -> (what the learner reads, the settings it sets). The free grid stays under "Advanced".
 # The tiny models' scenarios run the dense-mask kernel: packed and alone are then different computations
-# (one masked row against one short call), so the correct scenario shows the real last-bit differences the
-# tolerance is for (about 1e-6 in float32), where `segments` (each document in its own call) matches exactly.
+# (one masked row against one short call), whose last bits may differ (about 1e-6 in float32 on some CPUs,
+# exactly 0 on others: the verdict's tolerance sentence says which), where `segments` matches exactly.
 SCENARIOS = {
     "correct": ("Correct packing: mask on, positions reset",
                 dict(mask="on", positions="reset", model="tiny-rope", attention="dense", use_cache=False,
@@ -130,7 +130,8 @@ class PageSpec:
         return self.path.rsplit("/", 1)[-1].removesuffix(".py")
 
 
-# The order of a 60-minute lesson: waste, costs, correctness, leaks, bugs, your own setup, policy, speed.
+# The order of a 60-minute lesson: waste, costs, correctness, leaks, bugs, your own setup, context parallelism,
+# policy, speed.
 PAGES = (
     PageSpec("app_pages/why_packing.py", "Why packing", ":material/lightbulb:", 8,
         "A batch is a rectangle, so every short sample drags a tail of padding through the whole model.",
@@ -154,13 +155,13 @@ PAGES = (
         "next tokens.",
         "Which of these bugs would a count of loss positions catch, and which would it miss?",
         ("The mask", "Positions", "Targets and loss", "Break it, check it")),
-    PageSpec("app_pages/leakage_lab.py", "Leakage lab", ":material/science:", 14,
+    PageSpec("app_pages/leakage_lab.py", "Leakage lab", ":material/science:", 12,
         "A wrong mask never raises an error. Tensor checks catch some forms of it. Running a document alone and "
         "packed catches every form that makes it compute differently packed, on the call path you test; what both "
         "runs share, such as a missing causal flag, needs a second check: change a later token.",
         "Before you click: will document 1's logits change in this scenario?",
         ("Predict, then look", "Not only attention", "Train with the mask off", "Always a bug?")),
-    PageSpec("app_pages/bug_zoo.py", "Bug zoo", ":material/bug_report:", 6,
+    PageSpec("app_pages/bug_zoo.py", "Bug zoo", ":material/bug_report:", 5,
         "The reproduced bugs were reported in real projects; the planted faults are classic mistakes shown in a "
         "small batch. Most train without an error (one crashes). Each is caught "
         "by a tensor check, by comparing a document alone with the same document packed, by the causality check, "
@@ -173,11 +174,16 @@ PAGES = (
         "Which attention implementation does your trainer use, and does it keep the documents of your batch "
         "apart or read each row as one long document?",
         ("In your framework", "Check a batch")),
+    PageSpec("app_pages/context_parallel.py", "Context parallel", ":material/view_column:", 4,
+        "Context parallelism cuts every document, not the row: each into 2·CP chunks, rank r taking chunks r and "
+        "2·CP-1-r, each document padded to a multiple of 2·CP, and every rank carrying its padded and real offsets.",
+        "Cut one long document over four ranks in order: which rank computes the most attention, and how would you "
+        "even it out?", ("Predict, then cut", "The ring", "Balance")),
     PageSpec("app_pages/dataset_explorer.py", "Dataset explorer", ":material/bar_chart:", 5,
         "The right policy depends on the lengths: look at the histogram before choosing between bucketing and packing.",
         "For this dataset, would you bucket or pack on a first run, and what would make you change your mind?",
         ("The lengths", "Every strategy", "Recommendation", "Balance", "Cap and stream")),
-    PageSpec("app_pages/benchmark.py", "Benchmark", ":material/speed:", 4,
+    PageSpec("app_pages/benchmark.py", "Benchmark", ":material/speed:", 3,
         "A FLOP ratio is what the arithmetic alone predicts. Measured speed-ups usually fall short of it (small "
         "calls, memory traffic), but it is not a hard ceiling: a slow baseline can lose by more.",
         "Why does the dense-mask backend have a lower FLOP bound than the per-document one on the same rows?"),
@@ -188,7 +194,7 @@ def page(key: str) -> PageSpec:
     """The page whose title, file stem or path (``__file__`` works) is ``key``.
 
     >>> page("Bug zoo").minutes, page("app_pages/bug_zoo.py").title
-    (6, 'Bug zoo')
+    (5, 'Bug zoo')
     """
     stem = key.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
     for p in PAGES:
@@ -210,8 +216,8 @@ FRAMEWORK = (
      "transformers' `DataCollatorWithFlattening` joins a batch into one row of shape [1, total tokens], with "
      "`position_ids` restarting per example; `return_flash_attn_kwargs=True` also returns `cu_seq_lens_q/k`. "
      "Only FlashAttention runs it as a varlen kernel. sdpa, eager and flex turn the restarting `position_ids` "
-     "into a block-diagonal mask (when there is no attention_mask and no cache): correct, but they pay for the "
-     "row's full square or block grid."),
+     "into a block-diagonal mask (when there is no attention_mask and no cache): correct, but that row is the "
+     "whole per-device batch, and sdpa and eager compute its full square."),
     ("Boundary targets",
      "The same collator puts `separator_id` (-100) as the first label of every example, so the last token of one "
      "example is never trained to predict the next one. TRL's collator does the same where `position_ids == 0`."),
@@ -224,22 +230,22 @@ FRAMEWORK = (
     ("A library can drop the mask silently",
      "transformers' sdpa/eager/flex skip that detection when a 2D `attention_mask` is passed or a cache is in "
      "use. A model called with `use_cache` at its config default builds a cache, and its sdpa path then falls "
-     "back to one causal triangle. (FlashAttention turns an all-ones mask into none, and its detection does not "
-     "look at the cache.) TRL's SFTTrainer sets `use_cache=False` to avoid the gradient-checkpointing warning, "
+     "back to one causal triangle (FlashAttention drops an all-ones mask and ignores the cache here). TRL's "
+     "SFTTrainer sets `use_cache=False` to avoid the gradient-checkpointing warning, "
      "and, padding-free, passes no attention mask and, since TRL 1.x, `cu_seq_lens_q/k` and `max_length_q/k`, "
-     "which FlashAttention reads directly; sdpa/eager ignore them and find the documents from `position_ids`. "
-     "Both choices also happen to keep sdpa/eager's packed detection on."),
+     "which FlashAttention reads directly; sdpa/eager ignore them and find the documents from `position_ids`."),
     ("TRL's switches",
      "`SFTConfig(packing=True)` packs with `packing_strategy='bfd'` by default (best-fit decreasing, overflow "
      "truncated; `'bfd_split'` splits it, `'wrapped'` cuts mid-sequence), and bfd turns `padding_free` on. "
-     "`padding_free=True` alone flattens each batch. TRL documents it for FlashAttention 2 or 3 only, but does "
-     "not check; in transformers 5.x sdpa/eager isolate the flattened documents too, because TRL passes "
-     "`use_cache=False` and no mask."),
+     "`padding_free=True` alone flattens each batch. TRL documents it as supported only with FlashAttention 2 or "
+     "3 and does not check: sdpa/eager isolate the flattened documents too (TRL passes `use_cache=False` and no "
+     "mask), at the price below."),
     ("Loss weighting under packing",
      "transformers' Trainer divides the summed loss by `num_items_in_batch`, the count of non-ignored labels over "
      "every accumulation step (and every device by default): a mean per token, so a long example weighs more than "
      "a short one, packed or not. A mean per row changes with the packing. A mean per example weighs every "
-     "example equally whatever its length: that changes the objective, but not with the packing."),
+     "example equally whatever its length: that changes the objective, and not with the packing only if taken "
+     "over the whole step (*Bug zoo*, step 4)."),
 )
 
 
@@ -274,8 +280,9 @@ GLOSSARY = {
     "full squares": "How the lab counts attention cells (the query-key pairs a kernel computes): n² for a row or "
                     "document of n tokens, even under a causal kernel, as torch's CPU kernel computes rows of up to "
                     "512 tokens. A GPU causal kernel skips the upper half and pays n(n + 1)/2, the causal halves "
-                    "(10 cells instead of 16 for 4 tokens); a dense mask skips nothing. Every attention ratio the "
-                    "lab shows is counted in full squares, and the pages say what changes on a GPU.",
+                    "(10 cells instead of 16 for 4 tokens); a dense mask skips nothing. Σ len², padded rows and "
+                    "dense masks are counted in full squares; FlexAttention by the tiles it really computes (on or "
+                    "below the diagonal), on any device. The pages say what changes on a GPU.",
     "targets": "The token each position is trained to predict: the next token of the same document, or -100.",
     "loss mask": "Which positions count in the loss. A separate thing from the attention mask.",
     "EOS": "End-of-sequence token. Placed between documents, it tells the model that a new one starts.",
@@ -311,9 +318,9 @@ LEAKAGE_WHY = (
     "still falls, and it can even look better when neighbouring documents are related (the experiment "
     "below); run alone, as at inference, the model is worse. Tensor checks catch some forms of the bug (an "
     "all-ones mask beside packed positions, cu_seqlens that mark whole rows). Packed against alone, with a "
-    "tolerance fitted to the dtype (never bitwise equality), catches every form that makes a document compute "
-    "differently packed than alone, on the call path you test. It cannot see an error the alone run shares, such "
-    "as a varlen kernel called without its causal flag: pair it with the causality check (change a later token; "
+    "tolerance fitted to the dtype (not bitwise equality, which is not guaranteed), catches every form that makes "
+    "a document compute differently packed than alone, on the call path you test. It cannot see an error the alone "
+    "run shares, such as a varlen kernel called without its causal flag: pair it with the causality check (change a later token; "
     "the earlier logits must not move), shown beside the verdict.\n\n"
     "**transformers' own attention and its cache.** With `sdpa` and no attention mask, "
     "transformers builds the block-diagonal mask itself from the position ids. Its sdpa/eager/flex paths skip "
@@ -380,11 +387,12 @@ LEAKAGE_MIXERS = (
     "a gated recurrence. Packed after the first document, the second one still differs from its alone run: the "
     "convolution reads the last 3 tokens of the previous document into its first {conv}, and the recurrent state "
     "carries the previous document into all {n}. Position resets and the attention mask reach neither: each "
-    "needs its own boundary signal (`seq_idx` for the convolution, `cu_seqlens` for the recurrence) and a kernel "
-    "that honours it."
+    "needs its own boundary signal, in the form its kernel reads (`seq_idx` for causal-conv1d and Mamba-2's scan, "
+    "`cu_seqlens` for flash-linear-attention's convolutions and recurrences; this teaching model's convolution "
+    "reads `seq_idx` and its recurrence `cu_seqlens`), and a kernel that honours it."
 )
 LEAKAGE_MIXERS_REAL = (
-    "The real families are measured from transformers' own classes (README, *What each model family reads*; "
+    "The real families are measured from transformers' own classes (docs/checker-guide.md, *What each model family reads*; "
     "`python -m packing_core check --list-model-types`): with `position_ids` alone, Qwen3-Next's second document "
     "differs from its alone run by 6e-2 and LFM2's by 7e-4 on tiny models, while their attention layers isolate "
     "it. `check FILE --model-type qwen3_next` says so before you train."

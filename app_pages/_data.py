@@ -9,6 +9,7 @@ import streamlit as st
 import packing_core as pc
 from app_pages._layout import cheatsheet_download, glossary
 from app_pages._links import link_box
+from app_pages._progress import top, waiting
 from app_pages._state import CONTEXTS, DEFAULT_DATASET, SHARED, UPLOAD, dataset_names, sources
 from app_pages._text import esc
 from packing_core import InputError, make_plan
@@ -17,9 +18,31 @@ from packing_core.models import PRETRAINED
 from packing_core.packing import STRATEGIES, piece_count
 
 
-@st.cache_data(show_spinner="Reading the dataset...", max_entries=8)
 def source_lengths(name: str) -> np.ndarray:
-    return pc.load_lengths(name, tokenizer=pc.load_tokenizer("auto"))
+    """Token lengths of a built-in source: a synthetic one is generated (no tokenizer to load); a real one is
+    tokenised with the lab's tokenizer, which a cold cache extracts first, under a bar at the top of the view."""
+    if sources()[name].synthetic:
+        return _source_lengths(name, None)
+    return _source_lengths(name, dataset_tokenizer())
+
+
+@st.cache_data(show_spinner="Reading the dataset...", max_entries=8)
+def _source_lengths(name: str, _tokenizer) -> np.ndarray:
+    return pc.load_lengths(name, tokenizer=_tokenizer)
+
+
+def dataset_tokenizer():
+    """SmolLM2's tokenizer (bytes when it is not installed). On a cold cache its extraction from the GGUF file
+    (15-35 s on the 2-core machine) shows a bar with the seconds at the top of the view, and is timed for the
+    next estimate (``packing_lab.demos.cold``)."""
+    from packing_lab.demos import WAITS, cold_estimate, record_cold, tokenizer_extracted
+
+    if tokenizer_extracted():
+        return pc.load_tokenizer("auto")
+    with waiting(top(), WAITS["tokenizer"][0], cold_estimate("tokenizer")) as spent:
+        tokenizer = pc.load_tokenizer("auto")
+    record_cold("tokenizer", spent())
+    return tokenizer
 
 
 @st.cache_resource(show_spinner=False)
@@ -111,7 +134,13 @@ PAGE_MAX_PIECES = 500_000
 
 def over_page_budget(lengths, context: int, overlong: str = "split", command: str = "") -> str | None:
     """Why a page does not plan ``lengths`` (one line to show), or None when they fit ``PAGE_MAX_PIECES``;
-    ``command`` names the command line that measures the same thing without the page's budget."""
+    ``command`` names the command line that measures the same thing without the page's budget.
+
+    >>> over_page_budget([120, 90, 300], 512) is None
+    True
+    >>> over_page_budget([10**9], 512).startswith("Not measured on this page: these documents make 1,953,125 pieces")
+    True
+    """
     pieces = piece_count(lengths, context, overlong)
     if pieces <= PAGE_MAX_PIECES:
         return None

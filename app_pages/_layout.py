@@ -90,9 +90,10 @@ def lesson(page: str, **values) -> None:
     steps it has), one sentence to read out, and one question to ask the class (from its ``_content.PageSpec``).
 
     ``page`` is the page's ``__file__`` (or its title): ``lesson(__file__)``. ``values`` fill the
-    ``{name}`` fields of those texts with the page's live numbers. The box is open on a page's first
-    visit and folds once read (the class moved on to a later step); a click opens it again. Under it,
-    one line says what an opening link held that the page could not use.
+    ``{name}`` fields of those texts with the page's live numbers. The box is folded, one line, so that
+    the step's figure starts on a projector's first screen (tests/e2e/test_projector.py measures it); the
+    teacher opens it with a click, and it folds again once the class moves to another step. Under it, one
+    line says what an opening link held that the page could not use.
     """
     spec = _content.page(page)
     order = _content.PAGES.index(spec)
@@ -102,7 +103,7 @@ def lesson(page: str, **values) -> None:
     ss = st.session_state
     if ss.get("_controls_hidden"):
         ss[key] = False
-    ss.setdefault(key, True)
+    ss.setdefault(key, False)
     with st.expander(f"Lesson, page {order + 1} of {len(_content.PAGES)}: {spec.title}, about {spec.minutes} minutes",
                      key=key, on_change="rerun", icon=":material/school:"):
         st.markdown(f"**Lesson, page {order + 1} of {len(_content.PAGES)} (about {spec.minutes} minutes{parts}).** "
@@ -235,8 +236,55 @@ def cheatsheet_download() -> None:
                             "findings table and worked examples.")
 
 
-def figure(fig, key: str | None = None) -> None:
-    st.plotly_chart(fig, width="stretch", key=key, config={"displaylogo": False})
+def figure(fig, key: str | None = None, pick=None) -> None:
+    """A figure the width of its column. ``pick=(settings, name)``: a click on a document in it (a point whose
+    ``customdata`` is the document, ``packing_lab.viz.highlight.pick_markers``, or a bar's first value) sets the
+    page's setting ``name`` to that document, and every figure of the step frames it (``document_picker``)."""
+    if pick is None:
+        st.plotly_chart(fig, width="stretch", key=key, config={"displaylogo": False})
+        return
+    settings, name = pick
+
+    def picked() -> None:
+        points = st.session_state[key]["selection"]["points"]
+        for point in points:
+            doc = point.get("customdata")
+            doc = doc[0] if isinstance(doc, list) and doc else doc
+            if isinstance(doc, (int, float)):
+                st.session_state[settings.key(name)] = int(doc)
+                return
+
+    st.plotly_chart(fig, width="stretch", key=key, config={"displaylogo": False}, on_select=picked,
+                    selection_mode="points")
+
+
+def prediction(settings, options, name: str = "guess", **radio):
+    """The class's prediction before a reveal: a radio with no answer until one is picked, bound to the page's declared
+    setting ``name`` (``choice(None, options)``), so a link carries the answer and opens a later step answered, and
+    the focused screen (``controls=hidden``) keeps it. ``radio``: more of ``st.radio``'s arguments (``format_func``).
+    """
+    return st.radio("Your prediction", options, horizontal=True, label_visibility="collapsed", **radio,
+                    **settings.bind(name, lesson=True))
+
+
+PILLS_UP_TO = 24   # documents a row of pills offers; more get a number box
+
+
+def document_picker(settings, name: str, count: int, label: str = "Pick out a document in every figure of this step"):
+    """The document the step's figures frame (``packing_lab.viz.highlight``), or None: a lesson control (it stays on
+    the focused screen) bound to the page's declared setting ``name`` (``number(None, 0, N)``), so a link carries it.
+
+    Pills for a row of a few documents, a number box for more; a document the figures no longer hold is dropped.
+    """
+    key = settings.key(name)
+    if st.session_state.get(key) is not None and not 0 <= st.session_state[key] < count:
+        st.session_state[key] = None
+    bound = settings.bind(name, lesson=True)
+    if count <= PILLS_UP_TO:
+        return st.pills(label, list(range(count)), format_func=lambda d: f"document {d}" if d == 0 else str(d),
+                        **bound)
+    return st.number_input(label + f" (0 to {count - 1}; empty: none)", min_value=0, max_value=count - 1,
+                           step=1, placeholder="none", **bound)
 
 
 def cached_figure(builder, *args, **kwargs):

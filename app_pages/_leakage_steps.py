@@ -38,13 +38,14 @@ def not_only_attention(S) -> None:
     st.subheader("Not only attention")
     with guard("run the teaching hybrid model"):
         leak, attention_only, every = hybrid_runs()
-    st.markdown(_content.LEAKAGE_MIXERS.format(conv=int((leak.without_signal["convolution"] > 0).sum()),
-                                               n=leak.lengths[-1]))
+    # the switch, the verdict and the figure first; the words under them
     signal = st.toggle("Give the convolution and the recurrence their signal (seq_idx, cu_seqlens)",
                        **S.bind("signal"))
     shown = every if signal else attention_only
     (st.success if shown.equivalent else st.warning)(f"Alone vs packed, the whole model: {shown.verdict}")
     given = tuple(leak.without_signal) if signal else ("attention",)
     figure(cached_figure(hybrid_leak_figure, leak, given=given), key=S.key("layers"))
+    st.markdown(_content.LEAKAGE_MIXERS.format(conv=int((leak.without_signal["convolution"] > 0).sum()),
+                                               n=leak.lengths[-1]))
     st.caption(_content.LEAKAGE_MIXERS_REAL)
 

@@ -138,11 +138,13 @@ def end_view(page: str) -> None:
     write_url(page)
     ss["_url_handled"] = ss.get("_url_incoming")
     ss["_link"] = {}
+    ss.pop("_link_page", None)   # a fragment's later runs are the class's own clicks, not the link's
 
 
-def fragment(page: str):
-    """``st.fragment`` for a part of ``page`` that reruns alone (the Leakage lab's switches): the URL still
-    follows its settings, since ``end_view`` runs only after a whole page."""
+def fragment(page: str, **options):
+    """``st.fragment`` for a part of ``page`` that reruns alone (the Leakage lab's switches, Watch it pack's
+    player; ``options`` go to ``st.fragment``, e.g. ``run_every``): the URL still follows its settings and step,
+    since ``end_view`` runs only after a whole page."""
     def wrap(fn):
         @functools.wraps(fn)
         def run(*args, **kwargs):
@@ -152,7 +154,7 @@ def fragment(page: str):
                 return None
             finally:
                 write_url(page)
-        return st.fragment(run)
+        return st.fragment(run, **options)
     return wrap
 
 

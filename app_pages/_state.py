@@ -34,26 +34,32 @@ UPLOAD = "uploaded file"
 
 
 # ---------------------------------------------------------------- state
-def _copy(key: str) -> None:
-    st.session_state[key] = st.session_state["w_" + key]
+SETTING, LESSON = "w_", "v_"   # a widget's key prefix: a setting (hidden by controls=hidden), or the lesson's own
 
 
-def bind(key: str, default):
+def _copy(key: str, prefix: str = SETTING) -> None:
+    st.session_state[key] = st.session_state[prefix + key]
+
+
+def bind(key: str, default, lesson: bool = False):
     """Widget kwargs bound to the plain session key ``key``; the plain key wins at creation.
 
-    ``st.slider("x", 0, 9, **bind("x", 3))``: no ``value=`` argument, the state holds it.
+    ``st.slider("x", 0, 9, **bind("x", 3))``: no ``value=`` argument, the state holds it. A ``lesson`` widget
+    (a prediction, the packer the class compares) stays on the teacher's focused screen (``controls=hidden``),
+    which hides the others.
     """
     ss = st.session_state
     if key not in ss:
         ss[key] = default
-    wkey = "w_" + key
+    prefix = LESSON if lesson else SETTING
+    wkey = prefix + key
     written = ss.setdefault("_bound", {})  # what bind last put into each widget
     if wkey in ss and key in written and ss[wkey] != written[key]:
         ss[key] = ss[wkey]      # the user moved the widget (even if no callback ran)
     elif wkey not in ss or ss[wkey] != ss[key]:
         ss[wkey] = ss[key]      # first visit, a page that cleared the widget, or a programmatic change
     written[key] = ss[key]
-    return {"key": wkey, "on_change": _copy, "args": (key,)}
+    return {"key": wkey, "on_change": _copy, "args": (key, prefix)}
 
 
 def setting(key: str, default):
@@ -77,6 +83,8 @@ class Setting:
 
     >>> choice(64, (32, 64)).parse("32"), number(0, 0, 999).parse("7"), Setting(False).parse("1")
     (32, 7, True)
+    >>> choice(None, (910, 4096)).parse("4096")     # no default (a prediction not made yet): one of the options
+    4096
     >>> choice(64, (32, 64)).parse("65")
     Traceback (most recent call last):
     ...
@@ -99,8 +107,10 @@ class Setting:
             raise ValueError(f"longer than {MAX_LINK_CHARS:,} characters")
         if any(ord(c) < 32 and c not in "\n\t" for c in raw):
             raise ValueError("holds control characters")
-        kind = type(self.default)
-        if kind is bool:
+        kind = int if self.default is None and self.low is not None else type(self.default)   # none yet, or a number
+        if self.default is None and self.allowed() is not None:   # the option whose text the link holds
+            value = next((o for o in self.allowed() if self.text(o) == raw), raw)
+        elif kind is bool:
             words = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
             if raw.strip().lower() not in words:
                 raise ValueError("not on or off (1 or 0)")
@@ -183,8 +193,8 @@ class PageSettings:
     def key(self, name: str) -> str:
         return f"{self.page}.{name}" if self.page else name
 
-    def bind(self, name: str) -> dict:
-        return bind(self.key(name), self.settings[name].default)
+    def bind(self, name: str, lesson: bool = False) -> dict:
+        return bind(self.key(name), self.settings[name].default, lesson)
 
     def get(self, name: str):
         return setting(self.key(name), self.settings[name].default)
@@ -193,6 +203,15 @@ class PageSettings:
         """Put a setting back on ``default`` when ``options`` no longer hold it (another model, a scenario)."""
         if st.session_state.get(self.key(name), default) not in options:
             st.session_state[self.key(name)] = default
+
+    def answer_to(self, name: str, question) -> None:
+        """A prediction ``name`` holds for the ``question`` it answered: another question (the Leakage lab's switches
+        changed) clears it. A link's prediction answers the question the link opens, so the link opens answered."""
+        ss, asked = st.session_state, self.key(name) + "_question"
+        if self.from_link() or asked not in ss:
+            ss[asked] = question
+        elif ss[asked] != question:
+            ss[self.key(name)], ss[asked] = None, question
 
     def from_link(self) -> bool:
         """Did a link set this page's view on this run? (A page whose settings depend on each other

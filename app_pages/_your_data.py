@@ -79,19 +79,30 @@ def profile_plans(digest: str, _profile, context: int, overlong: str):
 
 
 @st.cache_data(show_spinner="Balancing the rows...", max_entries=16)
-def balance_of(key: str, _lengths, context: int, ranks: int, micro: int, shape: str = "SmolLM2-135M"):
-    """The step balance of the bfd rows of ``_lengths`` (keyed by ``key``) for a model shape: too few rows are
-    shown on as many ranks as they fill, and the report says so (as ``python -m packing_core balance`` does)."""
-    return step_balance(pc.make_plan(_lengths, context, "bfd"), ranks, micro, shape=shape, fit=True)
+def balance_of(key: str, _lengths, context: int, ranks: int, micro: int, per_micro: int = 1,
+               shape: str = "SmolLM2-135M"):
+    """The balance of each optimizer step of the bfd rows of ``_lengths`` (keyed by ``key``) for a model shape:
+    too few rows for one step are shown on a step they fill, and the report says so (as ``python -m
+    packing_core balance`` does)."""
+    return step_balance(pc.make_plan(_lengths, context, "bfd"), ranks, micro, per_micro, shape=shape, fit=True)
+
+
+def caps_within(context: int) -> tuple[int, ...]:
+    """The caps of ``CAP_LADDER`` a row of ``context`` slots can hold (a cap above the context is refused).
+
+    >>> caps_within(16), caps_within(512)[-1]
+    ((1, 2, 4, 8, 16), 64)
+    """
+    return tuple(cap for cap in CAP_LADDER if cap <= context)
 
 
 @st.cache_data(show_spinner="Pricing the cap...", max_entries=16)
 def cap_prices_of(key: str, _data, context: int, overlong: str):
-    """bfd's rows with each cap of ``CAP_LADDER`` and without (``_data``: lengths, or a profile's counts).
+    """bfd's rows with each cap of ``caps_within(context)`` and without (``_data``: lengths, or a profile's counts).
 
     Lengths are planned from their counts: the same rows as from the lengths, in milliseconds."""
     counts = _data if hasattr(_data, "counts") else pc.LengthProfile.from_lengths(_data)
-    return pc.packing.cap_prices(counts, context, "bfd", CAP_LADDER, overlong=overlong)
+    return pc.packing.cap_prices(counts, context, "bfd", caps_within(context), overlong=overlong)
 
 
 @st.cache_data(show_spinner="Packing a stream...", max_entries=16)

@@ -27,6 +27,7 @@ TILE_EXAMPLE = 16   # documents drawn in the tile figure: enough to see the patt
 
 st.title("Benchmark")
 lesson(__file__)
+shown = st.container()   # the figure first: what each kernel computes, or the measured throughput (filled below)
 st.markdown(
     "The padded baseline is SDPA with is_causal over padded rows: a padded causal kernel, which computes the pads. "
     "Packed, one call per document (`segments`) or a varlen kernel fed `cu_seqlens` computes one small square "
@@ -35,8 +36,9 @@ st.markdown(
     "kernel, padding would pay only the small squares too, and packing would buy only the slot ratio.) Each "
     "backend has its own FLOP bound; here you measure how much of it this machine actually gets."
 )
-st.caption(CONVENTION_NOTE + " The bounds below are counted that way, so they fit this CPU at contexts up to 512; "
-           "on a GPU, or on longer rows, read the dense and flex bounds at half.", help=terms_help("full squares"))
+st.caption(CONVENTION_NOTE + " The padded, segments, varlen and dense bounds below are counted in full squares, so "
+           "they fit this CPU at contexts up to 512; flex's by its causal tiles. On a GPU, or on longer rows, read the "
+           "dense and flex bounds at half.", help=terms_help("full squares"))
 
 dataset = SHARED.get("dataset")
 if sources().get(dataset) is None or not sources()[dataset].synthetic:
@@ -66,7 +68,7 @@ with_flex = c5.checkbox("Time flex", disabled=not flex_here, **S.bind("flex"),
                         if flex_here else "FlexAttention cannot run here (no compiler for its kernel)")
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_data(show_spinner="Counting the tiles each kernel computes...", max_entries=16)
 def _footprints(dataset: str, n: int, context: int, tiles: tuple):
     return kernel_footprints(synthetic_lengths(dataset, n=n), context, tiles=tiles)
 
@@ -102,7 +104,8 @@ st.markdown(
 chosen = [b for b in PACKED_BACKENDS if b in available_backends(device) and (b != "flex" or with_flex)]
 
 
-@st.cache_data(show_spinner=False, ttl=60, max_entries=64)   # the rate under it is measured again after a minute
+# the rate under it is measured again after a minute
+@st.cache_data(show_spinner="Timing a few attention calls on this machine...", ttl=60, max_entries=64)
 def _estimate(what: str, **settings):
     return (benchmark_estimate if what == "run" else breakdown_estimate)(**settings)
 
@@ -129,10 +132,11 @@ if S.key("error") in st.session_state:
     st.error(f"Could not run the benchmark: {esc(st.session_state[S.key('error')])}")
 result = st.session_state.get(S.key("result"))
 views = ["the tiles each kernel computes", "measured throughput"]
-view = st.radio("Figure", views if result is not None else views[:1], horizontal=True,
-                index=1 if result is not None else 0, key=S.key(f"view_{result is not None}"))
+with shown:
+    view = st.radio("Figure", views if result is not None else views[:1], horizontal=True,
+                    index=1 if result is not None else 0, key=S.key(f"view_{result is not None}"))
 if view == views[0]:
-    with guard("draw the tiles each kernel computes"):
+    with shown, guard("draw the tiles each kernel computes"):
         figure(tile_figure(_footprints(dataset, min(docs, TILE_EXAMPLE), context, (128, 64)),
                            title=f"What each kernel computes for the first {min(docs, TILE_EXAMPLE)} documents, "
                                  "every panel at one scale"),
@@ -156,7 +160,8 @@ else:
                    f"{machine.cpus} CPUs; the run's own threads count in the second.")
     bounds = benchmark_bounds(result)
     if view == views[1]:
-        figure(benchmark_figure(result, title="Attention throughput (higher is better)"), key=S.key("fig"))
+        with shown:
+            figure(benchmark_figure(result, title="Attention throughput (higher is better)"), key=S.key("fig"))
     timings = [result.padded] + list(result.backends.values())
     st.dataframe({
         "layout": ["padded"] + list(result.backends),

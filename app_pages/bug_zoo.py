@@ -3,6 +3,7 @@ losses weight documents."""
 import streamlit as st
 
 from app_pages._layout import figure, guard, lesson, steps
+from app_pages._progress import waiting
 from app_pages._state import choice, number, page_settings, text
 from app_pages._text import esc
 from packing_core import InputError
@@ -20,16 +21,17 @@ S = page_settings("bug_zoo", rows=text("4 | 60 60", lambda raw: parse_lengths(ra
 
 st.title("Bug zoo")
 lesson(__file__)
-st.markdown(
-    "Packing bugs reported in real projects, each reproduced live, and classic mistakes planted in a small batch. "
-    "All but one run without an error, and the loss still "
-    "falls. Position ids left unpadded make transformers raise an IndexError, or misalign silently elsewhere. "
-    "Each entry says what goes wrong, where it was reported, and how it was fixed; **Reproduce** runs it on the "
-    "lab's models, broken and fixed, draws what went wrong beside the fix (the logits against each document "
-    "alone, each layer's output, the mask, the targets or the positions), and shows what the lab's checks say of "
-    "each. The bugs beyond attention are judged for the model's own layers (`check --model-type`); one of them "
-    "only the causality check sees. A planted fault needs no model: **Plant it** draws it in a small batch."
-)
+with st.expander("How to read the zoo: reported bugs, planted faults, and what each check says"):   # the steps first
+    st.markdown(
+        "Packing bugs reported in real projects, each reproduced live, and classic mistakes planted in a small batch. "
+        "All but one run without an error, and the loss still "
+        "falls. Position ids left unpadded make transformers raise an IndexError, or misalign silently elsewhere. "
+        "Each entry says what goes wrong, where it was reported, and how it was fixed; **Reproduce** runs it on the "
+        "lab's models, broken and fixed, draws what went wrong beside the fix (the logits against each document "
+        "alone, each layer's output, the mask, the targets or the positions), and shows what the lab's checks say of "
+        "each. The bugs beyond attention are judged for the model's own layers (`check --model-type`); one of them "
+        "only the causality check sees. A planted fault needs no model: **Plant it** draws it in a small batch."
+    )
 
 
 @st.cache_data(show_spinner="Reproducing the bug, broken and fixed (SmolLM2 entries take a few seconds)...",
@@ -43,6 +45,20 @@ def reproduce(name: str):
 def plant(name: str):
     from packing_lab.zoo import plant_bug
     return plant_bug(name)
+
+
+def cold_smollm2(where) -> None:
+    """SmolLM2 and its tokenizer, converted from the GGUF file on a cold server under a bar at ``where`` (the
+    estimate this server measured, or a first-run guess), before a reproduction needs them."""
+    from packing_lab.demos import WAITS, cold_estimate, record_cold, smollm2_converted, tokenizer_extracted
+
+    if smollm2_converted() and tokenizer_extracted():
+        return
+    from packing_core.models import load_pretrained
+
+    with waiting(where, WAITS["convert"][0], cold_estimate("convert")) as spent:
+        load_pretrained()
+    record_cold("convert", spent())
 
 
 def reference(parts) -> str:
@@ -66,6 +82,8 @@ def entry(bug) -> None:
             st.session_state[S.key(f"shown_{bug.name}")] = True
         if st.session_state.get(S.key(f"shown_{bug.name}")):
             with guard(f"reproduce {bug.name}"):
+                if "SmolLM2" in bug.needs:
+                    cold_smollm2(st.container())   # a cold server converts it first, under a bar with the seconds
                 r = plant(bug.name) if bug.planted else reproduce(bug.name)
             c1, c2 = st.columns(2)
             c1.markdown(f"**Broken:** {esc(r.symptom)}")
@@ -92,17 +110,6 @@ with planted_step:
 
 with loss_step:
     st.subheader("How a loss average weights documents")
-    st.markdown(
-        "Once documents share rows, *how* the per-token losses are averaged decides how much each document "
-        "counts. The weight of a document below is its share of the gradient: the sum over its tokens of "
-        "d(loss)/d(token loss).\n\n"
-        "- **per token**: sum of token losses / number of counted tokens. Every token weighs the same; a document "
-        "weighs its share of the tokens, wherever it was packed.\n"
-        "- **per row**: mean in each row, then over rows. A row weighs the same whatever it holds, so a short "
-        "document alone in a row counts as much as a row of long ones.\n"
-        "- **per document**: mean in each document, then over documents. Every document weighs the same, "
-        "whatever its length."
-    )
     raw = st.text_input("Counted tokens per document, rows separated by |", **S.bind("rows"),
                         help="e.g. 4 | 60 60: a 4-token document alone in row 0, two 60-token documents in row 1")
 
@@ -126,6 +133,17 @@ with loss_step:
                "document. They equal the formula exactly: the weights belong to the rule and the packing, not the "
                "model. The loss itself: " + ", ".join(f"per {r} {lesson.loss[r]:.3f}" for r in LOSS_RULES) + ".")
     st.markdown(
+        "Once documents share rows, *how* the per-token losses are averaged decides how much each document "
+        "counts. The weight of a document above is its share of the gradient: the sum over its tokens of "
+        "d(loss)/d(token loss).\n\n"
+        "- **per token**: sum of token losses / number of counted tokens. Every token weighs the same; a document "
+        "weighs its share of the tokens, wherever it was packed.\n"
+        "- **per row**: mean in each row, then over rows. A row weighs the same whatever it holds, so a short "
+        "document alone in a row counts as much as a row of long ones.\n"
+        "- **per document**: mean in each document, then over documents. Every document weighs the same, "
+        "whatever its length."
+    )
+    st.markdown(
         "**What transformers and TRL do: per token, over the global batch.** transformers' `ForCausalLMLoss` "
         "flattens every row and calls `fixed_cross_entropy`, which sums and divides by `num_items_in_batch` when "
         "it is given (else takes the mean over the forward's counted tokens): no per-row mean. `Trainer` counts "
@@ -142,12 +160,6 @@ with loss_step:
 # ---------------------------------------------------------------- the calculator: accumulation and ranks
 with accumulation_step:
     st.subheader("A loss-weight calculator: the rule, the accumulation steps, the ranks")
-    st.markdown(
-        "One optimizer step sums the gradients of every micro-batch of a rank (gradient accumulation) and averages "
-        "the ranks (data parallelism). Write the step as micro-batches apart with `||`, rows apart with `|`, and "
-        "the counted tokens of each document; micro-batch k runs on rank k // (accumulation steps). Each document's "
-        "weight is its share of the step's gradient, beside its weight under the same rule with the same data "
-        "unpacked in one micro-batch.")
     preset = st.selectbox("Preset", [*PRESETS, OWN], **S.bind("preset"),
                           format_func=lambda k: f"{PRESETS[k].title} ({PRESETS[k].reported})" if k in PRESETS else
                           "your own: set every field")
@@ -179,6 +191,12 @@ with accumulation_step:
                   "weight": [f"{x:.4f}" for x in lw.weights],
                   "unpacked, one step": [f"{x:.4f}" for x in lw.unpacked]}, hide_index=True)
     st.markdown(lw.sentence)
+    st.markdown(
+        "One optimizer step sums the gradients of every micro-batch of a rank (gradient accumulation) and averages "
+        "the ranks (data parallelism). Write the step as micro-batches apart with `||`, rows apart with `|`, and "
+        "the counted tokens of each document; micro-batch k runs on rank k // (accumulation steps). Each document's "
+        "weight is its share of the step's gradient, beside its weight under the same rule with the same data "
+        "unpacked in one micro-batch.")
     if preset == "split-pairs" and len(lw.weights) == len(dpo_pair_gradients()):
         g = dpo_pair_gradients()
         st.markdown(

@@ -23,6 +23,7 @@ from app_pages._text import esc
 from app_pages._your_data import (
     balance_of,
     cap_prices_of,
+    caps_within,
     profile_plans,
     profile_summary,
     stream_of,
@@ -46,8 +47,9 @@ from packing_core.analysis import (
 )
 from packing_core.data import PURPOSES
 from packing_core.packing import OVERLONG_POLICIES, TRL_WINDOW, PlanOptions
-from packing_lab.advice import bounds_example, longest_share, static_example, trained_positions
+from packing_lab.advice import bounds_example, guarantee_sentence, longest_share, static_example, trained_positions
 from packing_lab.viz import (
+    DELTA_COLOURS,
     balance_figure,
     buffer_curve_figure,
     length_histogram_figure,
@@ -57,7 +59,8 @@ from packing_lab.viz import (
 )
 
 S = page_settings("dataset_explorer", overlong=choice("split", OVERLONG_POLICIES), ranks=number(8, 1, 1024),
-                  micro_batches=number(4, 1, 256), trainer=choice(FRAMEWORKS[0], FRAMEWORKS), cap=choice(8, CAP_LADDER),
+                  micro_batches=number(4, 1, 256), rows_per_micro=number(1, 1, 64),
+                  trainer=choice(FRAMEWORKS[0], FRAMEWORKS), cap=choice(8, CAP_LADDER),
                   model_shape=choice("SmolLM2-135M", tuple(MODEL_SHAPES)))
 
 st.title("Dataset explorer")
@@ -98,6 +101,8 @@ with guard("compare the strategies"):
 lengths_step, strategies_step, advice_step, balance_step, limits_step = steps(__file__)
 with lengths_step:
     st.caption(esc(upload["caption"] if yours else sources()[name].description))
+    figure(cached_figure(length_histogram_figure, hist, title="Tokens per document (violet: longer than the context)"),
+           key=S.key("hist"))
     st.markdown("How much padding a dataset causes depends on its length distribution against the context. "
                 + esc(describe_padding(stats, rows, sample)) + " Pick another dataset or context in the sidebar, or "
                 "open *Use your own data* above, and see which strategy fits.")
@@ -110,7 +115,8 @@ with lengths_step:
             "Trained tokens per slot: the tokens in the loss that one slot of compute carries, so a step of "
             "the same size trains that many times more." if head.measure != "utilisation" else
             "Utilisation: real tokens / slots; every token of pretraining data is trained."))
-    m = st.columns(7 if yours and loss_masked(profile) else 6)
+    # seven metrics in two rows: seven in one row broke "Documents" mid-word at a projector's 1024 px
+    m = st.columns(4) + st.columns(3) if yours and loss_masked(profile) else st.columns(6)
     m[0].metric("Documents", f"{stats.count:,}")
     m[1].metric("Mean", f"{stats.mean:.0f}")
     m[2].metric("Median (p50)", f"{stats.p50:.0f}")
@@ -120,8 +126,6 @@ with lengths_step:
     if len(m) == 7:
         m[6].metric("Tokens in the loss", f"{profile.loss_share:.1%}",
                     help="chat: the assistant turns; prompt/completion: the completion; plain text: every token")
-    figure(cached_figure(length_histogram_figure, hist, title="Tokens per document (violet: longer than the context)"),
-           key=S.key("hist"))
 
 with strategies_step:
     st.subheader("Every strategy on this dataset")
@@ -137,23 +141,26 @@ with advice_step:
     settings = {s.framework: s for s in recommended_settings(stats, rows, purpose)}
     trainer = st.radio("The settings to paste, for", list(settings), horizontal=True, **S.bind("trainer"))
     chosen = settings[trainer]
-    st.code(chosen.code, language="python")
+    st.code(chosen.code, language="python", wrap_lines=True)   # no sideways scroll at 1024 px
     st.caption(f"{esc(chosen.overlong)} Read from {esc(chosen.source)}.")
     bounds_line = table_notes(rows, plans)[0]     # the three bounds of every document
-    st.markdown("**How far from the best plan: three lower bounds, three questions.** " + esc(bounds_example()))
-    st.caption(esc(bounds_line[0].upper() + bounds_line[1:]) + ". The table's *proven lower bound* column (step 2, "
-               "every column) names the one each strategy is measured against.")
+    # folded: the settings, wrapped at a projector's width, and the step stay within two screens
+    with st.expander("How far from the best plan: three lower bounds, and what the greedy packers promise"):
+        st.markdown("**Three lower bounds, three questions.** " + esc(bounds_example()))
+        st.caption(esc(bounds_line[0].upper() + bounds_line[1:]) + ". The table's *proven lower bound* column (step "
+                   "2, every column) names the one each strategy is measured against.")
+        promised = guarantee_sentence(rows)
+        if promised:
+            st.markdown("**What the greedy packers promise, and what they do.** " + esc(promised))
 
 with balance_step:
-    st.subheader("Data-parallel balance")
-    st.markdown("A step waits for the slowest rank. Its cost is the linear layers' (6N per token) plus attention's "
-                "(Σ len² per document), so equal tokens are not quite equal time, and how much attention weighs "
-                "depends on the model and the row length. The bfd rows dealt as a distributed sampler deals them, "
-                "then balanced by attention cost; the verdict counts the whole step.")
-    b1, b2, b3 = st.columns(3)
+    st.subheader("Data-parallel balance, one optimizer step at a time")
+    b1, b2, b3, b4 = st.columns([2, 2, 2, 3])
     ranks = b1.number_input("Ranks", 1, 1024, **S.bind("ranks"))
     micro = b2.number_input("Micro-batches per rank", 1, 256, **S.bind("micro_batches"))
-    shape_name = b3.radio("Model shape", list(MODEL_SHAPES), horizontal=True,
+    per_micro = b3.number_input("Rows per micro-batch", 1, 64, **S.bind("rows_per_micro"),
+                                help="the per-device batch, in packed rows")
+    shape_name = b4.radio("Model shape", list(MODEL_SHAPES), horizontal=True,
                           format_func=lambda k: MODEL_SHAPES[k].name, **S.bind("model_shape"))
     too_many = over_page_budget(sample, context, command="python -m packing_core balance FILE --ranks N")
     if too_many:
@@ -161,32 +168,40 @@ with balance_step:
     else:
         with guard("balance the rows"):
             key = upload["digest"] if yours else name
-            steps_ = balance_of(key, sample, context, int(ranks), int(micro), shape_name)
-        report = steps_.by_attention
+            steps_ = balance_of(key, sample, context, int(ranks), int(micro), int(per_micro), shape_name)
+        split = steps_.by_attention
         basis = f"a sample of {len(sample):,} documents" if yours and len(sample) < stats.count else \
             f"all {len(sample):,} documents"
-        if report.note:
-            st.caption(esc(report.note))
-        figure(cached_figure(balance_figure, report, title=f"bfd rows of {basis}, {report.rows:,} rows over "
-                             f"{report.ranks} ranks x {report.micro_batches} micro-batches"), key=S.key("balance"))
+        if split.note:
+            st.caption(esc(split.note))
+        k1, k2, k3 = st.columns(3)
+        k1.metric("A step's max/mean, as dealt", f"{split.before_imbalance:.2f}",
+                  help="the slowest rank's attention cost over the mean, averaged over the steps")
+        k2.metric("Balanced by attention", f"{split.after_imbalance:.2f}",
+                  delta=f"slowest rank {-split.cut:.1%}", delta_color=DELTA_COLOURS["fixed"])
+        k3.metric("The epoch's total, as dealt", f"{split.epoch_imbalance:.2f}",
+                  help="each rank's attention summed over every step: even, whatever the deal")
+        figure(cached_figure(balance_figure, split.first, title=f"Step 1 of {split.steps:,}: {split.first.rows} "
+                             f"shuffled bfd rows of {basis} over {split.ranks} ranks x {split.micro_batches} "
+                             f"micro-batches x {split.rows_per_micro_batch}", height=320), key=S.key("balance"))
         verdict = step_verdict(steps_)
         st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
+    st.markdown("Ranks wait for each other once per optimizer step, at the gradient all-reduce, so what counts is "
+                "how evenly each step's rows are spread. A step holds ranks x micro-batches x rows per micro-batch "
+                "rows, drawn in turn from the shuffled bfd rows. A rank's cost is the linear layers' (6N per token) "
+                "plus attention's (Σ len² per document), so equal tokens are not quite equal time, and how much "
+                "attention weighs depends on the model and the row length. Each step is dealt as a distributed "
+                "sampler deals it, then balanced on its own; the figures are averages over the epoch's steps.")
 
 with limits_step:
     st.subheader("A cap per row, and a stream")
-    st.markdown(
-        "**A cap on documents per row.** `torch.compile` and CUDA graphs replay kernels recorded for fixed shapes, "
-        "but a packed batch changes `cu_seqlens` (one entry per document, plus one) and `max_seqlen` every step. "
-        "A cap of N documents a row fixes both: `cu_seqlens` padded to rows x N + 1 entries by repeating the last "
-        "offset (zero-length documents, which varlen kernels skip) and `max_seqlen` set to the context, as "
-        "torchtitan PR #4158 and Megatron-LM PR #4359 (32 documents by default) do. Without it each new shape "
-        "records a new graph: in pytorch issue #188150 nine shapes took a 1.5x speed-up to about nothing. "
-        "`python -m packing_core check` reads such a batch as sound and notes its zero-length documents.")
     with guard("price the cap"):
         prices = cap_prices_of(upload["digest"] if yours else name, profile if yours else lengths, context, overlong)
+    caps = caps_within(context)              # at context 16 or 32 the ladder stops at the context
+    S.keep_within("cap", caps, min(S.settings["cap"].default, caps[-1]))
     c1, c2 = st.columns([3, 2], gap="medium")
     with c1:
-        cap = st.select_slider("Documents per row (the cap)", CAP_LADDER, **S.bind("cap"),
+        cap = st.select_slider("Documents per row (the cap)", caps, **S.bind("cap"),
                                help="what a static-shape kernel is compiled for; bfd honours it exactly")
         price = {p.max_docs_per_row: p for p in prices}[cap]
         st.markdown(f"**{esc(cap_sentence(price))}** A row that could take one more short document must leave "
@@ -197,6 +212,16 @@ with limits_step:
                  column_config={"extra rows %": st.column_config.NumberColumn(format="%.2f %%"),
                                 "bfd rows": st.column_config.NumberColumn(format="localized"),
                                 "cap": st.column_config.NumberColumn(help="documents per row")})
+    st.markdown(
+        "**A cap on documents per row.** CUDA graphs replay kernels recorded for fixed shapes and addresses; "
+        "`torch.compile` specialises on shapes and on `max_seqlen` (a Python int) and recompiles when they change, "
+        "or marks them dynamic after a recompile. A packed batch changes `cu_seqlens` (one entry per document, plus "
+        "one) and `max_seqlen` every step. "
+        "A cap of N documents a row fixes both: `cu_seqlens` padded to rows x N + 1 entries by repeating the last "
+        "offset (zero-length documents, which varlen kernels skip) and `max_seqlen` set to the context, as "
+        "torchtitan PR #4158 and Megatron-LM PR #4359 (32 documents by default) do. Without it each new shape "
+        "records a new graph: in pytorch issue #188150 nine shapes took a 1.5x speed-up to about nothing. "
+        "`python -m packing_core check` reads such a batch as sound and notes its zero-length documents.")
 
     st.markdown(
         "**A stream packs worse than a histogram.** A trainer that streams its data packs from a buffer, best fit "

@@ -5,9 +5,9 @@ import streamlit as st
 
 from app_pages import _content, _leakage_steps
 from app_pages._data import model_status, plan
-from app_pages._layout import cached_figure, figure, guard, lesson, scroll_here, steps, terms_help
+from app_pages._layout import cached_figure, figure, guard, lesson, prediction, scroll_here, steps, terms_help
 from app_pages._links import fragment
-from app_pages._progress import progress
+from app_pages._progress import progress, waiting
 from app_pages._state import Setting, choice, lines, number, page_settings, text
 from app_pages._text import esc
 from packing_core.attention import available_backends
@@ -45,7 +45,7 @@ S = page_settings("leakage_lab", mask=choice("on", ("on", "off")), positions=cho
                   texts=text("\n".join(DEFAULT_TEXTS), lines(MIN_TEXTS, MAX_TEXTS, 8 * MAX_TEXT_TOKENS)),
                   neighbours=choice("related", ("related", "independent")), use_cache=False,
                   scenario=choice("correct", (*_content.SCENARIOS, _content.FREE)), causal=choice("on", ("on", "off")),
-                  signal=False)
+                  signal=False, guess=choice(None, ANSWERS))
 
 st.title("Leakage lab")
 lesson(__file__)
@@ -65,20 +65,20 @@ def loaded(name: str):
 
 
 def load_smollm2(where) -> None:
-    """Load SmolLM2 once per server, saying so in ``where``; the first load ever converts it, and says how long."""
-    import time
+    """Load SmolLM2 once per server, saying so in ``where`` (the top of the step); the first load ever converts it
+    under a bar with the seconds against an estimate this server measured (or a first-run guess, said so)."""
+    from packing_lab.demos import WAITS, cold_estimate, record_cold, smollm2_converted
 
-    from packing_lab.demos import smollm2_converted
+    if not smollm2_converted():
+        from packing_core.models import load_pretrained
 
-    converting = not smollm2_converted()
-    text = ("Converting SmolLM2 from its GGUF file to safetensors: the first load on this server, about 30 s "
-            "on 2 cores (`python -m packing_core warm` does it before class)..." if converting else
-            "Loading SmolLM2 from its converted copy (about a second)...")
-    t0 = time.perf_counter()
-    with where, st.spinner(text):
+        with waiting(where, WAITS["convert"][0] + " (`packing-lab warm` does it before class)",
+                     cold_estimate("convert")) as spent:
+            load_pretrained()      # converts and caches the copy; the cached loader below reads it in a second
+        st.session_state["leakage_lab.converted_s"] = spent()
+        record_cold("convert", spent())
+    with where, st.spinner("Loading SmolLM2 from its converted copy (about a second)..."):
         loaded(PRETRAINED)
-    if converting:
-        st.session_state["leakage_lab.converted_s"] = time.perf_counter() - t0
     if "leakage_lab.converted_s" in st.session_state:
         where.caption(f"SmolLM2 converted in {st.session_state['leakage_lab.converted_s']:.0f} s; "
                       "later loads read the copy in under a second.")
@@ -102,6 +102,7 @@ def drift(mask: str, texts: tuple[str, ...], model: str, positions: str = "reset
 @fragment("leakage_lab")
 def lab() -> None:
     """Only this part reruns when a toggle changes."""
+    busy = st.container()    # the top of the step: SmolLM2's first conversion shows its bar here
     missing = {n: model_status(n)[1] for n in MODELS if not model_status(n)[0]}
     local = {str(p): f"{p.name} (local folder)" for p in model_dirs()}   # $PACKING_LAB_MODEL_DIRS
     models = [n for n in MODELS if n not in missing] + list(local)
@@ -152,8 +153,9 @@ def lab() -> None:
         figure(cached_figure(plan_strip, row, title=f"The packed row: documents of {', '.join(map(str, DEFAULT_LENGTHS))} "
                                                     "random tokens", row_height=40), key=S.key("row"))
     st.markdown("**Predict:** packed after document 0, will the logits of document 1 change?")
-    key = f"leakage_lab.guess_{model}_{mask}_{positions}_{attention}_{use_cache}" + ("" if causal else "_acausal")
-    guess = st.radio("Your prediction", ANSWERS, index=None, horizontal=True, key=key, label_visibility="collapsed")
+    key = f"{model}_{mask}_{positions}_{attention}_{use_cache}" + ("" if causal else "_acausal")
+    S.answer_to("guess", key)     # a prediction answers these switches; a link carries it
+    guess = prediction(S, ANSWERS)
     reveal = st.checkbox("Skip predictions and always show the result", **S.bind("skip"))
     if guess is None and not reveal:
         st.info("Make a prediction to see the result.")
@@ -161,7 +163,7 @@ def lab() -> None:
 
     with guard(f"verify {model} with mask {mask}, positions {positions}, attention {attention}"):
         if model == PRETRAINED:
-            load_smollm2(st.container())
+            load_smollm2(busy)
         rep = run(model, mask, positions, attention, texts, use_cache, causal or attention in own)
     doc1 = rep.documents[1]
     # the answer to the guess beside the verdict: one row, so the reveal fits the step's two screens
@@ -238,12 +240,13 @@ NEIGHBOURS = {"related": f"{SAME_TOPIC:.0%} share a topic (sorted by source)",
 with train_step:
     busy = st.container()   # the top of the step: a run's progress shows here, scrolled into view
     st.subheader("A wrong mask never errors")
-    st.markdown(_content.LEAKAGE_TRAIN.format(topics=TOPICS, tokens=TOKENS_PER_TOPIC))
-    c1, c2, c3 = st.columns([1, 2, 2], vertical_alignment="bottom")
+    # the choice the lesson asks for (how often neighbours share a topic) and the button first, the seed last: on the
+    # focused screen (controls=hidden) the seed goes and leaves no gap between them; the explanation under the runs
+    c2, c3, c1 = st.columns([2, 1, 1], vertical_alignment="bottom")
     seed = c1.number_input("Seed", min_value=0, max_value=999, step=1, **S.bind("train_seed"),
                            help="Another seed draws other data and other starting weights.")
     neighbours = c2.radio("Neighbouring documents", list(NEIGHBOURS), format_func=NEIGHBOURS.get, horizontal=True,
-                          **S.bind("neighbours"), help="how often a document follows one on its own topic")
+                          **S.bind("neighbours", lesson=True), help="how often a document follows one on its own topic")
     from packing_lab.demos import cached_pair, train_estimate, train_pair
 
     chosen, estimate = (int(seed), neighbours), train_estimate(int(seed), neighbours)
@@ -289,6 +292,8 @@ with train_step:
             st.caption(f"Held-out loss packed as in training: mask on {on.packed_loss:.3f}, mask off {off.packed_loss:.3f}; "
                        f"with the previous document visible: mask on {on.visible_loss:.3f}, mask off {off.visible_loss:.3f}. "
                        f"{on.steps} steps each, {on.seconds + off.seconds:.1f} s for both runs.")
+
+    st.markdown(_content.LEAKAGE_TRAIN.format(topics=TOPICS, tokens=TOKENS_PER_TOPIC))
 
 with debate_step:
     st.subheader("Is reading across documents always a bug?")

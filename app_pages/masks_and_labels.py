@@ -2,21 +2,23 @@
 import numpy as np
 import streamlit as st
 
-from app_pages import _content
-from app_pages._layout import figure, guard, lesson, steps, terms_help
-from app_pages._state import choice, page_settings
+from app_pages import _content, _findings
+from app_pages._findings import verdict
+from app_pages._layout import document_picker, figure, guard, lesson, steps, terms_help
+from app_pages._state import choice, number, page_settings
+from app_pages._text import esc
 from packing_core import PackedBatch, check_batch
 from packing_core.attention import ATTENTION_READERS, packed_attention
 from packing_core.check import check_all_implementations
 from packing_core.verify import eval_loss_packed_vs_alone
-from packing_lab.advice import alone_vs_packed_attention
-from packing_lab.viz import layout_figure, mask_figure, targets_figure
+from packing_lab.advice import alone_vs_packed_attention, document_starts_here, max_seqlen_lesson
+from packing_lab.viz import hf_batch_figure, layout_figure, mask_figure, targets_figure
 from packing_lab.zoo import BREAKS, broken_batch, loss_vs_answers, naive_targets
 
 WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
 PROMPT_BREAKS = ("prompts-in-the-loss", "prompts-cut-from-attention")
 S = page_settings("masks_and_labels", width=choice(64, WIDTHS), instruction=False, break_=choice("none", BREAKS),
-                  attn=choice("sdpa", ATTENTION_READERS))
+                  attn=choice("sdpa", ATTENTION_READERS), doc=number(None, 0, 4096))
 
 st.title("Masks and labels")
 lesson(__file__)
@@ -30,6 +32,12 @@ def build(width: int, instruction: bool):
     batch = PackedBatch.from_documents(docs.documents, width, "next-fit", **kw)
     twin = PackedBatch.from_documents(docs.documents, width, "next-fit", positions="continuous", **kw)
     return docs, batch, twin.position_ids[0].numpy()
+
+
+@st.cache_resource(show_spinner="Tokenising the example documents...")
+def first_tokens():
+    """The example texts' document starts under each convention, with SmolLM2's tokenizer when it is here."""
+    return document_starts_here(_content.EXAMPLE_TEXTS)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -75,14 +83,25 @@ with guard(f"build a row of {width} tokens"):
 doc = shown.document_ids[0].numpy()
 in_row = np.unique(doc[doc >= 0])
 n_docs = len(in_row)
+# a document picked here, or by a click in any figure below, is framed in every figure of every step
+picked = document_picker(S, "doc", int(in_row.max()) + 1 if n_docs else 0)
+PICK = (S, "doc")
 
 # one tab per idea, named as the teacher says them (_content.PAGES); the controls above serve them all
 mask_step, positions_step, targets_step, check_step = steps(__file__)
 
 # ---------------------------------------------------------------- attention
 with mask_step:
+    st.subheader("Attention: a causal mask is not a boundary mask")
+    # the figure first, the words under it (a projector's first screen shows the masks)
+    differs = not np.array_equal(kernel, varlen)
+    panels = {"causal only (j ≤ i)": causal, f"what {attn} reads in this batch": kernel}
+    if differs:   # a kernel that reads no cu_seqlens may compute this batch correctly where a varlen kernel would not
+        panels["what a varlen kernel reads (its cu_seqlens)"] = varlen
+    figure(mask_figure(panels, doc, shown.position_ids[0].numpy(), highlight=picked, pickable=True),
+           key=S.key("masks"), pick=PICK)
     st.markdown(
-        "Below is one packed row of short documents, placed by next-fit; each character is one token. Packing is "
+        "Above is one packed row of short documents, placed by next-fit; each character is one token. Packing is "
         "correct only if every document gets the computation it would get alone. The attention mask "
         "decides that, helped by position ids that restart at each document when the model needs them. "
         "Two more tensors decide what is trained, not what is computed: the targets and the loss mask. "
@@ -90,7 +109,6 @@ with mask_step:
         "see its start.)",
         help=terms_help('next-fit'),
     )
-    st.subheader("Attention: a causal mask is not a boundary mask")
     block_diagonal = bool(np.array_equal(kernel, intended_mask))
     st.markdown(
         f"Row 0 holds {n_docs} documents. **Left**, the ordinary causal triangle (j ≤ i): every red "
@@ -100,14 +118,8 @@ with mask_step:
            "here **not** the block-diagonal causal mask (j ≤ i *and* segment[i] == segment[j], one triangle per "
            "document), because of the bug planted above or the implementation chosen: red cells are reads across "
            "documents.")
-        + " Hover a cell to see which query reads which key."
+        + " Hover a cell to see which query reads which key; click a document's block to frame it in every figure."
     )
-    # a kernel that reads no cu_seqlens may compute this batch correctly where a varlen kernel would not: show both
-    differs = not np.array_equal(kernel, varlen)
-    panels = {"causal only (j ≤ i)": causal, f"what {attn} reads in this batch": kernel}
-    if differs:
-        panels["what a varlen kernel reads (its cu_seqlens)"] = varlen
-    figure(mask_figure(panels, doc, shown.position_ids[0].numpy()), key=S.key("masks"))
 
     def listed(values) -> str:
         values = [int(v) for v in values]
@@ -134,6 +146,8 @@ with mask_step:
 # ---------------------------------------------------------------- positions
 with positions_step:
     st.subheader("Positions restart at every document")
+    figure(layout_figure(shown, 0, continuous_positions=continuous, highlight=picked, pickable=True),
+           key=S.key("layout"), pick=PICK)
     st.markdown(
         "With continuous positions the second document thinks it starts at position "
         f"{int(continuous[doc == in_row[min(1, n_docs - 1)]][0])}, which never happens when "
@@ -144,11 +158,12 @@ with positions_step:
         "position (FlashAttention, one flattened row only), so continuous positions there also erase the "
         "document boundaries."
     )
-    figure(layout_figure(shown, 0, continuous_positions=continuous), key=S.key("layout"))
 
 # ---------------------------------------------------------------- targets and loss
 with targets_step:
     st.subheader("Targets stop at the document edge; the loss mask is its own tensor")
+    figure(targets_figure(shown, 0, naive_targets(good, 0), highlight=picked, pickable=True), key=S.key("targets"),
+           pick=PICK)
     st.markdown(
         "Shifting the whole row by one makes the last token of a document predict the first token "
         "of the next one (red): an artificial transition. The fix is a target of -100 at each edge "
@@ -166,40 +181,50 @@ with targets_step:
            "switch on instruction tuning to see prompt tokens that are attended but not trained."),
         help=terms_help('EOS'),
     )
-    figure(targets_figure(shown, 0, naive_targets(good, 0)), key=S.key("targets"))
     with st.expander("The documents in this row"):
         st.code("\n".join(docs.texts), language=None)
+    with st.expander("The first token of each document: EOS between documents, a BOS, or a chat header"):
+        with guard("tokenise the example documents"):
+            starts, tokenizer_name = first_tokens()
+        st.markdown(f"With positions reset and the mask on, a document's first position sees only its own token. "
+                    f"Which token that is decides what it learns. The {len(_content.EXAMPLE_TEXTS)} example texts "
+                    f"above, tokenised by {tokenizer_name}, packed three ways (document 1 shown):")
+        st.dataframe({"each document starts with": [s.convention for s in starts],
+                      "position 0 holds": [s.first_holds for s in starts],
+                      "and learns to predict": [s.first_predicts for s in starts],
+                      "first word trained": ["yes" if s.opening_trained else "never" for s in starts],
+                      "tokens added per document": [s.added_per_document for s in starts]},
+                     hide_index=True, width="stretch")
+        st.markdown("\n".join(f"- **{esc(s.convention)}.** {esc(s.sentence)}" for s in starts))
 
 # ---------------------------------------------------------------- the checks
 with check_step:
     st.subheader("Break it, check it")
+    # what may be trained: every next token of the same document, or, with instruction tuning, the answers only
+    trainable = ("answer targets (with instruction tuning only the answers are trained)" if instruction else
+                 "trainable targets (every next token of the same document)")
+    counted = (f"In this batch, loss positions = {trainable}: {loss_positions} = {answers}." if loss_positions == answers
+               else f"Loss positions: {loss_positions}, {trainable}: {answers}.")
+    verdict(checked_row, f"check_batch, {checked_row.verdict}. {counted}")
+    figure(hf_batch_figure(checked_row, 0, title="The row as check_batch reads it: red marks each finding",
+                           highlight=picked, pickable=True), key=S.key("checked"), pick=PICK)
     st.markdown("The row is a `PackedBatch`: `check_batch` reads its tensors, and each problem it finds is a "
                 "finding, a rule in words with a name. Plant a bug above (*Break it*) and watch what each check "
                 "sees. Your own trainer's batches are checked on *Check your setup*.",
                 help=terms_help('PackedBatch', 'finding'))
-    findings = checked_row.findings
-    # what may be trained: every next token of the same document, or, with instruction tuning, the answers only
-    trainable = ("answer targets (with instruction tuning only the answers are trained)" if instruction else
-                 "trainable targets (every next token of the same document)")
-    if checked_row.sound and not checked_row.warnings:
-        st.success(f"check_batch, {checked_row.verdict}. In this batch, loss positions = {trainable}: "
-                   f"{loss_positions} = {answers}.")
-    elif not checked_row.sound:
-        st.warning(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, {trainable}: "
-                   f"{answers}.")
-    else:
-        st.info(f"check_batch, {checked_row.verdict}. Loss positions: {loss_positions}, {trainable}: {answers}.")
-    if findings:
-        st.dataframe({"what is wrong": [f.title for f in findings], "finding": [f.name for f in findings],
-                      "severity": [f.severity for f in findings], "where": [f.detail for f in findings],
-                      "fix": [f.fix for f in findings]}, hide_index=True, width="stretch",
-                     column_config={"finding": st.column_config.TextColumn(
-                         help="the finding's name: the identifier check_batch and the CLI report")})
+    _findings.findings(checked_row)
     st.caption("Per attention implementation: " + " · ".join(c.verdict for c in per_impl))
+    if shown.max_seqlen != good.max_seqlen:      # the planted max_seqlen: what flash-attn's launch then covers
+        st.markdown("**max_seqlen sizes the launch.** " + esc(max_seqlen_lesson(shown.cu_seqlens, shown.max_seqlen))
+                    + " sdpa and eager never read max_seqlen; choose `flash_attention_2` or `varlen` above to see the "
+                    "check's `max_length_too_small`.")
     if isolation.equivalent:
-        st.caption(f"Alone vs packed, one attention layer with random weights: every document's output matches "
-                   f"its alone run (max |Δ| {max(isolation.max_abs_diff, default=0):.1e}). This layer has no "
-                   "positions, so it judges the mask only.")
+        st.caption(f"Alone vs packed, one attention layer with random weights, reading the batch as a varlen kernel "
+                   f"fed its cu_seqlens: every document's output matches its alone run (max |Δ| "
+                   f"{max(isolation.max_abs_diff, default=0):.1e}). This layer has no positions, so it judges the "
+                   "cu_seqlens only"
+                   + (f"; {attn} reads this batch differently (step 1 shows both), and the verdict above judges "
+                      f"what {attn} reads." if differs else "."))
     else:
         st.warning(f"Alone vs packed, one attention layer with random weights, reading the batch as a varlen "
                    f"kernel does (its cu_seqlens): document piece(s) "

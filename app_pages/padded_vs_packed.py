@@ -11,7 +11,7 @@ from app_pages._data import (
     strategy_table,
     within_page_budget,
 )
-from app_pages._layout import figure, guard, lesson, steps, terms_help
+from app_pages._layout import cached_figure, document_picker, figure, guard, lesson, steps, terms_help
 from app_pages._state import SHARED, choice, number, page_settings, text
 from app_pages._text import esc, stop
 from packing_core import STRATEGIES
@@ -28,16 +28,38 @@ from packing_core.analysis import (
 from packing_core.attention import DEFAULT_TILE
 from packing_core.data import parse_lengths
 from packing_core.packing import OVERLONG_POLICIES, STRATEGY_INFO
-from packing_lab.advice import row_order
-from packing_lab.viz import plan_strip, row_order_figure, strategy_figure
+from packing_lab.advice import (
+    micro_batch_masks,
+    mixture_orders,
+    mixture_sentence,
+    padding_free_example,
+    row_order,
+)
+from packing_lab.viz import bills_figure, mixture_figure, plan_strip, row_order_figure, strategy_figure
 
 WORKED = ", ".join(map(str, _content.WORKED_LENGTHS))
 MAX_ROWS = 24
 FLEX_TILE = DEFAULT_TILE    # FlexAttention's default tile, as the Benchmark counts it
+MASK_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 S = page_settings("padded_vs_packed", lengths=text(WORKED, parse_lengths), draw_n=number(32, 1, 4096),
                   strategy=choice("concat-cut", lambda: tuple(STRATEGIES)), overlong=choice("split", OVERLONG_POLICIES),
                   batch=number(32, 1, 4096), buckets=number(8, 1, 64), sort=False, shuffle=False,
-                  model_shape=choice("SmolLM2-135M", tuple(MODEL_SHAPES)))
+                  model_shape=choice("SmolLM2-135M", tuple(MODEL_SHAPES)), mask_context=choice(8192, MASK_CONTEXTS),
+                  mask_rows=number(8, 1, 64), first_row=number(0, 0, 10**7), doc=number(None, 0, 10**7))
+PADDING_FREE = padding_free_example()
+
+
+@st.cache_data(show_spinner="Packing the built-in mixture...", max_entries=8)
+def mixtures(context: int):
+    """The built-in mixture's bfd rows at ``context``, per batch by source: in the plan's order and shuffled."""
+    return mixture_orders(context)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def mask_table(lengths, context: int, rows: int):
+    """What each kernel builds for the first ``rows`` bfd rows of the sidebar's dataset at ``context``."""
+    return micro_batch_masks(lengths, context, rows)
+
 
 st.title("Padded vs packed")
 top = st.container()   # the lesson box, filled once the page knows its numbers (its question quotes them)
@@ -55,6 +77,12 @@ def _draw() -> None:
 
 # ---------------------------------------------------------------- controls
 with rows_step:
+    # the figure first: the strategy beside the step's title, then the rows; the numbers, the documents and the
+    # options under them (filled below, once the plan is made)
+    head, pick = st.columns([3, 2], vertical_alignment="bottom")
+    strategy = pick.selectbox("Strategy", tuple(STRATEGIES), **S.bind("strategy"))   # the registry now
+    title_slot, strip_slot, numbers_slot = head.empty(), st.container(), st.container()
+    st.caption(STRATEGY_INFO[strategy])
     st.markdown(
         f"The page opens on the {len(_content.WORKED_LENGTHS)} samples of the first page, laid out by one strategy. "
         "Padding strategies give each sample its own row; packing strategies fill rows with several "
@@ -66,8 +94,6 @@ with rows_step:
         st.text_area("Document lengths (tokens), separated by commas or spaces", height=90,
                      **S.bind("lengths"))
     with right:
-        strategy = st.selectbox("Strategy", tuple(STRATEGIES), **S.bind("strategy"))   # the registry now
-        st.caption(STRATEGY_INFO[strategy])
         overlong = st.radio("Documents longer than the context", OVERLONG_POLICIES, horizontal=True,
                             **S.bind("overlong"))
     # the draw row spans the page: at a projector's 1024 pixels its button label fits whole
@@ -103,9 +129,29 @@ m, pm = p.metrics(), pad.metrics()
 cost, pad_cost = attention_cells(m), attention_cells(pm)      # each plan's own kernel, full squares
 dense_cost = attention_cells(m, "dense")
 
-# ---------------------------------------------------------------- numbers
-with rows_step:
-    st.subheader(f"{strategy} at context {context} (change it in the sidebar)")
+# ---------------------------------------------------------------- the rows, and their numbers
+title_slot.subheader(f"{strategy} at context {context} (change it in the sidebar)")
+with strip_slot:
+    first = 0
+    if m.rows > MAX_ROWS:
+        if S.get("first_row") >= m.rows:
+            st.session_state[S.key("first_row")] = 0
+        first = st.slider("First row shown", 0, m.rows - 1, step=1, **S.bind("first_row"))
+    picked = S.get("doc")    # a document clicked in the rows, or picked under them: framed in every row it sits in
+    figure(plan_strip(p, first_row=first, max_rows=MAX_ROWS, highlight=picked, pickable=True,
+                      title=f"rows {first} to {min(m.rows, first + MAX_ROWS) - 1} of {m.rows}"),
+           key=S.key("strip"), pick=(S, "doc"))
+    picked = document_picker(S, "doc", len(lengths), label="Pick out a document (or click it in the rows)")
+    if picked is not None:
+        mine = p.piece_doc == picked
+        where = sorted(set(p.piece_row[mine].tolist()))
+        st.caption(f"Document {picked}: {lengths[picked]:,} tokens, "
+                   + (f"in row{'s' if len(where) > 1 else ''} {', '.join(map(str, where))}"
+                      + (" (split at a row edge)" if len(where) > 1 else "") if where else
+                      "in no row (dropped by the over-long policy)") + ".")
+    st.caption("Each colour is one document, grey is padding, white is outside a row. A black tick ends "
+               "a document; a violet tick marks a document split at a row edge.")
+with numbers_slot:
     n1, n2, n3 = st.columns(3)   # two rows of three: every label whole at a projector's 1024 pixels
     n4, n5, n6 = st.columns(3)
     bound = plan_bound(p)
@@ -120,19 +166,14 @@ with rows_step:
                    "computes the pads (SDPA with is_causal) / this plan's under its own kernel (an unpadding varlen "
                    "kernel when packed), in full squares. A count of arithmetic, not a measured speed-up.")
 
-    first = 0
-    if m.rows > MAX_ROWS:
-        if st.session_state.get(S.key("first_row"), 0) >= m.rows:
-            st.session_state[S.key("first_row")] = 0
-        first = st.slider("First row shown", 0, m.rows - 1, step=1, key=S.key("first_row"))
-    figure(plan_strip(p, first_row=first, max_rows=MAX_ROWS,
-                      title=f"rows {first} to {min(m.rows, first + MAX_ROWS) - 1} of {m.rows}"), key=S.key("strip"))
-    st.caption("Each colour is one document, grey is padding, white is outside a row. A black tick ends "
-               "a document; a violet tick marks a document split at a row edge.")
-
 with bills_step:
     unpadded = attention_cells(pm, "unpadded")   # the padded batch under an unpadding kernel: one square per sample
     st.subheader(f"Three bills: {strategy} against padding to {context}")
+    bills = {"linear layers (slots)": (pm.slots, m.slots),
+             "attention, its own kernel (cells)": (pad_cost, cost),
+             "attention, a dense mask (cells)": (pad_cost, dense_cost)}
+    figure(bills_figure(bills, title=f"{strategy}'s three bills, as a share of padding every sample to {context}"),
+           key=S.key("bills"))
     st.markdown(
         f"**Three bills, three ratios.** The linear layers (most of a model's FLOPs) pay per "
         f"slot: {pm.slots:,} padded against {m.slots:,} here, **{pm.slots / m.slots:.1f}x** fewer. "
@@ -146,21 +187,36 @@ with bills_step:
         st.markdown(
             f"Packed, an unpadding varlen kernel fed `cu_seqlens` (or one call per document) computes one square "
             f"per document, Σ len² = {cost:,}: **{pad_cost / cost:.1f}x** fewer. FlexAttention computes every "
-            f"{FLEX_TILE}-token tile a document touches, {flex:,} cells ({flex / cost:.1f}x Σ len² here): "
-            f"**{pad_cost / flex:.1f}x** fewer. A materialised block-diagonal mask skips nothing: it computes every "
-            f"cell of each row, Σ width² = {dense_cost:,}, only **{pad_cost / dense_cost:.1f}x** fewer.",
+            f"{FLEX_TILE}-token tile on or below the diagonal that a document touches, {flex:,} cells "
+            f"({flex / cost:.1f}x Σ len² here): **{pad_cost / flex:.1f}x** fewer. A materialised block-diagonal "
+            f"mask skips nothing: it computes every cell of each row, Σ width² = {dense_cost:,}, only "
+            f"**{pad_cost / dense_cost:.1f}x** fewer.",
             help=terms_help('varlen', 'FlexAttention', 'block-diagonal mask'),
         )
+        flex_pad = attention_cells(pad, "flex", tile=FLEX_TILE)   # a padding mask: each sample's tiles from 0
         st.markdown(
-            f"Against a padded batch run by an unpadding kernel (FlashAttention given an `attention_mask`, "
-            f"or Flex with a padding mask), padding also pays only Σ len² = {unpadded:,}. There attention saves "
-            f"{unpadded / cost:.1f}x, and what packing buys is the slot ratio, **{pm.slots / m.slots:.1f}x**.",
+            f"Against a padded batch run by an unpadding kernel, padding pays less: FlashAttention given an "
+            f"`attention_mask` drops the pads and pays Σ len² = {unpadded:,}, so attention saves only "
+            f"{unpadded / cost:.1f}x and what packing buys is the slot ratio, **{pm.slots / m.slots:.1f}x**; "
+            f"Flex with a padding mask pays the {FLEX_TILE}-token tiles each sample touches, {flex_pad:,} cells.",
             help=terms_help('FlashAttention'),
         )
         half = attention_cells(pm, convention=HALVES)    # the padded baseline on a GPU: lower halves only
         st.caption(f"{CONVENTION_NOTE} Here, on a GPU: varlen "
                    f"{half / attention_cells(m, convention=HALVES):.1f}x, FlexAttention {half / flex:.1f}x, "
                    f"a dense mask {half / dense_cost:.1f}x.")
+        with st.expander("Memory too: what a materialised mask holds at long context"):
+            e1, e2 = st.columns(2)
+            at = e1.select_slider("Context of the micro-batch", MASK_CONTEXTS, **S.bind("mask_context"))
+            per_device = e2.number_input("Rows per micro-batch", 1, 64, **S.bind("mask_rows"))
+            with guard("count what each kernel builds"):
+                masks = mask_table(current_lengths()[1], int(at), int(per_device))
+            st.markdown(esc(masks.sentence))
+            st.dataframe(masks.table(), hide_index=True, width="stretch",
+                         column_config={"MiB": st.column_config.NumberColumn(format="%.4g"),
+                                        "cells computed": st.column_config.NumberColumn(format="localized")})
+            st.caption(f"The first {masks.rows} bfd rows of {esc(dataset_label(SHARED.get('dataset')))} at "
+                       f"{masks.context:,}, bf16 for eager's mask. {esc(PADDING_FREE.sentence)}")
     elif strategy == "pad":
         st.markdown(f"This plan pads every row to the context: it is the baseline (**{pad_cost / cost:.1f}x**).")
     else:
@@ -186,14 +242,15 @@ with bills_step:
                           format_func=lambda k: MODEL_SHAPES[k].name, **S.bind("model_shape"))
     shape = MODEL_SHAPES[shape_name]
     e2e = end_to_end(rows, shape)
-    st.latex(r"\text{FLOPs} = 6\,N \cdot \text{slots} + 12\,n_\text{layer}\,d_\text{model} \cdot A")
-    st.caption(f"{shape.name}: N = {shape.params:,.0f} parameters, n_layer = {shape.n_layer}, d_model = "
-               f"{shape.d_model}, {shape.n_heads} heads, vocabulary {shape.vocab:,} (from {shape.source}). "
-               "The standard estimate of training FLOPs (forward and backward) per token is "
-               "6N + 12·n_layer·d_model·T, T the length of the row (or document) it sits in. Summed over the plan, "
-               "A counts full squares, the lab's one convention: Σ len² with an unpadding varlen kernel, Σ width² "
-               "with a padded causal kernel (pads computed) or a dense mask. On a GPU the causal kernels pay about "
-               "half of A while a dense mask pays all of it, so there the dense column falls further behind.")
+    with st.expander("How a training step's FLOPs are counted"):   # folded: the step stays two projector screens
+        st.latex(r"\text{FLOPs} = 6\,N \cdot \text{slots} + 12\,n_\text{layer}\,d_\text{model} \cdot A")
+        st.caption(f"{shape.name}: N = {shape.params:,.0f} parameters, n_layer = {shape.n_layer}, d_model = "
+                   f"{shape.d_model}, {shape.n_heads} heads, vocabulary {shape.vocab:,} (from {shape.source}). "
+                   "The standard estimate of training FLOPs (forward and backward) per token is "
+                   "6N + 12·n_layer·d_model·T, T the length of the row (or document) it sits in. Summed over the plan, "
+                   "A counts full squares, the lab's one convention: Σ len² with an unpadding varlen kernel, Σ width² "
+                   "with a padded causal kernel (pads computed) or a dense mask. On a GPU the causal kernels pay about "
+                   "half of A while a dense mask pays all of it, so there the dense column falls further behind.")
     st.dataframe({
         "strategy": [e.strategy for e in e2e],
         "training FLOPs": [f"{e.flops:.3g}" for e in e2e],
@@ -248,6 +305,8 @@ with order_step:
         shuffled = row_order(plan(sample, context, "bfd", overlong="split", shuffle=True, seed=0))
         bucketed = row_order(plan(sample, context, "bucket", overlong="split", batch_size=int(batch_size),
                                      buckets=int(buckets), seed=0))
+    figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled, "bucket": bucketed},
+                            title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))
     s1, s2, s3 = st.columns(3)
     s1.metric("bfd rows: neighbour correlation", f"{in_order.neighbour_correlation:.2f}",
               help="correlation between the longest documents of consecutive rows")
@@ -266,9 +325,14 @@ with order_step:
     st.markdown(
         f"Bucketing pays this price by design. Every batch comes from one bucket, so rows next to each other "
         f"look alike (correlation {bucketed.neighbour_correlation:.2f}) even though it shuffles inside each bucket "
-        "and then the batches. Shuffling mixes batches across the epoch, never the rows inside one: the gradient "
-        "inside a batch stays correlated. Keep the buckets wide, so each batch is a fair draw from its bucket."
+        "and then the batches. Shuffling mixes batches across the epoch, never the rows inside one: each batch "
+        "still holds look-alike samples, so its gradient is a less representative estimate of the whole data's (as "
+        "if the batch were smaller). Keep the buckets wide, so each batch is a fair draw from its bucket."
     )
-    figure(row_order_figure({"bfd": in_order, "bfd + shuffle": shuffled, "bucket": bucketed},
-                            title="Longest document in each row, in the order rows are read"), key=S.key("row_order"))
+    with guard("plan the built-in mixture"):
+        before, after = mixtures(context)
+    st.markdown(f"**Sorting by length groups sources.** On the built-in mixture "
+                f"({esc(', '.join(before.names))}) at context {context}. " + esc(mixture_sentence(before, after)))
+    figure(cached_figure(mixture_figure, {"bfd rows in order": before, "bfd rows shuffled": after},
+                         title="Each batch's tokens by source (dashed: the corpus's mixture)"), key=S.key("mixture"))
 

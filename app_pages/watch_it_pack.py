@@ -8,7 +8,8 @@ import streamlit as st
 
 from app_pages import _content
 from app_pages._data import current_lengths, dataset_label, plan
-from app_pages._layout import cached_figure, figure, guard, lesson
+from app_pages._layout import cached_figure, document_picker, figure, guard, lesson
+from app_pages._links import fragment
 from app_pages._state import SHARED, choice, number, page_settings
 from app_pages._text import esc
 from packing_core.analysis import sample_lengths
@@ -24,7 +25,7 @@ MAX_DRAW = 10**6        # draws a link may name: any seed a class could reach by
 # What a link may set: a packer of the trace, one of the two sets, a placement count (clamped to the trace's
 # length below), a draw's seed. A plain default would let "?strategy=<script>" reach the radio.
 S = page_settings("watch_it_pack", strategy=choice("bfd", TRACE_STRATEGIES), documents=choice(EXAMPLE, (EXAMPLE, DRAWN)),
-                  shown=number(0, 0, 10_000), draw=number(1, 1, MAX_DRAW))
+                  shown=number(0, 0, 10_000), draw=number(1, 1, MAX_DRAW), doc=number(None, 0, 10_000))
 
 st.title("Watch it pack")
 lesson(__file__)
@@ -51,17 +52,20 @@ def _documents() -> tuple[tuple[int, ...], int, str]:
     return drawn, context, f"from {esc(dataset_label(SHARED.get('dataset')))} at context {context} (the sidebar's)"
 
 
-@st.fragment(run_every=PLAY_SECONDS if timer else None)
+@fragment("watch_it_pack", run_every=PLAY_SECONDS if timer else None)   # the URL follows each move
 def player() -> None:
     """The packer, the controls, the rule of the last move and the rows: the only part a tick reruns."""
     lengths, context, where = _documents()
-    strategy = st.radio("Packer", TRACE_STRATEGIES, horizontal=True, **S.bind("strategy"))
+    # the packer is the lesson (compare them): it stays on the teacher's focused screen
+    strategy = st.radio("Packer", TRACE_STRATEGIES, horizontal=True, **S.bind("strategy", lesson=True))
     with guard(f"step through {strategy}"):
         trace = traced(lengths, context, strategy)
     n = len(trace.steps)
-    if ss.get(S.key("traced")) != (lengths, context, strategy):    # another packer or set: from the start
-        ss[S.key("traced")] = (lengths, context, strategy)
-        ss[shown_key], ss[playing_key] = 0, False
+    now = (lengths, context, strategy)
+    if ss.get(S.key("traced")) != now:    # another packer or set: from the start, unless a link says where
+        if S.key("traced") in ss and not S.from_link():
+            ss[shown_key], ss[playing_key] = 0, False
+        ss[S.key("traced")] = now
     ss[shown_key] = min(int(ss.get(shown_key, 0)), n)
     if ss.get(playing_key) and timer:               # a tick: one more placement
         ss[shown_key] = min(n, ss[shown_key] + 1)
@@ -98,11 +102,14 @@ def player() -> None:
         st.markdown(f"**Step {shown} of {n}: {piece}, {s.length} tokens, goes to row {s.row}.** "
                     f"{esc(s.rule[0].upper() + s.rule[1:])}.")
     opened = len(trace.steps[shown - 1].fill) if shown else 0
-    figure(cached_figure(trace_figure, trace, shown, title=f"{strategy}: {shown} of {n} placed, {opened} rows"),
-           key=S.key("figure"))
+    picked = S.get("doc")   # a document clicked in the rows, or picked below: framed, and bold in the rows' line
+    figure(cached_figure(trace_figure, trace, shown, title=f"{strategy}: {shown} of {n} placed, "
+                                                           f"{opened} row{'' if opened == 1 else 's'}", highlight=picked),
+           key=S.key("figure"), pick=(S, "doc"))
+    document_picker(S, "doc", len(lengths), label="Pick out a document (or click it in the rows)")
     rows: dict[int, list[str]] = {}
     for s in trace.steps[:shown]:
-        rows.setdefault(s.row, []).append(str(s.doc))
+        rows.setdefault(s.row, []).append(f"**{s.doc}**" if s.doc == picked else str(s.doc))
     listed = " · ".join(f"row {r}: {', '.join(rows[r])}" for r in sorted(rows))
     if shown < n:
         waiting = " · ".join(str(s.length) for s in trace.steps[shown:shown + 12])

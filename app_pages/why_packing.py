@@ -4,13 +4,21 @@ import streamlit as st
 
 from app_pages import _content
 from app_pages._data import length_summary, plan, source_lengths, strategy_table
-from app_pages._layout import figure, guard, lesson, scroll_here, steps, terms_help
-from app_pages._state import number, page_settings
+from app_pages._layout import figure, guard, lesson, prediction, scroll_here, steps, terms_help
+from app_pages._state import choice, number, page_settings
 from app_pages._text import stop
 from packing_lab.advice import batch_cu_seqlens, compare_schedules, row_cu_seqlens
 from packing_lab.viz import DELTA_COLOURS, bucket_loss_figure, plan_strip, schedule_figure, slot_use_figure
 
-S = page_settings("why_packing", skip=False, rows_per_step=number(64, 1, 4096), warmup=number(500, 0, 100_000))
+lengths, ctx = _content.WORKED_LENGTHS, _content.WORKED_CONTEXT
+with guard("plan the worked example"):
+    padded = plan(lengths, ctx, "pad")
+    packed = plan(lengths, ctx, "concat-cut")
+pm, km = padded.metrics(), packed.metrics()
+GUESSES = tuple(sorted({pm.real_tokens, km.slots, pm.slots // 2, pm.slots}))   # the answer among plausible guesses
+# the class's prediction is part of the view: a link to a later step carries it, and opens that step answered
+S = page_settings("why_packing", skip=False, rows_per_step=number(64, 1, 4096), warmup=number(500, 0, 100_000),
+                  guess=choice(None, GUESSES))
 
 st.title("Why packing")
 lesson(__file__)
@@ -25,23 +33,14 @@ st.markdown(
 pad_or_pack, starts, real, schedule_step, trade = steps(__file__)
 
 # ---------------------------------------------------------------- the worked example
-lengths, ctx = _content.WORKED_LENGTHS, _content.WORKED_CONTEXT
-with guard("plan the worked example"):
-    padded = plan(lengths, ctx, "pad")
-    packed = plan(lengths, ctx, "concat-cut")
-pm, km = padded.metrics(), packed.metrics()
-
 with pad_or_pack:
     st.subheader(f"{len(lengths)} samples, {pm.real_tokens} real tokens, context {ctx}")
+    # ------------------------------------------------------------ predict before the answer (one short paragraph:
+    # the answer and its two strips then start on a projector's first screen)
     st.markdown(f"Lengths: {', '.join(map(str, lengths))}. Padding gives each sample a row of its own, {ctx} slots "
-                "wide.")
-
-    # ------------------------------------------------------------ predict before the answer
-    st.markdown(f"**Predict:** padded to {ctx}, one sample per row, how many slots do these {pm.real_tokens} "
+                f"wide. **Predict:** padded to {ctx}, one sample per row, how many slots do these {pm.real_tokens} "
                 "tokens take?")
-    options = sorted({pm.real_tokens, km.slots, pm.slots // 2, pm.slots})   # the answer among plausible guesses
-    guess = st.radio("Your prediction", options, index=None, horizontal=True, key="why_packing.guess",
-                     format_func=lambda n: f"{n:,} slots", label_visibility="collapsed")
+    guess = prediction(S, GUESSES, format_func=lambda n: f"{n:,} slots")
     reveal = st.checkbox("Skip predictions and always show the answers (self-study)", **S.bind("skip"))
 if guess is None and not reveal:
     pad_or_pack.info("Make a prediction to see the answer.")
@@ -56,7 +55,11 @@ with pad_or_pack:
             f"for {pm.real_tokens} real tokens.")
         scroll_here("why_packing.answer", guess)   # the answer in view on a projector, not below the fold
 
-    st.markdown("Each colour is one document; grey is padding.")
+    # the two strips one above the other, each the page's width: wide cells and a whole legend at 1024 px
+    figure(plan_strip(padded, title="pad: one sample per row", max_cols=512), key="strip_pad")
+    figure(plan_strip(packed, title=f"concat-cut: one stream, cut every {ctx} tokens", max_cols=512),
+           key="strip_packed")
+    st.caption("Each colour is one document; grey is padding.")
     left, right = st.columns(2, gap="large")
     with left:
         st.metric("Padded to the context: utilisation", f"{pm.utilisation:.1%}",
@@ -66,10 +69,6 @@ with pad_or_pack:
         st.metric("Concatenated and cut into full rows", f"{km.utilisation:.1%}",
                   delta=f"{pm.slots / km.slots:.0f}x fewer slots", delta_color=DELTA_COLOURS["fixed"])
         st.caption(f"{km.rows} rows x {ctx} = {km.slots:,} slots, of which {km.pad_tokens:,} are pads.")
-    # the two strips one above the other, each the page's width: wide cells and a whole legend at 1024 px
-    figure(plan_strip(padded, title="pad: one sample per row", max_cols=512), key="strip_pad")
-    figure(plan_strip(packed, title=f"concat-cut: one stream, cut every {ctx} tokens", max_cols=512),
-           key="strip_packed")
 
 # ---------------------------------------------------------------- where each document starts
 bounds = packed.boundaries
@@ -77,15 +76,19 @@ per_row = row_cu_seqlens(packed)
 flat = batch_cu_seqlens(packed)
 split = int(np.searchsorted(bounds, ctx, side="right")) - 1   # the document that crosses the first row edge
 with starts:
+    # the stream and its cut, drawn here (the step's idea is where each document starts, and the cut)
+    figure(plan_strip(packed, title=f"Each document starts at the running sum of the lengths; the stream is cut "
+                                    f"at {ctx}", max_cols=512), key=S.key("starts"))
     st.markdown(
         f"**Where does each document start?** In the stream, at the running sum of the lengths: "
         f"`cumsum([0, {', '.join(map(str, lengths))}])` = `{bounds.tolist()}`. The stream is cut at "
-        f"{ctx}, so document {split} starts at {bounds[split]} and spills into row 1 (the violet tick in step 1 "
+        f"{ctx}, so document {split} starts at {bounds[split]} and spills into row 1 (the violet tick above "
         "marks the cut).",
     )
     st.markdown(
-        f"A varlen kernel (`torch.nn.attention.varlen.varlen_attn`, `flash_attn_varlen_func`) takes one "
-        f"`cu_seqlens` for the whole batch, flattened row after row: the running sum with a "
+        f"A varlen kernel takes the offsets of the queries and of the keys over the whole batch, flattened row "
+        f"after row (`cu_seq_q`, `cu_seq_k` in `torch.nn.attention.varlen.varlen_attn`; `cu_seqlens_q`, "
+        f"`cu_seqlens_k` in `flash_attn_varlen_func`; one tensor twice for self-attention): the running sum with a "
         f"cut added at each row edge, here `{flat}`. Within each row the same boundaries read "
         + " and ".join(f"`{cu}`" for cu in per_row) + ".",
         help=terms_help('varlen', 'cu_seqlens'),
@@ -108,6 +111,7 @@ with real:
         f"would cut {cut_row.docs_split:,}.",
         help=terms_help('bfd'),
     )
+    figure(slot_use_figure(rows[:2], title="Slots of the whole dataset: real tokens and pads"), key="slots")
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("Tickets", f"{stats.count:,}")
     c2.metric("Mean length", f"{stats.mean:.0f} tokens")
@@ -121,7 +125,6 @@ with real:
         "looks perfectly normal all the same, "
         "because pads are left out of the loss: only the throughput tells."
     )
-    figure(slot_use_figure(rows[:2], title="Slots of the whole dataset: real tokens and pads"), key="slots")
 
 # ---------------------------------------------------------------- the schedule
 with schedule_step:
@@ -130,6 +133,7 @@ with schedule_step:
         f"A trainer takes a fixed number of rows per optimizer step. Packed by bfd, the {stats.count:,} tickets fill "
         f"{bfd_row.rows:,} rows instead of {pad_row.rows:,}: each row carries {pad_row.rows / bfd_row.rows:.1f}x the "
         "real tokens. Keep the rows per step, and every number counted in steps changes meaning.")
+    chart = st.container()    # the figure first, its inputs under it
     c1, c2 = st.columns(2)
     rows_per_step = c1.number_input("Rows per optimizer step (batch x accumulation x ranks)", 1, 4096, step=8,
                                     **S.bind("rows_per_step"))
@@ -145,8 +149,9 @@ with schedule_step:
     m3.metric("Warmup, share of the epoch", f"{k_s.warmup_share:.0%}", delta=f"padded: {p_s.warmup_share:.0%}",
               delta_color="off")
     st.markdown(plan_sched.sentence)
-    figure(schedule_figure(plan_sched, title="Learning rate against the real tokens trained, the same warmup and "
-                                             "decay in steps"), key=S.key("schedule"))
+    with chart:
+        figure(schedule_figure(plan_sched, title="Learning rate against the real tokens trained, the same warmup "
+                                                 "and decay in steps"), key=S.key("schedule"))
 
 # ---------------------------------------------------------------- the trade-off
 with trade:

@@ -4,7 +4,7 @@
     python benchmarks/click_speed.py --json     # machine-readable
     python benchmarks/click_speed.py --threads 2   # the same clicks with torch's 2 threads
 
-A warm server is one where ``python -m packing_core warm`` has run (SmolLM2 converted, the
+A warm server is one where ``packing-lab warm`` has run (SmolLM2 converted, the
 lesson's training demo cached) and one visitor has already opened the pages (imports done,
 SmolLM2 in memory). Each click then runs in a fresh session (a new AppTest from ``app.py``)
 and is timed from the interaction to the end of the rerun it starts: what the teacher
@@ -105,10 +105,10 @@ def clicks():
 
 
 def measure(repeats: int) -> dict:
-    from packing_lab.demos import use_lab_threads, warm
+    from packing_lab.demos import use_lab_threads, warm_server
 
     use_lab_threads()
-    warm()                                   # the before-class step: quick when already done
+    warm_server()                            # the before-class step: quick when already done
     # A first visitor: imports, SmolLM2 in memory, and one training (its first optimizer step
     # imports torch._dynamo, about 5 s once per server process).
     for page in ("app_pages/why_packing.py", "app_pages/padded_vs_packed.py", "app_pages/dataset_explorer.py"):

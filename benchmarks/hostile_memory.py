@@ -4,9 +4,10 @@
     python benchmarks/hostile_memory.py --json            # machine-readable
     python benchmarks/hostile_memory.py --only memory     # a pytest -k expression: a class, a case id
 
-The catalogues are ``tests/e2e/test_hostile.py`` (round 3: report, scan, check, verify, --out)
-and ``tests/e2e/test_hostile_round4.py`` (round 4: masks, counts, the optimal planner, the
-stream packer, model caches, compressed Arrow, streams of batch files). One home for the
+The catalogues are ``tests/e2e/test_hostile.py`` (report, scan, check, verify, --out),
+``tests/e2e/test_hostile_round4.py`` (masks, counts, the optimal planner, the stream packer,
+model caches, compressed Arrow, streams of batch files) and ``tests/e2e/test_hostile_inputs.py``
+(the limits' own settings, small contexts, the stream command, concurrent warms). One home for the
 cases: each catalogue runs under pytest, as in CI, with ``PACKING_LAB_HOSTILE_REPORT`` set, and
 writes every case's exit code, seconds and the peak RSS of its whole process tree (a psutil
 sampler over the tree plus the child's own ``wait4`` peak). This script adds whether the case
@@ -31,7 +32,7 @@ from packing_lab.bench import Machine, machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CATALOGUES = ("tests/e2e/test_hostile.py", "tests/e2e/test_hostile_round4.py")
+CATALOGUES = ("tests/e2e/test_hostile.py", "tests/e2e/test_hostile_round4.py", "tests/e2e/test_hostile_inputs.py")
 LIMIT_MIB = 1024
 
 

@@ -10,7 +10,8 @@ transformers load only with the names that need them::
     0.888671875
 
 The layers, each importing only from those before it (a test checks the graph):
-data -> packing -> batch -> attention -> check -> models -> verify -> integrations / analysis -> cli.
+data -> packing -> batch -> attention -> parallel -> check -> models -> verify -> integrations / analysis -> cli
+(``parallel``: a packed batch cut over context-parallel ranks, and the ring, beside the batch layer).
 The lab (``packing_lab``: pages' helpers, demos, the bug zoo, figures) sits above the library and
 is never imported by it.
 """
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
 
 __all__, _getattr, _dir = lazy_exports(__name__, __file__)
 # the subpackages, each with its own curated ``__all__``: ``from packing_core.attention import attend``
-SUBPACKAGES = ("analysis", "attention", "batch", "check", "cli", "data", "integrations", "models", "packing", "verify")
+SUBPACKAGES = ("analysis", "attention", "batch", "check", "cli", "data", "integrations", "models", "packing", "parallel",
+               "verify")
 
 
 def __getattr__(name: str):

@@ -24,6 +24,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from packing_core._limit_settings import limit_setting
 from packing_core._validate import InputError
 
 # SmolLM2's folders in the cache: the converted model + tokenizer, and the tokenizer alone.
@@ -64,20 +65,18 @@ class ReadBudget:
 
 
 _BUDGET_DEFAULTS = {"PACKING_LAB_MAX_ROWS": 10_000_000, "PACKING_LAB_MAX_BYTES": 1 << 30,
-                    "PACKING_LAB_MAX_SECONDS": 300}
+                    "PACKING_LAB_MAX_SECONDS": 300.0}
 
 
 def _env_number(name: str) -> float:
+    """A budget setting, read by the rule of every limit's setting (``_validate.limit_setting``: ASCII, whole
+    for rows and bytes, finite, within its ceiling), or one line saying which rule it breaks."""
     text = os.environ.get(name, "").strip()
     if not text:
         return _BUDGET_DEFAULTS[name]
-    try:
-        value = float(text) if name.endswith("SECONDS") else int(text)
-    except ValueError:
-        value = -1
-    if not value > 0:
-        raise InputError(f"{name}={text[:40]!r} is not a positive number; unset it for the default "
-                         f"({_BUDGET_DEFAULTS[name]:,})")
+    value = limit_setting(name.removeprefix("PACKING_LAB_"), text, _BUDGET_DEFAULTS[name])
+    if isinstance(value, str):
+        raise InputError(value)
     return value
 
 

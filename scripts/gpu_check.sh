@@ -13,7 +13,7 @@
 # It needs python3 with a CUDA build of torch, numpy and pytest; nothing is installed or
 # downloaded. Results land in $OUT (default ./gpu-check): gpu.txt, tests.log, attention_<docs>.json,
 # verify.json, kernels.json, and the two files to read: gpu_check.json (everything) and README_table.md
-# (the table for the README).
+# (the table for docs/measurements.md).
 #
 #   bash scripts/gpu_check.sh          # exit 0 when every step passed, 1 when one failed,
 #                                      # 2 when torch sees no CUDA device
@@ -125,7 +125,7 @@ json.dump(rows, open(sys.argv[2], "w"), indent=2)
 sys.exit(1 if any(r["status"] == "disagrees" for r in rows) else 0)
 PY
 
-# One JSON file and one README table from what the steps left.
+# One JSON file and one Markdown table (for docs/measurements.md) from what the steps left.
 "$py" - "$out" "$status" "$SECONDS" <<'PY'
 import json, pathlib, sys
 from packing_lab.bench import BenchmarkResult

@@ -321,6 +321,24 @@ def assert_clean(at: AppTest) -> None:
     assert not at.error, [e.value for e in at.error]
 
 
+FINDING_CARD = re.compile(r"\(`(\w+)`, (error|warning|note)\)")
+
+
+def findings_shown(at: AppTest) -> dict[str, str]:
+    """The findings a page shows as cards (``app_pages._findings``): name -> the colour of its box."""
+    shown = {}
+    for kind in ("error", "warning", "info"):
+        for box in getattr(at, kind):
+            for name, _ in FINDING_CARD.findall(box.value):
+                shown[name] = kind
+    return shown
+
+
+def no_exception(at: AppTest) -> None:
+    """No traceback: what a page with an error finding on show (a red box, on purpose) must still hold to."""
+    assert not at.exception, [e.value for e in at.exception]
+
+
 def metric(at: AppTest, label: str) -> str:
     return next(m.value for m in at.metric if m.label.startswith(label))
 
@@ -461,11 +479,12 @@ class Outcome:
 
 def run_cli_tree(argv: list[str], cwd: Path, timeout: float, env: dict | None = None,
                  file_size: int | None = None) -> Measured:
-    """``python -m packing_core *argv``, or with ``argv = ["-c", code]`` a library call under ``LIBRARY_CALL``."""
+    """``packing-lab *argv`` (``python -m packing_lab``: every command, the library's and the lab's), or with
+    ``argv = ["-c", code]`` a library call under ``LIBRARY_CALL``."""
     import sys
 
     command = ([sys.executable, "-c", LIBRARY_CALL, argv[1]] if argv[:1] == ["-c"]
-               else [sys.executable, "-m", "packing_core", *argv])
+               else [sys.executable, "-m", "packing_lab", *argv])
     return run_tree(command, cwd, timeout, env, file_size)
 
 

@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "packing_core"
 LAB = ROOT / "packing_lab"
 # DESIGN.md's data flow, left to right; a module may import only from its own layer or those before it.
-LAYERS = ["_lazy", "_validate", "_registry", "_settings", "data", "packing", "batch", "attention", "check", "models", "verify",
-          "integrations", "analysis", "cli"]
+LAYERS = ["_lazy", "_limit_settings", "_validate", "_lengths", "_registry", "_settings", "data", "packing", "batch",
+          "attention", "parallel",
+          "check", "models", "verify", "integrations", "analysis", "cli"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 RANK["integrations"] = RANK["analysis"]   # side by side: neither imports the other
 RANK["cli"] = RANK["analysis"] + 1
@@ -220,6 +221,15 @@ def test_every_package_names_its_api_once_and_every_name_resolves(package):
     for public in module.__all__:
         value = getattr(module, public)
         assert not isinstance(value, type(packing_core)), f"{name}.{public} is a module, not a function or type"
+
+
+@pytest.mark.parametrize("package", [f"packing_lab.{s}" for s in LAB_LAYERS if s != "cli"])
+def test_no_name_a_lab_package_exports_is_one_of_its_modules(package):
+    """``from packing_lab.demos import warm`` must mean one thing: a module, or the function, never either."""
+    module = importlib.import_module(package)
+    folder = Path(module.__file__).parent
+    submodules = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+    assert not set(module.__all__) & submodules, f"{package} exports names of its own modules"
 
 
 def test_a_lazy_package_refuses_an_unknown_name():

@@ -170,17 +170,17 @@ def test_the_package_docstring_names_every_command_and_each_has_its_module():
 
 
 def test_too_few_rows_get_one_answer_in_the_cli_and_the_library_fitted_and_said_so():
-    from packing_core.packing.balance import balance_rows
+    from packing_core.packing.balance import balance_steps
     from packing_core.packing.strategies import make_plan
 
-    report = balance_rows(make_plan([100, 200, 300], 512, "bfd"), 8, 4, fit=True)
+    steps = balance_steps(make_plan([100, 200, 300], 512, "bfd"), 8, 4, fit=True)
     code, out, _ = call("balance", "--lengths", "100,200,300", "--ranks", "8", "--micro-batches", "4", "--format", "json")
     got = json.loads(out)
-    assert code == 0 and (got["ranks"], got["micro_batches"], got["note"]) == (report.ranks, report.micro_batches,
-                                                                              report.note)
-    assert (report.ranks, report.micro_batches) == (2, 1) and "cannot fill 8 ranks x 4 micro-batches" in report.note
+    assert code == 0 and (got["ranks"], got["micro_batches"], got["note"]) == (steps.ranks, steps.micro_batches,
+                                                                              steps.note)
+    assert (steps.ranks, steps.micro_batches) == (2, 1) and "cannot fill one step of 8 ranks x 4" in steps.note
     with pytest.raises(ValueError, match="cannot fill"):        # without fit, the library refuses
-        balance_rows(make_plan([100, 200, 300], 512, "bfd"), 8, 4)
+        balance_steps(make_plan([100, 200, 300], 512, "bfd"), 8, 4)
 
 
 def test_report_file_checks_the_tokenizer_once(tmp_path, monkeypatch):
@@ -203,8 +203,9 @@ def test_plain_report_and_report_file_write_one_table_with_the_same_columns(tmp_
     path.write_text("length\n" + "\n".join(WORKED.split(",")) + "\n")
     _, plain, _ = call("report", "--lengths", WORKED)
     _, from_file, _ = call("report", str(path))
-    path.with_suffix(".json").write_text(json.dumps({"schema_version": 1, "kind": "lengths", "counts": {
-        str(n): WORKED.split(",").count(str(n)) for n in set(map(int, WORKED.split(",")))}}))
+    from packing_core import LengthProfile
+
+    LengthProfile.from_lengths([int(n) for n in WORKED.split(",")], kind="lengths").save(path.with_suffix(".json"))
     _, from_profile, _ = call("report", "--profile", str(path.with_suffix(".json")))
     header = lambda text: next(line.split() for line in text.splitlines() if line.startswith("strategy "))
     every = " ".join(c.text for c in COLUMNS if c.text).split()
@@ -216,8 +217,8 @@ def test_plain_report_and_report_file_write_one_table_with_the_same_columns(tmp_
         assert "L1 = tokens / context, rounded up,\nis reachable only by cutting documents" in text
         assert "fewest" not in text
         assert all(f"  {name}: {STRATEGY_INFO[name]}" in text for name in DEFAULT_STRATEGIES)
-        assert row(text, "bfd")[2:] == row(plain, "bfd")[2:] and row(text, "bfd")[1] in ("counts", "in")
-    assert row(plain, "next-fit")[1:3] == ["in", "order"]       # typed lengths: every plan in the order given
+        assert row(text, "bfd")[2:] == row(plain, "bfd")[2:] and row(text, "bfd")[1] in ("counts", "ordered")
+    assert row(plain, "next-fit")[1] == "ordered"       # typed lengths: every plan in the order given
 
 
 def test_verify_takes_the_labs_backends_and_transformers_attention_each_in_its_own_flag():
@@ -253,10 +254,11 @@ def test_report_names_the_bound_each_strategy_can_reach_and_never_calls_l1_the_f
         assert d["optimal_gap"]["gap_rows"] == 0
         return
     table = out.split("\n\n")[1].splitlines()
-    cells = {line.split()[0]: line.split()[2:4] for line in table[1:]}
-    assert table[0].split()[2:4] == ["bound", "rows/bound"]
+    cells = {line.split()[0]: line.split()[3:5] for line in table[1:]}
+    assert table[0].split()[3:5] == ["bound", "rows/bound"]
     assert cells["concat-cut"] == ["L1", "6"] and cells["bfd"] == cells["optimal"] == ["L2", "10"]
-    assert "lower bounds on rows: L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents)" in out
+    assert ("lower bounds on rows: L1 6 (tokens / context: a bound for every plan, reachable only by cutting "
+            "documents), L2 10 (whole documents)") in out
 
 
 def test_a_cap_per_row_plans_every_strategy_that_can_hold_it_and_prices_it_for_bfd():

@@ -24,7 +24,7 @@ BEING_BUILT = "being built"     # a recipe written against DESIGN.md's target la
 def test_every_change_a_newcomer_makes_has_a_recipe_of_five_steps_or_fewer():
     names = [n.split(" (")[0] for n in RECIPES]
     assert names == ["Add a strategy", "Add a model", "Add a page", "Add a bug to the zoo", "Add an input format",
-                     "Add a command", "Add a benchmark figure to the README"]
+                     "Add a command", "Add a benchmark figure to the docs"]
     for name, steps in RECIPES.items():
         assert 2 <= len(steps.strip().splitlines()) <= 5, name
         assert "Fails when a step is missed" in steps, f"{name} names no test"

@@ -1,6 +1,6 @@
 """Rebuild the families table from the installed transformers: every family, written as data the lab reads.
 
-    python -m tools.families_table                 # the README table (Markdown)
+    python -m tools.families_table                 # the table of docs/checker-guide.md (Markdown)
     python -m tools.families_table --json          # every family, measured, as JSON
     python -m tools.families_table --write         # rewrite attention/families_table.json
     python -m tools.families_table lfm2 qwen3_next # some families only (never --write)
@@ -95,7 +95,7 @@ def _short(o: Outcome | None) -> str:
 
 
 def readme_table(fams) -> str:
-    """The README's tables: each family with a convolution or a recurrence, one line per layer kind; then the
+    """The tables of docs/checker-guide.md: each family with a convolution or a recurrence, one line per layer kind; then the
     attention-only families grouped by what their attention (and their logits) do in each setup."""
     setups = " | ".join(f"`{s}`" for s in SETUPS)
     rule = " --- |" * len(SETUPS)

@@ -5,7 +5,7 @@
 
 Steps: a new virtual environment at VENV; ``pip install torch==TORCH`` (the CPU build; add
 ``--transformers``/``--trl`` to put a trainer's own releases in first); then ``pip install <checkout>``
-exactly as the README tells a trainer, and a check that it moved none of the versions already
+exactly as the README tells a trainer (Checking your trainer), and a check that it moved none of the versions already
 there; then ``tools/trainer_smoke.py`` inside it. Prints one JSON object and exits 1 on any failure.
 Needs a package index for what the checkout declares (numpy, safetensors, transformers).
 """

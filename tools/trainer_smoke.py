@@ -150,7 +150,8 @@ def _trl_checks() -> list[dict]:
                                      train_dataset=Dataset.from_dict({"input_ids": docs}))
             try:
                 trainer.train()
-                stopped, detail = False, f"{len(callback.guard.checks)} batch(es) checked, all sound"
+                checked = len(callback.guard.checks) if callback.guard is not None else 0   # made at on_train_begin
+                stopped, detail = False, f"{checked} batch(es) checked, all sound"
             except PackingCheckError as e:
                 stopped, detail = True, str(e).splitlines()[0]
         results.append({"name": f"SFTTrainer packing_strategy={strategy!r} with PackingCheckCallback "

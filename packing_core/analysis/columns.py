@@ -17,7 +17,8 @@ pad 10 L2 10 1.000 5,120 2,120 0.586 0 0 1.00x 2.621e+06 1.00x 2.621e+06 1.00x
 concat-cut 6 L1 6 1.000 3,072 72 0.977 0 5 1.67x 7.294e+05 3.59x 1.573e+06 1.67x
 bfd 10 L2 10 1.000 5,120 2,120 0.586 0 0 1.00x 9.000e+05 2.91x 2.621e+06 1.00x
 <BLANKLINE>
-lower bounds on rows: L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents), LP not computed
+lower bounds on rows: L1 6 (tokens / context: a bound for every plan, reachable only by cutting documents),
+L2 10 (whole documents), LP not computed
 bound: the proven lower bound on rows for the strategy's kind of plan. L1 = tokens / context, rounded up,
 is reachable only by cutting documents at row edges (concat-cut); a strategy that keeps documents whole
 is measured against the higher of L2 (Martello-Toth) and LP (column generation, when optimal ran);
@@ -66,7 +67,7 @@ class Column:
 COLUMNS: tuple[Column, ...] = (
     Column("strategy", "strategy", lambda r, p: r.strategy),
     Column(None, "kind", lambda r, p: "packing" if r.strategy in PACKING_STRATEGIES else "padding"),
-    Column("basis", None, lambda r, p: "counts" if p.basis == "counts" else "in order" if p.in_order else "sampled",
+    Column("basis", None, lambda r, p: "counts" if p.basis == "counts" else "ordered" if p.in_order else "sampled",
            profile_only=True),
     Column("rows", "rows", lambda r, p: r.rows, "{:,}", "localized"),
     Column("bound", "proven lower bound", lambda r, p: f"{r.bound.name} {r.bound.rows:,}",
@@ -159,7 +160,7 @@ def format_strategy_table(rows: list[StrategyRow], plans: list[CountPlan] | None
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     table = ["  ".join(v.ljust(w) if c.text in ("strategy", "basis") else v.rjust(w)
                        for c, v, w in zip(columns, line, widths)).rstrip() for line in cells]
-    notes = sorted({f"{'in order' if p.in_order else 'sampled'}: {p.basis}; {p.note}"
+    notes = sorted({f"{'ordered' if p.in_order else 'sampled'}: {p.basis}; {p.note}"
                     for _, p in pairs if p is not None and p.basis != "counts"})
     described = [f"  {r.strategy}: {STRATEGY_INFO.get(r.strategy, r.description)}" for r, _ in pairs]
     return "\n".join([*table, "", *table_notes(rows, plans), LEGEND, *notes, "", *described])

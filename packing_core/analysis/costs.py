@@ -35,7 +35,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from packing_core._validate import InputError, choice
+import numpy as np
+
+from packing_core._validate import InputError, choice, whole_number
 from packing_core.analysis.shapes import ModelShape, model_shape  # the presets: data in their own module
 from packing_core.attention.tiles import BOUND_LABELS, DEFAULT_TILE, TileSpans, tile_spans
 from packing_core.packing.plan import Plan, PlanMetrics, cu_seqlens_from_lengths
@@ -45,10 +47,11 @@ FULL, HALVES = "full squares", "causal halves"
 CONVENTIONS = (FULL, HALVES)
 CONVENTION = FULL   # the lab's one convention: every figure and ratio it shows is counted this way
 CONVENTION_NOTE = (
-    "Counted in full squares: a causal kernel is charged the whole square of each row or document, as "
-    "torch's CPU kernel computes rows up to 512 tokens and as the standard 6N + 12·n_layer·d_model·T "
-    "estimate counts. A GPU causal kernel skips the upper half of each square on both sides, so the Σ len² "
-    "ratio stays about the same, while the dense-mask and FlexAttention ratios halve.")
+    "Σ len², padded rows and a dense mask are counted in full squares: a causal kernel is charged the whole "
+    "square of each row or document, as torch's CPU kernel computes rows up to 512 tokens and as the standard "
+    "6N + 12·n_layer·d_model·T estimate counts. FlexAttention is counted by the tiles it really computes, on or "
+    "below the diagonal, on any device. A GPU causal kernel skips the upper half of each square on both sides, "
+    "so the Σ len² ratio stays about the same, while the dense-mask and FlexAttention ratios halve.")
 COST_FORMULA = ("FLOPs = 6·N·slots + 12·n_layer·d_model·A,  A = attention cells in full squares: Σ len² (an "
                 "unpadding varlen kernel), rows x width² (a padded causal kernel or a dense mask)")
 
@@ -83,11 +86,18 @@ ATTENTION_KERNELS = {k.name: k for k in (
     AttentionKernel("segments", "one SDPA call per document (the lab's segments backend)",
            "one square per document piece: Σ len²", "packed", "as SDPA does: on a GPU, not on torch's CPU kernel "
            "at 512 tokens and below", BOUND_LABELS["segments"]),
-    AttentionKernel("flex", "FlexAttention at a tile size", "every tile the block-diagonal causal mask touches, whole: "
-           "tiles touched x tile²", "packed", "yes, by whole tiles, on every device", BOUND_LABELS["flex"]),
+    AttentionKernel("flex", "FlexAttention at a tile size", "every tile on or below the diagonal that the "
+           "block-diagonal causal mask touches, whole: causal tiles touched x tile²", "packed",
+           "yes, by whole tiles, on every device", BOUND_LABELS["flex"]),
     AttentionKernel("dense", "a materialised block-diagonal mask (SDPA with a boolean mask over the packed rows)",
            "every cell of each row's square, masked or not: rows x width²", "packed", "no: the mask is only a "
            "matrix to it", BOUND_LABELS["dense"]),
+    # transformers' create_causal_mask (masking_utils.py) over TRL's padding-free batch (sft_trainer.py,
+    # DataCollatorForLanguageModeling.torch_call: input_ids = [torch.cat(input_ids)]): see padding_free_cells
+    AttentionKernel("padding-free-sdpa", "sdpa or eager over a padding-free batch (TRL's padding_free=True, "
+           "DataCollatorWithFlattening): the per-device batch flattened into one row",
+           "every cell of one (1, 1, T, T) mask, T the per-device batch's tokens: Σ over batches of T²", "packed",
+           "no: the mask is only a matrix to it", "(batch tokens)²"),
 )}
 # Whose cells halve under the causal-halves count (a flex tile count is causal already; a dense mask never skips).
 _HALVE = ("padded", "unpadded", "varlen", "segments")
@@ -111,11 +121,12 @@ def _kernel_name(kernel: str, strategy: str) -> str:
 
 
 def attention_cells(plan: Plan | PlanMetrics, kernel: str = "own", *, convention: str = CONVENTION,
-                    tile: int = DEFAULT_TILE) -> int:
+                    tile: int = DEFAULT_TILE, batch_rows: int = 1) -> int:
     """Query-key cells one kernel computes over a plan, counted under ``convention``.
 
     ``kernel`` is a :data:`ATTENTION_KERNELS` name, or ``"own"``: the plan's own (:func:`own_kernel`). ``flex``
-    needs the :class:`Plan` (its pieces), the others read the plan's metrics.
+    and ``padding-free-sdpa`` need the :class:`Plan` (its pieces, its rows), the others read the plan's metrics;
+    ``batch_rows`` is the per-device batch in rows that ``padding-free-sdpa`` flattens into one row.
 
     >>> from packing_core.packing.strategies import make_plan
     >>> m = make_plan([300, 100], 512, "bfd").metrics()
@@ -125,15 +136,38 @@ def attention_cells(plan: Plan | PlanMetrics, kernel: str = "own", *, convention
     choice("convention", convention, CONVENTIONS)
     m = plan.metrics() if isinstance(plan, Plan) else plan
     name = _kernel_name(kernel, m.strategy)
-    if name == "flex":
+    if name in ("flex", "padding-free-sdpa"):
         if not isinstance(plan, Plan):
-            raise InputError("flex's cells need the plan's pieces: pass the Plan, not its metrics")
-        return tiled_cells(plan, tile)
+            raise InputError(f"{name}'s cells need the plan's pieces: pass the Plan, not its metrics")
+        return tiled_cells(plan, tile) if name == "flex" else padding_free_cells(plan, batch_rows)
     if name == "dense" or (name == "padded"):
         squares, tokens = m.attention_cost_padded, m.slots
     else:
         squares, tokens = m.attention_cost_packed, m.real_tokens
     return squares if convention == FULL or name not in _HALVE else (squares + tokens) // 2
+
+
+def padding_free_cells(plan: Plan, batch_rows: int) -> int:
+    """Cells sdpa (or eager) computes when each ``batch_rows`` rows of ``plan`` arrive padding-free, in one row.
+
+    TRL's ``DataCollatorForLanguageModeling(padding_free=True)`` concatenates the per-device batch into one row
+    (``trl/trainer/sft_trainer.py``, ``torch_call``: ``input_ids = [torch.cat(input_ids, dim=0)]``), as
+    ``DataCollatorWithFlattening`` does. transformers' ``create_causal_mask`` (``masking_utils.py``) finds the
+    documents from the restarting ``position_ids`` and, for sdpa, materialises one ``(1, 1, T, T)`` boolean
+    mask (packed detection sets ``allow_is_causal_skip = False``); SDPA with a mask computes every cell. TRL
+    documents ``padding_free`` as supported only with FlashAttention 2 or 3 (``trl/trainer/sft_config.py``),
+    whose varlen kernel reads ``cu_seq_lens`` and computes Σ len². Eight bfd rows of 512, four documents of
+    128 each: padded as ``[8, 512]`` rows they cost 8 x 512², padding-free on sdpa 4,096²:
+
+    >>> from packing_core.packing.strategies import make_plan
+    >>> rows = make_plan([128] * 32, 512, "bfd")
+    >>> attention_cells(rows, "dense"), padding_free_cells(rows, 8), attention_cells(rows, "varlen")
+    (2097152, 16777216, 524288)
+    """
+    batch_rows = whole_number(batch_rows, "batch_rows", hint="the per-device batch in rows, e.g. 8")
+    tokens = np.bincount(plan.placed.row, weights=plan.placed.length, minlength=plan.n_rows)
+    per_batch = np.add.reduceat(tokens, np.arange(0, plan.n_rows, batch_rows)) if plan.n_rows else tokens
+    return int((per_batch.astype(np.int64) ** 2).sum())
 
 
 def plan_tiles(plan: Plan, tile: int = DEFAULT_TILE) -> TileSpans:
@@ -146,7 +180,7 @@ def plan_tiles(plan: Plan, tile: int = DEFAULT_TILE) -> TileSpans:
 
 
 def tiled_cells(plan: Plan, tile: int = DEFAULT_TILE) -> int:
-    """Cells a tiled kernel computes over a plan: tiles touched x tile².
+    """Cells a tiled kernel computes over a plan: causal tiles touched (on or below the diagonal) x tile².
 
     The worked example, cut into two rows at 512 (910 tokens end to end): Σ piece² is
     166,198; at 128-token tiles the documents touch 16 of the 8 x 8 tiles:
@@ -158,8 +192,74 @@ def tiled_cells(plan: Plan, tile: int = DEFAULT_TILE) -> int:
 
     Σ len² counts each document's whole square; a tiled kernel also skips the tiles above
     the diagonal, so with small tiles its count falls below Σ len² (towards half of it).
+    A padded plan runs with a padding mask: each sample starts its own row at 0, so a sample of
+    ``n`` tokens touches the k(k + 1)/2 causal tiles of its ``k = ⌈n / tile⌉`` tiles:
+
+    >>> tiled_cells(make_plan([120, 90, 300, 40, 55, 30, 210, 65], 512, "pad"), 128) // 128**2
+    15
     """
-    return plan_tiles(plan, tile).cells
+    if plan.packed:
+        return plan_tiles(plan, tile).cells
+    k = -(-plan.piece_len.astype(np.int64) // tile)
+    return int((k * (k + 1) // 2).sum()) * tile * tile
+
+
+@dataclass(frozen=True)
+class MaskMemory:
+    """What one kernel builds for one forward call over a micro-batch (shared by every layer), and its cells."""
+
+    kernel: str       # an ATTENTION_KERNELS name, or "eager" / "padding-free-eager" (the additive float masks)
+    holds: str        # what it materialises, in words
+    shape: tuple[int, ...]
+    entries: int
+    bytes: int
+    cells: int        # the attention cells it computes over the micro-batch, full squares
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def mask_memory(plan: Plan, rows=None, *, tile: int = DEFAULT_TILE, float_bytes: int = 2) -> tuple[MaskMemory, ...]:
+    """What each kernel materialises for one micro-batch: ``rows`` of ``plan`` (default all), ``B`` rows of ``L``.
+
+    A varlen kernel reads ``cu_seqlens`` (one int32 per piece, plus one). transformers' flex_attention builds a
+    ``BlockMask`` over ``[B, 1, L, L]`` in tiles: eight int32 tensors, ``(kv|q)_num_blocks`` of ``(B, 1, L/tile)``
+    and ``(kv|q)_indices`` of ``(B, 1, L/tile, L/tile)``, each plain and ``full_`` (``torch/nn/attention/
+    flex_attention.py``, ``BlockMask``). ``create_causal_mask`` (transformers ``masking_utils.py``) gives sdpa a
+    ``(B, 1, L, L)`` boolean mask (``sdpa_mask``) and eager an additive one of the model's float dtype
+    (``eager_mask``: 0 or the dtype's minimum), and the padding-free format one ``(1, 1, T, T)`` for the whole
+    batch's ``T`` tokens. Each is built once per forward call and read by every layer. At ``L = 8,192`` one
+    row's boolean mask holds 64 M entries before any arithmetic:
+
+    >>> from packing_core.packing.strategies import make_plan
+    >>> m = {x.kernel: x for x in mask_memory(make_plan([2048] * 16, 8192, "bfd"))}   # 4 rows of 8,192
+    >>> m["varlen"].bytes, m["flex"].bytes, m["dense"].entries // 4, m["eager"].bytes // m["dense"].bytes
+    (68, 266240, 67108864, 2)
+    >>> m["padding-free-sdpa"].shape, m["padding-free-sdpa"].cells // m["dense"].cells
+    ((1, 1, 32768, 32768), 4)
+    """
+    float_bytes = whole_number(float_bytes, "float_bytes", hint="2 for bf16 or fp16, 4 for float32")
+    chosen = np.arange(plan.n_rows) if rows is None else np.asarray(rows, dtype=np.int64).ravel()
+    if len(chosen) == 0 or chosen.min() < 0 or chosen.max() >= plan.n_rows:
+        raise InputError(f"rows must pick rows of the plan (0..{plan.n_rows - 1}), got {chosen.tolist()[:8]}")
+    pieces = np.concatenate([plan.piece_len[plan.row_pieces(int(r))] for r in chosen]).astype(np.int64)
+    n, width = len(chosen), int(plan.context)
+    tokens, blocks = int(pieces.sum()), -(-width // whole_number(tile, "tile"))
+    docs = len(pieces) + 1
+    dense, flat = n * width * width, tokens * tokens
+    flex = 4 * n * (blocks + blocks * blocks)            # kv and q, each plain and full: 4 x (count + indices)
+    return (
+        MaskMemory("varlen", f"cu_seqlens: {docs:,} int32", (docs,), docs, 4 * docs, int((pieces ** 2).sum())),
+        MaskMemory("flex", f"a BlockMask of {tile}-token tiles: int32 counts and indices", (n, 1, blocks, blocks),
+                   flex, 4 * flex, tile_spans(cu_seqlens_from_lengths(pieces), tile).cells),
+        MaskMemory("dense", "sdpa: a boolean mask per row", (n, 1, width, width), dense, dense, dense),
+        MaskMemory("eager", f"eager: an additive float mask per row ({float_bytes} bytes)", (n, 1, width, width),
+                   dense, float_bytes * dense, dense),
+        MaskMemory("padding-free-sdpa", "sdpa, padding-free: one boolean mask for the whole batch",
+                   (1, 1, tokens, tokens), flat, flat, flat),
+        MaskMemory("padding-free-eager", f"eager, padding-free: one float mask ({float_bytes} bytes)",
+                   (1, 1, tokens, tokens), flat, float_bytes * flat, flat),
+    )
 
 
 @dataclass(frozen=True)

@@ -40,14 +40,16 @@ def _rows(n: int) -> str:
 def describe_bounds(bounds: Bounds) -> str:
     """The three bounds of one set of documents, each with what it covers.
 
-    >>> describe_bounds(bounds_from_counts({300: 10}, 512))
-    'lower bounds on rows: L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents), LP not computed'
+    >>> from packing_core.packing import bounds_from_counts
+    >>> print(describe_bounds(bounds_from_counts({300: 10}, 512)))  # doctest: +NORMALIZE_WHITESPACE
+    lower bounds on rows: L1 6 (tokens / context: a bound for every plan, reachable only by cutting documents),
+    L2 10 (whole documents), LP not computed
     """
     lp = "LP not computed" if bounds.lp is None else (
         f"LP {bounds.lp.rows:,} (whole documents, column generation"
         f"{'' if bounds.lp.proven else ', stopped early: a valid bound, perhaps below the LP optimum'})")
-    return (f"lower bounds on rows: L1 {bounds.l1.rows:,} (tokens / context: only by cutting documents), "
-            f"L2 {bounds.l2.rows:,} (whole documents), {lp}")
+    return (f"lower bounds on rows: L1 {bounds.l1.rows:,} (tokens / context: a bound for every plan, reachable only "
+            f"by cutting documents), L2 {bounds.l2.rows:,} (whole documents), {lp}")
 
 
 
@@ -55,6 +57,7 @@ def describe_bounds(bounds: Bounds) -> str:
 def plan_bound(plan) -> RowBound:
     """The proven lower bound a ``Plan``'s kind can reach, from its own documents (and its LP, if optimal made it).
 
+    >>> from packing_core import make_plan
     >>> plan_bound(make_plan([300] * 10, 512, "bfd")).rows, plan_bound(make_plan([300] * 10, 512, "concat-cut")).rows
     (10, 6)
     """
@@ -158,7 +161,7 @@ def table_gap(rows, strategy: str = "bfd") -> OptimalGap | None:
 def cap_sentence(price: CapPrice) -> str:
     """What a cap on documents per row costs one strategy, in rows.
 
-    >>> from packing_core.packing import cap_price
+    >>> from packing_core.packing.from_counts import cap_price
     >>> cap_sentence(cap_price([10] * 9, 512, "bfd", 4))
     'A cap of 4 documents per row costs bfd 2 rows (200%): 3 rows instead of 1.'
     """

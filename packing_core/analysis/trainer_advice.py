@@ -23,6 +23,9 @@ dataset from the very text of each snippet, so an argument the library does not 
   ``max_seq_len`` raises ``ValueError``; with ``True`` the samples run on across packs, cut at every
   ``max_seq_len`` (the lab's concat-cut).
 
+Which releases have each setting is read from the releases' own code (``tools/settings_releases.py``,
+``settings_releases.json``): :func:`setting_releases`.
+
 >>> trl = trainer_settings(2048, "instruction")[0]
 >>> trl.call
 "SFTConfig(packing=True, packing_strategy='bfd', max_length=2048, padding_free=True)"
@@ -33,11 +36,45 @@ dataset from the very text of each snippet, so an argument the library does not 
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
 
 from packing_core._validate import InputError, as_context
 
-__all__ = ["FRAMEWORKS", "TrainerSettings", "settings_markdown", "trainer_settings"]
+__all__ = ["FRAMEWORKS", "TrainerSettings", "setting_releases", "settings_markdown", "trainer_settings"]
+_RELEASES = Path(__file__).with_name("settings_releases.json")   # data, written by tools/settings_releases.py
+
+
+@cache
+def _releases() -> dict:
+    return json.loads(_RELEASES.read_text(encoding="utf-8"))
+
+
+def setting_releases(framework: str, purpose: str = "instruction") -> str:
+    """The releases that have each pasted setting, read from their code: one sentence per framework.
+
+    >>> setting_releases("TRL").split(", ")[2]
+    "packing_strategy from 0.19.1 (default 'ffd'"
+    >>> setting_releases("transformers").split(", ")[2]
+    'return_flash_attn_kwargs and return_seq_idx from 4.52.1'
+    """
+    d = _releases()
+    if framework == "TRL":
+        t, s = d["trl"], d["trl_strategies"]
+        oldest = d["trl_read"][0]
+        packing = f"from TRL {t['packing']}" + (" or earlier (the oldest read)" if t["packing"] == oldest else "")
+        first_default = d["trl_default_strategy"][0][1]
+        return (f"SFTConfig(packing=...) {packing}, padding_free from {t['padding_free']}, packing_strategy from "
+                f"{t['packing_strategy']} (default {first_default!r}, 'bfd' from {s['bfd']}), 'bfd_split' from "
+                f"{s['bfd_split']}.")
+    if framework == "transformers":
+        c = d["transformers_collator"]
+        return (f"DataCollatorWithFlattening from transformers {c['return_position_ids']} (return_position_ids), "
+                f"separator_id from {c['separator_id']}, return_flash_attn_kwargs and return_seq_idx from "
+                f"{c['return_flash_attn_kwargs']}, position_ids_start from {c['position_ids_start']}.")
+    raise InputError(f"unknown framework {framework!r}: choose TRL or transformers")
 
 FRAMEWORKS = ("TRL 1.16", "transformers 5.24", "torchtune 0.6.1")
 
@@ -52,6 +89,7 @@ class TrainerSettings:
     overlong: str
     source: str
     first_run: str = ""     # TRL: the bucketing config of a first run, when asked for one
+    releases: str = ""      # which releases have these settings (setting_releases)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,7 +109,9 @@ def _trl(context: int, instruction: bool, bucket_first: bool, over: str) -> Trai
               f'    packing_strategy="{strategy}",  # best-fit decreasing; longer examples are '
               + ("truncated" if instruction else "split into pieces"),
               f"    max_length={context},  # the length of every packed row",
-              "    padding_free=True,  # on anyway with bfd: one flat row, positions restart, no attention_mask",
+              "    padding_free=True,  # on anyway with bfd: the per-device batch as one row, no mask",
+              "    # padding-free is for FlashAttention: on sdpa its one mask is (batch tokens)²",
+              '    model_init_kwargs={"attn_implementation": "flash_attention_2"},',
               ")"]
     overlong = (f"{over}packing_strategy='bfd' truncates each example longer than max_length={context} to its first "
                 f"{context} tokens (the end is lost); filter the dataset by length first to drop them instead, or "
@@ -83,7 +123,7 @@ def _trl(context: int, instruction: bool, bucket_first: bool, over: str) -> Trai
     return TrainerSettings("TRL 1.16", "\n".join(lines), call, overlong + note,
                            "trl/trainer/sft_config.py SFTConfig; trl/trainer/sft_trainer.py SFTTrainer.__init__ "
                            "(padding_free for bfd, bfd_split); trl/data_utils.py pack_dataset, _pack_bfd; "
-                           "transformers/training_args.py train_sampling_strategy", first)
+                           "transformers/training_args.py train_sampling_strategy", first, setting_releases("TRL"))
 
 
 def _flattening(context: int, instruction: bool, over: str) -> TrainerSettings:
@@ -105,7 +145,8 @@ def _flattening(context: int, instruction: bool, over: str) -> TrainerSettings:
                 + (", or drop the longer ones)" if instruction else ", or split long documents into pieces first)")
                 + " and size the batch so its tokens fit in memory.")
     return TrainerSettings("transformers 5.24", code, call, overlong,
-                           "transformers/data/data_collator.py DataCollatorWithFlattening.__init__, __call__")
+                           "transformers/data/data_collator.py DataCollatorWithFlattening.__init__, __call__",
+                           releases=setting_releases("transformers"))
 
 
 def _torchtune(context: int, instruction: bool, over: str) -> TrainerSettings:
@@ -152,5 +193,6 @@ def settings_markdown(settings) -> str:
     """The settings as Markdown: per framework a heading, its code block, what it does to long examples, its source."""
     parts = []
     for s in settings:
-        parts.append(f"**{s.framework}**\n\n```python\n{s.code}\n```\n\n{s.overlong} (Mirrors {s.source}.)")
+        have = f" Releases: {s.releases}" if s.releases else ""
+        parts.append(f"**{s.framework}**\n\n```python\n{s.code}\n```\n\n{s.overlong} (Mirrors {s.source}.){have}")
     return "\n\n".join(parts)

@@ -96,10 +96,11 @@ class IntendedDocuments:
     def per_row(self) -> tuple[tuple[tuple[int, int], ...], ...]:
         """Per row: ``(start, length)`` of each document piece, in tokens of that row."""
         out = []
-        for r in range(self.document_ids.shape[0]):       # rows of one batch: a handful
+        for r in range(self.document_ids.shape[0]):       # rows of one batch: a handful (documents: any number)
             d = self.document_ids[r]
-            ids = np.unique(d[d >= 0])
-            out.append(tuple((int(np.argmax(d == i)), int((d == i).sum())) for i in ids))
+            at = np.flatnonzero(d >= 0)
+            _, first, count = np.unique(d[at], return_index=True, return_counts=True)
+            out.append(tuple(zip(at[first].tolist(), count.tolist())))
         return tuple(out)
 
     def disagreements(self) -> list[str]:

@@ -53,7 +53,7 @@ SETUP_SIGNALS = {
 }
 SETUPS = tuple(SETUP_SIGNALS)
 STATUSES = ("sound", "leaks", "refused", "unreached", "unmeasured")
-# A leak: a difference above TOLERANCE x the largest |value| alone (float32 sound cells: near 1e-7 of it, README).
+# A leak: a difference above TOLERANCE x the largest |value| alone (float32 sound cells: near 1e-7 of it, docs/checker-guide.md).
 TOLERANCE = 1e-5
 # kernel-function names in transformers' modeling modules -> the layer kind they compute
 FUNCTION_KINDS = {

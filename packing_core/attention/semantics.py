@@ -8,9 +8,10 @@ flattened row only, ``position_ids`` (``modeling_flash_attention_utils._flash_at
 A 4D mask is used as given, but each applies it its own way: sdpa reads a boolean one as
 True = may read and adds a float one; eager (``modeling_llama.eager_attention_forward``) and
 flex (``integrations.flex_attention``'s ``score_mod``, head 0 only) *add* it to the scores, so a
-boolean or 0/1 mask masks nothing there. This module mirrors those code paths (transformers
-5.24), rule by rule, and gives the result as the *effective segmentation*: per token the
-segment the kernel attends within. Two trainers' own models read their batches too:
+boolean or 0/1 mask masks nothing there. This module mirrors those code paths rule by rule, for
+the release that reads the batch (:mod:`.releases`: packed detection arrived in 4.53.1, flash
+attention's position-ids path changed five times), and gives the result as the *effective
+segmentation*: per token the segment the kernel attends within. Two trainers' own models read their batches too:
 ``megatron`` (Megatron-core: a 4D mask with True = masked) and ``olmo_core`` (``doc_lens``).
 One convention for every batch: a transformers implementation's name means a transformers model
 given the batch's tensors (a trainer's keys under transformers' names), a trainer reader's name
@@ -45,6 +46,7 @@ import numpy as np
 
 from packing_core._validate import InputError
 from packing_core.attention.masks import allowed
+from packing_core.attention.releases import ReaderRules, release_rules
 from packing_core.attention.tensors import MASKED_BELOW, BatchTensors, four_d_allowed
 
 if TYPE_CHECKING:
@@ -87,6 +89,7 @@ class EffectiveAttention:
     dense: np.ndarray | None = field(default=None, repr=False)
     refused: str = ""          # non-empty: the kernel cannot run this batch, and why
     reads_itself: bool = False  # a query reads itself even where key_ok is False (keys hidden by the batch)
+    release: str = ""          # the transformers release whose rules were read ("" for the lab's and trainers' readers)
 
     def allowed(self, row: int) -> np.ndarray:
         """bool [T, T] for one row: True where query i may read key j (for a picture or a reference run).
@@ -101,7 +104,7 @@ class EffectiveAttention:
 
     def to_dict(self) -> dict:
         return {"attn_implementation": self.attn_implementation, "use_cache": self.use_cache, "path": self.path,
-                "mirrors": self.mirrors, "refused": self.refused,
+                "mirrors": self.mirrors, "refused": self.refused, "transformers": self.release,
                 "segments": int(len(np.unique(self.segment_ids[self.segment_ids >= 0])))}
 
 
@@ -119,29 +122,44 @@ def find_packed_sequence_indices(position_ids: np.ndarray) -> np.ndarray:
     return np.cumsum(diff != 1, axis=-1)
 
 
-def is_packed_sequence(position_ids: np.ndarray | None, batch_size: int) -> bool:
-    """Whether flash-attention infers packed sequences from ``position_ids``.
+def is_packed_sequence(position_ids: np.ndarray | None, batch_size: int, rules: ReaderRules | None = None) -> bool:
+    """Whether flash-attention infers packed sequences from ``position_ids``, in ``rules``' release.
 
-    Mirrors ``transformers.modeling_flash_attention_utils._is_packed_sequence``: position ids
-    exist, the batch size is 1 (one flattened row), more than one position, and the positions
-    are not one ``arange`` from their minimum.
+    Mirrors ``transformers.modeling_flash_attention_utils._is_packed_sequence`` (4.55 on): position
+    ids exist, the batch size is 1 (one flattened row), more than one position, and the positions
+    are not one ``arange`` from their minimum. Earlier releases read any number of rows, flattened,
+    when a position ever steps down (``not (torch.diff(position_ids) >= 0).all()``, 4.44.1 to 4.52;
+    4.53 with batch size 1), when a row's last position is not its width - 1 (4.44.0), or whenever
+    position ids are given (4.54): :attr:`ReaderRules.flash_positions`.
 
     >>> is_packed_sequence(np.array([[0, 1, 0, 1]]), 1), is_packed_sequence(np.array([[0, 1, 0, 1]] * 2), 2)
     (True, False)
+    >>> is_packed_sequence(np.array([[0, 1, 0, 1]] * 2), 2, release_rules("4.46.3"))
+    True
     """
-    if position_ids is None or batch_size != 1 or position_ids.shape[-1] == 1:
+    rules = rules or release_rules()
+    if position_ids is None or position_ids.shape[-1] == 1 or (rules.flash_rows == "one" and batch_size != 1):
         return False
-    p = position_ids.reshape(1, -1)
+    p = position_ids.reshape(batch_size, -1)
+    trigger = rules.flash_trigger
+    if trigger == "always":
+        return True
+    if trigger == "last_not_end":
+        return bool((p[:, -1] != p.shape[1] - 1).any())
+    if trigger == "not_monotone":
+        return bool((np.diff(p, axis=-1) < 0).any())
     return bool((np.arange(p.shape[1]) + p.min() != p).any())
 
 
-def packed_detection_on(position_ids, mask_2d, use_cache: bool) -> bool:
-    """sdpa/eager/flex look for packed sequences only with position ids, no 2D mask and no cache.
+def packed_detection_on(position_ids, mask_2d, use_cache: bool, rules: ReaderRules | None = None) -> bool:
+    """sdpa/eager/flex look for packed sequences only with position ids, no 2D mask and no cache, and only
+    in a release that has packed detection (4.53.1 on: :attr:`ReaderRules.packed_detection`).
 
     Mirrors the gate in ``transformers.masking_utils._preprocess_mask_arguments``:
     ``if position_ids is not None and attention_mask is None and cache is None``.
     """
-    return position_ids is not None and mask_2d is None and not use_cache
+    return (rules or release_rules()).packed_detection and position_ids is not None and mask_2d is None \
+        and not use_cache
 
 
 def _row_segments(B: int, T: int) -> np.ndarray:
@@ -200,14 +218,21 @@ def applied_4d_mask(t: BatchTensors, attn_implementation: str) -> tuple[np.ndarr
     return np.broadcast_to(read.any(axis=1), (B, T, T)), how
 
 
-def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
-                        use_cache: bool = False) -> EffectiveAttention:
+def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *, use_cache: bool = False,
+                        rules: ReaderRules | None = None) -> EffectiveAttention:
     """The effective segmentation of ``t`` under ``attn_implementation`` (one of ``ATTENTION_READERS``).
 
     ``use_cache`` is the value the forward call will use: a model called with ``use_cache=True``
     (the default of LLaMA-style configs outside the Trainer) creates a ``DynamicCache``, and
-    ``_preprocess_mask_arguments`` then skips packed detection for sdpa/eager/flex.
+    ``_preprocess_mask_arguments`` then skips packed detection for sdpa/eager/flex. ``rules``: the
+    transformers release that reads the batch (:func:`packing_core.attention.releases.release_rules`;
+    None: the installed one).
+
+    >>> t = BatchTensors(np.array([[5, 6, 7, 8]]), position_ids=np.array([[0, 1, 0, 1]]))
+    >>> effective_attention(t, "sdpa", rules=release_rules("4.46.3")).segment_ids.tolist()
+    [[0, 0, 0, 0]]
     """
+    rules = rules or release_rules()
     if attn_implementation not in ATTENTION_READERS:
         raise InputError(f"unknown attention implementation {attn_implementation!r}: choose one of "
                          f"{', '.join(ATTENTION_READERS)}")
@@ -216,7 +241,8 @@ def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
     all_keys = np.ones((B, T), dtype=bool)
 
     def made(path, mirrors, seg, key_ok=all_keys, dense=None, refused=""):
-        return EffectiveAttention(attn_implementation, bool(use_cache), path, mirrors, seg, key_ok, dense, refused)
+        return EffectiveAttention(attn_implementation, bool(use_cache), path, mirrors, seg, key_ok, dense, refused,
+                                  release=rules.release if attn_implementation in IMPLEMENTATIONS else "")
 
     ids_cast = (" (its document numbers cast to booleans by _preprocess_mask_arguments: "
                 "attention_mask.to(torch.bool))" if t.document_mask is not None else "")
@@ -232,13 +258,19 @@ def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
                 return made("a 4D attention_mask torch refuses", mirrors, np.full((B, T), -1), refused=how)
             return made(f"a 4D attention_mask is used as given: {how}", f"{_MASKING}._preprocess_mask_arguments "
                         "(a 4D mask returns early, as is)", _row_segments(B, T), dense=dense)
-        if packed_detection_on(pos, mask2, use_cache):
+        if attn_implementation == "flex_attention" and not rules.flex:
+            return made(f"{rules.label} offers no flex_attention", "transformers.models.llama.modeling_llama "
+                        "(_supports_flex_attn)", np.full((B, T), -1), refused=f"{rules.label} has no flex_attention "
+                        "for LLaMA-style models: choose sdpa or eager")
+        if packed_detection_on(pos, mask2, use_cache, rules):
             packed = find_packed_sequence_indices(pos)
             seg = packed + (np.arange(B, dtype=np.int64) * T)[:, None]
             return made("packed detection on: no 2D attention_mask and no cache, so find_packed_sequence_indices "
                         "splits each row at every position step that is not +1",
                         f"{mirrors}, find_packed_sequence_indices, packed_sequence_mask_function", seg)
-        why = ("a 2D attention_mask is given" + ids_cast if mask2 is not None else
+        why = (f"no packed detection in transformers {rules.release}: find_packed_sequence_indices first shipped in 4.53.1, "
+               "transformers PR #39194" if not rules.packed_detection and pos is not None else
+               "a 2D attention_mask is given" + ids_cast if mask2 is not None else
                "a cache is in use (use_cache=True)" if use_cache and pos is not None else "no position_ids" + rope)
         keys = mask2 if mask2 is not None else all_keys
         return made(f"packed detection off ({why}): one causal triangle per row"
@@ -258,21 +290,26 @@ def effective_attention(t: BatchTensors, attn_implementation: str = "sdpa", *,
                         "one sequence", f"{fwd} -> _upad_input, _get_unpad_data", seg, mask2)
         note = (f"an all-ones attention_mask{ids_cast} is dropped (flash_attention_mask), then "
                 if mask2 is not None else "")
-        if t.has_varlen_kwargs:
+        varlen = rules.flash_varlen
+        if t.has_varlen_kwargs and (varlen == "all_four" or varlen == "needs_position_ids" and pos is not None):
             return made(note + "cu_seq_lens_q/_k with max_length_q/_k: varlen over the flattened batch",
                         f"{_MASKING}.flash_attention_mask, {fwd} (is_fa_with_varlen_kwargs)",
                         _from_cu(t.cu_seq_lens_q, B, T))
-        if is_packed_sequence(pos, B):
+        by_max = varlen == "needs_position_ids" and pos is not None and t.max_length_q is not None
+        if by_max or is_packed_sequence(pos, B, rules):
             p = pos.reshape(-1)
-            starts = np.flatnonzero(p == p.min())
-            cu = np.r_[starts, p.size]
-            return made(note + "one flattened row with position_ids: a sequence starts at every return to the "
-                        "minimum position", f"{fwd} -> _is_packed_sequence, prepare_fa_kwargs_from_position_ids",
+            first = p.min() if rules.flash_starts == "min" else 0
+            cu = np.r_[np.flatnonzero(p == first), p.size]
+            return made(note + ("one flattened row" if B == 1 else f"{B} rows flattened into one") + " with "
+                        f"position_ids: a sequence starts at every position {'equal to the minimum' if first else '0'}",
+                        f"{fwd} ({rules.flash_positions.replace('_', ' ')}: {rules.cite('flash_positions')})",
                         _from_cu(cu, B, T))
-        why = (f"{B} rows: _is_packed_sequence needs one flattened row, batch size 1" if pos is not None and B != 1 else
+        why = (f"{B} rows: _is_packed_sequence needs one flattened row, batch size 1" if pos is not None and B != 1
+               and rules.flash_rows == "one" else
                "no position_ids" + rope if pos is None else "positions count up once over the row")
-        if t.cu_seq_lens_q is not None and not t.has_varlen_kwargs:
-            why += "; cu_seq_lens without max_length_q/_k are not used"
+        if t.cu_seq_lens_q is not None and (not t.has_varlen_kwargs or varlen == "none"):
+            why += ("; cu_seq_lens without max_length_q/_k are not used" if varlen != "none" else
+                    f"; {rules.label} reads no cu_seq_lens_q/_k")
         return made(note + f"plain causal attention per row ({why})",
                     f"{fwd} (flash_fn; _is_packed_sequence needs batch size 1)", _row_segments(B, T))
 
@@ -309,7 +346,7 @@ def _trainer_reading(t: BatchTensors, reader: str, made) -> EffectiveAttention:
 
 
 def packed_attention(batch: PackedBatch, attn_implementation: str = "varlen", *,
-                     use_cache: bool = False) -> EffectiveAttention:
+                     use_cache: bool = False, rules: ReaderRules | None = None) -> EffectiveAttention:
     """What ``attn_implementation`` lets each query of a lab ``PackedBatch`` read, in the batch's own rows.
 
     The batch is read as ``to_hf()`` hands it to a model (one flattened row of real tokens with
@@ -326,7 +363,7 @@ def packed_attention(batch: PackedBatch, attn_implementation: str = "varlen", *,
     hf = batch.to_hf()
     t = BatchTensors(**{k: int(v) if k.startswith("max_length") else np.asarray(v, dtype=np.int64)
                         for k, v in hf.items()})
-    eff = effective_attention(t, attn_implementation, use_cache=use_cache)
+    eff = effective_attention(t, attn_implementation, use_cache=use_cache, rules=rules)
     valid = batch.valid.numpy()
     seg = np.full(valid.shape, -1, dtype=np.int64)
     seg[valid] = eff.segment_ids[0]

@@ -89,6 +89,43 @@ def four_d_allowed(mask, convention: str = "may-read") -> np.ndarray:
     return ~on if convention == "masked" else on
 
 
+def _bfloat16(x: float) -> float:
+    """``x`` rounded to bfloat16 (float32's upper 16 bits, to nearest even), as torch stores it."""
+    bits = int(np.array(x, np.float32).view(np.uint32))
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return float(np.array(bits & 0xFFFFFFFF, np.uint32).view(np.float32))
+
+
+def finite_mask_value(raw) -> str | None:
+    """What an additive mask's finite masked value does in half-precision softmax, or None (``-inf``, or a value
+    past float16's range: both mask exactly).
+
+    Added to the scores, the masked value ``m`` leaves a masked key the softmax weight ``e^(m + d)``, ``d``
+    its score's lead over the query's best key, which rounds to 0 below half the dtype's smallest step
+    (2^-24 in float16, 2^-133 in bfloat16): the key weighs nothing unless ``d >= |m| - ln(2 / step)``.
+    bfloat16 keeps 8 bits of mantissa, so -10,000 is stored as -9,984. transformers' own additive mask
+    (``masking_utils.eager_mask``) writes ``torch.finfo(dtype).min`` instead; a test checks these leads
+    against torch's softmax in each dtype.
+
+    >>> print(finite_mask_value(np.array([0.0, -1e4])))  # doctest: +NORMALIZE_WHITESPACE
+    the 4D mask masks with -10,000, a finite value: a masked key keeps softmax weight e^(-10,000 + d), d its
+    score's lead over the query's best key, which is 0 in float16 unless d reaches about 9,983 and in bfloat16
+    (which stores -10,000 as -9,984) unless about 9,891; no trained model's scores lie that far apart, so it
+    masks as -inf does, except that a query whose keys are all masked reads them all equally instead of none
+    """
+    m = np.asarray(raw)
+    masked = m[m <= MASKED_BELOW]
+    if not masked.size or not np.isfinite(top := float(masked.max())) or top <= float(np.finfo(np.float16).min):
+        return None
+    b16 = _bfloat16(top)
+    lead16, lead_b = -top - 25 * np.log(2), -b16 - 134 * np.log(2)
+    return (f"the 4D mask masks with {top:,.0f}, a finite value: a masked key keeps softmax weight e^({top:,.0f} + d), "
+            f"d its score's lead over the query's best key, which is 0 in float16 unless d reaches about "
+            f"{lead16:,.0f} and in bfloat16 (which stores {top:,.0f} as {b16:,.0f}) unless about {lead_b:,.0f}; no "
+            "trained model's scores lie that far apart, so it masks as -inf does, except that a query whose keys "
+            "are all masked reads them all equally instead of none")
+
+
 def read_4d_mask(mask, convention: str = "auto") -> FourDMask:
     """Read a 4D mask: its kind and its convention, from the tensor where it decides it.
 

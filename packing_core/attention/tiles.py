@@ -38,7 +38,7 @@ BOUND_LABELS = {
     "dense": "packed rows x context²",
     "segments": "Σ len²",
     "varlen": "Σ len²",
-    "flex": "tiles touched x tile²",
+    "flex": "causal tiles touched x tile²",
 }
 
 
@@ -82,7 +82,7 @@ class TileSpans:
 
     @property
     def cells(self) -> int:
-        """Cells the kernel computes: tiles touched x tile², the bound a tiled kernel is judged by."""
+        """Cells the kernel computes: causal tiles touched x tile², the bound a tiled kernel is judged by."""
         return self.touched * self.tile ** 2
 
     def dense(self) -> np.ndarray:

@@ -29,6 +29,7 @@ import numpy as np
 
 from packing_core._validate import InputError
 from packing_core.attention.documents import Evidence, IntendedDocuments
+from packing_core.attention.releases import ReaderRules, not_measured_line, release_rules
 from packing_core.attention.semantics import (
     ATTENTION_READERS,
     FLASH,
@@ -39,6 +40,7 @@ from packing_core.attention.semantics import (
 )
 from packing_core.attention.sharing import future_reads, reached, shared_attention, skipped_tokens, unreadable_queries
 from packing_core.attention.tensors import BatchTensors
+from packing_core.attention.varlen_grid import varlen_grid
 from packing_core.batch.packed import PackedBatch
 from packing_core.check.evidence import TokenizerFacts, tokenizer_facts
 from packing_core.check.inputs import batch_format, batch_tensors
@@ -146,7 +148,7 @@ def _reader_notes(eff: EffectiveAttention, t: BatchTensors) -> list[Finding]:
     """What this reader does with max_length_q/_k, seq_idx and doc_lens."""
     out = []
     impl = eff.attn_implementation
-    if impl in FLASH and t.has_varlen_kwargs and "varlen" in eff.path:
+    if (impl in FLASH and "varlen" in eff.path or impl == "varlen") and t.has_varlen_kwargs:
         short = []
         for side in ("q", "k"):
             cu, top = getattr(t, f"cu_seq_lens_{side}"), getattr(t, f"max_length_{side}")
@@ -154,6 +156,11 @@ def _reader_notes(eff: EffectiveAttention, t: BatchTensors) -> list[Finding]:
             if top < longest:
                 short.append(f"max_length_{side} = {top}, but cu_seq_lens_{side} hold a document of {longest} tokens")
         if short:
+            grid = varlen_grid(t.cu_seq_lens_q, max(int(t.max_length_q), 1))   # flash-attn's forward grid
+            short.append(f"flash-attn's forward launches {grid.blocks} block(s) of {grid.block} queries per document: "
+                         + (f"{grid.skipped_tokens:,} token(s) get no output" if grid.skipped_tokens else
+                            f"here they still cover every token; a document over {grid.blocks * grid.block} tokens "
+                            "would lose its last queries"))
             out.append(Finding("max_length_too_small", "; ".join(short)))
     for signal, who in t.signals_beyond_attention().items():
         if not (signal == "doc_lens" and impl == "olmo_core"):
@@ -161,8 +168,20 @@ def _reader_notes(eff: EffectiveAttention, t: BatchTensors) -> list[Finding]:
     return out
 
 
+def _release_finding(eff: EffectiveAttention, rules: ReaderRules) -> list[Finding]:
+    """A transformers reader outside the measured releases (or flex before packed detection) is not judged."""
+    if eff.attn_implementation not in IMPLEMENTATIONS:
+        return []
+    if not rules.covered:
+        return [Finding("release_not_measured", not_measured_line(rules))]
+    if eff.attn_implementation == "flex_attention" and rules.flex and not rules.packed_detection:
+        return [Finding("release_not_measured", f"flex_attention in {rules.label} builds its block mask without "
+                                                "masking_utils; the lab has not measured it: run `check --model` there")]
+    return []
+
+
 def _checked(static: StaticCheck, eff: EffectiveAttention, *, allow_cross_document: bool, others=None,
-             model_type: str | None = None, kernels=()) -> BatchCheck:
+             model_type: str | None = None, kernels=(), rules: ReaderRules | None = None) -> BatchCheck:
     """One implementation's :class:`BatchCheck` from the shared half and its own reading.
 
     ``others`` (a function of no argument giving every implementation's reading) adds the
@@ -170,14 +189,18 @@ def _checked(static: StaticCheck, eff: EffectiveAttention, *, allow_cross_docume
     ``model_type`` adds that family's own layers (:func:`packing_core.check.mixers.mixer_findings`).
     """
     docs, t = static.documents, static.tensors
+    rules = rules or release_rules()
     trained = static.trained if static.trained is not None else docs.real
     seen = {f.name for f in static.findings}       # a PackedBatch rule the to_hf() view already reports: once
-    findings = [*static.findings, *leak_findings(eff, docs, allow_cross_document, trained, t),
-                *(f for f in static.packed if f.name not in seen)]
+    unmeasured = _release_finding(eff, rules)     # then what the reader does is not guessed: no reading findings
+    findings = [*static.findings, *([] if unmeasured else leak_findings(eff, docs, allow_cross_document, trained, t)),
+                *(f for f in static.packed if f.name not in seen), *unmeasured]
     layers: tuple[tuple[str, str], ...] = ()
-    if model_type:
+    if unmeasured:
+        others = None
+    elif model_type:
         mine, layers = mixer_findings(model_type, t, eff, docs, trained, use_cache=eff.use_cache, kernels=kernels,
-                                      allow_cross_document=allow_cross_document)
+                                      allow_cross_document=allow_cross_document, rules=rules)
         if any(f.name == "documents_share_attention" and f.severity == "error" for f in findings):
             mine = [f for f in mine if f.name != "mask_ignores_position_resets"]    # attention already leaks
         findings += mine
@@ -193,7 +216,8 @@ def _checked(static: StaticCheck, eff: EffectiveAttention, *, allow_cross_docume
     findings = with_advice(findings, static.trainer, t, eff)
     return BatchCheck(eff.attn_implementation, eff.use_cache, batch_format(t), t.shape, by_severity(findings), docs,
                       eff, t, static.ignored, trained=trained, trainer=static.trainer,
-                      model_type=model_family(model_type).model_type if model_type else "", layers=layers)
+                      model_type=model_family(model_type).model_type if model_type else "", layers=layers,
+                      release=rules if eff.attn_implementation in IMPLEMENTATIONS else None)
 
 
 def _facts(tokenizer) -> TokenizerFacts | None:
@@ -222,19 +246,21 @@ def _static_of(batch: Mapping | PackedBatch, *, eos_ids=(), bos_ids=(), labels: 
 
 
 def _one(static: StaticCheck, attn_implementation: str, *, use_cache: bool, allow_cross_document: bool,
-         compare: bool, model_type: str | None = None, kernels=()) -> BatchCheck:
+         compare: bool, model_type: str | None = None, kernels=(), rules: ReaderRules | None = None) -> BatchCheck:
     (attn_implementation,) = _readers(attn_implementation)
-    eff = effective_attention(static.tensors, attn_implementation, use_cache=use_cache)
-    others = (lambda: [effective_attention(static.tensors, o, use_cache=use_cache) for o in IMPLEMENTATIONS
-                       if o != attn_implementation]) if compare and attn_implementation not in TRAINER_READERS else None
+    rules = rules or release_rules()
+    eff = effective_attention(static.tensors, attn_implementation, use_cache=use_cache, rules=rules)
+    others = (lambda: [effective_attention(static.tensors, o, use_cache=use_cache, rules=rules) for o in
+                       IMPLEMENTATIONS if o != attn_implementation]) \
+        if compare and attn_implementation not in TRAINER_READERS else None
     return _checked(static, eff, allow_cross_document=allow_cross_document, others=others, model_type=model_type,
-                    kernels=check_kernels(kernels) if model_type else ())
+                    kernels=check_kernels(kernels) if model_type else (), rules=rules)
 
 
 def check_hf_batch(batch: Mapping, attn_implementation: str = "sdpa", *, use_cache: bool = False, eos_ids=(),
                    bos_ids=(), labels: str = "auto", allow_cross_document: bool = False, compare: bool = True,
                    tokenizer=None, mask_convention: str = "auto", model_type: str | None = None,
-                   kernels=None) -> BatchCheck:
+                   kernels=None, transformers: str | None = None) -> BatchCheck:
     """Every finding of a trainer's batch, for the attention implementation that will read it.
 
     ``batch`` maps names to arrays, lists or tensors, as a trainer passes to ``model(**batch)``
@@ -251,7 +277,9 @@ def check_hf_batch(batch: Mapping, attn_implementation: str = "sdpa", *, use_cac
     notes. With ``compare``, a sound verdict notes the implementations under which it leaks.
     ``model_type`` (a transformers ``model_type``) also judges that family's layers beyond attention
     and its own mask call (:mod:`packing_core.check.mixers`), for the fast-kernel packages in
-    ``kernels`` (None: those installed here); None judges attention only.
+    ``kernels`` (None: those installed here); None judges attention only. ``transformers`` names the
+    release that reads the batch (the trainer's, ``"4.46.3"``); None judges for the installed one
+    (:mod:`packing_core.attention.releases`); the verdict names it.
 
     >>> pads_at_zero = {"input_ids": [[5, 6, 7, 0, 0, 0]], "position_ids": [[0, 1, 2, 0, 0, 0]]}
     >>> c = check_hf_batch(pads_at_zero)
@@ -259,16 +287,18 @@ def check_hf_batch(batch: Mapping, attn_implementation: str = "sdpa", *, use_cac
     (True, ['pads_given_position_zero'])
     """
     _readers(attn_implementation)
+    rules = release_rules(transformers)
     if model_type:
-        model_family(model_type)       # an unknown model type is refused before the batch is read
+        model_family(model_type, rules)       # an unknown model type is refused before the batch is read
     static = _static_of(batch, eos_ids=eos_ids, bos_ids=bos_ids, labels=labels, tokenizer=tokenizer,
                         mask_convention=mask_convention, allow_cross_document=allow_cross_document)
     return _one(static, attn_implementation, use_cache=use_cache, allow_cross_document=allow_cross_document,
-                compare=compare, model_type=model_type, kernels=kernels)
+                compare=compare, model_type=model_type, kernels=kernels, rules=rules)
 
 
 def check_batch(batch: PackedBatch, attn_implementation: str = "sdpa", *, use_cache: bool = False,
-                compare: bool = True, model_type: str | None = None, kernels=None) -> BatchCheck:
+                compare: bool = True, model_type: str | None = None, kernels=None,
+                transformers: str | None = None) -> BatchCheck:
     """``check_hf_batch(batch.to_hf())`` plus what only a PackedBatch knows, in one :class:`BatchCheck`.
 
     The batch's own piece ids are one more piece of evidence for the intended documents.
@@ -282,14 +312,14 @@ def check_batch(batch: PackedBatch, attn_implementation: str = "sdpa", *, use_ca
                          "with check_hf_batch")
     _readers(attn_implementation)
     return _one(_static_of(batch), attn_implementation, use_cache=use_cache, allow_cross_document=False,
-                compare=compare, model_type=model_type, kernels=kernels)
+                compare=compare, model_type=model_type, kernels=kernels, rules=release_rules(transformers))
 
 
 def check_all_implementations(batch: Mapping | PackedBatch, implementations=IMPLEMENTATIONS, *,
                               use_cache: bool = False, eos_ids=(), bos_ids=(), labels: str = "auto",
                               allow_cross_document: bool = False, compare: bool = False, tokenizer=None,
                               mask_convention: str = "auto", model_type: str | None = None,
-                              kernels=None) -> tuple[BatchCheck, ...]:
+                              kernels=None, transformers: str | None = None) -> tuple[BatchCheck, ...]:
     """One :class:`BatchCheck` per implementation, in the order given (transformers' five by default).
 
     The tensors, the intended documents and the implementation-free findings are computed
@@ -299,21 +329,22 @@ def check_all_implementations(batch: Mapping | PackedBatch, implementations=IMPL
     ``compare``, each sound verdict also notes the implementations under which the batch leaks.
 
     >>> rows = {"input_ids": [[5, 6, 7, 8], [1, 2, 3, 4]], "position_ids": [[0, 1, 0, 1], [0, 1, 2, 0]]}
-    >>> [c.verdict for c in check_all_implementations(rows, ("sdpa", "flash_attention_2"))]
+    >>> [c.verdict.split("; judged")[0] for c in check_all_implementations(rows, ("sdpa", "flash_attention_2"))]
     ['sdpa: SOUND', 'flash_attention_2: 1 ERROR(S): documents_share_attention']
     """
     names = _readers(implementations)
+    rules = release_rules(transformers)
     if model_type:
-        model_family(model_type)
+        model_family(model_type, rules)
     kernels = check_kernels(kernels) if model_type else ()
     static = _static_of(batch, eos_ids=eos_ids, bos_ids=bos_ids, labels=labels, tokenizer=tokenizer,
                         mask_convention=mask_convention, allow_cross_document=allow_cross_document)
-    read = {n: effective_attention(static.tensors, n, use_cache=use_cache) for n in names}
+    read = {n: effective_attention(static.tensors, n, use_cache=use_cache, rules=rules) for n in names}
 
     def others() -> list[EffectiveAttention]:
-        return [read[o] if o in read else effective_attention(static.tensors, o, use_cache=use_cache)
+        return [read[o] if o in read else effective_attention(static.tensors, o, use_cache=use_cache, rules=rules)
                 for o in IMPLEMENTATIONS]
 
-    return tuple(_checked(static, read[n], allow_cross_document=allow_cross_document,
-                          others=others if compare else None, model_type=model_type, kernels=kernels) for n in names)
+    return tuple(_checked(static, read[n], allow_cross_document=allow_cross_document, others=others if compare
+                          else None, model_type=model_type, kernels=kernels, rules=rules) for n in names)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from packing_core.attention.documents import IntendedDocuments
-from packing_core.attention.tensors import BatchTensors
+from packing_core.attention.tensors import BatchTensors, finite_mask_value
 from packing_core.batch.packed import IGNORE_INDEX
 from packing_core.check.rules import Finding
 
@@ -125,6 +125,8 @@ def evidence_findings(t: BatchTensors, docs: IntendedDocuments, *, eos_given: bo
                            f"the 2D attention_mask numbers {n} document(s) (1, 2, ...; 0 = pad): read as the documents; "
                            "transformers casts it to booleans before any implementation reads it"))
     info = t.mask_4d_info
+    if info is not None and info.kind == "additive" and (said := finite_mask_value(info.raw)) is not None:
+        out.append(Finding("additive_mask_finite", said))
     if info is not None and info.kind != "additive":
         out.append(Finding("mask_convention_read", f"a {info.kind} 4D mask, True = "
                                                    f"{'may read' if info.convention == 'may-read' else 'masked'} "

@@ -30,6 +30,7 @@ from packing_core._validate import (
 )
 
 MAX_BATCH_ARRAYS = 64   # arrays in one .npz batch (a trainer's batch holds a handful)
+_KINDS = {"V": "raw void records", "S": "bytes", "M": "dates", "m": "time spans", "c": "complex numbers"}
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".bin", ".ckpt")
 BATCH_FILE_TYPES = ("safetensors", "npz", "json")
@@ -233,6 +234,14 @@ def _check_npy_header(member, member_name: str, name: str) -> None:
     if elements > _most_values(len(shape)):
         raise InputError(f"{name}: {member_name!r} declares shape {tuple(shape)} ({elements:,} values), more than a "
                          f"batch may hold ({_too_many(len(shape))}")
+    if dtype.kind not in "biufU":   # void records, bytes, dates: no batch tensor; a void one may ask for gigabytes
+        raise InputError(f"{name}: {member_name!r} holds {dtype.str} values ({_KINDS.get(dtype.kind, 'not numbers')}), "
+                         "which no batch tensor is: store token ids, labels and positions as int64 and masks as "
+                         "bool or float")
+    if elements * dtype.itemsize > MAX_BATCH_FILE_BYTES:   # checked before numpy sets the bytes aside
+        raise InputError(f"{name}: {member_name!r} declares {elements * dtype.itemsize:,} bytes ({tuple(shape)} of "
+                         f"{dtype.str}), more than a batch file may unpack to ({MAX_BATCH_FILE_BYTES:,}); save one "
+                         f"batch ({limit_hint('MAX_BATCH_FILE_BYTES')})")
 
 
 def _most_values(ndim: int) -> int:

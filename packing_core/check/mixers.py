@@ -18,9 +18,9 @@ through any of them. Without a model type the verdict covers attention only (:da
 
     >>> from packing_core.check import check_hf_batch
     >>> flat = {"input_ids": [[5, 6, 7, 8, 9, 10]], "position_ids": [[0, 1, 2, 0, 1, 2]]}
-    >>> check_hf_batch(flat).verdict
+    >>> check_hf_batch(flat).verdict.split("; judged")[0]
     'sdpa: SOUND'
-    >>> check_hf_batch(flat, model_type="lfm2").verdict
+    >>> check_hf_batch(flat, model_type="lfm2").verdict.split("; judged")[0]
     'sdpa: 1 ERROR(S): convolution_reads_previous_document (lfm2: attention SOUND, convolution LEAKS)'
     >>> check_hf_batch(flat, model_type="opt").errors[0].name
     'mask_ignores_position_resets'
@@ -34,7 +34,21 @@ import numpy as np
 
 from packing_core._validate import InputError
 from packing_core.attention.documents import IntendedDocuments
-from packing_core.attention.families import Family, LayerVerdict, family, known_families, layer_verdicts
+from packing_core.attention.families import (
+    Family,
+    LayerVerdict,
+    family,
+    known_families,
+    layer_verdicts,
+    nearest_setup,
+)
+from packing_core.attention.releases import (
+    ReaderRules,
+    family_mask_call,
+    family_position_start,
+    family_since,
+    release_rules,
+)
 from packing_core.attention.semantics import EffectiveAttention, effective_attention
 from packing_core.attention.sharing import reached, shared_attention
 from packing_core.attention.tensors import BatchTensors
@@ -62,14 +76,21 @@ def installed_kernels() -> tuple[str, ...]:
     return tuple(dist for dist, module in KERNEL_MODULES.items() if importlib.util.find_spec(module) is not None)
 
 
-def model_family(model_type: str) -> Family:
-    """The measured family of ``model_type``; unknown or unmeasured types are refused in one line."""
+def model_family(model_type: str, rules: ReaderRules | None = None) -> Family:
+    """The measured family of ``model_type``; unknown or unmeasured types, or a family the release judged for
+    does not have (``rules``; None: any), are refused in one line."""
     fam = family(model_type)
     if fam.not_built:
         known = len(known_families(built=True))
         raise InputError(f"model type {model_type!r} could not be measured here ({fam.not_built}): check the batch "
                          f"without a model type (attention only), or give one of the {known} measured families "
                          "(python -m packing_core check --list-model-types)")
+    if rules is not None and family_mask_call(fam.model_type, rules) == "absent":
+        since = family_since(fam.model_type)
+        raise InputError(f"model type {fam.model_type!r} is not in {rules.label}"
+                         + (f" (its modeling code is first in {since})" if since else "")
+                         + ": a model of that family cannot run there; check for the release the trainer has "
+                           "(--transformers VERSION)")
     return fam
 
 
@@ -102,6 +123,12 @@ def _inner_starts(docs: IntendedDocuments) -> np.ndarray:
 def _marks_documents(signal: str, t: BatchTensors, docs: IntendedDocuments) -> bool:
     """Whether ``signal`` starts a new sequence at every document start inside a row."""
     inner = _inner_starts(docs)
+    if signal == "position_ids":     # a reset: the step into each inner document start is not +1
+        pos = t.positions
+        if pos is None:
+            return False
+        step = np.diff(pos, axis=-1, prepend=pos[..., :1] - 1)
+        return bool((step != 1)[inner].all())
     if signal == "seq_idx":
         s = np.asarray(t.seq_idx).reshape(-1, np.asarray(t.seq_idx).shape[-1])
         if s.shape[1] != inner.shape[1] or s.shape[0] not in (1, inner.shape[0]):
@@ -109,6 +136,8 @@ def _marks_documents(signal: str, t: BatchTensors, docs: IntendedDocuments) -> b
         s = np.broadcast_to(s, inner.shape)
         starts = np.concatenate([np.ones((s.shape[0], 1), bool), s[:, 1:] != s[:, :-1]], 1)
         return bool((starts | ~inner).all())
+    if t.cu_seq_lens_q is None:
+        return False
     offsets = set(np.asarray(t.cu_seq_lens_q).tolist())
     return all(int(i) in offsets for i in np.flatnonzero(inner.reshape(-1)))
 
@@ -145,14 +174,21 @@ def _mixer_finding(fam: Family, v: LayerVerdict, wrong: list[str], docs: Intende
                    severity="note" if allow_cross_document else "", marks=marks_of(later))
 
 
+def sees_resets(fam: Family, rules: ReaderRules) -> bool:
+    """Whether position resets reach the family's mask in that release: packed detection there, and a mask call
+    that passes position_ids (read from that release's code; the families table's own reading where not read)."""
+    call = family_mask_call(fam.model_type, rules)
+    return rules.packed_detection and (call == "sees" if call else fam.mask_sees_resets)
+
+
 def _blind_mask(fam: Family, t: BatchTensors, eff: EffectiveAttention, docs: IntendedDocuments,
-                trained: np.ndarray, use_cache: bool) -> Finding | None:
+                trained: np.ndarray, use_cache: bool, rules: ReaderRules) -> Finding | None:
     """Where this family's mask call, which never sees position_ids, lets documents meet under sdpa/eager/flex."""
-    if eff.attn_implementation not in MASK_READERS or fam.mask_sees_resets or "attention" not in fam.kinds \
+    if eff.attn_implementation not in MASK_READERS or sees_resets(fam, rules) or "attention" not in fam.kinds \
             or t.mask_4d_info is not None or t.positions is None:
         return None
     blind = effective_attention(replace(t, position_ids=None, rope_position_ids=None), eff.attn_implementation,
-                                use_cache=use_cache)
+                                use_cache=use_cache, rules=rules)
     shared = shared_attention(blind, docs.document_ids)
     hit = reached(blind, shared.queries) & trained if shared.count else np.zeros_like(trained)
     if not hit.any():
@@ -165,15 +201,16 @@ def _blind_mask(fam: Family, t: BatchTensors, eff: EffectiveAttention, docs: Int
 
 
 def mixer_findings(model_type: str, t: BatchTensors, eff: EffectiveAttention, docs: IntendedDocuments,
-                   trained: np.ndarray, *, use_cache: bool = False, kernels=(), allow_cross_document: bool = False
-                   ) -> tuple[list[Finding], tuple[tuple[str, str], ...]]:
+                   trained: np.ndarray, *, use_cache: bool = False, kernels=(), allow_cross_document: bool = False,
+                   rules: ReaderRules | None = None) -> tuple[list[Finding], tuple[tuple[str, str], ...]]:
     """The findings of ``model_type``'s own layers on this batch, and each layer kind's status.
 
     Returns ``(findings, layers)``: ``layers`` holds ``(kind, status)`` for every layer kind of
     the family beyond attention (``sound``, ``leaks``, ``refused``, ``unreached``); the
     attention's status follows the findings (:class:`packing_core.check.result.BatchCheck`).
     """
-    fam = model_family(model_type)
+    rules = rules or release_rules()
+    fam = model_family(model_type, rules)
     signals = batch_signals(t, use_cache)
     verdicts = layer_verdicts(fam.model_type, signals, kernels=kernels)
     findings: list[Finding] = []
@@ -184,6 +221,8 @@ def mixer_findings(model_type: str, t: BatchTensors, eff: EffectiveAttention, do
         findings.append(Finding("model_refuses_batch", f"{fam.model_type} here: {kinds}"))
     for v in verdicts:
         if v.kind == "attention":
+            if v.status == "refused":
+                layers.append(("attention", "refused"))
             continue
         status = v.status
         wrong = [s for s in v.needs if s in signals and not _marks_documents(s, t, docs)]
@@ -195,6 +234,42 @@ def mixer_findings(model_type: str, t: BatchTensors, eff: EffectiveAttention, do
             if found is not None:
                 findings.append(found)
         layers.append((v.kind, status))
-    if (blind := _blind_mask(fam, t, eff, docs, trained, use_cache)) is not None:
+    if (blind := _blind_mask(fam, t, eff, docs, trained, use_cache, rules)) is not None:
         findings.append(replace(blind, severity="note") if allow_cross_document else blind)
+    findings += _beyond_mixers(fam, signals, docs, trained, allow_cross_document)
+    findings += _position_start(fam, t, docs, trained, rules)
+    if eff.attn_implementation in ("sdpa", "flex_attention") and fam.attn_implementation == "eager":
+        findings.append(Finding("implementation_not_offered", f"{fam.model_type}: transformers builds {fam.causal_lm} "
+                                f"with eager attention only, so it never runs {eff.attn_implementation}; its layers "
+                                "are measured under eager"))
     return findings, tuple(layers)
+
+
+def _position_start(fam: Family, t: BatchTensors, docs: IntendedDocuments, trained: np.ndarray,
+                    rules: ReaderRules) -> list[Finding]:
+    """A family that numbers its own positions from padding_idx + 1, given a batch whose positions start at 0."""
+    pos = t.positions
+    if pos is None or family_position_start(fam.model_type, rules) != "padding_idx" or not docs.real.any():
+        return []
+    if int(pos[docs.real].min()) != 0:
+        return []
+    hit = docs.real & trained
+    return [Finding("logits_differ_beyond_mixers", f"{fam.model_type}: {fam.modeling}.create_position_ids_from_input_ids "
+                    "numbers positions from padding_idx + 1, this batch's position_ids from 0; "
+                    f"{int(hit.sum())} trained position(s) read shifted position embeddings",
+                    marks=marks_of(docs.starts & docs.real))]
+
+
+def _beyond_mixers(fam: Family, signals, docs: IntendedDocuments, trained: np.ndarray,
+                   allow_cross_document: bool) -> list[Finding]:
+    """Where the measured logits leak although every mixer keeps documents apart (``Family.unexplained``)."""
+    setup = nearest_setup(signals)
+    hit = _later_documents(docs) & trained
+    if not fam.unexplained(setup) or not hit.any():
+        return []
+    o = fam.outcome(setup, "logits")
+    return [Finding("logits_differ_beyond_mixers",
+                    f"{fam.model_type} with {setup.replace('_', ' ')}: each mixer keeps the documents apart, yet its "
+                    f"logits differ from each document alone by {o.max_diff:.2g} (measured on the tiny model): "
+                    f"{fam.modeling} reads the whole row elsewhere (its positions); {_where(hit)}",
+                    severity="note" if allow_cross_document else "", marks=marks_of(_later_documents(docs)))]

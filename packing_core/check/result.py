@@ -12,6 +12,7 @@ import numpy as np
 
 from packing_core.attention.documents import IntendedDocuments
 from packing_core.attention.families import family
+from packing_core.attention.releases import ReaderRules
 from packing_core.attention.semantics import EffectiveAttention
 from packing_core.attention.tensors import BatchTensors
 from packing_core.check.rules import Finding
@@ -47,6 +48,7 @@ class BatchCheck:
     trainer: str = ""                                                            # check.trainers.TRAINERS
     model_type: str = ""         # the family judged beyond attention (check.mixers); "" = attention only
     layers: tuple[tuple[str, str], ...] = ()    # (kind, status) of each layer kind beyond attention
+    release: ReaderRules | None = field(default=None, compare=False, repr=False)   # the transformers release judged for
 
     def _of(self, severity: str) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.severity == severity)
@@ -64,16 +66,22 @@ class BatchCheck:
         return self._of("note")
 
     @property
+    def unmeasured(self) -> bool:
+        """Judged for a transformers release outside the measured ones: never SOUND, exit 1 (no reading is guessed)."""
+        return any(f.name == "release_not_measured" for f in self.findings)
+
+    @property
     def sound(self) -> bool:
-        """No error: the documents stay apart and the loss is right, for this implementation."""
-        return not self.errors
+        """No error: the documents stay apart and the loss is right, for this implementation (and its release
+        is measured)."""
+        return not self.errors and not self.unmeasured
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.findings)
 
     def exit_code(self, strict: bool = False) -> int:
-        return 1 if self.errors or (strict and self.warnings) else 0
+        return 1 if self.errors or self.unmeasured or (strict and self.warnings) else 0
 
     @property
     def format_words(self) -> str:
@@ -119,7 +127,9 @@ class BatchCheck:
             return ()
         attention = "LEAKS" if any(f.name in _ATTENTION and f.severity == "error" for f in self.findings) else "SOUND"
         words = {"sound": "SOUND", "leaks": "LEAKS", "refused": "REFUSED here", "unreached": "not reached"}
-        return (("attention", attention),) * self.has_attention + tuple((k, words.get(s, s)) for k, s in self.layers)
+        own = dict(self.layers)
+        first = (("attention", words[own["attention"]]) if "attention" in own else ("attention", attention),)
+        return first * self.has_attention + tuple((k, words.get(s, s)) for k, s in self.layers if k != "attention")
 
     @property
     def has_attention(self) -> bool:
@@ -129,13 +139,17 @@ class BatchCheck:
     def verdict(self) -> str:
         """One line: SOUND or LEAKS / ERRORS for this implementation, as the CLI and pages print it; with a
         model type, each layer kind's status after it (attention, then the layers beyond it)."""
+        unmeasured = next((f for f in self.findings if f.name == "release_not_measured"), None)
+        if unmeasured is not None:
+            return f"{self.attn_implementation}: {unmeasured.detail}"
         layers = ", ".join(f"{k} {s}" for k, s in self.layer_statuses)
         layers = f" ({self.model_type}: {layers})" if layers else ""
+        judged = f"; judged for {self.release.label}" if self.release is not None else ""
         if self.sound:
             extra = f", {len(self.warnings)} warning(s)" if self.warnings else ""
-            return f"{self.attn_implementation}: SOUND{extra}{layers}"
+            return f"{self.attn_implementation}: SOUND{extra}{layers}{judged}"
         return (f"{self.attn_implementation}: {len(self.errors)} ERROR(S): {', '.join(f.name for f in self.errors)}"
-                f"{layers}")
+                f"{layers}{judged}")
 
     def to_dict(self) -> dict:
         return {"attn_implementation": self.attn_implementation, "use_cache": self.use_cache, "format": self.format,
@@ -144,7 +158,8 @@ class BatchCheck:
                 "labels": self.documents.labels_reason, "evidence": list(self.documents.decided_by),
                 "trainer": self.trainer, "attention": self.effective.to_dict(),
                 "findings": [f.to_dict() for f in self.findings], "ignored": list(self.ignored),
-                "model_type": self.model_type, "layers": dict(self.layer_statuses)}
+                "model_type": self.model_type, "layers": dict(self.layer_statuses),
+                "transformers": self.release.to_dict() if self.release is not None else None}
 
     def format_table(self) -> str:
         rows, width = self.shape

@@ -15,7 +15,8 @@ Each finding has one name, one severity, one plain-language title and one fix:
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, replace
 
 SEVERITIES = ("error", "warning", "note")
 
@@ -26,6 +27,7 @@ class Rule:
     severity: str     # error | warning | note
     title: str        # plain language, for pages and the zoo
     fix: str
+    action: str = ""  # the fix in one line of at most 20 words (_ACTIONS)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,10 +73,12 @@ _TABLE = (
     # the layers beyond attention, and the model's own mask call (check.mixers, from attention.families)
     Rule("convolution_reads_previous_document", "error", "A short convolution reads the previous document",
          "A causal convolution of width k reads the k - 1 tokens before each token (k = 4 in Mamba and Gated DeltaNet, "
-         "3 in LFM2) and keeps documents apart only when its kernel reads seq_idx (the document of each token: "
-         "causal-conv1d, CUDA). Give the batch seq_idx (TRL's "
+         "3 in LFM2) and keeps documents apart only when its kernel reads the boundaries in its own form: seq_idx (the "
+         "document of each token) for causal-conv1d, cu_seq_lens for flash-linear-attention's ShortConvolution "
+         "(CUDA). For causal-conv1d, give the batch seq_idx (TRL's "
          "padding-free collator does; DataCollatorWithFlattening(return_seq_idx=True, return_flash_attn_kwargs=True)) "
-         "and install causal-conv1d where the model trains; without either, do not pack for this model: pad one "
+         "and install the kernel (causal-conv1d or flash-linear-attention) where the model trains; without either, "
+         "do not pack for this model: pad one "
          "document per row."),
     Rule("state_crosses_documents", "error", "A recurrent state runs from one document into the next",
          "A recurrence (Mamba's scan, Gated DeltaNet, RWKV) restarts its state only where its kernel reads the "
@@ -90,11 +94,44 @@ _TABLE = (
          "This model's code calls create_causal_mask without position_ids, so position resets never reach the mask "
          "under sdpa, eager or flex: every document reads the ones before it. Pass a 4D block-causal attention_mask "
          "(0 where a key may be read, torch.finfo(dtype).min where not), or pad one document per row."),
+    Rule("logits_differ_beyond_mixers", "error", "Positions shift",
+         "Every token-mixing layer keeps the documents apart, yet the logits differ from each document alone: the "
+         "model reads positions of its own. BART's decoder counts learned positions over the whole row (it takes "
+         "no position_ids): pad one document per row. RoBERTa-like models number positions from padding_idx + 1 "
+         "(2 with pad id 1): start position_ids there (DataCollatorWithFlattening(position_ids_start=2), "
+         "transformers 5.15 on). Check with --model to measure the real model."),
+    Rule("implementation_not_offered", "warning", "The model cannot run this attention implementation",
+         "transformers builds this family with eager attention only (from_pretrained(attn_implementation='sdpa') "
+         "raises): judge the batch with --attn-implementation eager, the implementation it runs."),
+    Rule("release_not_measured", "warning", "Unmeasured release",
+         "The lab's rules are read and measured for a span of transformers releases (docs/checker-releases.md); "
+         "outside it a verdict would be a guess. Run `python -m packing_core check --model DIR batch` in the "
+         "trainer's environment (it runs the batch on the model there), or judge for a measured release with "
+         "--transformers VERSION."),
     Rule("future_visible", "error", "A later token changes an earlier output",
          "Attention is not causal: a query reads keys after it. A varlen kernel is causal only if asked "
          "(flash_attn_varlen_func(causal=True); torch's varlen_attn(window_size=(-1, 0)): both default to full "
          "attention), a 4D mask must be lower-triangular inside each document, and a bidirectional model "
          "(RoBERTa without is_decoder=True) is no causal LM."),
+    # context parallelism: a rank's batch, or every rank's (check.ranks)
+    Rule("cp_document_not_padded", "error", "A document is not padded to a multiple of 2·CP",
+         "Pad every document to a multiple of 2·CP before the cut (with sequence parallelism, of lcm(2·CP, TP·CP)); "
+         "keep its real length in cu_seqlens and the padded one in cu_seqlens_padded. Transformer Engine's THD "
+         "partition divides each offset by CP and halves it, so a 7-token document at CP 2 is computed as 6 "
+         "(NVIDIA/TransformerEngine #1930)."),
+    Rule("cp_unpadded_offsets", "error", "Unpadded offsets are read where padded ones are needed",
+         "Lay out and index a rank's chunks with cu_seqlens_padded, and give the kernel the real cu_seqlens beside "
+         "them: pass Transformer Engine pad_between_seqs=True whenever any document, the last one too, is shorter "
+         "than its padded slot (its False path reads cu_seqlens // CP: NVIDIA/TransformerEngine #3331), and roll "
+         "a rank's chunks on the padded offsets (NVIDIA/Megatron-LM #4495)."),
+    Rule("cp_interior_padding_as_tail", "error", "Padding between documents is read as a tail",
+         "Once documents are padded for CP, pads sit after every document, not only at the end: find a rank's "
+         "real tokens from its padding mask or its per-document offsets, never as its first n_real slots "
+         "(NVIDIA-NeMo/Automodel #3640)."),
+    Rule("cp_chunks_not_the_scheme", "error", "A rank holds chunks its scheme does not give it",
+         "Cut with the scheme's own partition: under zigzag rank r holds chunks r and 2·CP-1-r of each unit "
+         "(Transformer Engine's thd_get_partitioned_indices, given cu_seqlens_padded trimmed of any sentinel "
+         "entries: NVIDIA-NeMo/Megatron-Bridge #4489), under contiguous window r."),
     # only a PackedBatch (the lab's own tensors) can show these
     Rule("cu_seqlens_not_monotone", "error", "cu_seqlens do not rise from 0",
          "cu_seqlens start at 0 and strictly increase."),
@@ -155,6 +192,11 @@ _TABLE = (
          "sdpa, eager, flex or flash sees it, so document numbers are lost unless the trainer patches the reading: "
          "pass position_ids that restart per document and no attention_mask (padding-free), or cu_seq_lens_q/_k "
          "with max_length_q/_k, or a 4D block mask."),
+    Rule("additive_mask_finite", "note", "The additive mask masks with a finite value",
+         "Nothing to fix for a trained model's scores: a finite value such as -1e4 leaves masked keys a weight "
+         "that rounds to 0 in float16 and bfloat16 softmax (see the detail). transformers writes "
+         "torch.finfo(dtype).min, which also spreads a query whose keys are all masked over every key; -inf gives "
+         "such a query NaN instead."),
     Rule("mask_convention_read", "note", "The 4D mask's convention was read",
          "Nothing to fix. transformers and torch's sdpa read True = may read; Megatron-core and TransformerEngine "
          "read True = masked: give a mask only to the code it was built for (invert it with ~mask otherwise)."),
@@ -182,8 +224,72 @@ _TABLE = (
          "are."),
 )
 
-RULES: dict[str, Rule] = {r.name: r for r in _TABLE}
+# Each finding's fix in one line of at most 20 words, an order to follow: what a page shows first, in the finding's
+# colour, with the detail and the whole fix folded under it (tests/check/test_rules_actions.py holds the count).
+_ACTIONS = {
+    "documents_share_attention": "Give the reader the boundaries it reads: restarting position_ids with no 2D mask and "
+                                 "no cache, or cu_seq_lens.",
+    "label_crosses_boundary": "Set the label of each document's first token to -100.",
+    "label_is_not_the_token": "Pass labels = input_ids with -100 where nothing is trained; transformers shifts them itself.",
+    "target_is_not_the_next_token": "Make each target the next token of its own document, and -100 at its last token.",
+    "pad_in_loss": "Give pads label -100, and keep them out of the loss mask.",
+    "cu_seq_lens_malformed": "Build cu_seq_lens as [0, *cumsum(lengths)]: from 0, strictly increasing, within the tokens.",
+    "cu_seq_lens_q_differs_from_k": "Pass one cu_seq_lens tensor for both queries and keys.",
+    "kernel_cannot_read_batch": "Pass what this implementation reads (see the details), or choose one that reads this batch.",
+    "mask_reads_future": "Give eager and flex an additive float mask (0 or finfo.min), not a boolean or 0/1 mask.",
+    "query_reads_nothing": "Let every token, pads included, read at least itself.",
+    "max_length_too_small": "Set max_length_q/_k to the longest document: int(cu_seq_lens.diff().max()).",
+    "kernel_skips_tokens": "Start the varlen offsets at 0 and cover every real token.",
+    "convolution_reads_previous_document": "Give the batch seq_idx and install causal-conv1d where the model trains, or "
+                                           "pad one document per row.",
+    "state_crosses_documents": "Give the recurrence its boundary signal and install its kernel, or pad one document per "
+                               "row.",
+    "model_refuses_batch": "Install the kernel the details name on the training machine, or pad one document per row.",
+    "mask_ignores_position_resets": "Pass a 4D block-causal attention_mask, or pad one document per row.",
+    "future_visible": "Make attention causal: causal=True for a varlen kernel, a lower-triangular mask inside each "
+                      "document.",
+    "cu_seqlens_not_monotone": "Start cu_seqlens at 0 and make them strictly increase.",
+    "cu_seqlens_wrong_total": "End cu_seqlens at the number of real (non-pad) tokens.",
+    "segments_disagree_with_cu_seqlens": "Build cu_seqlens from the documents, one offset per document piece, not from "
+                                         "the rows.",
+    "pad_in_attention": "Give pads segment id -1, outside every document.",
+    "loss_mask_disagrees_with_targets": "Make the loss mask true exactly where the target is not -100.",
+    "loss_count_mismatch": "Train exactly the answer tokens that have a predecessor in their document: no prompts, no "
+                           "pads.",
+    "pads_given_position_zero": "Pad position_ids with one running arange (0, 1, 2, ...), not zeros.",
+    "untrained_tokens_share_attention": "Give these positions the same boundaries as the rest if anything reads their "
+                                        "outputs.",
+    "megatron_mask_needs_unfused_softmax": "Pass packed_seq_params (cu_seqlens_q/_kv, qkv_format='thd') for document "
+                                           "masking on fused backends.",
+    "tokenizer_does_not_fit": "Give the tokenizer the batch was built with, or --eos-id N.",
+    "positions_do_not_restart": "Restart position_ids at each document's first position (0 for most models), counting "
+                                "up by 1.",
+    "document_continues_from_previous_row": "Keep documents whole for instruction data; a split is fine in pretraining "
+                                            "streams.",
+    "boundaries_disagree": "Make cu_seq_lens, position_ids, label separators and EOS tokens start documents at the same "
+                           "tokens.",
+    "no_document_boundaries": "Pass --tokenizer or --eos-id so the check can find documents separated only by EOS.",
+    "fixed_size_chunks": "Pack whole documents (TRL's bfd) if each must stay apart; nothing to fix if intended.",
+    "document_ids_in_attention_mask": "Pass restarting position_ids and no attention_mask, or cu_seq_lens_q/_k, or a 4D "
+                                      "block mask.",
+    "signal_not_read_by_implementation": "Judge the batch for the layers or trainer that read that signal.",
+    "leaks_under_other_implementation": "Keep the attention implementation this batch was checked for.",
+    "cross_document_targets_allowed": "Nothing to fix: declared deliberate (--allow-cross-document).",
+    "cross_document_allowed": "Nothing to fix: declared deliberate (--allow-cross-document).",
+}
+RULES: dict[str, Rule] = {r.name: replace(r, action=_ACTIONS.get(r.name, "Nothing to fix.")) for r in _TABLE}
 FINDING_NAMES = tuple(RULES)
+_SENTENCE_END = re.compile(r"(?<=[\w)\]'])\.\s")
+
+
+def first_sentence(text: str) -> str:
+    """The text up to its first full stop: an advice's order, before its reasons.
+
+    >>> first_sentence("Drop the all-ones attention_mask: see torch.where(m). TRL: padding_free=True.")
+    'Drop the all-ones attention_mask: see torch.where(m).'
+    """
+    m = _SENTENCE_END.search(text)
+    return text[:m.start() + 1] if m else text
 
 
 def rule(name: str) -> Rule:
@@ -219,6 +325,15 @@ class Finding:
     def fix(self) -> str:
         """The fix for this batch's trainer where the check knows it, else the rule's general fix."""
         return self.advice or RULES[self.name].fix
+
+    @property
+    def action(self) -> str:
+        """The fix in one line of at most 20 words: the advice's first sentence, else the rule's action.
+
+        >>> Finding("pad_in_loss", "row 0: 3 pads").action
+        'Give pads label -100, and keep them out of the loss mask.'
+        """
+        return first_sentence(self.advice) if self.advice else RULES[self.name].action
 
     def __str__(self) -> str:
         return f"{self.name}: {self.detail}"

@@ -1,7 +1,8 @@
-"""``balance``: a strategy's rows over data-parallel ranks and micro-batches, before and after balancing by
-attention cost, each rank's step FLOPs for a model shape, and which cost to balance by
-(``analysis.balance_report.step_balance``, with ``fit=True`` as the Dataset explorer uses it: too few rows
-are shown on as many ranks as they fill, and the report says so)."""
+"""``balance``: a strategy's rows over data-parallel ranks and micro-batches, one optimizer step at a time
+(ranks x micro-batches x rows per micro-batch, drawn in turn from the shuffled rows), before and after
+balancing each step by attention cost, each rank's step FLOPs for a model shape, and which cost to balance
+by (``analysis.balance_report.step_balance``, with ``fit=True`` as the Dataset explorer uses it: too few
+rows for one step are shown on a step they fill, and the report says so)."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +13,7 @@ from packing_core.cli.common import (
     add_data_arguments,
     check_strategy,
     check_tokenizer,
+    count,
     dump_json,
     has_data,
     load_lengths,
@@ -19,13 +21,21 @@ from packing_core.cli.common import (
 )
 
 NAME = "balance"
-HELP = "a strategy's rows over data-parallel ranks and micro-batches: attention and step cost, before and after"
+HELP = ("a strategy's rows over data-parallel ranks and micro-batches, step by step: attention and step cost, "
+        "before and after balancing each step")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_data_arguments(p, strategy="bfd")
-    p.add_argument("--ranks", type=int, required=True, help="data-parallel ranks (the world size), e.g. 8")
-    p.add_argument("--micro-batches", type=int, default=1, help="micro-batches per rank (default 1)")
+    from packing_core.packing.balance import MAX_RANKS
+
+    p.add_argument("--ranks", type=count("ranks", maximum=MAX_RANKS, hint="the data-parallel world size, e.g. 8"),
+                   required=True, help="data-parallel ranks (the world size), e.g. 8")
+    p.add_argument("--micro-batches", type=count("micro_batches", maximum=MAX_RANKS, hint="try 4"), default=1,
+                   help="micro-batches per rank (default 1)")
+    p.add_argument("--rows-per-micro-batch", type=count("rows_per_micro_batch", maximum=MAX_RANKS, hint="try 1"),
+                   default=1, help="rows in each micro-batch, the per-device batch (default 1); a step holds ranks x "
+                        "micro-batches x this many rows, drawn in turn from the shuffled rows (--seed)")
     p.add_argument("--model-shape", default="SmolLM2-135M",
                    help="the model shape whose step FLOPs are counted (6N per token + attention): "
                         "SmolLM2-135M (default) or 7B")
@@ -51,10 +61,12 @@ def run(args, out, err) -> int:
         label = f"{args.strategy} rows"
     plan = make_plan(lengths, args.context, args.strategy, overlong=args.overlong, batch_size=args.batch_size,
                      seed=args.seed)
-    steps = step_balance(plan, args.ranks, args.micro_batches, shape=shape, fit=True)
-    report = steps.by_attention
+    steps = step_balance(plan, args.ranks, args.micro_batches, args.rows_per_micro_batch, shape=shape,
+                         seed=args.seed, fit=True)
+    report = steps.by_attention.first
     if args.format == "json":
-        dump_json({"strategy": args.strategy, "basis": label, **report.to_dict(), "step": steps.to_dict()}, out)
+        dump_json({"strategy": args.strategy, "basis": label, **steps.by_attention.to_dict(),
+                   "step": steps.to_dict()}, out)
     else:
         out.write(format_balance(report, label, steps) + "\n")
     return 0

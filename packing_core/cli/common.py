@@ -17,7 +17,15 @@ import os
 import re
 import sys
 
-from packing_core._validate import DEFAULT_CONTEXT, InputError, as_batch_size, as_context, as_seed
+from packing_core._validate import (
+    DEFAULT_CONTEXT,
+    INTEGER_TEXT,
+    InputError,
+    as_batch_size,
+    as_context,
+    as_seed,
+    whole_number,
+)
 from packing_core.data import INPUT_SUFFIXES, RECORD_KINDS
 from packing_core.models.registry import PRETRAINED, is_model_path
 from packing_core.models.tokenizers import TOKENIZER_CHOICES
@@ -38,17 +46,25 @@ class Parser(argparse.ArgumentParser):
 
 
 def bounded(check):
-    """An argparse type: a whole number checked by ``_validate`` (so '1e20' or 10**20 is one line)."""
+    """An argparse type: a whole number in ASCII digits, checked by ``_validate`` (so '1e20', 10**20 or an
+    Arabic-Indic '٣', which ``int()`` reads as 3 but no length field accepts, is one line)."""
     def parse(text: str) -> int:
+        if not re.fullmatch(INTEGER_TEXT, text):
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number (digits only)")
         try:
             value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number (digits only)") from None
+        except ValueError:      # past Python's 4,300 digits: far past every bound
+            raise argparse.ArgumentTypeError(f"{text[:40]!r}... has {len(text):,} digits, far past any bound") from None
         try:
             return check(value)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
     return parse
+
+
+def count(name: str, *, minimum: int = 1, maximum: int | None = None, hint: str = ""):
+    """``bounded`` for a plain count: ``--ranks``, ``--eos-id``, ``--cap`` ... from ``minimum`` to ``maximum``."""
+    return bounded(lambda v: whole_number(v, name, minimum=minimum, maximum=maximum, hint=hint))
 
 
 def escaped(text) -> str:
@@ -74,14 +90,15 @@ def error_line(text) -> str:
 
 
 def dump_json(value, out) -> None:
-    json.dump(value, out, indent=2)
-    out.write("\n")
+    """``value`` as indented JSON in one write (``json.dump`` writes each token: 300,000 calls for a big batch)."""
+    out.write(json.dumps(value, indent=2) + "\n")
 
 
 
 
-def add_data_arguments(p: argparse.ArgumentParser, *, strategy: str) -> None:
-    """FILE, --lengths, --synthetic or --profile, and how to plan them: ``report`` and ``balance`` alike."""
+def add_data_arguments(p: argparse.ArgumentParser, *, strategy: str | None) -> None:
+    """FILE, --lengths, --synthetic or --profile, and how to plan them: ``report``, ``balance`` and ``stream``
+    alike (``strategy=None``: no --strategy and --batch-size, for a command with one way of packing)."""
     src = p.add_mutually_exclusive_group()
     src.add_argument("file", nargs="*", default=[], metavar="FILE",
                      help="data files, folders (also save_to_disk) or quoted globs, as for scan: messages or "
@@ -97,11 +114,13 @@ def add_data_arguments(p: argparse.ArgumentParser, *, strategy: str) -> None:
     p.add_argument("--kind", choices=RECORD_KINDS, help="override the detected kind of FILE's records")
     p.add_argument("--context", type=bounded(as_context), default=DEFAULT_CONTEXT,
                    help=f"row length in tokens (default {DEFAULT_CONTEXT})")
-    p.add_argument("--strategy", default=strategy, help=f"one of {', '.join(STRATEGIES)}"
-                   + (", or all (default)" if strategy == "all" else f" (default {strategy})"))
+    if strategy is not None:
+        p.add_argument("--strategy", default=strategy, help=f"one of {', '.join(STRATEGIES)}"
+                       + (", or all (default)" if strategy == "all" else f" (default {strategy})"))
     p.add_argument("--overlong", default="split", choices=OVERLONG_POLICIES, help="documents longer than the context")
-    p.add_argument("--batch-size", type=bounded(as_batch_size), default=32,
-                   help="rows per batch for pad-longest and bucket")
+    if strategy is not None:
+        p.add_argument("--batch-size", type=bounded(as_batch_size), default=32,
+                       help="rows per batch for pad-longest and bucket")
     p.add_argument("--seed", type=bounded(as_seed), default=0)
 
 

@@ -4,7 +4,7 @@ Only the command being run declares its arguments, so starting the CLI costs wha
 imports (``report`` never loads torch to describe ``verify``'s backends).
 
 >>> [c.NAME for c in COMMANDS]
-['report', 'balance', 'scan', 'check', 'verify']
+['report', 'balance', 'stream', 'scan', 'check', 'verify', 'cp']
 
 The lab's own commands (``zoo``, ``warm``) live in ``packing_lab.cli``, which extends ``COMMANDS``:
 ``packing-lab`` (or ``python -m packing_lab``) runs every command, ``python -m packing_core`` the
@@ -17,14 +17,16 @@ import sys
 
 import packing_core.cli.balance as balance
 import packing_core.cli.check as check
+import packing_core.cli.cp as cp
 import packing_core.cli.report as report
 import packing_core.cli.scan as scan
+import packing_core.cli.stream as stream
 import packing_core.cli.verify as verify
 from packing_core._validate import LIMIT_ERRORS, InputError
 from packing_core.cli.common import EXIT_BAD_INPUT, EXIT_BUG, Parser, error_line, quiet_libraries
 from packing_core.models.registry import model_names
 
-COMMANDS = (report, balance, scan, check, verify)
+COMMANDS = (report, balance, stream, scan, check, verify, cp)
 # commands of the lab package (``packing_lab.cli``), named here only to say where they live
 LAB_COMMANDS = ("zoo", "warm")
 PROG = "python -m packing_core"

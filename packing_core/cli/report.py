@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 from packing_core._validate import InputError
 from packing_core.cli.common import (
@@ -24,6 +25,7 @@ from packing_core.cli.common import (
     add_data_arguments,
     check_strategy,
     check_tokenizer,
+    count,
     dump_json,
     has_data,
     load_lengths,
@@ -31,6 +33,8 @@ from packing_core.cli.common import (
 )
 
 NAME = "report"
+_SECONDS = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*|\s*[+-]?(?:inf(?:inity)?|nan)\s*",
+                      re.I | re.A)
 HELP = "utilisation and cost of every padding and packing strategy"
 
 
@@ -42,8 +46,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(an LP solver, within --time-limit)")
     from packing_core.packing.options import TIME_LIMIT_HELP
 
+    p.add_argument("--timings", action="store_true",
+                   help="say on stderr how long the read and the report took (results stay a function of the input)")
     p.add_argument("--time-limit", type=_seconds, default=None, metavar="SECONDS", help=TIME_LIMIT_HELP)
-    p.add_argument("--max-docs-per-row", type=int, default=None, metavar="N",
+    p.add_argument("--max-docs-per-row", type=count("the cap on documents per row"), default=None, metavar="N",
                    help="at most N documents per row in every plan (static shapes for torch.compile and CUDA "
                         "graphs); the report says what the cap costs bfd in rows")
 
@@ -53,6 +59,8 @@ def _seconds(text: str) -> float:
     from packing_core.packing.options import as_time_limit
 
     try:
+        if not _SECONDS.fullmatch(text):   # float() reads Arabic-Indic or full-width digits too: ASCII only
+            raise ValueError(text)
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"the time limit must be a number of seconds, got {text[:40]!r}; try 5") from None
@@ -117,6 +125,9 @@ def run(args, out, err) -> int:
     if args.optimal and strategies is not None:
         raise InputError("--optimal adds optimal to every strategy; with --strategy NAME, name optimal itself "
                          "(--strategy optimal)")
+    import time
+
+    started = time.perf_counter()
     order = None
     if args.file or args.profile is not None:
         profile = load_profile(args)
@@ -126,7 +137,11 @@ def run(args, out, err) -> int:
 
         order = load_lengths(args)
         profile = LengthProfile.from_lengths(order, kind="lengths", tokenizer="none")
-    return _report(profile, order, args, strategies, out)
+    read = time.perf_counter()
+    code = _report(profile, order, args, strategies, out)
+    if args.timings:
+        err.write(f"timings: read {read - started:.2f} s, plan and report {time.perf_counter() - read:.2f} s\n")
+    return code
 
 
 def _same_tokenizer(profile, spec: str) -> None:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from packing_core._validate import as_workers
-from packing_core.cli.common import bounded, check_tokenizer, escaped, tokenizer_loader
+from packing_core._validate import MAX_LENGTH, as_workers
+from packing_core.cli.common import bounded, check_tokenizer, count, escaped, tokenizer_loader
 from packing_core.data import INPUT_SUFFIXES, RECORD_KINDS
 from packing_core.models.registry import PRETRAINED
 from packing_core.models.tokenizers import TOKENIZER_CHOICES
@@ -25,7 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=bounded(as_workers), default=2,
                    help="worker processes (local) or actors (ray), 0 to 8 (default 2)")
     p.add_argument("--ray-address", help="join a Ray cluster: auto or HOST:PORT (default: start a local Ray)")
-    p.add_argument("--cap", type=int, help="name the documents longer than this many tokens (e.g. the context)")
+    p.add_argument("--cap", type=count("the cap", maximum=MAX_LENGTH, hint="e.g. the context, 2048"),
+                   help="name the documents longer than this many tokens (e.g. the context)")
 
 
 def run(args, out, err) -> int:

@@ -110,7 +110,56 @@ def list_sources() -> list[SourceInfo]:
         reason = (f"read from {files[0].parent}" if files
                   else f"not installed: {_install(name)}")
         out.append(SourceInfo(name, desc, purpose, False, bool(files), reason))
+    parts = mixture_sources()
+    out.append(SourceInfo(MIXTURE, MIXTURE_DESCRIPTION, "pretraining", False, True,
+                          "mixed from " + ", ".join(parts)
+                          + ("" if len(parts) == len(MIXTURE_PARTS) else " (the others are not installed)")))
     return out
+
+
+# ---------------------------------------------------------------- a mixture of sources
+MIXTURE = "mixture"
+# each source of the mixture, and how many documents it gives (None: all of a real set; a seeded draw of a synthetic one)
+MIXTURE_PARTS = {"fortunes": None, "gsm8k": None, "support-tickets": 10_000, "long-tailed": 5_000}
+MIXTURE_DESCRIPTION = ("A mixture of four sources with different lengths, shuffled together as a loader reads them: "
+                       "fortunes (short quotes), gsm8k (maths problems with their solutions, as plain text), support "
+                       "tickets (10,000, synthetic) and long-tailed documents (5,000, synthetic)")
+
+
+def mixture_sources() -> tuple[str, ...]:
+    """The sources the mixture holds here: every synthetic one, and each real one that is installed."""
+    return tuple(n for n in MIXTURE_PARTS if n not in REAL or _files(n))
+
+
+@dataclass(frozen=True, eq=False)
+class Mixture:
+    """The mixture's documents in reading order: each one's length and the index of its source in ``names``."""
+
+    names: tuple[str, ...]
+    lengths: np.ndarray     # int64 [documents]
+    source: np.ndarray      # int64 [documents]: index into ``names``
+
+    def shares(self) -> np.ndarray:
+        """Each source's share of the tokens."""
+        tokens = np.bincount(self.source, weights=self.lengths, minlength=len(self.names))
+        return tokens / tokens.sum()
+
+
+def load_mixture(tokenizer=None, seed: int = 0) -> Mixture:
+    """The built-in mixture: each source's lengths (see :data:`MIXTURE_PARTS`), shuffled together with ``seed``.
+
+    >>> from packing_core.data.lengths import byte_tokenizer
+    >>> m = load_mixture(byte_tokenizer)
+    >>> m.names[2:], int((m.source == m.names.index("long-tailed")).sum())
+    (('support-tickets', 'long-tailed'), 5000)
+    """
+    names = mixture_sources()
+    parts = [load_lengths(n, tokenizer) if MIXTURE_PARTS[n] is None else
+             _lengths.synthetic_lengths(n, n=MIXTURE_PARTS[n], seed=seed) for n in names]
+    order = np.random.default_rng(seed).permutation(sum(map(len, parts)))
+    lengths = np.concatenate(parts)[order]
+    source = np.repeat(np.arange(len(names)), [len(p) for p in parts])[order]
+    return Mixture(names, lengths.astype(np.int64), source.astype(np.int64))
 
 
 def _check(name: str) -> None:
@@ -151,6 +200,9 @@ def load_documents(name: str, limit: int | None = None) -> list[Document]:
         load_documents("gsm8k", limit=1)[0].answer[-7:]  ->  "#### 18"
     """
     _check(name)
+    if name == MIXTURE:
+        raise InputError(f"source {name!r} mixes texts and synthetic lengths: load its parts' documents "
+                         f"({', '.join(n for n in MIXTURE_PARTS if n in REAL)}) one by one")
     if name not in REAL:
         raise InputError(f"source {name!r} is synthetic: it has lengths, not text; use "
                          f"load_lengths({name!r}) or a real source ({', '.join(REAL)})")
@@ -184,6 +236,8 @@ def load_lengths(name: str, tokenizer=None) -> np.ndarray:
     (default: UTF-8 bytes; pass the real tokenizer for real token counts) and cached, so the second call reads a file.
     """
     _check(name)
+    if name == MIXTURE:
+        return load_mixture(tokenizer).lengths
     if name not in REAL:
         return _lengths.synthetic_lengths(name)
     if tokenizer is None:     # the data layer knows no model: callers pass the real tokenizer

@@ -6,7 +6,7 @@
 
 What a column holds is read from its Arrow type, batch by batch (:func:`column_batches`)::
 
-    integers, or text in a column named like a length  ->  lengths (``_validate.length_values``)
+    integers, or text in a column named like a length  ->  lengths (``_lengths.length_values``)
     lists of integers (pre-tokenised ``input_ids``)     ->  lengths: each list's length
     text                                                ->  texts; blank ones are no documents
 
@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import packing_core.data.sources as sources
+from packing_core._lengths import length_values
 from packing_core._settings import ReadBudget
-from packing_core._validate import INTEGER_TEXT, InputError, as_lengths, length_values, whole_number
+from packing_core._validate import INTEGER_TEXT, InputError, as_lengths, whole_number
 from packing_core.data.kinds import KIND_COLUMNS, LENGTH_COLUMNS
 from packing_core.data.lengths import Tokenizer, byte_tokenizer, token_lengths
 
@@ -91,7 +92,7 @@ def column_batches(src: sources.Source, column: str, *, text_only: bool = False,
     """Yield ``(kind, values, where)``: kind ``"lengths"`` (int64 numpy) or ``"text"`` (non-blank strings).
 
     A column of token-id lists (pre-tokenised data) is a length column: each list's length.
-    Lengths follow the one rule, ``_validate.length_values``; ``where(i)`` names value ``i``.
+    Lengths follow the one rule, ``_lengths.length_values``; ``where(i)`` names value ``i``.
     """
     if src.fmt == "txt" and importlib.util.find_spec("pyarrow") is None:
         yield from _plain_text(src, budget)     # a trainer's environment: lines as Python strings, same limits

@@ -39,12 +39,13 @@ def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def check_output(path, inputs=()) -> Path:
+def check_output(path, inputs=(), flag: str = "--out", what: str = "the profile") -> Path:
     """Refuse an output path that would destroy something: an input, a device, a FIFO, a folder.
 
     ``inputs`` are the paths read (files or folders). The check compares devices and inodes
     (``os.path.samefile``), so a hard link or a symbolic link to an input is caught too;
-    only a new file or an existing regular file that is no input may be replaced.
+    only a new file or an existing regular file that is no input may be replaced. ``flag`` and ``what``
+    name the option and the file in messages (``--save-state``, "the state").
     """
     path = Path(path).expanduser()
     shown = sources.display(str(path))
@@ -54,13 +55,13 @@ def check_output(path, inputs=()) -> Path:
         st = None
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise InputError(f"--out {shown} is a symbolic link loop; name a new file") from None
+            raise InputError(f"{flag} {shown} is a symbolic link loop; name a new file") from None
         if e.errno == errno.ENOTDIR:
-            raise InputError(f"--out {shown}: a part of that path is a file, not a folder; name a new file") from None
+            raise InputError(f"{flag} {shown}: a part of that path is a file, not a folder; name a new file") from None
         raise InputError(f"cannot write {shown} ({e.strerror}); name a file in a folder you can write to") from None
     if st is not None and not stat.S_ISREG(st.st_mode):
         what = sources.file_type(st.st_mode)
-        raise InputError(f"--out {shown} is {what}; the lab writes only regular files and never replaces "
+        raise InputError(f"{flag} {shown} is {what}; the lab writes only regular files and never replaces "
                          "anything else: name a new file, e.g. profile.json")
     if st is not None:
         for given in inputs:
@@ -68,17 +69,39 @@ def check_output(path, inputs=()) -> Path:
             for candidate in _input_files(given):
                 try:
                     if _same_file(st, os.stat(candidate)):
-                        raise InputError(f"--out {shown} is one of the inputs ({sources.display(str(candidate))}); writing "
-                                         "the profile there would destroy the data: name a new file")
+                        raise InputError(f"{flag} {shown} is one of the inputs ({sources.display(str(candidate))}); writing "
+                                         f"{what} there would destroy the data: name a new file")
                 except OSError:
                     continue
+    for given in inputs:
+        _refuse_inside(path, Path(str(given)).expanduser(), f"{flag} {shown}", what)
     if os.path.islink(path) and st is not None:
-        raise InputError(f"--out {shown} is a symbolic link; the lab would replace the link, not its target: "
+        raise InputError(f"{flag} {shown} is a symbolic link; the lab would replace the link, not its target: "
                          "name the file itself or a new file")
     parent = path.parent if str(path.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
-        raise InputError(f"--out {shown}: {sources.display(str(parent))} is a file, not a folder; name a new file")
+        raise InputError(f"{flag} {shown}: {sources.display(str(parent))} is a file, not a folder; name a new file")
     return path
+
+
+def _refuse_inside(path: Path, given: Path, shown: str, what: str) -> None:
+    """An output the next read of a folder (or a glob) input would take as data is refused: ``scan in/ --out
+    in/p.json`` would make the next ``scan in/`` read the profile as a shard."""
+    import fnmatch
+
+    if not str(path).lower().endswith(tuple(sources.INPUT_SUFFIXES)):
+        return
+    target = Path(os.path.realpath(path.parent if str(path.parent) else ".")) / path.name
+    text = str(given)
+    if any(c in text for c in "*?["):
+        pattern = os.path.join(os.path.realpath(os.path.dirname(text) or "."), os.path.basename(text)) \
+            if not any(c in os.path.dirname(text) for c in "*?[") else os.path.abspath(text)
+        inside = fnmatch.fnmatch(str(target), pattern)
+    else:
+        inside = given.is_dir() and target.is_relative_to(os.path.realpath(given))
+    if inside:
+        raise InputError(f"{shown} is inside the input {sources.display(text)}: the next read of that input "
+                         f"would take {what} for data; write it outside, e.g. beside the folder")
 
 
 def _input_files(given: Path):
@@ -95,7 +118,7 @@ def _input_files(given: Path):
             yield from (Path(root) / f for f in files)
 
 
-def write_atomic(path, data, inputs=()) -> Path:
+def write_atomic(path, data, inputs=(), flag: str = "--out", what: str = "the profile") -> Path:
     """Write ``data`` (bytes, or a function that writes to a binary file) to ``path``, all or nothing.
 
     The path is vetted by :func:`check_output` first.
@@ -105,7 +128,7 @@ def write_atomic(path, data, inputs=()) -> Path:
     """
     import tempfile
 
-    path = check_output(path, inputs)
+    path = check_output(path, inputs, flag, what)
     shown = sources.display(str(path))
     tmp = None
     try:
@@ -116,7 +139,7 @@ def write_atomic(path, data, inputs=()) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)   # mkstemp makes it private; a profile is meant to be shared
-        check_output(path, inputs)   # again, just before the rename: nothing swapped in meanwhile
+        check_output(path, inputs, flag, what)   # again, just before the rename: nothing swapped in meanwhile
         os.replace(tmp, path)
         tmp = None
     except OSError as e:

@@ -22,15 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from packing_core._validate import (
-    MAX_DOCUMENTS,
-    MAX_WORD_CHARS,
-    InputError,
-    as_lengths,
-    length_values,
-    limit_hint,
-    whole_number,
-)
+from packing_core._lengths import length_values
+from packing_core._validate import MAX_DOCUMENTS, MAX_WORD_CHARS, InputError, as_lengths, limit_hint, whole_number
 
 __all__ = ["SYNTHETIC", "TOKENIZER_BATCH", "Tokenizer", "as_lengths", "byte_tokenizer", "count_tokens", "parse_lengths",
            "synthetic_lengths", "token_lengths"]
@@ -39,8 +32,8 @@ Tokenizer = Callable[[list[str]], list[list[int]]]
 TOKENIZER_BATCH = 1024  # texts per tokenizer call: bounds the memory of the id lists
 
 SYNTHETIC: dict[str, str] = {
-    "support-tickets": "200,000 support tickets, mean ~114 tokens, long right tail; for context 512",
-    "bimodal": "100,000 docs: short chat turns (~40 tokens) and long documents (~400); for context 512",
+    "support-tickets": "200,000 support tickets, mean ~114 tokens, long right tail",
+    "bimodal": "100,000 docs: short chat turns (~40 tokens) and long documents (~400)",
     "long-tailed": "100,000 docs, Pareto: many short (median ~27), a few very long (>512, up to 8192)",
 }
 _DEFAULT_N = {"support-tickets": 200_000, "bimodal": 100_000, "long-tailed": 100_000}
@@ -53,7 +46,7 @@ _TYPED_FIX = "type whole numbers >= 1 separated by commas, spaces or new lines, 
 def parse_lengths(text: str) -> np.ndarray:
     """Lengths typed by a person: numbers separated by commas, semicolons, spaces or new lines.
 
-    Each number follows the one rule for lengths (``_validate.length_values``), as in a file.
+    Each number follows the one rule for lengths (``_lengths.length_values``), as in a file.
 
     >>> parse_lengths("120, 90,300\\n +7").tolist()
     [120, 90, 300, 7]

@@ -38,6 +38,7 @@ from packing_core._validate import (
 )
 from packing_core.data.files import display, load_json, read_bytes
 from packing_core.data.kinds import PROFILE_KINDS
+from packing_core.data.sources._range import read_at_most
 
 __all__ = ["MAX_OVER_CAP_EXAMPLES", "SCHEMA_VERSION", "check_counts", "check_totals", "field_number", "profile_fields",
            "read_profile"]
@@ -61,7 +62,7 @@ def read_profile(source) -> tuple[object, str]:
     elif isinstance(source, (str, os.PathLike)):
         name, raw = display(str(source)), read_bytes(source, "the profile", MAX_PROFILE_BYTES)
     else:
-        name, raw = display(str(getattr(source, "name", None) or "<upload>")), source.read(MAX_PROFILE_BYTES + 1)
+        name, raw = display(str(getattr(source, "name", None) or "<upload>")), read_at_most(source, MAX_PROFILE_BYTES)
     if len(raw) > MAX_PROFILE_BYTES:
         raise InputError(f"the profile {name} is larger than {MAX_PROFILE_BYTES:,} bytes, more than the lab "
                          "reads; a profile of every length the lab accepts is smaller: check the file "

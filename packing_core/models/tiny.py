@@ -78,7 +78,10 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).view(T, 3, h, C // h).unbind(1)
         if self.cfg.positions == "rope":
             q, k = rope(q, position_ids), rope(k, position_ids)
-        y = attend(q, k, v, cu_seqlens, max_seqlen, backend, row_offsets=row_offsets, causal=causal)
+        if callable(backend):      # a function of its own, (q, k, v) -> out: e.g. packing_core.parallel.ring's ring
+            y = backend(q, k, v)
+        else:
+            y = attend(q, k, v, cu_seqlens, max_seqlen, backend, row_offsets=row_offsets, causal=causal)
         return self.proj(y.reshape(T, C))
 
 
@@ -135,7 +138,9 @@ class TinyTransformer(nn.Module):
                 max_seqlen: int, backend: str = "segments", row_offsets=None, *, causal: bool = True
                 ) -> torch.Tensor:
         """Logits ``[T, vocab]`` of one packed row; ``causal=False`` lets each document read its future
-        (the varlen kernels' default: :func:`packing_core.attention.attend`)."""
+        (the varlen kernels' default: :func:`packing_core.attention.attend`). ``backend`` names one of
+        ``attend``'s, or is a function ``(q, k, v) -> out`` over the row's ``[T, H, D]`` tensors that
+        replaces attention in every layer (the context-parallel ring of :mod:`packing_core.parallel.ring`)."""
         if input_ids.dim() != 1 or position_ids.shape != input_ids.shape:
             raise InputError(f"input_ids and position_ids must be one packed row [T], got "
                              f"{tuple(input_ids.shape)} and {tuple(position_ids.shape)}: "

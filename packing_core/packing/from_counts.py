@@ -209,8 +209,9 @@ def ordered_plan(lengths, context: int, strategy: str, *, overlong: str = "split
     m = plan.metrics()
     bounds = bounds_from_lengths(lengths, context, overlong=overlong, max_docs_per_row=max_docs_per_row)
     certificate = plan.certificate
-    if certificate is not None and getattr(certificate, "lp", None) is not None:
-        bounds = replace(bounds, lp=certificate.lp)
+    lp = getattr(certificate, "lp", None)
+    if lp is not None:
+        bounds = replace(bounds, lp=lp)
     return CountPlan(m, f"all {len(lengths):,} documents {IN_ORDER}", m.real_tokens,
                      m.real_tokens / m.slots, note="planned on the lengths in the order given", bounds=bounds,
                      certificate=certificate)
@@ -228,12 +229,12 @@ def compare_counts(counts, context: int, strategies=None, *, order=None, **kwarg
     sample_args = {k: kwargs[k] for k in ("n", "seed", "overlong", "batch_size", "max_docs_per_row") if k in kwargs}
     count_args = {k: kwargs[k] for k in ("overlong", "buckets", "batch_size", "loss_tokens", "max_docs_per_row",
                                          "time_limit") if k in kwargs}
-    order_args = {k: v for k, v in sample_args.items() if k != "n"}
     if order is not None:       # the order is known: every plan on the array, exactly
+        order_args: dict = {k: v for k, v in sample_args.items() if k != "n"}
         order_args["time_limit"] = count_args.get("time_limit", DEFAULT_TIME_LIMIT)
-        plans = [ordered_plan(order, context, s, **order_args) for s in strategies]
-        lp = next((p.bounds.lp for p in plans if p.bounds and p.bounds.lp), None)
-        return plans if lp is None else [replace(p, bounds=replace(p.bounds, lp=lp)) for p in plans]
+        ordered = [ordered_plan(order, context, s, **order_args) for s in strategies]
+        lp = next((p.bounds.lp for p in ordered if p.bounds and p.bounds.lp), None)
+        return [replace(p, bounds=replace(p.bounds, lp=lp)) if lp is not None and p.bounds else p for p in ordered]
     plans = [plan_from_counts(counts, context, s, **count_args) if s in COUNT_STRATEGIES
              else sampled_plan(counts, context, s, **sample_args) for s in strategies]
     lp = next((p.bounds.lp for p in plans if p.basis == "counts" and p.bounds and p.bounds.lp), None)

@@ -44,6 +44,13 @@ def _check_split(arr: np.ndarray, context: int) -> None:
         )
 
 
+def _flag(value, name: str) -> bool:
+    """True or False (numpy's too); ``'no'`` or ``1`` are refused, never read as a truth value."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InputError(f"{name} must be True or False, got {value!r}"[:300])
+    return bool(value)
+
+
 def make_plan(
     lengths,
     context: int,
@@ -84,7 +91,8 @@ def make_plan(
     context = as_context(context)
     s = get_strategy(strategy)
     choice("overlong policy", overlong, OVERLONG_POLICIES)
-    opts = PlanOptions(batch_size=as_batch_size(batch_size), sort=bool(sort),
+    shuffle = _flag(shuffle, "shuffle")
+    opts = PlanOptions(batch_size=as_batch_size(batch_size), sort=_flag(sort, "sort"),
                        buckets=whole_number(buckets, "buckets", hint="try 8"),
                        bucket_edges=None if bucket_edges is None else as_bucket_edges(bucket_edges),
                        max_docs_per_row=as_max_docs_per_row(max_docs_per_row, context),

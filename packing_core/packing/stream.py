@@ -40,6 +40,7 @@ from packing_core._validate import (
     MAX_JSON_BYTES,
     MAX_LENGTH,
     MAX_STREAM_BUFFER,
+    MAX_TOTAL_TOKENS,
     OVERLONG_POLICIES,
     InputError,
     as_context,
@@ -129,7 +130,10 @@ def _checked(d: dict) -> StreamState:
     context = as_context(d["context"], "stream state: context")
     size = whole_number(d["buffer_size"], "stream state: buffer_size", maximum=MAX_BUFFER,
                         hint=f"a buffer of pieces is held in memory ({limit_hint('MAX_STREAM_BUFFER')})")
-    position, offset, rows = num("position", 0), num("offset", 0), num("rows", 0)
+    # documents read and rows made: each document holds a token, so MAX_TOTAL_TOKENS bounds both (exact in an
+    # int64 and a float64, whatever stores the state); a split document's offset is within its length
+    position, rows = num("position", 0, MAX_TOTAL_TOKENS), num("rows", 0, MAX_TOTAL_TOKENS)
+    offset = num("offset", 0, MAX_LENGTH - 1)
     overlong = choice("stream state: overlong", d["overlong"], OVERLONG_POLICIES)
     buf = d["buffer"]
     if not isinstance(buf, list) or len(buf) >= size:
@@ -230,7 +234,19 @@ class StreamPacker:
         return tuple(row)
 
     def rows(self, lengths: Iterable[int]) -> Iterator[tuple[tuple[int, int, int], ...]]:
-        """Rows as tuples of ``(document, start, length)``, reading ``lengths`` from the current position on."""
+        """Rows as tuples of ``(document, start, length)``, reading ``lengths`` from the current position on;
+        the stream ends with them, so the buffer is emptied (:meth:`feed`, then :meth:`finish`)."""
+        yield from self.feed(lengths)
+        yield from self.finish()
+
+    def feed(self, lengths: Iterable[int]) -> Iterator[tuple[tuple[int, int, int], ...]]:
+        """The rows that fill while ``lengths`` are read; what is left waits in the buffer, in :meth:`state`
+        (a checkpoint mid-stream), until more is fed or :meth:`finish` ends the stream.
+
+        >>> packer = StreamPacker(8, 3)
+        >>> [len(row) for row in packer.feed([5, 3, 6])], packer.state().buffer
+        ([2], ((2, 0, 6),))
+        """
         yield from self._drain()               # a resumed packer first finishes what it was emitting
         for length in lengths:
             for start, piece in self._pieces(length):
@@ -238,7 +254,10 @@ class StreamPacker:
                 self.offset = start + piece if self.overlong == "split" else length
                 yield from self._drain()
             self.position, self.offset = self.position + 1, 0
-        while self.pieces:                      # the stream ended: empty the buffer
+
+    def finish(self) -> Iterator[tuple[tuple[int, int, int], ...]]:
+        """The stream ended: the buffer emptied into rows, best fit first."""
+        while self.pieces:
             yield self._emit(self._best_row())
 
     def _drain(self) -> Iterator[tuple[tuple[int, int, int], ...]]:

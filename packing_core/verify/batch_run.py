@@ -21,6 +21,8 @@ import torch
 from packing_core._validate import MAX_RUN_DOCUMENTS, MAX_RUN_ROW_TOKENS, InputError, limit_hint
 from packing_core.attention.semantics import FLASH, TRAINER_READERS
 from packing_core.check.result import BatchCheck
+from packing_core.models.api import switch_attention
+from packing_core.verify.chunked import QUERY_BLOCK, query_blocks
 from packing_core.verify.equivalence import default_tolerance
 
 
@@ -135,6 +137,21 @@ def _check_positions(model, check: BatchCheck) -> None:
                          "position_ids at each document, or cut rows of at most that many tokens")
 
 
+_SCORES_NOTE = "; eager and flex hold every head's scores at once: half sdpa's row"
+
+
+def run_side(impl: str) -> int:
+    """The longest single row ``check --model`` runs under ``impl``: ``MAX_RUN_ROW_TOKENS`` for sdpa, whose
+    queries run in blocks (:mod:`.chunked`), half of it where every head's scores are held at once (eager,
+    flex). A batch may hold as many mask cells (rows x width²) as that one row.
+
+    What bounds sdpa's row is the mask transformers builds before any attention runs: ``sdpa_mask``
+    (``transformers/masking_utils.py``) combines a causal and a same-document boolean ``[T, T]`` by
+    broadcasting, so it holds about three of them at once: 3 x 64 MiB at 8,192 tokens, 3 x 256 MiB at 16,384
+    (measured: 1.1 GiB for that row alone on a two-layer model), past the 1 GiB a check may use."""
+    return MAX_RUN_ROW_TOKENS if impl == "sdpa" else max(1, MAX_RUN_ROW_TOKENS // 2)
+
+
 @torch.inference_mode()
 def run_hf_batch(model, check: BatchCheck, *, model_name: str = "", tolerance: float | None = None,
                  use_cache: bool | None = False) -> BatchVerdict:
@@ -147,10 +164,15 @@ def run_hf_batch(model, check: BatchCheck, *, model_name: str = "", tolerance: f
     param = next(model.parameters())
     ids = check.tensors.input_ids
     rows, width = check.shape
-    if width > MAX_RUN_ROW_TOKENS:   # the model's attention holds rows x heads x width^2 scores
-        raise InputError(f"the batch's rows are {width:,} tokens wide; running a model on it is limited to "
-                         f"{MAX_RUN_ROW_TOKENS:,} tokens per row (its attention grows with the square of the row): "
-                         f"check the file without --model, or cut a smaller batch ({limit_hint('MAX_RUN_ROW_TOKENS')})")
+    impl = check.attn_implementation
+    side = run_side(impl)
+    if rows * width * width > side * side:   # the mask transformers builds holds rows x width^2 cells
+        cells = rows * width * width
+        raise InputError(f"the batch holds {rows:,} row(s) of {width:,} tokens: running {impl} on it builds a mask of "
+                         f"{cells:,} cells (transformers holds about {3 * cells / 2**20:,.0f} MiB of booleans to build "
+                         f"it), more than the lab runs within 1 GiB ({side:,}² = {side * side:,}: one row of {side:,} "
+                         f"tokens{_SCORES_NOTE if impl != 'sdpa' else ''}): check the file without --model, or cut a "
+                         f"smaller batch ({limit_hint('MAX_RUN_ROW_TOKENS')})")
     if check.documents.count > MAX_RUN_DOCUMENTS:
         raise InputError(f"the batch holds {check.documents.count:,} documents; running a model runs each one alone, "
                          f"and is limited to {MAX_RUN_DOCUMENTS:,}: check the file without --model, or cut a smaller batch "
@@ -159,7 +181,6 @@ def run_hf_batch(model, check: BatchCheck, *, model_name: str = "", tolerance: f
         raise InputError(f"input_ids run from {int(ids.min())} to {int(ids.max())}, outside "
                          f"the model's vocabulary of {model.config.vocab_size}: tokenise with the model's tokenizer")
     _check_positions(model, check)
-    impl = check.attn_implementation
     if impl in TRAINER_READERS:
         raise InputError(f"{impl} is read by its own trainer's model, not by a transformers model: run --model with "
                          "an implementation of transformers (sdpa, eager), or check the batch without --model")
@@ -168,12 +189,12 @@ def run_hf_batch(model, check: BatchCheck, *, model_name: str = "", tolerance: f
                          "--attn-implementation sdpa or eager (the static check covers every implementation)")
     if check.effective.refused:
         raise InputError(check.effective.refused)
-    if getattr(model.config, "_attn_implementation", None) != impl:
-        model.set_attn_implementation(impl)
+    switch_attention(model, impl)
     kwargs = batch_kwargs(check, param.device, param.dtype)
     if use_cache is not None:
         kwargs["use_cache"] = use_cache
-    logits = model(**kwargs).logits.float()
+    with query_blocks(impl == "sdpa" and width > QUERY_BLOCK):
+        logits = model(**kwargs).logits.float()
     trained = check.trained if check.trained is not None else check.documents.real
     judged_all = check.tensors.labels is None
     alone_runs, scale = [], 1.0
@@ -212,7 +233,7 @@ class Reconciled:
 
 _ISOLATION = ("documents_share_attention", "untrained_tokens_share_attention", "mask_reads_future",
               "query_reads_nothing", "kernel_skips_tokens", "max_length_too_small", "mask_ignores_position_resets",
-              "convolution_reads_previous_document", "state_crosses_documents")
+              "convolution_reads_previous_document", "state_crosses_documents", "logits_differ_beyond_mixers")
 
 
 def reconcile(check: BatchCheck, run: BatchVerdict, *, strict: bool = False) -> Reconciled:

@@ -34,10 +34,13 @@ import torch
 from packing_core._validate import MASKS, POSITIONS, InputError, choice
 from packing_core.batch.packed import segment_layout
 from packing_core.check.result import BatchCheck
+from packing_core.models.api import switch_attention
 from packing_core.verify.batch_run import batch_kwargs
+from packing_core.verify.chunked import QUERY_BLOCK, query_blocks
 from packing_core.verify.equivalence import CausalityReport, Cut, Runner, default_tolerance
 
 MAX_CUTS = 8            # cuts per run: one forward pass each
+CUT_CELLS = 2**28       # mask cells (rows x width²) of a model's cuts together: four cuts of an 8,192-token row
 
 
 def _cut(before: torch.Tensor, after: torch.Tensor, start: int, position: int,
@@ -55,9 +58,9 @@ def _changed(ids: torch.Tensor, after: int, vocab: int) -> torch.Tensor:
     return out
 
 
-def _cut_points(spans) -> list[tuple[int, int, int]]:
-    """``(row, start, cut)``: the middle of each document of two or more tokens, at most MAX_CUTS."""
-    return [(r, s, s + (n - 1) // 2) for r, s, n in spans if n >= 2][:MAX_CUTS]
+def _cut_points(spans, most: int = MAX_CUTS) -> list[tuple[int, int, int]]:
+    """``(row, start, cut)``: the middle of each document of two or more tokens, the first ``most`` of them."""
+    return [(r, s, s + (n - 1) // 2) for r, s, n in spans if n >= 2][:most]
 
 
 @torch.inference_mode()
@@ -108,17 +111,21 @@ def causality_of_batch(model, check: BatchCheck, *, tolerance: float | None = No
     kwargs = batch_kwargs(check, param.device, param.dtype)
     if use_cache is not None:
         kwargs["use_cache"] = use_cache
-    if getattr(model.config, "_attn_implementation", None) != check.attn_implementation:
-        model.set_attn_implementation(check.attn_implementation)
-    base = model(**kwargs).logits.float()
+    switch_attention(model, check.attn_implementation)
+    rows, width = check.shape
+    with query_blocks(check.attn_implementation == "sdpa" and width > QUERY_BLOCK):
+        base = model(**kwargs).logits.float()
     if tolerance is None:
         tolerance, _ = default_tolerance(param.dtype, check.attn_implementation, float(base.abs().max()))
     spans = [(r, s, n) for r, row in enumerate(check.documents.per_row()) for s, n in row]
     cuts, diffs = [], np.zeros(base.shape[:2])
-    for r, _start, i in _cut_points(spans):
+    # one forward pass per cut: a wide batch gets fewer (spread over its documents), so the run stays minutes
+    most = max(1, min(MAX_CUTS, CUT_CELLS // max(1, rows * width * width)))
+    for r, _start, i in _cut_points(spans, most):
         ids = kwargs["input_ids"].clone()
         ids[r] = _changed(ids[r], i, model.config.vocab_size)
-        after = model(**{**kwargs, "input_ids": ids}).logits.float()
+        with query_blocks(check.attn_implementation == "sdpa" and width > QUERY_BLOCK):
+            after = model(**{**kwargs, "input_ids": ids}).logits.float()
         biggest, first, moved = _cut(base[r], after[r], 0, i, tolerance)     # every earlier position of the row
         diffs[r, :i + 1] = np.maximum(diffs[r, :i + 1], moved)
         cuts.append(Cut(r, i, biggest, first))

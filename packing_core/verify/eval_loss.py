@@ -53,7 +53,9 @@ class EvalLoss:
     def sentence(self) -> str:
         head = (f"Evaluation loss, packed {self.packed_mean:.4f} against alone {self.alone_mean:.4f}; per document "
                 f"up to {self.max_abs_diff:.1e} apart")
-        return head + (": they agree, as they do whenever the mask is right." if self.agree else
+        return head + (": they agree. The batch's cu_seqlens, positions and targets give each document its "
+                       "alone computation; this check does not read the attention mask, which the verdict above "
+                       "judges." if self.agree else
                        f", beyond {self.tolerance:.0e}: packed evaluation is not measuring what each document alone "
                        "would score.")
 

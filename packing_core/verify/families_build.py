@@ -24,6 +24,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from packing_core.attention.families import SETUP_SIGNALS
 from packing_core.attention.masks import block_causal_mask
+from packing_core.models.api import dtype_kwargs
 
 MAX_TINY_PARAMETERS = 3_000_000     # counted on the meta device, before any weight is allocated
 VOCAB = 256
@@ -82,9 +83,24 @@ OVERRIDES: dict[str, dict] = {
               "expert_layer_offset": 1, "mamba_dt_rank": 8, "use_mamba_kernels": False},
     "recurrent_gemma": {"block_types": ["recurrent", "attention"], "num_hidden_layers": 2},
     "zaya": {"num_experts_per_tok": 1},
+    # sizes under their own names (each found by building the family here)
+    "dbrx": {"d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": 256,
+             "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+             "ffn_config": {"ffn_hidden_size": 128, "moe_num_experts": 4, "moe_top_k": 2, "hidden_size": 64}},
+    "xlm": {"emb_dim": 64, "n_layers": 2, "n_heads": 4, "causal": True},
+    "roc_bert": {"pronunciation_embed_dim": 16, "pronunciation_vocab_size": 64, "shape_embed_dim": 16,
+                 "shape_vocab_size": 64, "is_decoder": True},
+    "reformer": {"attn_layers": ["local", "local"], "num_hidden_layers": 2, "attention_head_size": 16,
+                 "axial_pos_shape": [16, 16], "axial_pos_embds_dim": [32, 32], "feed_forward_size": 128,
+                 "local_attn_chunk_length": 64, "is_decoder": True},
     "xlstm": {"num_heads": 4, "embedding_dim": 64, "num_blocks": 2, "qk_dim_factor": 0.5, "v_dim_factor": 1.0,
               "mode": "inference", "chunkwise_kernel": "chunkwise--native_autograd",
               "sequence_kernel": "native_sequence__native", "step_kernel": "native"},
+}
+# families that build tiny but whose layers return outputs the per-layer measurement cannot substitute into
+NOT_MEASURABLE = {
+    "reformer": "it builds tiny (117,376 parameters, is_decoder=True), but its layers return outputs the per-layer "
+                "measurement cannot substitute into: measure it end to end with check --model",
 }
 # model types whose causal LM is a multimodal wrapper of a text family measured under its own name
 _NOT_TEXT = ("ConditionalGeneration",)
@@ -181,6 +197,8 @@ def build_tiny(model_type: str, *, attn_implementation: str = "sdpa", seed: int 
     Its size is counted on the meta device first, so a config that ignores the small sizes is
     refused before it allocates (a multimodal tower of billions of parameters, say).
     """
+    if model_type in NOT_MEASURABLE:
+        raise NotBuilt(NOT_MEASURABLE[model_type])
     cls_name = causal_lm_classes().get(model_type)
     if cls_name is None:
         raise NotBuilt(f"{model_type!r} has no causal-LM class in transformers {transformers.__version__}")
@@ -203,7 +221,7 @@ def build_tiny(model_type: str, *, attn_implementation: str = "sdpa", seed: int 
         torch.manual_seed(seed)
         for attn in dict.fromkeys((attn_implementation, "eager")):
             try:
-                model = cls._from_config(config, attn_implementation=attn, dtype=torch.float32)
+                model = cls._from_config(config, attn_implementation=attn, **dtype_kwargs(torch.float32))
                 break
             except (ValueError, ImportError) as e:
                 error = e

@@ -86,14 +86,14 @@ def _with_causality(report: VerifyReport, runner, documents, device) -> VerifyRe
     return replace(report, causality=check)
 
 
-def load_causal_lm(model: str, dtype: torch.dtype = torch.float32):
+def load_causal_lm(model: str, dtype: torch.dtype = torch.float32, attn_implementation: str | None = None):
     """``(model, tokenizer or None)`` for a registered model with a tokenizer (``"smollm2"``) or a local
     HF causal-LM folder: what ``check --model`` runs a trainer's batch on."""
     spec = find_model(model)
     if (spec is not None and not spec.tokenizer) or (spec is None and not is_model_path(model)):
         raise InputError(f"unknown model {model!r}: use {' or '.join(model_names(tokenizer=True))} or the path of a "
                          "local Hugging Face model folder")
-    return load_model(model, dtype)
+    return load_model(model, dtype, attn_implementation=attn_implementation)
 
 
 def verify_model(model="tiny-rope", *, mask: str = "on", positions: str = "reset", backend: str = "segments",

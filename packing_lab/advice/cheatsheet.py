@@ -24,12 +24,15 @@ from packing_core.batch.packed import IGNORE_INDEX, segment_layout
 from packing_core.check.rules import RULES
 from packing_core.packing.plan import cu_seqlens_from_lengths
 from packing_core.packing.strategies import make_plan
+from packing_core.parallel import split as cp_split
 
 __all__ = ["CHEATSHEET_FINDINGS", "Fact", "cheatsheet_facts", "cheatsheet_html", "cheatsheet_markdown"]
 
 TITLE = "Packing Lab: the invariants on one page"
 EXAMPLE = (120, 90, 300, 40, 55, 30, 210, 65)      # the lab's worked example (packing/plan.py's docstring)
 # The findings whose fix the sheet prints in full (the other errors by title): what a packed batch most often gets wrong.
+# padding-free (which bfd turns on) is for FlashAttention: on sdpa or eager its one row's mask is (batch tokens)²
+TRL_SETTINGS = "Settings (TRL, rows of 2,048; padding-free needs FlashAttention 2/3)"
 CHEATSHEET_FINDINGS = ("documents_share_attention", "label_crosses_boundary", "pad_in_loss", "mask_reads_future",
                        "positions_do_not_restart", "pads_given_position_zero")
 
@@ -80,6 +83,7 @@ def cheatsheet_facts() -> tuple[Fact, ...]:
         Fact("Boundaries", f"Targets: `{IGNORE_INDEX}` where nothing is trained (pads, prompts, each document's "
                            "last token); the loss mask is a separate tensor from the attention mask.",
              "packing_core.batch.packed:IGNORE_INDEX", str(IGNORE_INDEX)),
+        _cp_fact(),
     ]
     for name in CHEATSHEET_FINDINGS:
         r = RULES[name]
@@ -90,12 +94,23 @@ def cheatsheet_facts() -> tuple[Fact, ...]:
                       "packing_core.check.rules:RULES", others[0].title))
     for purpose in ("instruction", "pretraining"):
         trl = trainer_settings(2048, purpose)[0]
-        facts.append(Fact("Settings (TRL, rows of 2,048)", f"{purpose.capitalize()}: `{trl.call}`.",
+        facts.append(Fact(TRL_SETTINGS, f"{purpose.capitalize()}: `{trl.call}`.",
                           "packing_core.analysis.trainer_advice", trl.call))
     facts.append(Fact("Verify", "Run each document alone and packed and compare its logits. A correct setup agrees "
-                                "within a tolerance fitted to the dtype, never bitwise.",
+                                "within a tolerance fitted to the dtype.",
                       "packing_core.verify.equivalence", "A correct setup agrees within a tolerance fitted to the dtype"))
     return tuple(facts)
+
+
+def _cp_fact() -> Fact:
+    """Context parallelism: the zigzag cut per document, its pads and offsets (the picture of ``parallel.split``)."""
+    picture = tuple(line.strip() for line in (cp_split.__doc__ or "").splitlines()
+                    if line.strip().startswith(("stream ", "rank 0 ", "rank 1 ")))
+    return Fact("Context parallelism", "Cut every document into 2·CP chunks, rank r taking chunks r and 2·CP-1-r: "
+                                       "the causal work is even. Pad each document to a multiple of 2·CP (with "
+                                       "sequence parallelism, of lcm(2·CP, TP·CP)) and give every rank the padded "
+                                       "and the real offsets. Documents of 7 and 5 at CP 2:",
+                "packing_core.parallel.split", picture[1], picture)
 
 
 def _sections(facts) -> list[tuple[str, list[Fact]]]:

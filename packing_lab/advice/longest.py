@@ -54,9 +54,9 @@ class LongestShare:
         m = self.batch_max_seqlen
         return (f"In the {self.strategy} rows of this data, " + "; ".join(parts) + ". Over batches of "
                 f"{self.rows_per_batch} rows, max_seqlen runs from {int(m.min()):,} to {int(m.max()):,} tokens "
-                f"(median {int(np.median(m)):,}) while the mean piece is {self.mean_piece:.0f} tokens: a "
-                "varlen kernel launches its blocks for max_seqlen in every document of the batch, so one long "
-                "document sets the shape of the whole batch's call.")
+                f"(median {int(np.median(m)):,}) while the mean piece is {self.mean_piece:.0f} tokens. A varlen "
+                "kernel's launch grid is sized by max_seqlen, one row of query blocks per document (blocks past a "
+                "short document's end exit at once); the work is Σ len², and the longest pieces hold most of it.")
 
     def to_dict(self) -> dict:
         return {"strategy": self.strategy, "pieces": self.pieces, "top": list(self.top),

@@ -1,6 +1,6 @@
 """The ``packing-lab`` command: the library's commands (``packing_core.cli``) and the lab's own.
 
-    report, balance, scan, check, verify    the library's (``python -m packing_core`` runs these too)
+    report, balance, stream, scan, check, verify, cp    the library's (``python -m packing_core`` runs them too)
     zoo     bugs reported in real projects, reproduced live; faults planted        zoo.py
     warm    before class: convert SmolLM2, train the demo pair, fill the caches    warm.py
 

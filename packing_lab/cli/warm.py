@@ -16,14 +16,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args, out, err) -> int:
     from transformers.utils import logging as hf_logging
 
-    from packing_lab.demos.warm import warm, warm_status
+    from packing_lab.demos.warm import warm_server, warm_status
 
     hf_logging.disable_progress_bar()
     def progress(line: str) -> None:
         err.write(line + "\n")
         err.flush()
 
-    steps = warm(progress=progress)
+    steps = warm_server(progress=progress)
     status = warm_status()
     if args.format == "json":
         dump_json({"steps": [s.to_dict() for s in steps], "status": status.to_dict()}, out)

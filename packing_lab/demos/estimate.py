@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from packing_lab.bench.machine import BUSY_LOAD_SHARE, load_average
 
 # FlexAttention's first call in a process compiles its kernel: 15-40 s on the 2-core CPU machine
-# (README, "Benchmark"); ``attention.flex.compile_records`` tells whether it already happened.
+# (docs/measurements.md, "FlexAttention's tiles on CPU"); ``attention.flex.compile_records`` tells whether it already happened.
 FLEX_COMPILE_S = 25.0
 BREAKDOWN_LIMIT_S = 60.0     # the breakdown a class waits for: at most a minute
 
@@ -60,6 +60,19 @@ def load_warning(cpus: int | None = None) -> str | None:
     return (f"The machine is busy now: load average {load[0]:.1f} on {cpus} CPUs. Other work shares the cores, so "
             "runs take longer than estimated and their times are noisier; best run when the load is below "
             f"{BUSY_LOAD_SHARE * cpus:g}.")
+
+
+# ---------------------------------------------------------------- a cold server's waits
+def cold_estimate(what: str, timings: dict | None = None) -> Estimate:
+    """How long a cold server's wait ``what`` takes ("convert": SmolLM2's conversion; "tokenizer": its tokenizer's
+    extraction), from what this server measured, or a first-run guess that says so (``demos.cold``).
+
+    >>> cold_estimate("convert", timings={"convert": [90.0, 70.0, 80.0]}).about()
+    'about 80 s'
+    """
+    from packing_lab.demos.cold import expected_seconds
+
+    return Estimate(*expected_seconds(what, timings))
 
 
 # ---------------------------------------------------------------- the training demo
@@ -103,13 +116,16 @@ class AttentionRate:
 _rates: dict[tuple[int, int, int], tuple[float, AttentionRate]] = {}
 _rates_lock = threading.Lock()
 RATE_TTL_S = 120.0    # a rate measured this long ago is measured again: the load moves
+RATE_MAX_LENGTH = 1024   # rows longer than this are timed at this length: the cost per cell, times their cells
 
 
 def attention_rate(context: int, heads: int, head_dim: int = 64) -> AttentionRate:
     """Time a few SDPA calls here (a row of ``context`` tokens, with and without a mask, and a 16-token one).
 
-    The median of three of each: tens of milliseconds at context 512, under a second at 8,192. Kept for
-    two minutes per shape, so a page that redraws does not measure again.
+    The median of three of each. A row longer than ``RATE_MAX_LENGTH`` is timed at that length and its cost
+    per cell kept (a masked call at 8,192 tokens and 16 heads alone takes seconds on two cores, and a page
+    estimates before anything runs): tens of milliseconds in all. Kept for two minutes per shape, so a page
+    that redraws does not measure again.
     """
     import torch
     import torch.nn.functional as F
@@ -134,9 +150,10 @@ def attention_rate(context: int, heads: int, head_dim: int = 64) -> AttentionRat
         return statistics.median(times)   # not the best: on a shared machine the run waits as the median call does
 
     small = best(16, False)
-    cells = heads * context * context
-    rate = AttentionRate(per_call=small, per_cell=max(best(context, False) - small, 0.0) / cells,
-                         masked_per_cell=max(best(context, True) - small, 0.0) / cells,
+    timed = min(int(context), RATE_MAX_LENGTH)
+    cells = heads * timed * timed
+    rate = AttentionRate(per_call=small, per_cell=max(best(timed, False) - small, 0.0) / cells,
+                         masked_per_cell=max(best(timed, True) - small, 0.0) / cells,
                          context=key[0], heads=key[1], head_dim=key[2])
     with _rates_lock:
         _rates[key] = (time.monotonic(), rate)

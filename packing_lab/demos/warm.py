@@ -1,7 +1,7 @@
 """Ready before the bell: the thread count the lab runs with, the demo pair cached on disk, ``warm``.
 
 A class shares one small server. Three things make its first clicks slow, and each is
-paid once, before class, by ``python -m packing_core warm``:
+paid once, before class, by ``packing-lab warm``:
 
 - **SmolLM2's first load** dequantises its GGUF file into a safetensors copy (about half a
   minute on two cores); every later load reads that copy in under a second.
@@ -44,8 +44,8 @@ def lab_threads() -> int:
     One, on purpose. The lab's tensors are small (a 2-layer, 64-wide model; SmolLM2 on a few
     dozen tokens), so a second thread has little to split, while on a server that a class
     shares, every session's call and the other processes compete for the same cores and
-    threads that wait for each other spin. Measured on the 2-core server (README, "Fast
-    enough for a class"): "Train both" 5.3 s with 1 thread against 42.6 s with 2, a SmolLM2
+    threads that wait for each other spin. Measured on the 2-core server (docs/measurements.md,
+    "Clicks"): "Train both" 5.3 s with 1 thread against 42.6 s with 2, a SmolLM2
     reveal 0.6 s against 5.0 s. Several sessions still run side by side, one core each.
     """
     raw = os.environ.get(THREADS_ENV, "").strip()
@@ -217,10 +217,12 @@ def warm_status() -> WarmStatus:
         line = "Server warm: SmolLM2 converted, training demo cached."
     else:
         damage = None if model else smollm2_damage()
+        from packing_lab.demos.cold import expected_seconds
+
         first = ("SmolLM2's converted copy is damaged (a file truncated or missing)" if damage else
-                 "SmolLM2 not converted yet (its first load takes about 30 s)")
+                 f"SmolLM2 not converted yet (its first load takes about {expected_seconds('convert')[0]:.0f} s)")
         missing = [what for what, ok in ((first, model), ("training demo not cached", demo)) if not ok]
-        line = f"Server cold: {'; '.join(missing)}. Run `python -m packing_core warm` before class."
+        line = f"Server cold: {'; '.join(missing)}. Run `packing-lab warm` before class."
     return WarmStatus(model, demo, line)
 
 
@@ -235,7 +237,7 @@ class WarmStep:
         return asdict(self)
 
 
-def warm(progress: Callable[[str], None] | None = None) -> tuple[WarmStep, ...]:
+def warm_server(progress: Callable[[str], None] | None = None) -> tuple[WarmStep, ...]:
     """Convert SmolLM2, train the lesson's demo pairs, tokenise the datasets: every cache a class reads.
 
     ``progress`` hears one line per step as it starts and ends. Steps already done are quick
@@ -252,15 +254,21 @@ def warm(progress: Callable[[str], None] | None = None) -> tuple[WarmStep, ...]:
         say(f"{name}: {detail} ({steps[-1].seconds:.1f} s)")
 
     use_lab_threads()
-    from packing_core.models.pretrained import _gguf_folder, load_pretrained
+    from packing_core.models.pretrained import _gguf_folder, convert_pretrained, load_pretrained
 
     if smollm2_converted() or _gguf_folder() is not None:
         def convert():
-            was, damaged = smollm2_converted(), smollm2_damage()
-            load_pretrained(rebuild=True)      # a damaged copy (truncated by a full disk ...) is converted again
-            return ("already converted, loaded from the cache" if was else
-                    "the damaged copy was converted again and cached" if damaged else
-                    "converted to safetensors and cached")
+            from packing_lab.demos.cold import record_cold
+
+            started = time.perf_counter()
+            _, how = convert_pretrained(rebuild=True)   # a damaged copy (truncated by a full disk ...) is rebuilt
+            if how in ("converted", "rebuilt"):          # a conversion this server timed: the pages' next estimate
+                record_cold("convert", time.perf_counter() - started)
+            load_pretrained()
+            return {"cached": "already converted, loaded from the cache",
+                    "rebuilt": "the damaged copy was converted again and cached",
+                    "waited": "converted meanwhile by another process (waited for it), loaded from the cache",
+                    "converted": "converted to safetensors and cached"}[how]
         timed("SmolLM2", "converting the GGUF file on first use (about 30 s on 2 cores)...", convert)
     elif (damage := smollm2_damage()) is not None:   # nothing to convert it from again: say so, change nothing
         from packing_core.models.pretrained import INSTALL_PRETRAINED

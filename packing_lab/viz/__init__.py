@@ -10,10 +10,13 @@ from packing_core._lazy import lazy_exports
 if TYPE_CHECKING:
     from .balance import balance_figure
     from .batch_check import hf_batch_figure
+    from .context_parallel import cp_balance_figure, cp_cut_figure, ring_steps_figure
     from .mixers import hybrid_leak_figure, layer_diff_figure
     from .plans import (
         benchmark_figure,
+        bills_figure,
         length_histogram_figure,
+        mixture_figure,
         plan_grid,
         plan_strip,
         row_order_figure,

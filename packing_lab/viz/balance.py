@@ -12,7 +12,7 @@ from packing_core.packing.balance import BalanceReport
 from packing_lab.viz.style import PACKED_COLOUR, PADDED_COLOUR, REFERENCE_COLOUR, apply_layout
 
 
-def balance_figure(report: BalanceReport, title: str | None = None) -> go.Figure:
+def balance_figure(report: BalanceReport, title: str | None = None, height: int = 380) -> go.Figure:
     """Grouped bars per rank: attention cost (sum of len^2) before and after balancing, with the mean.
 
     >>> from packing_core.packing.balance import balance_rows
@@ -32,4 +32,4 @@ def balance_figure(report: BalanceReport, title: str | None = None) -> go.Figure
                   annotation_text="mean", annotation_position="top left")
     fig.update_layout(barmode="group", yaxis_title="attention cost (sum of len\u00b2)")
     return apply_layout(fig, title=title or f"{report.rows:,} rows over {report.ranks} ranks x "
-                        f"{report.micro_batches} micro-batches", height=380)
+                        f"{report.micro_batches} micro-batches", height=height)

@@ -11,12 +11,14 @@ import plotly.graph_objects as go
 from packing_core._validate import InputError
 from packing_core.batch.packed import IGNORE_INDEX
 from packing_core.check.result import BatchCheck
-from packing_lab.viz.rows import Track, tracks_figure
+from packing_lab.viz.rows import Track, pickable_tracks, tracks_figure
 from packing_lab.viz.style import EMPTY, LEAK, colour_codes
 
 
-def hf_batch_figure(check: BatchCheck, row: int = 0, *, title: str | None = None) -> go.Figure:
-    """Row ``row`` of a checked batch: document, position_ids, labels, and a red track per finding."""
+def hf_batch_figure(check: BatchCheck, row: int = 0, *, title: str | None = None,
+                    highlight: int | None = None, pickable: bool = False) -> go.Figure:
+    """Row ``row`` of a checked batch: document, position_ids, labels, and a red track per finding;
+    ``highlight`` frames that document's tokens on every track."""
     rows = check.shape[0]
     if not 0 <= row < rows:
         raise InputError(f"row {row} is outside the batch's {rows} row(s): pick 0 to {rows - 1}")
@@ -38,4 +40,4 @@ def hf_batch_figure(check: BatchCheck, row: int = 0, *, title: str | None = None
         slots = [s for name, r, s in check.marks if name == v.name and r == row]
         hit[slots] = True
         tracks.append(Track(v.name, np.where(hit, LEAK, EMPTY), np.where(hit, "!", "")))
-    return tracks_figure(tracks, title=title)
+    return pickable_tracks(tracks_figure(tracks, title=title), tracks, seg, highlight, pickable)

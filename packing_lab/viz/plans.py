@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 from packing_core._validate import InputError
 from packing_core.analysis.costs import benchmark_bounds
 from packing_core.packing.registry import PACKING_STRATEGIES
+from packing_lab.viz.highlight import frame_pieces, pick_markers
 from packing_lab.viz.style import (
     ALERT_COLOUR,
     EMPTY,
@@ -24,6 +25,7 @@ from packing_lab.viz.style import (
     SERIES,
     apply_layout,
     code_heatmap,
+    doc_colour,
     figure_codes,
     legend_swatch,
     stride_for,
@@ -61,10 +63,13 @@ def plan_grid(plan, first_row: int = 0, max_rows: int = 32, stride: int = 1):
 
 
 def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 1024,
-               title: str | None = None, show_ticks: bool = True, row_height: int = 30) -> go.Figure:
+               title: str | None = None, show_ticks: bool = True, row_height: int = 30,
+               highlight: int | None = None, pickable: bool = False) -> go.Figure:
     """Rows of a plan as coloured token strips: documents in colour, pads grey, ticks at document ends.
 
-    A piece that does not finish its document (split at a row edge) ends in a violet (alert) tick.
+    A piece that does not finish its document (split at a row edge) ends in a violet (alert) tick;
+    ``highlight`` frames every piece of that document in the rows shown; ``pickable`` lets a click on a piece
+    select its document (``highlight.pick_markers``).
     """
     if not 0 <= first_row < plan.n_rows:
         raise InputError(f"first_row {first_row} does not exist: the plan has rows 0..{plan.n_rows - 1}")
@@ -101,6 +106,13 @@ def plan_strip(plan, *, first_row: int = 0, max_rows: int = 32, max_cols: int = 
                      ticktext=[f"row {r}" for r in rows[::step]], showgrid=False)
     fig.update_xaxes(title=f"slot{f' (1 cell = {k} tokens)' if k > 1 else ''}", showgrid=False,
                      range=[-0.5, width - 0.5])
+    shown = (plan.piece_row >= rows[0]) & (plan.piece_row <= rows[-1])
+    if pickable and shown.any():
+        pick_markers(fig, plan.piece_offset[shown] + plan.piece_len[shown] / 2 - 0.5, plan.piece_row[shown],
+                     plan.piece_doc[shown])
+    if highlight is not None:
+        mine = (plan.piece_doc == highlight) & (plan.piece_row >= rows[0]) & (plan.piece_row <= rows[-1])
+        frame_pieces(fig, zip(plan.piece_row[mine], plan.piece_offset[mine], plan.piece_len[mine]))
     return apply_layout(fig, title=title, height=110 + row_height * len(rows))
 
 
@@ -137,12 +149,13 @@ def strategy_figure(rows, title: str | None = None) -> go.Figure:
     colours = [PACKED_COLOUR if n in PACKING_STRATEGIES else PADDED_COLOUR for n in names]
     fig = make_subplots(1, 2, subplot_titles=("utilisation (real tokens / slots)",
                                               "attention FLOP ratio vs padded rows, pads computed"),
-                        horizontal_spacing=0.12)
+                        horizontal_spacing=0.16)
     util = np.array([r.utilisation for r in rows])
     skip = np.array([r.attention_ratio for r in rows])
     dense = np.array([r.dense_mask_ratio for r in rows])
+    # inside a long bar, outside a short one: an outside "100.0%" ran into the right panel's names at 1024 px
     fig.add_trace(go.Bar(y=names, x=util, orientation="h", marker_color=colours, showlegend=False,
-                         text=[f"{u:.1%}" for u in util], textposition="outside", textangle=0,
+                         text=[f"{u:.1%}" for u in util], textposition="auto", insidetextanchor="end", textangle=0,
                          cliponaxis=False, hovertemplate="%{y}: %{x:.1%}<extra></extra>"), 1, 1)
     # The mark stays short so the label fits beside its bar at a projector's width; the hover and
     # the page's caption say how many documents the cut splits.
@@ -165,8 +178,33 @@ def strategy_figure(rows, title: str | None = None) -> go.Figure:
     legend_swatch(fig, "packing", PACKED_COLOUR)
     legend_swatch(fig, "padding (one sample per row)", PADDED_COLOUR)
     legend_swatch(fig, "second bar: same plan with a dense mask (every cell computed)", PAD_COLOUR)
-    return apply_layout(fig, title=title, height=120 + 44 * len(rows), top=70 if title else 40,
+    # room above the panel titles for plotly's toolbar, which covered the right one on hover
+    return apply_layout(fig, title=title, height=140 + 44 * len(rows), top=100 if title else 70,
                         barmode="group")
+
+
+def bills_figure(bills: dict, title: str | None = None) -> go.Figure:
+    """Each bill of a plan beside padding every sample to the context: ``bills`` maps a bill's name to
+    ``(padded, this plan)``; both bars are drawn as a share of the padded bill, labelled with the ratio.
+
+    >>> [t.name for t in bills_figure({"linear layers (slots)": (4096, 1024)}).data]
+    ['padded to the context', 'this plan']
+    """
+    names = list(bills)
+    share = [plan / padded if padded else 0.0 for padded, plan in bills.values()]
+    fig = go.Figure([
+        go.Bar(y=names, x=[1.0] * len(names), orientation="h", name="padded to the context",
+               marker_color=PADDED_COLOUR, customdata=[padded for padded, _ in bills.values()],
+               hovertemplate="%{y}, padded: %{customdata:,}<extra></extra>"),
+        go.Bar(y=names, x=share, orientation="h", name="this plan", marker_color=PACKED_COLOUR,
+               customdata=[plan for _, plan in bills.values()],
+               text=[f"{1 / s:.1f}x fewer" if s else "" for s in share], textposition="outside", cliponaxis=False,
+               hovertemplate="%{y}, this plan: %{customdata:,}<extra></extra>"),
+    ])
+    fig.update_xaxes(range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1], tickformat=".0%", gridcolor="#eee",
+                     title="share of the padded bill")
+    fig.update_yaxes(autorange="reversed")
+    return apply_layout(fig, title=title, height=120 + 44 * len(names), barmode="group")
 
 
 def slot_use_figure(rows, title: str | None = None) -> go.Figure:
@@ -245,3 +283,30 @@ def row_order_figure(orders: dict, title: str | None = None) -> go.Figure:
         a.update(x=0, xanchor="left", font=dict(size=13))
     return apply_layout(fig, title=title, height=60 + 105 * n)
 
+
+
+def mixture_figure(mixtures: dict, title: str | None = None) -> go.Figure:
+    """Each batch's token share per source, stacked, one panel per row order (``{label: SourceMixture}``), with the
+    corpus's shares as dashed lines: bfd's sorted rows drift from them, shuffled rows stay near."""
+    n = max(1, len(mixtures))
+    fig = make_subplots(rows=n, cols=1, shared_xaxes=True, vertical_spacing=0.14 if n > 1 else 0,
+                        subplot_titles=list(mixtures))
+    for i, (label, mix) in enumerate(mixtures.items()):
+        x = np.arange(len(mix.batches))
+        cumulative = np.cumsum(mix.corpus)
+        for j, name in enumerate(mix.names):
+            colour = doc_colour(j)
+            fig.add_trace(go.Scatter(
+                x=x, y=mix.batches[:, j], mode="lines", stackgroup=f"s{i}", name=name, legendgroup=name,
+                showlegend=i == 0, line=dict(width=0.5, color=colour), fillcolor=colour,
+                hovertemplate=f"batch %{{x}}: {name} %{{y:.0%}} of the tokens<extra>{label}</extra>"), row=i + 1, col=1)
+            if j < len(mix.names) - 1:      # the corpus's boundary between this source and the next
+                fig.add_hline(y=float(cumulative[j]), line=dict(color=REFERENCE_COLOUR, dash="dash", width=1),
+                              row=i + 1, col=1)
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", nticks=3)
+    fig.update_xaxes(title_text="batch (the order they are read in)", row=n, col=1)
+    fig.update_yaxes(title_text="share of tokens", row=(n + 1) // 2, col=1)
+    for a in fig.layout.annotations:
+        if a.text in mixtures:
+            a.update(x=0, xanchor="left", font=dict(size=13))
+    return apply_layout(fig, title=title, height=80 + 100 * n)

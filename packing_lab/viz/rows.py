@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 from packing_core._validate import InputError
 from packing_core.attention.masks import same_document
 from packing_core.batch.packed import IGNORE_INDEX
+from packing_lab.viz.highlight import centres, frame, frame_span, pick_markers, span
 from packing_lab.viz.style import (
     EMPTY,
     EMPTY_COLOUR,
@@ -76,12 +77,14 @@ def token_labels(ids) -> np.ndarray:
 
 # ---------------------------------------------------------------- masks
 def mask_figure(masks: dict, doc_ids, position_ids, *, max_side: int = 128,
-                title: str | None = None) -> go.Figure:
+                title: str | None = None, highlight: int | None = None, pickable: bool = False) -> go.Figure:
     """Attention masks side by side: query i (row) may read key j (column) where a cell is coloured.
 
     ``masks`` maps a panel title to a bool ``[L, L]`` array. An allowed cell takes the
     query's document colour when both tokens share a document, red when it reads another
     document (a leak); pads are grey, forbidden cells white. Hover names both tokens.
+    ``highlight`` frames that document's own block in every panel, and dashes the band of its
+    queries (every key they could read); ``pickable`` lets a click on a document's block select it.
     """
     doc = np.asarray(doc_ids, dtype=np.int64)
     pos = np.asarray(position_ids, dtype=np.int64)
@@ -115,6 +118,14 @@ def mask_figure(masks: dict, doc_ids, position_ids, *, max_side: int = 128,
     fig.update_xaxes(title="key token j", showgrid=False)
     for c in range(2, len(masks) + 1):
         fig.update_yaxes(title=None, col=c)
+    docs, mid = centres(doc)
+    for c in range(1, len(masks) + 1) if pickable and len(docs) else ():
+        pick_markers(fig, mid, mid, docs, row=1, col=c)
+    found = span(doc, highlight) if highlight is not None else None
+    for c in range(1, len(masks) + 1) if found else ():
+        a, b = found[0] - 0.5, found[1] - 0.5
+        frame(fig, a, b, a, b, row=1, col=c)
+        frame(fig, -0.5, L - 0.5, a, b, dash="dot", row=1, col=c)
     return apply_layout(fig, title=title, height=520 if len(masks) < 3 else 420, top=80 if title else 40)
 
 
@@ -155,6 +166,16 @@ def tracks_figure(tracks: list[Track], *, max_cols: int = 1024, title: str | Non
     return apply_layout(fig, title=title, height=90 + 34 * len(tracks))
 
 
+def pickable_tracks(fig: go.Figure, tracks: list[Track], doc, highlight: int | None, pickable: bool) -> go.Figure:
+    """A tracks figure with ``highlight``'s tokens framed on every track, and (``pickable``) a click on a document's
+    first track selecting it."""
+    if pickable:
+        docs, mid = centres(doc)
+        if len(docs):
+            pick_markers(fig, mid, [tracks[0].name] * len(docs), docs)
+    return frame_span(fig, doc, highlight, y0=-0.5, y1=len(tracks) - 0.5)
+
+
 def _doc_track(name: str, doc: np.ndarray, labels, on=None) -> Track:
     """Document colour where ``on`` (default: every real token), white elsewhere, grey on pads."""
     codes = colour_codes(doc)
@@ -163,7 +184,8 @@ def _doc_track(name: str, doc: np.ndarray, labels, on=None) -> Track:
     return Track(name, codes, np.asarray(labels).astype(str))
 
 
-def layout_figure(batch, row: int, *, continuous_positions=None, title: str | None = None) -> go.Figure:
+def layout_figure(batch, row: int, *, continuous_positions=None, title: str | None = None,
+                  highlight: int | None = None, pickable: bool = False) -> go.Figure:
     """Tokens, piece_ids, position_ids (and, if given, the continuous ones) of one row.
 
     ``continuous_positions`` (int [width]) adds the buggy track: cells where it differs
@@ -184,10 +206,11 @@ def layout_figure(batch, row: int, *, continuous_positions=None, title: str | No
         t = _doc_track("position_ids (continuous)", doc, np.where(valid, cont, 0))
         tracks.append(Track(t.name, np.where(valid & (cont != pos), LEAK, t.codes), t.labels))
     tracks[1] = Track(tracks[1].name, np.where(valid & (seg < 0), LEAK, tracks[1].codes), tracks[1].labels)
-    return tracks_figure(tracks, title=title)
+    return pickable_tracks(tracks_figure(tracks, title=title), tracks, doc, highlight, pickable)
 
 
-def targets_figure(batch, row: int, naive, *, title: str | None = None) -> go.Figure:
+def targets_figure(batch, row: int, naive, *, title: str | None = None, highlight: int | None = None,
+                   pickable: bool = False) -> go.Figure:
     """Input -> target pairs: the naive row shift (red where it crosses a document edge),
     the batch's own targets, the answer tokens and the loss mask, as separate tracks.
 
@@ -217,7 +240,7 @@ def targets_figure(batch, row: int, naive, *, title: str | None = None) -> go.Fi
     if (valid & ~answer).any():  # instruction data: show which tokens are prompt (P) and answer (A)
         tracks.insert(3, _doc_track("answer tokens (A) / prompt (P)", doc,
                                     np.where(answer, "A", np.where(valid, "P", "pad")), on=answer))
-    return tracks_figure(tracks, title=title)
+    return pickable_tracks(tracks_figure(tracks, title=title), tracks, doc, highlight, pickable)
 
 
 # ---------------------------------------------------------------- verification

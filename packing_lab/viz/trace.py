@@ -10,13 +10,15 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from packing_core._validate import InputError
+from packing_lab.viz.highlight import frame
 from packing_lab.viz.style import REFERENCE_COLOUR, apply_layout, doc_colour
 
 ROW_PX = 30
 
 
-def trace_figure(trace, shown: int, title: str | None = None) -> go.Figure:
-    """Rows after the first ``shown`` steps of ``trace`` (0: nothing placed yet; ``len(trace.steps)``: the plan)."""
+def trace_figure(trace, shown: int, title: str | None = None, highlight: int | None = None) -> go.Figure:
+    """Rows after the first ``shown`` steps of ``trace`` (0: nothing placed yet; ``len(trace.steps)``: the plan);
+    ``highlight`` frames the pieces of that document placed so far."""
     n = len(trace.steps)
     if not 0 <= shown <= n:
         raise InputError(f"step {shown} does not exist: this trace has steps 0..{n}")
@@ -40,6 +42,9 @@ def trace_figure(trace, shown: int, title: str | None = None) -> go.Figure:
             customdata=[(s.doc, s.length, s.start, s.index + 1) for s in placed],
             hovertemplate="document %{customdata[0]}: %{customdata[1]} tokens at slot %{base} (step "
                           "%{customdata[3]})<extra></extra>"))
+    for s in placed:
+        if s.doc == highlight:
+            frame(fig, s.offset, s.offset + s.length, s.row - 0.45, s.row + 0.45)
     fig.update_yaxes(range=[rows - 0.5, -0.5], tickmode="array", tickvals=list(range(rows)),
                      ticktext=[f"row {r}" for r in range(rows)], showgrid=False, zeroline=False)
     fig.update_xaxes(range=[0, context], title=f"slot (a row holds {context:,})", showgrid=False, zeroline=False)

@@ -8,7 +8,8 @@
 - ``targets``: the token trained at each position, broken and fixed;
 - ``positions``: the position ids, and the sequences the model's code finds in them;
 - ``weights``: each document's share of the gradient;
-- ``layers``: each layer beyond attention, its output against the document alone, per token.
+- ``layers``: each layer beyond attention, its output against the document alone, per token;
+- ``launch``: each document's length against max_seqlen and the queries flash-attn's blocks cover.
 
 Colours are the roles of :mod:`packing_lab.viz.style`: the broken run is the leak colour when
 its documents read each other, the alert colour when it is wrong in another way; the fix is
@@ -51,7 +52,8 @@ def broken_colour(result) -> str:
 def zoo_figures(result) -> dict[str, go.Figure]:
     """One figure per part the reproduction carries, in the order of ``result.drawn``."""
     builders = {"logits": logits_figure, "mask": masks_figure, "targets": targets_figure,
-                "positions": positions_figure, "weights": weights_figure, "layers": layers_figure}
+                "positions": positions_figure, "weights": weights_figure, "layers": layers_figure,
+                "launch": launch_figure}
     return {part: builders[part](result) for part in result.drawn}
 
 
@@ -243,3 +245,25 @@ def weights_figure(result) -> go.Figure:
     top = max(float(np.max(result.broken_weights)), float(np.max(result.fixed_weights)), 1e-9)
     fig.update_yaxes(title="share of the gradient", range=[0, 1.2 * top], gridcolor="#eee")
     return apply_layout(fig, title="How much each document counts", height=320, barmode="group")
+
+
+# ---------------------------------------------------------------- a varlen launch
+def launch_figure(result) -> go.Figure:
+    """Each document's length, beside max_seqlen broken and as built, and the queries flash-attn's blocks cover."""
+    doc = np.asarray(result.document_ids)
+    ids = np.unique(doc[doc >= 0])
+    lengths = [int((doc == d).sum()) for d in ids]
+    fig = go.Figure(go.Bar(x=lengths, y=[f"doc {d}" for d in ids], orientation="h", name="document length",
+                           marker_color=[doc_colour(d) for d in ids], text=lengths, textposition="outside",
+                           hovertemplate="%{y}: %{x} tokens<extra></extra>"))
+    for name, launch, colour in (("broken", result.broken_launch, ALERT_COLOUR),
+                                 ("as built", result.fixed_launch, FIXED_COLOUR)):
+        fig.add_trace(go.Scatter(x=[int(launch[0])] * 2, y=[-0.5, len(ids) - 0.5], mode="lines", name=f"max_seqlen, "
+                                 f"{name} ({int(launch[0])})", line=dict(color=colour, width=3, dash="dash")))
+    covered = int(result.broken_launch[1])
+    top = max(max(lengths), int(result.fixed_launch[0])) * 1.3
+    if covered <= top:
+        fig.add_trace(go.Scatter(x=[covered] * 2, y=[-0.5, len(ids) - 0.5], mode="lines", line=dict(
+            color=REFERENCE_COLOUR, width=2, dash="dot"), name=f"queries its blocks cover ({covered})"))
+    fig.update_xaxes(title="tokens", range=[0, top], gridcolor="#eee")
+    return apply_layout(fig, title="Each document against max_seqlen", height=260)

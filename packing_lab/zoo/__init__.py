@@ -8,7 +8,9 @@ The families live one per file and are registered here, in ``ZOO``:
 - ``masks``: transformers reads the mask other than it was meant (2D mask, cache, sliding window);
 - ``labels``: what the loss trains on; ``positions``: position ids;
 - ``beyond``: beyond attention: convolutions and recurrent states across documents, and a varlen
-  kernel without its causal flag.
+  kernel without its causal flag;
+- ``context_parallel``: packed rows cut over context-parallel ranks (Transformer Engine, Megatron,
+  NeMo Automodel), reproduced on the lab's CPU ring simulation.
 
     >>> [b.name for b in ZOO if not b.planted][:3]
     ['mask-hides-packing', 'cache-hides-packing', 'positions-without-mask']
@@ -24,7 +26,7 @@ import torch
 from packing_core._validate import choice
 from packing_core.check.batch import check_hf_batch
 from packing_core.check.result import BatchCheck
-from packing_lab.zoo import beyond, labels, masks, planted, positions
+from packing_lab.zoo import beyond, context_parallel, labels, masks, planted, positions
 from packing_lab.zoo._types import Bug, ZooResult, reference_links
 from packing_lab.zoo.planted import (
     BREAKS,
@@ -37,7 +39,8 @@ from packing_lab.zoo.planted import (
     shown_batch,
 )
 
-ZOO: tuple[Bug, ...] = masks.BUGS + labels.BUGS + positions.BUGS + beyond.BUGS + planted.BUGS
+ZOO: tuple[Bug, ...] = (masks.BUGS + labels.BUGS + positions.BUGS + beyond.BUGS + context_parallel.BUGS
+                         + planted.BUGS)
 ZOO_NAMES = tuple(b.name for b in ZOO)
 REPRODUCED = tuple(b.name for b in ZOO if not b.planted)
 

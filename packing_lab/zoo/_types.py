@@ -69,6 +69,7 @@ class Bug:
     run: Callable = None
     example: Callable | None = None
     caught_note: str = ""               # how the lab catches it when no finding names it (a refusal, your code)
+    read_by: str = "sdpa"               # a planted fault: the attention implementation whose check shows it
 
     def __post_init__(self):
         unknown = [n for n in self.caught_by if n not in RULES]
@@ -149,14 +150,16 @@ class ZooResult:
     layer_kinds: tuple[str, ...] = ()                  # the layers beyond attention whose outputs are compared
     broken_layer_diffs: np.ndarray | None = _array()  # float [kinds, T]: each layer's output vs alone, per token
     fixed_layer_diffs: np.ndarray | None = _array()
+    broken_launch: np.ndarray | None = _array()       # int [2]: max_seqlen, and the queries flash-attn covers per
+    fixed_launch: np.ndarray | None = _array()        #   document (ceil(max_seqlen / block) x block)
 
     @property
     def drawn(self) -> tuple[str, ...]:
         """What its figure shows: ``"logits"``, ``"mask"``, ``"targets"``, ``"positions"``, ``"weights"``,
-        ``"layers"``."""
+        ``"layers"``, ``"launch"``."""
         parts = {"logits": self.broken_token_diffs, "mask": self.broken_mask, "targets": self.broken_targets,
                  "positions": self.broken_position_ids, "weights": self.broken_weights,
-                 "layers": self.broken_layer_diffs}
+                 "layers": self.broken_layer_diffs, "launch": self.broken_launch}
         return tuple(k for k, v in parts.items() if v is not None)
 
     def to_dict(self) -> dict:

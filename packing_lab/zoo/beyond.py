@@ -235,7 +235,8 @@ BUGS: tuple[Bug, ...] = (
         "A causal convolution of width k reads the k - 1 tokens before each token: 3 in Mamba's and Gated "
         "DeltaNet's (k = 4), 2 in LFM2's (k = 3, conv_L_cache). Packed, the first k - 1 tokens of each document "
         "read the end of the previous one, and every later layer carries it to the rest of the document. The "
-        "convolution keeps documents apart only when its kernel (causal-conv1d) reads seq_idx.",
+        "convolution keeps documents apart only when its kernel reads the boundaries in its own form: seq_idx for "
+        "causal-conv1d (Mamba, LFM2), cu_seqlens for flash-linear-attention's ShortConvolution (Gated DeltaNet).",
         ("NVIDIA-NeMo/Automodel #2147 (merged): causal_conv1d_fn was called without seq_idx, so sample 1's last 3 "
          "tokens bled into sample 2's first 3",
          "EvolvingLMMs-Lab/lmms-engine #167 (merged): the depthwise Conv1d (kernel 4) bleeds across sample "

@@ -50,7 +50,7 @@ def _labels_example():
 
 
 def _loss_per_row() -> ZooResult:
-    from packing_lab.demos.loss_lesson import loss_lesson
+    from packing_lab.demos.lesson_weights import loss_lesson
 
     rows = [[4], [60, 60]]   # a short document alone in its row, two long ones sharing one
     lesson = loss_lesson(rows)

@@ -20,6 +20,7 @@ import torch
 
 from packing_core._validate import InputError
 from packing_core.attention.semantics import packed_attention
+from packing_core.attention.varlen_grid import varlen_grid
 from packing_core.batch.packed import IGNORE_INDEX, PackedBatch
 from packing_core.check.batch import check_batch
 from packing_lab.zoo._types import Bug, ZooResult
@@ -107,6 +108,11 @@ def _row_cu_seqlens(batch: PackedBatch) -> PackedBatch:
     return dataclasses.replace(batch, cu_seqlens=torch.tensor([0, int(batch.valid.sum())], dtype=torch.int32))
 
 
+def _max_seqlen_too_small(batch: PackedBatch) -> PackedBatch:
+    """``max_seqlen`` half the longest piece, as when it is taken from another batch, a sample or a config."""
+    return dataclasses.replace(batch, max_seqlen=max(1, batch.max_seqlen // 2))
+
+
 BUGS: tuple[Bug, ...] = (
     Bug("row-shifted-targets", "Targets shifted across the whole row",
         "targets shifted across the whole row: the last token of a document predicts the next document",
@@ -134,6 +140,13 @@ BUGS: tuple[Bug, ...] = (
         "documents see each other",
         (), "One cu_seqlens offset per document piece.", "nothing",
         ("segments_disagree_with_cu_seqlens",), _row_cu_seqlens),
+    Bug("max-seqlen-too-small", "max_seqlen shorter than the longest document",
+        "max_seqlen (max_length_q/_k) is half the longest document: flash-attn sizes its launch by it, one row of "
+        "query blocks per document, so queries past those blocks get no output and nothing raises; sdpa and eager "
+        "never read it", (),
+        "Take max_seqlen from the batch's own offsets: int(cu_seqlens.diff().max()), or the context (a larger value "
+        "only costs idle blocks).", "nothing", ("max_length_too_small",), _max_seqlen_too_small,
+        read_by="flash_attention_2"),
 )
 _BY_NAME = {b.name: b for b in BUGS}
 PLANTED = ("none",) + tuple(_BY_NAME)
@@ -185,7 +198,7 @@ def plant_bug(name: str) -> ZooResult:
         raise InputError(f"unknown planted bug {name!r}; choose one of {', '.join(b.name for b in BUGS)}")
     good = shown_batch()
     bad = bug.run(good)
-    cb, cg = check_batch(bad), check_batch(good)
+    cb, cg = check_batch(bad, bug.read_by), check_batch(good, bug.read_by)
     mask_b, mask_g = packed_attention(bad, "varlen").allowed(0), packed_attention(good, "varlen").allowed(0)
     tgt_b, tgt_g = bad.targets[0].numpy(), good.targets[0].numpy()
     pos_b, pos_g = bad.position_ids[0].numpy(), good.position_ids[0].numpy()
@@ -205,6 +218,9 @@ def plant_bug(name: str) -> ZooResult:
         symptom.append("a varlen kernel reads the same mask (cu_seqlens unchanged)")
     if differs["targets"] and not differs["mask"]:
         symptom.append("attention unchanged")
+    if bad.max_seqlen != good.max_seqlen:
+        symptom.append(f"max_seqlen {bad.max_seqlen} ({good.max_seqlen} as built); "
+                       + varlen_grid(bad.cu_seqlens, bad.max_seqlen).sentence)
     loss, answers = loss_vs_answers(bad)
     symptom.append(f"loss positions {loss}, answer targets {answers}")
     loss_g, answers_g = loss_vs_answers(good)
@@ -221,4 +237,13 @@ def plant_bug(name: str) -> ZooResult:
         broken_mask=mask_b if differs["mask"] else None, fixed_mask=mask_g if differs["mask"] else None,
         broken_targets=tgt_b if differs["targets"] else None, fixed_targets=tgt_g if differs["targets"] else None,
         broken_position_ids=pos_b if differs["positions"] else None,
-        fixed_position_ids=pos_g if differs["positions"] else None)
+        fixed_position_ids=pos_g if differs["positions"] else None,
+        **_launches(bad, good))
+
+
+def _launches(bad: PackedBatch, good: PackedBatch) -> dict:
+    """max_seqlen and the queries flash-attn covers per document, broken and as built, when max_seqlen differs."""
+    if bad.max_seqlen == good.max_seqlen:
+        return {}
+    grids = [varlen_grid(b.cu_seqlens, b.max_seqlen) for b in (bad, good)]
+    return {f"{name}_launch": np.array([g.max_seqlen, g.blocks * g.block]) for name, g in zip(("broken", "fixed"), grids)}

@@ -93,3 +93,66 @@ def test_footprints_carry_the_same_cells_as_the_bounds():
         assert f.ratio == pytest.approx(fp["padded SDPA"].cells / f.cells)
         assert f.grid.shape[0] == -(-f.tokens // f.stride) <= 256
         assert (f.grid == NEEDED).any()           # the mask's triangles are always computed
+
+
+# ---------------------------------------------------------------- what a materialised mask holds
+def _tiny_llama(attn: str):
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=2, vocab_size=64)
+    config._attn_implementation = attn
+    return config
+
+
+def _transformers_mask(attn: str, position_ids: torch.Tensor, dtype=torch.bfloat16):
+    """The mask transformers' own create_causal_mask builds for a batch with no attention_mask and no cache."""
+    from transformers.masking_utils import create_causal_mask
+
+    embeds = torch.zeros(*position_ids.shape, 16, dtype=dtype)
+    return create_causal_mask(_tiny_llama(attn), embeds, None, None, position_ids=position_ids)
+
+
+def test_padding_free_on_sdpa_flattens_the_whole_batch_into_one_mask_of_its_tokens_squared():
+    """TRL's padding-free collator makes one row of the batch; transformers' sdpa mask is then (1, 1, T, T)."""
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    rows = make_plan([128] * 32, 512, "bfd")                     # 8 rows of 512: four documents each
+    assert rows.n_rows == 8
+    examples = [{"input_ids": list(range(1, 513)), "seq_lengths": [128] * 4} for _ in range(8)]
+    batch = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(examples)
+    assert batch["input_ids"].shape == (1, 4096)                 # the per-device batch as one row
+    mask = _transformers_mask("sdpa", batch["position_ids"])
+    assert tuple(mask.shape) == (1, 1, 4096, 4096) and mask.dtype == torch.bool
+    assert costs.padding_free_cells(rows, 8) == mask.numel() == 16_777_216
+    assert costs.attention_cells(rows, "padding-free-sdpa", batch_rows=8) == 8 * costs.attention_cells(rows, "dense")
+    assert int(mask.sum()) == 32 * 128 * 129 // 2                # the documents' own causal triangles
+    m = {x.kernel: x for x in costs.mask_memory(rows)}
+    assert (m["padding-free-sdpa"].shape, m["padding-free-sdpa"].bytes) == ((1, 1, 4096, 4096), mask.nbytes)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_packed_rows_give_sdpa_a_boolean_mask_and_eager_a_float_one_per_row(dtype):
+    rows = make_plan([100, 156, 256, 200, 312], 512, "bfd")
+    positions = torch.zeros(rows.n_rows, 512, dtype=torch.long)
+    for r in range(rows.n_rows):
+        at = 0
+        for n in rows.placed.length[rows.placed.row == r]:
+            positions[r, at:at + n] = torch.arange(int(n))
+            at += int(n)
+    m = {x.kernel: x for x in costs.mask_memory(rows, float_bytes=dtype.itemsize)}
+    sdpa, eager = _transformers_mask("sdpa", positions, dtype), _transformers_mask("eager", positions, dtype)
+    assert tuple(sdpa.shape) == m["dense"].shape and sdpa.nbytes == m["dense"].bytes and sdpa.dtype == torch.bool
+    assert tuple(eager.shape) == m["eager"].shape and eager.nbytes == m["eager"].bytes and eager.dtype == dtype
+
+
+def test_a_flex_block_mask_holds_counts_and_indices_per_tile_not_per_cell():
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    rows = make_plan([300, 212, 400, 112], 512, "bfd")
+    block = create_block_mask(lambda b, h, q, k: q >= k, rows.n_rows, 1, 512, 512, device="cpu", BLOCK_SIZE=128)
+    held = [block.kv_num_blocks, block.kv_indices, block.full_kv_num_blocks, block.full_kv_indices,
+            block.q_num_blocks, block.q_indices, block.full_q_num_blocks, block.full_q_indices]
+    m = {x.kernel: x for x in costs.mask_memory(rows, tile=128)}
+    assert sum(t.nbytes for t in held) == m["flex"].bytes
+    assert m["varlen"].bytes == 4 * (len(rows.piece_len) + 1)

@@ -101,7 +101,8 @@ def test_the_table_measures_a_whole_document_packer_against_l2_and_only_concat_c
     for name in ("bfd", "ffd", "optimal", "pad"):
         assert lines[name][col:col + 2] in (["L2", "10"], ["LP", "10"]), name
     assert "fewest" not in text                       # no strategy is measured against a "fewest" it cannot reach
-    assert "L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents)" in text
+    assert ("L1 6 (tokens / context: a bound for every plan, reachable only by cutting documents), L2 10 (whole "
+            "documents)") in text
     assert "bfd is already optimal: its 10 rows meet the proven lower bound (L2 10)." in text
 
 

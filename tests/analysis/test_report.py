@@ -248,13 +248,22 @@ EXPECTED = {
     "prompts-in-the-loss": {"loss_count_mismatch"},
     "prompts-cut-from-attention": set(),      # no tensor rule can see it: see the alone-vs-packed test
     "row-cu-seqlens": {"segments_disagree_with_cu_seqlens"},
+    "max-seqlen-too-small": set(),              # sdpa never reads max_seqlen: flash-attn does, below
 }
 
 
 @pytest.mark.parametrize("how", list(BREAKS))
 def test_check_batch_names_every_planted_bug_that_shows_in_the_tensors(how):
     found = set(check_batch(broken_batch(_instruction_batch(), how)).names)
-    assert EXPECTED[how] <= found and (found == set()) == (how in ("none", "prompts-cut-from-attention"))
+    assert EXPECTED[how] <= found
+    assert (found == set()) == (how in ("none", "prompts-cut-from-attention", "max-seqlen-too-small"))
+
+
+def test_a_max_seqlen_shorter_than_a_document_is_an_error_for_flash_attention_and_nothing_for_sdpa():
+    bad = broken_batch(_instruction_batch(), "max-seqlen-too-small")
+    assert "max_length_too_small" in check_batch(bad, "flash_attention_2").names
+    assert "max_length_too_small" not in check_batch(_instruction_batch(), "flash_attention_2").names
+    assert "max_length_too_small" not in check_batch(bad).names
 
 
 def test_prompts_cut_from_attention_keep_the_loss_tensors_and_only_alone_vs_packed_catches_it():

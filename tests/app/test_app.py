@@ -14,7 +14,17 @@ from streamlit.testing.v1 import AppTest
 import packing_core as pc
 from app_pages import _content
 from packing_core.check.rules import RULES
-from tests._support import assert_clean, errors, markdown, metric, open_page, percent, skip_or_fail
+from tests._support import (
+    assert_clean,
+    errors,
+    findings_shown,
+    markdown,
+    metric,
+    no_exception,
+    open_page,
+    percent,
+    skip_or_fail,
+)
 
 
 # ---------------------------------------------------------------- why packing
@@ -33,7 +43,7 @@ def test_why_packing_shows_the_worked_example_at_22_and_89_percent():
     text = markdown(at)
     assert "[0, 120, 210, 510, 550, 605, 635, 845, 910]" in text                 # the stream
     assert "`[0, 120, 210, 510, 512, 550, 605, 635, 845, 910]`" in text   # what a kernel reads: one array
-    assert len(at.get("plotly_chart")) == 4     # two strips, the slots of the tickets, the schedule
+    assert len(at.get("plotly_chart")) == 5     # two strips, the stream and its cut, the tickets' slots, the schedule
 
 
 def test_why_packing_computes_that_three_quarters_of_the_ticket_slots_are_pads():
@@ -150,8 +160,8 @@ def test_masks_page_reports_continuous_positions_as_a_warning_for_varlen_and_a_l
     at.selectbox(key="w_masks_and_labels.break_").set_value("continuous-positions").run()
     at.selectbox(key="w_masks_and_labels.attn").set_value("varlen").run()
     assert_clean(at)
-    assert "varlen: SOUND" in at.info[0].value and not at.warning
-    assert "positions_do_not_restart" in list(at.dataframe[0].value["finding"])
+    assert "varlen: SOUND" in at.warning[0].value                         # sound, with a warning: amber, not red
+    assert findings_shown(at)["positions_do_not_restart"] == "warning"
     assert "sdpa: 1 ERROR(S): documents_share_attention" in " ".join(c.value for c in at.caption)
 
 
@@ -160,9 +170,9 @@ def test_masks_page_draws_the_mask_the_kernel_reads_so_row_cu_seqlens_changes_th
     at.selectbox(key="w_masks_and_labels.attn").set_value("varlen").run()
     clean = at.get("plotly_chart")[0].proto.spec
     at.selectbox(key="w_masks_and_labels.break_").set_value("row-cu-seqlens").run()
-    assert_clean(at)
+    no_exception(at)
     assert at.get("plotly_chart")[0].proto.spec != clean
-    assert "documents_share_attention" in list(at.dataframe[0].value["finding"])
+    assert findings_shown(at)["documents_share_attention"] == "error"       # an error is red
 
 
 def test_masks_page_corrects_the_eos_fix_and_keeps_attention_apart_from_targets():
@@ -178,9 +188,10 @@ def test_masks_page_catches_each_planted_bug_by_name(how):
     at.toggle(key="w_masks_and_labels.instruction").set_value(True).run()
     assert "SOUND" in at.success[0].value
     at.selectbox(key="w_masks_and_labels.break_").set_value(how).run()
-    assert_clean(at)
-    caught = set(at.dataframe[0].value["finding"])
-    assert "ERROR(S)" in at.warning[0].value and caught <= set(RULES) and caught
+    no_exception(at)
+    caught = {name for name, kind in findings_shown(at).items() if kind == "error"}
+    assert "ERROR(S)" in at.error[0].value and caught <= set(RULES) and caught
+    assert all(e.value.startswith("**Fix:**") for e in at.error[1:])      # each error leads with its fix
 
 
 def test_masks_page_is_usable_at_2048_tokens():
@@ -307,7 +318,7 @@ def test_leakage_lab_asks_for_a_prediction_before_it_reveals():
     at = open_page("leakage_lab")
     assert not _verdict(at) and "prediction" in at.info[0].value
     assert not any(e.label.startswith("Why the settings matter") for e in at.expander)   # no answer before the guess
-    at.radio(key="leakage_lab.guess_tiny-rope_on_reset_dense_False").set_value("They change").run()
+    at.radio(key="v_leakage_lab.guess").set_value("They change").run()
     assert_clean(at)
     assert "EQUIVALENT" in _verdict(at) and at.info[0].value.startswith("Not this time")
     assert any(e.label.startswith("Why the settings matter") for e in at.expander)
@@ -354,6 +365,18 @@ def test_check_your_setup_maps_the_lessons_to_transformers_and_trl():
         assert name in text, name
     assert [t.label for t in at.tabs] == ["1 · In your framework", "2 · Check a batch"]
     assert at.file_uploader(key="check_your_setup.batch_file") is not None
+
+
+def test_check_your_setup_shows_the_same_batch_sound_on_4_57_and_leaking_on_4_46():
+    from packing_lab.advice import same_batch_by_release
+
+    at = open_page("check_your_setup")
+    text = markdown(at)
+    cells = dict((r, (s, d)) for r, s, d in same_batch_by_release())
+    assert f"transformers 4.46.3: **leaks** (largest logit difference {cells['4.46.3'][1]:.1e})" in text
+    assert f"transformers 4.57.6: **sound** (largest logit difference {cells['4.57.6'][1]:.1e})" in text
+    picker = at.selectbox(key="w_check_your_setup.transformers")
+    assert picker.value == "installed here" and "4.46.3" in picker.options
 
 
 def test_check_your_setup_follows_the_bug_zoo_in_the_lesson():

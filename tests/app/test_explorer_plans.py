@@ -28,12 +28,13 @@ def test_the_explorer_names_the_bound_of_each_strategy_and_says_how_far_bfd_is_f
     text = shown(at)
     full = at.dataframe[1].value.set_index("strategy")           # every column, under the narrow table
     assert full.loc["concat-cut", "proven lower bound"] == "L1 44,547"
-    # 44,547 rows: the bound optimal proves on the tickets (README's packing-quality table); bfd needs 44,589
+    # 44,547 rows: the bound optimal proves on the tickets (docs/measurements.md, Packing quality); bfd needs 44,589
     assert full.loc["bfd", "proven lower bound"] == "L2 44,547" and full.loc["bfd", "rows"] == 44_589
     advice = at.info[0].value
     assert "bfd is 42 rows (0.0943%) above the proven optimum (44,547 rows, the L2 bound); optimal reaches it within" \
         in advice
-    assert "L1 44,547 (tokens / context: only by cutting documents), L2 44,547 (whole documents), LP 44,547" in text
+    assert ("L1 44,547 (tokens / context: a bound for every plan, reachable only by cutting documents), L2 44,547 "
+            "(whole documents), LP 44,547") in text
     assert bounds_example() in text                                 # the ten documents of 300, once
     assert text.count("Ten documents of 300 tokens") == 1
 
@@ -55,7 +56,8 @@ def test_an_upload_of_ten_documents_of_300_shows_ten_whole_rows_not_six():
     at.file_uploader(key="w_upload").set_value(("ten.csv", b"length\n" + b"300\n" * 10, "text/csv")).run()
     at.button[0].click().run()
     assert_clean(at)
-    assert "L1 6 (tokens / context: only by cutting documents), L2 10 (whole documents)" in shown(at)
+    assert ("L1 6 (tokens / context: a bound for every plan, reachable only by cutting documents), L2 10 (whole "
+            "documents)") in shown(at)
     full = at.dataframe[1].value.set_index("strategy")
     assert full.loc["concat-cut", "proven lower bound"] == "L1 6" and full.loc["concat-cut", "rows"] == 6
     assert (full.loc["bfd", "proven lower bound"], full.loc["bfd", "rows"]) == ("L2 10", 10)

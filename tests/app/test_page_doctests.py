@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-HELPERS = ("app_pages._content", "app_pages._data")
+HELPERS = ("app_pages._content", "app_pages._data", "app_pages._progress", "app_pages._state",
+           "app_pages._your_data")
 
 
 @pytest.mark.parametrize("name", HELPERS)

@@ -38,8 +38,12 @@ def test_each_page_reads_its_lesson_from_its_spec_and_keys_its_settings_by_its_n
     assert owners <= {spec.name}
 
 
-def test_the_readme_lesson_plan_is_the_page_list_and_its_minutes_add_up_to_its_total():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def lesson_plan() -> str:
+    return (ROOT / "docs" / "lesson-plan.md").read_text(encoding="utf-8")
+
+
+def test_the_lesson_plan_is_the_page_list_and_its_minutes_add_up_to_its_total():
+    text = lesson_plan()
     stated = int(re.search(r"\*\*The lesson plan: (\d+) minutes\.\*\*", text).group(1))
     table = re.search(r"\| page \| minutes \| steps \|\n\| --- \| --- \| --- \|\n(.*?)\n\| total \| (\d+) \| \|", text, re.S)
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.group(1).splitlines()]
@@ -47,6 +51,16 @@ def test_the_readme_lesson_plan_is_the_page_list_and_its_minutes_add_up_to_its_t
     assert [steps for *_, steps in rows] == [" · ".join(f"{i} {s}" for i, s in enumerate(p.steps, 1)) or "no steps"
                                              for p in PAGES]
     assert stated == int(table.group(2)) == sum(p.minutes for p in PAGES) == 60
+
+
+def test_the_lesson_plan_says_what_each_page_covers_in_the_navigations_order():
+    section = lesson_plan().split("\n## The pages\n", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"^- \*\*(.+?)\*\*: \S", section, re.M) == [p.title for p in PAGES]
+
+
+def test_the_lesson_plan_is_written_as_the_present():
+    """The current plan, never its history: no "12 -> 9 minutes", no before / now columns, no rounds."""
+    assert not re.search(r"\d+ ?-> ?\d+|\bround \d|\| before \||\| now \||\bversion \d of\b", lesson_plan(), re.I)
 
 
 def test_steps_are_named_once_each_and_short_enough_for_a_projectors_tab_bar():
@@ -92,7 +106,7 @@ LIBRARY_WORDS = ("EQUIVALENT", "DIFFERENT", "cannot fill", "planned from the cou
                  "looks better in training", "The words part at generated token", "200_000", "messages\", \"prompt")
 
 
-HELPERS = [ROOT / "app_pages" / f for f in ("_lab.py", "_your_data.py", "_leakage_steps.py")]
+HELPERS = sorted(p for p in (ROOT / "app_pages").glob("_*.py") if p.name not in ("__init__.py", "_content.py"))
 
 
 @pytest.mark.parametrize("path", [*PAGE_FILES, *HELPERS], ids=lambda p: p.name)

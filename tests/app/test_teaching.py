@@ -68,7 +68,7 @@ def test_W1_why_packing_gives_one_global_cu_seqlens_cut_at_the_row_edge():
     page = text(at)
     flat = batch_cu_seqlens(pc.make_plan(_content.WORKED_LENGTHS, _content.WORKED_CONTEXT, "concat-cut"))
     assert flat == [0, 120, 210, 510, 512, 550, 605, 635, 845, 910]
-    assert f"`{flat}`" in page and "one `cu_seqlens` for the whole batch" in page
+    assert f"`{flat}`" in page and "the offsets of the queries and of the keys over the whole batch" in page
     assert "one set of offsets per row" not in page
 
 
@@ -201,7 +201,7 @@ def test_M6_positions_without_a_mask_is_scoped_to_where_the_mask_comes_from_else
 
 def test_M7_the_independent_case_says_the_model_learned_to_ignore_its_neighbour():
     at = open_page("leakage_lab")
-    at.radio(key="w_leakage_lab.neighbours").set_value("independent")
+    at.radio(key="v_leakage_lab.neighbours").set_value("independent")
     at.button(key="leakage_lab.train").click().run(timeout=900)   # two training runs: minutes on a loaded box
     assert_clean(at)
     drift = {m.label: float(m.value.rstrip("%")) for m in at.metric if m.label.startswith("Drift")}
@@ -250,7 +250,7 @@ def test_I4_trl_documents_padding_free_for_flash_attention_without_refusing_othe
 def test_I5_flex_attention_is_not_counted_as_paying_only_the_sum_of_squares():
     page = text(open_page("padded_vs_packed"))
     assert "(varlen fed `cu_seqlens`, FlexAttention, one call per document)" not in page
-    assert "FlexAttention computes every 128-token tile a document touches" in page   # round 3, I6: counted
+    assert "FlexAttention computes every 128-token tile on or below the diagonal that a document touches" in page
 
 
 def test_I6_the_flops_formula_counts_full_squares_over_the_row_length():
@@ -307,7 +307,7 @@ def test_I13_the_roberta_origin_bug_is_a_sibling_not_an_instance():
 def test_I14_smollm2_is_named_with_its_quantisation():
     from packing_core.models.pretrained import GGUF_FILE
     assert "Q4_1" in GGUF_FILE
-    assert "Q4_1" in pc.model_spec("smollm2").label and "Q4_1" in (ROOT / "README.md").read_text()
+    assert "Q4_1" in pc.model_spec("smollm2").label and "Q4_1" in (ROOT / "docs" / "setup.md").read_text()
 
 
 def test_I15_tensor_checks_catch_some_forms_and_alone_vs_packed_every_form_it_can_see():
@@ -327,11 +327,11 @@ def test_I15_tensor_checks_catch_some_forms_and_alone_vs_packed_every_form_it_ca
 
 
 # ---------------------------------------------------------------- STALE
-def test_S2_the_readme_counts_the_fortunes_it_reads():
-    readme = (ROOT / "README.md").read_text()
-    assert "about 14,000 short texts" not in readme
+def test_S2_the_setup_guide_counts_the_fortunes_it_reads():
+    setup = (ROOT / "docs" / "setup.md").read_text()
+    assert "about 14,000 short texts" not in setup
     if "fortunes" in [s.name for s in list_sources() if s.available]:
-        assert f"({len(pc.load_lengths('fortunes')):,} here)" in readme
+        assert f"({len(pc.load_lengths('fortunes')):,} here)" in setup
 
 
 @pytest.mark.parametrize("context", [512, 128])
@@ -362,7 +362,7 @@ def test_why_packing_asks_before_it_answers():
     at = open_page("why_packing")
     assert not at.metric and "Make a prediction" in at.info[0].value
     assert "4,096" not in text(at)
-    at.radio(key="why_packing.guess").set_value(1024).run()
+    at.radio(key="v_why_packing.guess").set_value(1024).run()
     assert_clean(at)
     assert at.info[0].value.startswith("Not this time") and "4,096 slots" in at.info[0].value
     assert [m.value for m in at.metric][:2] == ["22.2%", "88.9%"]
@@ -397,9 +397,9 @@ def test_jargon_has_a_hover_definition_where_it_first_appears():
 def test_findings_show_their_plain_language_rule_before_the_identifier():
     at = open_page("masks_and_labels")
     at.selectbox(key="w_masks_and_labels.break_").set_value("continuous-positions").run()
-    table = at.dataframe[0].value
-    assert list(table.columns[:2]) == ["what is wrong", "finding"]
-    assert RULES["positions_do_not_restart"].title in list(table["what is wrong"])
+    card = next(w.value for w in at.warning if "`positions_do_not_restart`" in w.value)
+    assert card.startswith("**Fix:**")                                   # what to do, then what is wrong, then its name
+    assert card.index(RULES["positions_do_not_restart"].title) < card.index("`positions_do_not_restart`")
 
 
 def test_a_planted_row_cu_seqlens_changes_the_mask_picture():
@@ -407,7 +407,7 @@ def test_a_planted_row_cu_seqlens_changes_the_mask_picture():
     at.selectbox(key="w_masks_and_labels.attn").set_value("flash_attention_2").run()   # a kernel that reads cu_seqlens
     before = at.get("plotly_chart")[0].proto.spec
     at.selectbox(key="w_masks_and_labels.break_").set_value("row-cu-seqlens").run()
-    assert_clean(at)
+    assert not at.exception
     after = at.get("plotly_chart")[0].proto.spec
     assert after != before   # the kernel's mask, drawn from what flash_attention_2 reads
 

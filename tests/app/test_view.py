@@ -34,7 +34,7 @@ def url(at: AppTest) -> dict:
 def test_a_link_sets_the_step_and_every_setting_it_names():
     at = opened("masks_and_labels", step="4", width="128", instruction="1", attn="flash_attention_2",
                 **{"break": "prompts-in-the-loss"})
-    assert_clean(at)
+    assert not at.exception and at.error                                     # the planted bug's error: red
     ss = at.session_state
     assert (ss["masks_and_labels.width"], ss["masks_and_labels.instruction"], ss["masks_and_labels.attn"],
             ss["masks_and_labels.break_"]) == (128, True, "flash_attention_2", "prompts-in-the-loss")
@@ -122,8 +122,8 @@ def test_each_step_ends_with_the_next_step_and_the_last_with_the_next_page():
     assert at.session_state["masks_and_labels.lesson_open"] is False       # the lesson box folds once read
 
 
-def test_the_lesson_box_is_open_on_a_first_visit_and_folded_for_a_focused_screen():
-    assert opened("bug_zoo").session_state["bug_zoo.lesson_open"] is True
+def test_the_lesson_box_is_folded_on_a_first_visit_and_for_a_focused_screen():
+    assert opened("bug_zoo").session_state["bug_zoo.lesson_open"] is False   # the step's figure comes first
     at = opened("bug_zoo", controls="hidden")
     assert at.session_state["bug_zoo.lesson_open"] is False
     assert url(at) == {"controls": "hidden"}                                # the flag stays in the view's link
@@ -151,7 +151,7 @@ def test_a_new_seed_or_neighbours_after_train_both_train_nothing_until_the_butto
     at.button(key="leakage_lab.train").click().run()
     assert trained == [] and any(m.label == "Train loss, mask off" for m in at.metric)   # the cached pair, at once
     at.number_input(key="w_leakage_lab.train_seed").set_value(3).run()
-    at.radio(key="w_leakage_lab.neighbours").set_value("independent").run()
+    at.radio(key="v_leakage_lab.neighbours").set_value("independent").run()
     assert_clean(at)
     assert trained == []                                                       # no training without the button
     stale = [w.value for w in at.warning if w.value.startswith("Stale")]
@@ -188,3 +188,41 @@ def test_the_breakdown_is_cut_to_fit_a_minute_and_says_so(monkeypatch):
     assert_clean(at)
     captions = " ".join(c.value for c in at.caption)
     assert "The breakdown times" in captions and "of the 2048 documents" in captions
+
+
+# ---------------------------------------------------------------- the prediction and the step-through are the view too
+def test_an_answered_prediction_travels_in_the_link_and_opens_a_later_step_answered():
+    at = opened("why_packing")
+    at.radio(key="v_why_packing.guess").set_value(4096).run()
+    assert url(at) == {"guess": "4096"}
+    later = opened("why_packing", step="4", guess="4096", rows_per_step="128")
+    assert_clean(later)
+    assert not [i.value for i in later.info if i.value.startswith("Make a prediction")]
+    assert any(m.label == "Steps per epoch" for m in later.metric)
+    assert url(later) == {"step": "4", "guess": "4096", "rows_per_step": "128"}
+
+
+def test_a_link_without_the_prediction_opens_the_gate_it_would_open_for_the_sender():
+    at = opened("why_packing", step="4")
+    assert any(i.value.startswith("Make a prediction in step 1 first") for i in at.info)
+
+
+def test_a_leakage_prediction_answers_its_switches_and_a_link_carries_it():
+    at = opened("leakage_lab")
+    at.radio(key="v_leakage_lab.guess").set_value("They change").run()
+    assert url(at)["guess"] == "They change"
+    at.radio(key="w_leakage_lab.mask").set_value("off").run()             # another question: predict again
+    assert at.session_state["leakage_lab.guess"] is None and "guess" not in url(at)
+    again = opened("leakage_lab", guess="They stay the same", mask="off", scenario="advanced")
+    assert_clean(again)
+    assert again.session_state["leakage_lab.guess"] == "They stay the same"
+    assert any(s.value.startswith("Not this time") for s in again.info)   # mask off: the logits change
+
+
+def test_a_watch_it_pack_link_opens_at_its_packer_and_placement():
+    at = opened("watch_it_pack", strategy="ffd", shown="5")
+    assert_clean(at)
+    assert "**Step 5 of 13:" in markdown(at)
+    assert url(at) == {"strategy": "ffd", "shown": "5"}
+    at.radio(key="v_watch_it_pack.strategy").set_value("bfd").run()        # the class's own change starts over
+    assert "**13 pieces wait**" in markdown(at) and url(at) == {}

@@ -58,7 +58,7 @@ def test_back_start_and_the_slider_scrub_and_a_new_packer_starts_over():
     _button(at, "Start").click().run()
     assert "**13 pieces wait**" in markdown(at)
     at.slider(key="w_watch_it_pack.shown").set_value(7).run()
-    at.radio(key="w_watch_it_pack.strategy").set_value("next-fit").run()
+    at.radio(key="v_watch_it_pack.strategy").set_value("next-fit").run()
     assert "**13 pieces wait**" in markdown(at) and "in the dataset's order" in markdown(at)
     assert_clean(at)
 

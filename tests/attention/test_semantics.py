@@ -151,7 +151,7 @@ def test_every_reading_matches_transformers_own_code(monkeypatch):
 
 
 def test_dropping_flash_attentions_batch_size_1_rule_is_caught(monkeypatch):
-    def any_batch_size(position_ids, batch_size):
+    def any_batch_size(position_ids, batch_size, rules=None):
         if position_ids is None or position_ids.shape[-1] == 1:
             return False
         p = position_ids
@@ -162,7 +162,8 @@ def test_dropping_flash_attentions_batch_size_1_rule_is_caught(monkeypatch):
 
 
 def test_dropping_the_cache_gate_is_caught(monkeypatch):
-    monkeypatch.setattr(semantics, "packed_detection_on", lambda pos, mask, use_cache: pos is not None and mask is None)
+    monkeypatch.setattr(semantics, "packed_detection_on",
+                        lambda pos, mask, use_cache, rules=None: pos is not None and mask is None)
     assert "packed rows / sdpa / cache=True / row 0" in mismatches(monkeypatch)
 
 

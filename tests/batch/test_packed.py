@@ -158,10 +158,11 @@ def test_checker_names_a_target_that_is_not_the_next_token():
 def test_every_finding_the_checkers_can_name_is_in_the_one_table_and_every_one_is_used():
     import inspect
 
-    from packing_core.check import batch, evidence, labels, mixers, static
+    from packing_core.check import batch, evidence, labels, mixers, ranks, ranks_whole, static
     from packing_core.verify import equivalence
 
-    source = "".join(inspect.getsource(m) for m in (batch, static, labels, evidence, mixers, equivalence))
+    source = "".join(inspect.getsource(m) for m in (batch, static, labels, evidence, mixers, ranks, ranks_whole,
+                                                     equivalence))
     constructed = set(re.findall(r"Finding\(\s*\"(\w+)\"", source))
     named = set(re.findall(r"\"(\w+)\"", source)) & set(RULES)    # also the names a finding picks by a condition
     assert constructed and constructed <= set(RULES), constructed - set(RULES)

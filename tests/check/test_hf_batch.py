@@ -206,7 +206,7 @@ def test_an_uploaded_batch_is_drawn_with_each_violation_named():
     batch = flattened()
     batch["labels"] = batch["input_ids"].tolist()
     at = upload("batch.json", json.dumps({k: np.asarray(v).tolist() for k, v in batch.items()}).encode())
-    assert any("label_crosses_boundary" in w.value for w in at.warning) and not at.error
+    assert any("label_crosses_boundary" in e.value for e in at.error) and not at.exception   # an error is red
     fig = hf_batch_figure(pc.check_hf_batch(batch))
     assert "label_crosses_boundary" in list(fig.data[0].y)
 

@@ -46,7 +46,7 @@ def test_position_resets_alone_leak_through_the_hybrid_layers_by_kind(flat_batch
     assert qwen.findings[0].marks == qwen.findings[1].marks == tuple((0, t) for t in range(7, 21))
     assert "`Qwen3NextGatedDeltaNet`" in qwen.findings[1].detail and "12 trained position(s)" in qwen.findings[1].detail
     lfm2 = check_hf_batch(flat_batch, model_type="lfm2")
-    assert lfm2.verdict == ("sdpa: 1 ERROR(S): convolution_reads_previous_document "
+    assert lfm2.verdict.split("; judged for")[0] == ("sdpa: 1 ERROR(S): convolution_reads_previous_document "
                             "(lfm2: attention SOUND, convolution LEAKS)")
     assert check_hf_batch(flat_batch).sound               # attention alone isolates every document
 
@@ -77,7 +77,9 @@ def test_a_mask_call_without_position_ids_leaks_under_sdpa_eager_and_flex(flat_b
     checks = check_all_implementations(flat_batch, ("sdpa", "eager", "flex_attention", "flash_attention_2"),
                                        model_type=model_type)
     for c in checks[:3]:
-        assert c.names == ("mask_ignores_position_resets",), c.format_table()
+        assert c.errors[0].name == "mask_ignores_position_resets", c.format_table()
+        # beside it, only what the family's own code adds: RoBERTa numbers positions from padding_idx + 1, MPT runs eager
+        assert set(c.names[1:]) <= {"logits_differ_beyond_mixers", "implementation_not_offered"}, c.format_table()
         assert "without position_ids" in c.errors[0].detail and "packed detection off" in c.errors[0].detail
         assert "4D block-causal attention_mask" in c.errors[0].fix or "pad instead" in c.errors[0].fix
     assert "mask_ignores_position_resets" not in checks[3].names     # flash reads kwargs, not the mask
@@ -125,7 +127,7 @@ def test_flattening_gets_the_collators_own_fix(flat_batch):
 
 def test_without_a_model_type_the_verdict_covers_attention_only_and_says_so():
     c = check_hf_batch({"input_ids": [[5, 6, 7, 8]], "position_ids": [[0, 1, 0, 1]]})
-    assert c.model_type == "" and c.layer_statuses == () and c.verdict == "sdpa: SOUND"
+    assert c.model_type == "" and c.layer_statuses == () and c.verdict.startswith("sdpa: SOUND; judged for")
     assert "attention layers only" in SCOPE_NOTE and c.to_dict()["layers"] == {}
 
 

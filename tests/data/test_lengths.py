@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from packing_core import make_plan
-from packing_core._validate import InputError, length_values
+from packing_core._lengths import length_values
+from packing_core._validate import InputError
 from packing_core.analysis import length_stats
 from packing_core.batch import segment_layout
 from packing_core.data import byte_tokenizer, parse_lengths, synthetic_lengths

@@ -65,12 +65,12 @@ def test_masks_and_labels_check_catches_a_planted_bug(app_page):
     app_page.step("Break it, check it")    # the checks' step; the controls above serve every step
     assert any("SOUND" in s for s in app_page.alerts("success"))
     app_page.select("Break it", "row-cu-seqlens")
-    assert any("segments_disagree_with_cu_seqlens" in w for w in app_page.alerts("warning")), app_page.alerts("warning")
+    assert any("segments_disagree_with_cu_seqlens" in e for e in app_page.alerts("error")), app_page.alerts("error")
     app_page.toggle("Instruction tuning")
     app_page.select("Break it", "prompts-in-the-loss")
-    warning = " ".join(app_page.alerts("warning"))
-    shown = re.search(r"Loss positions: (\d+), answer targets \([^)]*\): (\d+)", warning)
-    assert shown and shown[1] != shown[2], warning               # prompts trained: more loss than answers
+    said = " ".join(app_page.alerts("error"))                    # an error finding is red
+    shown = re.search(r"Loss positions: (\d+), answer targets \([^)]*\): (\d+)", said)
+    assert shown and shown[1] != shown[2], said                  # prompts trained: more loss than answers
     app_page.assert_healthy()
     app_page.screenshot("masks-and-labels-prompts-in-the-loss")
 

@@ -371,7 +371,7 @@ STATE = {"version": 1, "context": 8, "buffer_size": 3, "min_fill": 1.0, "overlon
 
 
 def state_call(text: str) -> list[str]:
-    return call(f"from packing_core.packing import StreamState\nStreamState.from_json({text!r})")
+    return call(f"from packing_core.packing.stream import StreamState\nStreamState.from_json({text!r})")
 
 
 def state_with(**changes) -> list[str]:
@@ -405,11 +405,11 @@ CASES: list[Case] = [
          check=lambda r, d: "they agree" in r.stdout, seconds=60),
     Case("model-type-of-a-remote-code-config-reads-json-only", "code-executed",
          lambda d, a: call("from packing_core.models.folders import config_model_type\n"
-                           "from packing_core.attention import family\n"
+                           "from packing_core.attention.families import family\n"
                            f"print(family(config_model_type({remote_code_model(a, d)!r})).model_type)"),
          check=lambda r, d: r.stdout.strip() == "llama"),
     Case("family-of-a-remote-code-type-is-refused", "code-executed",
-         lambda d, a: call("from packing_core.attention import family\nfamily('evil')"),
+         lambda d, a: call("from packing_core.attention.families import family\nfamily('evil')"),
          r"unknown model type 'evil': give the model_type of a config.json"),
     Case("tokenizer-with-auto-map-never-runs-it", "code-executed",
          lambda d, a: ["scan", "--tokenizer", remote_code_tokenizer(a, d), "--workers", "0",
@@ -570,10 +570,10 @@ CASES: list[Case] = [
                        "--attn-implementation", "all"],
          check=lambda r, d: "sdpa: SOUND" in r.stdout, rc=1, seconds=90),
     Case("stream-buffer-of-1e12", "memory",
-         lambda d, a: call("from packing_core.packing import StreamPacker\nStreamPacker(512, 10**12)"),
+         lambda d, a: call("from packing_core.packing.stream import StreamPacker\nStreamPacker(512, 10**12)"),
          r"buffer_size must be at most 1,048,576, got 1,000,000,000,000.*PACKING_LAB_MAX_STREAM_BUFFER"),
     Case("stream-state-of-100MB", "memory",
-         lambda d, a: call("import json\nfrom packing_core.packing import StreamState\n"
+         lambda d, a: call("import json\nfrom packing_core.packing.stream import StreamState\n"
                            f"s = json.dumps({{**{STATE!r}, 'buffer': [[1, 0, 5]] * 8_000_000}})\n"
                            "StreamState.from_json(s)"),
          r"stream state is [\d,]+ characters, more than a state of a full buffer"),
@@ -596,7 +596,7 @@ CASES: list[Case] = [
          check=lambda r, d: "they agree" in r.stdout, seconds=60),
     Case("verify-with-a-truncated-converted-copy", "tracebacks",
          lambda d, a: damaged_cache(a, d) and ["verify", "--model", "smollm2"],
-         r"the converted SmolLM2 copy in .* is damaged \(.*truncated or damaged.*\); run `python -m packing_core warm`",
+         r"the converted SmolLM2 copy in .* is damaged \(.*truncated or damaged.*\); run `packing-lab warm`",
          env=(("PACKING_LAB_CACHE", "cache"),), seconds=60),
     Case("zoo-with-a-truncated-converted-copy", "tracebacks",
          lambda d, a: damaged_cache(a, d) and ["zoo", "--run", "all"],
@@ -640,7 +640,7 @@ CASES: list[Case] = [
     Case("a-100kB-choice-is-cut", "unclear", lambda d, a: ["zoo", "--format", "y" * 100_000],
          r"invalid choice: 'y{59}\.\.\.\[100,00\d characters\]"),
     Case("unknown-family-names-a-few", "unclear",
-         lambda d, a: call("from packing_core.attention import family\nfamily('z' * 100_000)"),
+         lambda d, a: call("from packing_core.attention.families import family\nfamily('z' * 100_000)"),
          r"unknown model type 'z+\.\.\. \(100,000 chars\).*list them: python -m packing_core check --list-model-types"),
     Case("a-100kB-model-type-in-a-config", "unclear",
          lambda d, a: call("from packing_core.models.folders import config_model_type\n"
@@ -710,7 +710,7 @@ def outcomes(request, assets, tmp_path_factory):
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {c.id: pool.submit(_run_case, c, folders[c.id], assets) for c in chosen}
     yield futures
-    report = os.environ.get("PACKING_LAB_HOSTILE_REPORT")   # the figures behind the README's summary
+    report = os.environ.get("PACKING_LAB_HOSTILE_REPORT")   # the figures behind docs/measurements.md
     if report:
         rows = [{"case": c.id, "class": c.cls, "exit": r.rc, "seconds": round(r.seconds, 2),
                  "peak_mib": round(r.peak_mib, 1), "stderr": r.stderr.strip().splitlines()[-1][:200]

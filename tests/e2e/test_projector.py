@@ -7,8 +7,10 @@ expander title is clipped (an element that hides overflow and whose ``scrollWidt
 title, legend entry and bar label lies inside its figure, no two subplot titles overlap and the figure's
 title overlaps none; every caption and every word of a figure reads at 4.5:1 contrast or more. Each
 step of a page with steps is at most two screens tall plus the page's header (its title and lesson
-box). A screenshot of each page and step lands in
-``artifacts/screenshots/projector-*.png``; the measured heights in ``artifacts/projector-heights.json``.
+box). The step's first figure (a plotly chart, a table or an image) starts on the first screen, above 768 px: the
+lesson text and the inputs fold or come after it. A screenshot of each page and step lands in
+``artifacts/screenshots/projector-*.png``; the measured heights in ``artifacts/projector-heights.json``, where each
+step's first figure starts in ``artifacts/figure-first.json``.
 """
 import json
 import re
@@ -117,14 +119,31 @@ HEADER_PX = 450
 STEP_PX = 2 * SCREEN_PX + HEADER_PX
 
 
+# Where the open step's first figure starts on the page (the main container scrolled to its top), and what it is.
+FIGURE_TOP_JS = """() => {
+  const main = document.querySelector("[data-testid='stMain']");
+  main.scrollTo(0, 0);
+  const panels = [...main.querySelectorAll("[role='tabpanel']")].filter(p => !p.hidden && p.offsetParent);
+  const root = panels.length ? panels[0] : main;
+  const kinds = "[data-testid='stPlotlyChart'], [data-testid='stDataFrame'], [data-testid='stTable'], [data-testid='stImage']";
+  const first = [...root.querySelectorAll(kinds)].find(f => f.getBoundingClientRect().height > 0
+                                                          && !f.closest("details:not([open])"));
+  if (!first) return {top: null, what: "no figure"};
+  const title = first.querySelector(".gtitle");
+  return {top: Math.round(first.getBoundingClientRect().top),
+          what: title ? title.textContent.slice(0, 70) : first.dataset.testid};
+}"""
+
+
 @dataclass
 class Visit:
-    """One page's tour: what was cut, and how tall each step is (page name -> step -> px)."""
+    """One page's tour: what was cut, how tall each step is (page name -> step -> px), where its figure starts."""
 
     problems: list = field(default_factory=list)
     heights: dict = field(default_factory=dict)
     unhealthy: str = ""
     contrast: list = field(default_factory=list)   # (step, "caption" or "plot", ratio, text)
+    figures: dict = field(default_factory=dict)    # step -> {"top": px or None, "what": its title}
 
 
 def problems(app_page) -> list[str]:
@@ -133,12 +152,13 @@ def problems(app_page) -> list[str]:
             + app_page.page.evaluate(TABLE_JS))
 
 
-def prepare(app_page, spec) -> None:
-    """Show what the class sees once it has answered: the answers wait for a prediction."""
-    if spec.name == "why_packing":
-        app_page.toggle("Skip predictions")
-    if spec.name == "leakage_lab":
-        app_page.radio("Your prediction", "They change")
+def answer_predictions(app_page) -> None:
+    """Show what the class sees once it has answered: every prediction in view gets its first option (a page or
+    step added later is answered the same way, by its "Your prediction" radio)."""
+    for group in app_page.page.get_by_role("radiogroup", name=re.compile("^Your prediction")).all():
+        if group.is_visible() and not any(r.is_checked() for r in group.get_by_role("radio").all()):
+            with app_page.rerun():
+                group.locator("label").first.click()
 
 
 @pytest.fixture(scope="module")
@@ -154,10 +174,11 @@ def tour(browser, streamlit_server, artifacts_dir) -> dict:
             visit = visits[spec.name] = Visit()
             app_page.log_start = streamlit_server.log_path.stat().st_size
             app_page.open("" if i == 0 else spec.name)   # the first page lives at the root
-            prepare(app_page, spec)
             for n, step in enumerate(spec.steps or ("",), 1):
                 if step:
                     app_page.step(step)
+                answer_predictions(app_page)
+                visit.figures[step or spec.title] = app_page.page.evaluate(FIGURE_TOP_JS)
                 visit.problems += [f"{step or spec.title}: {p}" for p in problems(app_page)]
                 measured = app_page.page.evaluate(CONTRAST_JS)
                 visit.contrast += [(step or spec.title, kind, ratio, text) for kind in ("captions", "plot")
@@ -172,6 +193,8 @@ def tour(browser, streamlit_server, artifacts_dir) -> dict:
         context.close()
     (artifacts_dir / "projector-heights.json").write_text(
         json.dumps({name: v.heights for name, v in visits.items()}, indent=1))
+    (artifacts_dir / "figure-first.json").write_text(
+        json.dumps({name: v.figures for name, v in visits.items()}, indent=1))
     return visits
 
 
@@ -190,6 +213,16 @@ def test_each_step_fits_about_two_screens_at_1024_by_768(tour, page):
     assert all(h["header"] < SCREEN_PX for h in heights.values()), heights    # each step starts on screen one
 
 
+@pytest.mark.parametrize("page", [p.name for p in SPECS])
+def test_each_steps_first_figure_starts_on_the_first_screen_at_1024_by_768(tour, page):
+    figures = tour[page].figures
+    spec = next(p for p in SPECS if p.name == page)
+    assert list(figures) == list(spec.steps or (spec.title,))               # every step was measured
+    print(f"{page}: " + "; ".join(f"{step}: {f['top']} px ({f['what']})" for step, f in figures.items()))
+    late = {step: f for step, f in figures.items() if f["top"] is not None and f["top"] >= SCREEN_PX}
+    assert late == {}, f"the first figure starts below the first {SCREEN_PX} px: {late}"
+
+
 def test_the_training_demo_reads_at_1024_by_768(app_page):
     app_page.open("leakage_lab")
     app_page.step("Train with the mask off")
@@ -198,7 +231,7 @@ def test_the_training_demo_reads_at_1024_by_768(app_page):
     found = problems(app_page)
     trained = app_page.page.evaluate(HEIGHT_JS)
     app_page.screenshot("projector-leakage-lab-trained")
-    print(f"the training step, trained: {trained}")   # the README's figures; -s shows it
+    print(f"the training step, trained: {trained}")   # docs/measurements.md's figures; -s shows it
     app_page.assert_healthy()
     assert found == [], "\n".join(found)
     assert trained["page"] <= STEP_PX, f"the trained step is {trained['page']} px, over {STEP_PX}"
@@ -254,9 +287,10 @@ def test_a_bug_zoo_reproduction_reads_at_1024_by_768(app_page, bug):
     if entry.planted:
         app_page.step("Planted faults")
     box = app_page.page.get_by_test_id("stExpander").filter(has_text=entry.title).first
-    box.locator("summary").click()
+    button = box.get_by_role("button", name="Plant it" if entry.planted else "Reproduce", exact=True)
+    app_page.unfold(button, entry.title)        # opened, and settled: a click during the animation is lost
     with app_page.rerun():
-        box.get_by_role("button", name="Plant it" if entry.planted else "Reproduce", exact=True).click()
+        button.click()
     charts = box.locator("[data-testid='stPlotlyChart']")
     charts.first.wait_for(state="visible")
     found = problems(app_page)

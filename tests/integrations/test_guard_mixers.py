@@ -17,6 +17,7 @@ from tokenizers.models import WordLevel
 from transformers import DataCollatorWithFlattening, PreTrainedTokenizerFast
 from trl import SFTConfig, SFTTrainer
 
+from packing_core.attention.releases import installed_release
 from packing_core.check.mixers import installed_kernels
 from packing_core.integrations import PackingCheckCallback, PackingCheckError, guard
 from packing_core.verify.families_build import build_tiny
@@ -67,7 +68,8 @@ def test_a_trl_run_on_a_hybrid_stops_at_the_first_batch_naming_each_layer_kind(t
 def test_the_same_trl_run_on_llama_passes(tmp_path):
     cb = PackingCheckCallback(batches=1)
     train(tmp_path, "llama", cb)
-    assert cb.guard.checks[0].verdict == "sdpa: SOUND (llama: attention SOUND)"
+    assert cb.guard.checks[0].verdict.split("; judged for")[0] == "sdpa: SOUND (llama: attention SOUND)"
+    assert cb.guard.release == installed_release()
 
 
 def test_position_resets_alone_on_a_hybrid_are_a_leak_by_layer_kind():

@@ -227,7 +227,7 @@ def test_smollm2_converts_from_gguf_and_matches_alone_when_packed(tmp_path, monk
     if pretrained_mod._gguf_folder() is None:
         skip_or_fail(f"SmolLM2 is not installed: {pretrained_mod.INSTALL_PRETRAINED}")
     monkeypatch.setenv("PACKING_LAB_CACHE", str(tmp_path))   # a cold cache: convert the GGUF
-    pretrained = load_pretrained()   # its time is a benchmark figure (README), not a test: the machine is shared
+    pretrained = load_pretrained()   # its time is a benchmark figure (docs/measurements.md), not a test: the machine is shared
     assert _holds_plain_safetensors(tmp_path / pretrained_mod._MODEL_DIR)
     shutil.rmtree(tmp_path / pretrained_mod._MODEL_DIR)   # 0.5 GB: pytest keeps old tmp folders around
     on = verify_pretrained(mask="on", pretrained=pretrained)

@@ -120,19 +120,76 @@ def test_the_window_model_gives_trls_own_rows_and_utilisation(trl_strategy, over
     assert whole <= plan.n_rows                            # windows cost rows, never save them
 
 
-def test_the_readmes_trl_figures_name_the_strategy_that_gives_them():
+def test_the_docs_trl_figures_name_the_strategy_that_gives_them():
     # TRL's default `bfd` truncates over-long documents; `bfd_split` cuts them (TRL_STRATEGY, checked against
-    # pack_dataset above): each figure the README gives for the 200,000 tickets is the window model's under its name
+    # pack_dataset above): each figure docs/measurements.md gives for the 200,000 tickets is the window model's
     from packing_core.data import synthetic_lengths
 
-    root = Path(__file__).resolve().parents[2]
-    text = " ".join(" ".join(p.read_text(encoding="utf-8").split()) for p in
-                    [root / "README.md", *sorted((root / "docs").glob("*.md"))])
+    text = (Path(__file__).resolve().parents[2] / "docs" / "measurements.md").read_text(encoding="utf-8")
+    rows = {line.split(" | ")[0]: line.split(" | ")[1:] for line in text.splitlines() if line.startswith("| TRL's ")}
     lengths = synthetic_lengths("support-tickets")
     split = windowed_plan(lengths, 512, TRL_WINDOW, overlong="split").metrics()
     cut = windowed_plan(lengths, 512, TRL_WINDOW, overlong="truncate").metrics()
     assert TRL_STRATEGY == {"split": "bfd_split", "truncate": "bfd"}
-    assert (f"its `bfd_split`, which cuts the {cut.docs_truncated:,} tickets longer than 512 into pieces as the "
-            f"figures above do, uses {split.rows:,} rows ({split.utilisation:.2%})").replace("%)", " %)") in text
-    assert (f"its default `bfd` truncates them ({cut.tokens_truncated:,} tokens lost) and uses {cut.rows:,} rows"
-            in text)
+    named = {next(k for k in rows if f"`{TRL_STRATEGY[mode]}`" in k): m for mode, m in (("split", split), ("truncate", cut))}
+    for label, m in named.items():
+        assert rows[label][0] == f"{m.rows:,}", label
+    split_label = next(k for k in named if "`bfd_split`" in k)
+    assert f"the {cut.docs_truncated:,} tickets over 512 cut" in split_label
+    assert rows[split_label][1].startswith(f"{split.utilisation:.2%}".replace("%", " %"))
+
+
+def test_feeding_part_of_a_stream_keeps_the_rest_waiting_and_finishing_empties_it():
+    lengths = [5, 3, 6, 2, 7]
+    packer = StreamPacker(8, 3)
+    fed = list(packer.feed(lengths[:3]))
+    assert [[n for _, _, n in row] for row in fed] == [[5, 3]]
+    assert packer.state().buffer == ((2, 0, 6),) and packer.state().position == 3
+    rest = list(StreamPacker(state=StreamState.from_json(packer.state().to_json())).rows(lengths[3:]))
+    assert fed + rest == run(lengths, 8, 3)
+
+
+def _stream_cli(*argv):
+    import io
+
+    from packing_core.cli.dispatch import main
+
+    out, err = io.StringIO(), io.StringIO()
+    return main(["stream", *argv], out, err), out.getvalue(), err.getvalue()
+
+
+def test_the_stream_command_reports_the_packers_rows_beside_bfd():
+    code, out, err = _stream_cli("--lengths", "5,3,6,2,7", "--context", "8", "--buffer-size", "3", "--format", "json")
+    r = json.loads(out)
+    assert code == 0, err
+    assert (r["rows"], r["tokens"], r["bfd_rows"], r["ended"]) == (3, 23, 3, True)
+    assert r["utilisation"] == pytest.approx(23 / 24)
+
+
+def test_the_stream_command_stops_saves_and_resumes_to_the_rows_of_one_run(tmp_path):
+    state = tmp_path / "s.json"
+    lengths = ",".join(map(str, np.random.default_rng(3).integers(1, 700, 300)))
+    whole = json.loads(_stream_cli("--lengths", lengths, "--buffer-size", "16", "--rows", "400", "--format", "json")[1])
+    code, first, _ = _stream_cli("--lengths", lengths, "--buffer-size", "16", "--documents", "120", "--save-state",
+                                 str(state), "--rows", "400", "--format", "json")
+    assert code == 0 and json.loads(state.read_text())["position"] == 120
+    code, second, _ = _stream_cli("--lengths", lengths, "--state", str(state), "--rows", "400", "--format", "json")
+    assert code == 0
+    assert json.loads(first)["row_list"] + json.loads(second)["row_list"] == whole["row_list"]
+
+
+def test_the_stream_command_refuses_settings_that_contradict_the_state(tmp_path):
+    state = tmp_path / "s.json"
+    state.write_text(StreamState(8, 3, 1.0, "split", 3, 0, 1, ((2, 0, 6),)).to_json())
+    code, out, err = _stream_cli("--lengths", "5,3,6,2,7", "--state", str(state), "--buffer-size", "9")
+    assert code == 2 and out == ""
+    assert err.startswith("error: --buffer-size differs from the state's own settings (context 8, buffer 3")
+
+
+def test_the_stream_curve_is_the_stream_price_of_the_same_documents():
+    from packing_core.analysis.quality import stream_price
+    from packing_core.data import synthetic_lengths
+
+    code, out, _ = _stream_cli("--synthetic", "long-tailed", "--curve", "--format", "json")
+    price = stream_price(synthetic_lengths("long-tailed", seed=0), 512, order="the order of long-tailed")
+    assert code == 0 and json.loads(out)["curve"]["rows"] == list(price.curve.rows)

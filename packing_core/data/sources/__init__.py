@@ -28,17 +28,16 @@ from packing_core.data.sources._base import (
     Where,
     check_budget,
     check_regular,
-    columns,
     display,
     file_type,
     fmt_of,
     input_suffixes,
     open_source,
     pyarrow,
-    read_batches,
     register,
     unregister,
 )
+from packing_core.data.sources._read import columns, read_batches
 from packing_core.data.sources._safe_json import load_json
 from packing_core.data.sources._shards import MAX_SHARDS, find_shards, split_parquet, split_shard
 

@@ -42,7 +42,7 @@ class Delimited:
 
     def _header(self, f, src) -> list[str]:
         """The names in the first record, read with the csv module: no data cell is parsed."""
-        head = f.read(MAX_HEADER_BYTES + 1)
+        head = base.read_at_most(f, MAX_HEADER_BYTES)
         f.seek(0)
         if head.startswith(b"\xef\xbb\xbf"):
             head = head[3:]

@@ -101,13 +101,21 @@ def _column(values: list, linenos: list[int], src: Named, column: str) -> pa.Arr
     if all(v is None or _token_ids(v) for v in values):
         try:
             return pa.array(values, pa.list_(pa.int64()))
-        except _ARROW_CONVERSION:
-            pass
+        except _ARROW_CONVERSION:   # an id past int64 (a uint64 2**64 - 1): named with its value
+            big = next(((k, t) for k, v in enumerate(values) if v for t in v if not -2**63 <= t < 2**63), None)
+            if big is not None:
+                raise base.SourceError(f"{src.name}: line {linenos[big[0]]}: {base.display(column)!r} holds the token "
+                                       f"id {big[1]:,}, past the int64 range token ids are stored in; fix that line"
+                                       ) from None
     try:   # nested records (chat messages): Arrow infers one structure for the batch
         return pa.array(values)
     except _ARROW_CONVERSION as e:
         first = next(k for k, v in enumerate(values) if v is not None)
-        kind = pa.array(values[first:first + 1]).type
+        try:
+            kind = pa.array(values[first:first + 1]).type
+        except _ARROW_CONVERSION:   # the first value alone is unreadable (a number past int64 inside it)
+            raise base.SourceError(f"{src.name}: line {linenos[first]}: {base.display(column)!r} holds a value Arrow "
+                                   f"cannot store ({base.display(str(e)[:120])}); fix that line") from None
         bad = next((k for k, v in enumerate(values) if v is not None and not _fits(v, kind)), first)
         raise base.SourceError(f"{src.name}: line {linenos[bad]}: {base.display(column)!r} holds a value of another "
                                f"shape than line {linenos[first]} ({base.display(str(e)[:120])}); every record must hold "

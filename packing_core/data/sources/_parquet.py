@@ -13,6 +13,7 @@ import dataclasses
 import pyarrow.parquet as pq
 
 import packing_core.data.sources._base as base
+import packing_core.data.sources._read as _read
 from packing_core._validate import MAX_TEXT_BYTES, limit_hint
 
 MAX_BATCH_ROWS = 65_536      # a cap on rows per batch when rows are tiny
@@ -65,7 +66,7 @@ class Parquet:
         base.check_budget(src.name, budget, rows, decoded, 0.0, "(from its metadata)")
         batch_rows = int(min(MAX_BATCH_ROWS, max(1, base.BATCH_BYTES // widest)))
         schema = pf.schema_arrow
-        text = [c for c in columns if c in schema.names and base.is_text(schema.field(c).type)]
+        text = [c for c in columns if c in schema.names and _read.is_text(schema.field(c).type)]
         if text:
             pf = _file(src, read_dictionary=text)
         for batch in pf.iter_batches(batch_size=batch_rows, columns=columns, row_groups=groups):

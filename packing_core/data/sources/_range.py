@@ -1,4 +1,5 @@
-"""A byte range of a stream, read as if it were the whole file: one scan task's share of a big file.
+"""A byte range of a stream, read as if it were the whole file: one scan task's share of a big file; and
+:func:`read_at_most`, a stream read whole up to a limit.
 
     >>> import io
     >>> part = ByteRange(io.BytesIO(b"line 1\\nline 2\\nline 3\\n"), 7, 14)
@@ -6,6 +7,8 @@
     (b'line 2\\n', 7, 0, b'line')
 """
 from __future__ import annotations
+
+import io
 
 
 class ByteRange:
@@ -35,3 +38,27 @@ class ByteRange:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def read_at_most(f, limit: int) -> bytes:
+    """``f`` from where it stands, at most ``limit + 1`` bytes (one more says it went past ``limit``).
+
+    ``f.read(n)`` sets aside ``n`` bytes before it reads one, so a limit raised far past the file (an
+    operator's ``PACKING_LAB_MAX_BATCH_FILE_BYTES=1e12``) is read as the bytes the file has left, and a
+    stream that cannot say its size is read in blocks: memory follows the file, never the limit.
+
+    >>> read_at_most(io.BytesIO(b"abcdef"), 2**40), read_at_most(io.BytesIO(b"abcdef"), 3)
+    (b'abcdef', b'abcd')
+    """
+    want = limit + 1
+    try:
+        here = f.tell()
+        end = f.seek(0, io.SEEK_END)
+        f.seek(here)
+    except (AttributeError, OSError, ValueError):   # a stream without an end to seek to: read in blocks
+        parts: list[bytes] = []
+        while want > 0 and (block := f.read(min(want, 64 << 20))):
+            parts.append(block)
+            want -= len(block)
+        return b"".join(parts)
+    return f.read(min(want, max(end - here, 0) + 1))

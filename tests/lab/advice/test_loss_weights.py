@@ -97,7 +97,7 @@ def test_the_loss_per_row_preset_gives_the_lone_short_document_half_the_step():
     assert w.unpacked.tolist() == pytest.approx([1 / 3] * 3) and w.depends_on_packing
     token = step_loss_weights(parse_layout(p.layout), rule="token-global")
     assert token.weights.round(3).tolist() == [0.032, 0.484, 0.484] and not token.depends_on_packing
-    assert 0.5 / token.weights[0] == pytest.approx(15.5)            # the README's 15.5x
+    assert 0.5 / token.weights[0] == pytest.approx(15.5)            # docs/measurements.md's 15.5x
 
 
 def test_dividing_twice_shrinks_every_weight_by_the_accumulation_steps():

@@ -27,7 +27,7 @@ def test_json_entry_for_flex_holds_the_five_figures(result):
     for key in ("seconds", "speedup", "of_own_bound", "block_mask_seconds", "compile_seconds"):
         assert isinstance(flex[key], float), key
     assert flex["block_mask_seconds"] > 0 and flex["compile_seconds"] >= 0
-    assert flex["tile"] == 128 and flex["bound"] == "tiles touched x tile²"
+    assert flex["tile"] == 128 and flex["bound"] == "causal tiles touched x tile²"
 
 
 def test_flex_is_judged_by_the_tiles_it_touches(result):

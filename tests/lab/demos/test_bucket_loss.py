@@ -21,6 +21,18 @@ def test_bucketed_batches_swing_with_their_documents_length(demo):
     assert f"{b.swing:.2f} nats" in demo.sentence and f"{demo.length_correlation:.2f}" in demo.sentence
 
 
+def test_a_token_mean_per_batch_gives_short_document_batches_more_weight_per_token(demo):
+    """The review's M4: nothing measures "what is learned"; the weighting is measured instead."""
+    assert "no change in what is learned" not in demo.sentence
+    for run in (demo.bucketed, demo.shuffled):   # each document's last token predicts nothing: len - 1 targets each
+        assert np.allclose(run.trained, 32 * (np.asarray(run.mean_length) - 1))
+    length, trained = np.asarray(demo.bucketed.mean_length), np.asarray(demo.bucketed.trained, dtype=float)
+    short = trained[length <= np.quantile(length, 0.25)]
+    assert demo.short_token_weight == pytest.approx(np.mean(demo.shuffled.trained) / short.mean())
+    assert demo.short_token_weight > 1.2                  # short batches' tokens weigh more per token
+    assert f"weighs {demo.short_token_weight:.1f}x what it weighs in a random batch" in demo.sentence
+
+
 def test_both_runs_learn_the_same_data(demo):
     first, last = (slice(0, 10), slice(-20, None))
     for run in (demo.bucketed, demo.shuffled):

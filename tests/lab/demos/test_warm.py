@@ -1,10 +1,11 @@
 """The classroom's readiness: the thread count, the demo pair cached on disk, the warm status."""
+import importlib
 import threading
 
 import pytest
 import torch
 
-from packing_lab.demos import warm as W
+W = importlib.import_module("packing_lab.demos.warm")   # the module (the package's name `warm` is its function)
 
 
 @pytest.fixture
@@ -79,11 +80,11 @@ def test_a_changed_training_code_never_reads_an_old_result(fresh_cache, monkeypa
 def test_the_status_says_cold_and_names_the_command_until_warm_has_run(fresh_cache):
     status = W.warm_status()
     assert not status.model_converted and not status.demo_trained
-    assert status.line.startswith("Server cold") and "python -m packing_core warm" in status.line
+    assert status.line.startswith("Server cold") and "packing-lab warm" in status.line
 
 
 def test_warm_runs_every_step_and_tokenises_each_available_dataset(fresh_cache, monkeypatch):
-    """The whole ``warm()`` path, imports included (a moved import once broke it after the model step).
+    """The whole ``warm_server()`` path, imports included (a moved import once broke it after the model step).
 
     The model conversion and the training have their own tests and take a minute here, so this one
     stands in their results: SmolLM2 counts as absent and the demo pair as cached. The datasets step
@@ -98,7 +99,7 @@ def test_warm_runs_every_step_and_tokenises_each_available_dataset(fresh_cache, 
     monkeypatch.setattr(W, "train_pair", lambda seed, neighbours="related", progress=None: (
         type("R", (), {"train_loss": 1.0})(), type("R", (), {"train_loss": 0.9})()))
     lines = []
-    steps = W.warm(progress=lines.append)
+    steps = W.warm_server(progress=lines.append)
     assert any(line.startswith("SmolLM2: not installed") for line in lines)
     names = [s.name for s in steps]
     assert names[:len(W.WARM_SEEDS) * len(W.NEIGHBOURS)] == [

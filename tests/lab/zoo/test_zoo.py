@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from packing_core.batch import LOSS_RULES
-from packing_core.cli import main
 from packing_core.models import pretrained_status
+from packing_lab.cli import main
 from packing_lab.demos import loss_lesson
 from packing_lab.zoo import REPRODUCED, ZOO, ZOO_NAMES, reproduce_bug
 from tests._support import skip_or_fail
@@ -115,7 +115,7 @@ def test_zoo_cli_names_the_choices_for_an_unknown_bug():
 def open_zoo():
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file("../../app.py", default_timeout=120)
+    at = AppTest.from_file("../../../app.py", default_timeout=120)
     at.switch_page("app_pages/bug_zoo.py").run()
     assert not at.exception and not at.error
     return at

@@ -15,9 +15,9 @@ def instruction_batch():
 def test_a_planted_faults_findings_fire_on_it_and_not_on_the_sound_batch(name):
     bug = zoo_entry(name)
     good = instruction_batch()
-    found = pc.check_batch(broken_batch(good, name)).names
+    found = pc.check_batch(broken_batch(good, name), bug.read_by).names     # the implementation that shows it
     assert set(bug.caught_by) <= set(found), found
-    assert not set(bug.caught_by) & set(pc.check_batch(good).names)
+    assert not set(bug.caught_by) & set(pc.check_batch(good, bug.read_by).names)
 
 
 @pytest.mark.parametrize("name", [b.name for b in ZOO if b.example is not None])
