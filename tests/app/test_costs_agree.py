@@ -16,7 +16,7 @@ from packing_core.analysis import HALVES, attention_cells
 from packing_core.analysis.costs import CONVENTION, kernel_costs, tiled_cells
 from packing_core.cli import main
 from packing_core.data import synthetic_lengths
-from tests._support import open_page
+from tests._support import metric, open_page
 
 WORKED = (120, 90, 300, 40, 55, 30, 210, 65)
 # text header -> (JSON costs key, page title)
@@ -67,9 +67,11 @@ def assert_agree(text: dict, js: dict, page: dict) -> None:
 
 def test_report_its_json_and_padded_vs_packed_give_the_worked_examples_costs():
     lengths = ",".join(map(str, WORKED))
-    text = text_table(cli("report", "--lengths", lengths, "--context", "512", "--batch-size", "32"))
+    # the page lists every strategy, optimal too; report plans optimal on request
+    text = text_table(cli("report", "--lengths", lengths, "--context", "512", "--batch-size", "32", "--optimal"))
     js = {s["strategy"]: s for s in json.loads(cli("report", "--lengths", lengths, "--context", "512",
-                                                   "--batch-size", "32", "--format", "json"))["strategies"]}
+                                                   "--batch-size", "32", "--optimal", "--format",
+                                                   "json"))["strategies"]}
     at = open_page("padded_vs_packed")
     assert_agree(text, js, page_table(at))
     # and the Three bills step quotes the same cells for the page's plan (concat-cut) and its kernels
@@ -85,9 +87,9 @@ def test_report_its_json_and_padded_vs_packed_give_the_worked_examples_costs():
 
 
 def test_report_its_json_and_the_explorer_give_the_tickets_costs():
-    text = text_table(cli("report", "--synthetic", "support-tickets", "--context", "512"))
+    text = text_table(cli("report", "--synthetic", "support-tickets", "--context", "512", "--optimal"))
     js = {s["strategy"]: s for s in json.loads(cli("report", "--synthetic", "support-tickets", "--context", "512",
-                                                   "--format", "json"))["strategies"]}
+                                                   "--optimal", "--format", "json"))["strategies"]}
     assert_agree(text, js, page_table(open_page("dataset_explorer", dataset="support-tickets", context=512)))
 
 
@@ -130,17 +132,24 @@ def test_a_benchmark_run_judges_each_backend_by_the_cost_models_bound():
 
 
 def test_balance_its_json_and_the_explorers_balance_step_give_the_same_step_cost():
-    """The step's cost per rank (6N per token + 12 n_layer d_model per cell) and the verdict read from it."""
+    """Each step's cost per rank, averaged over the epoch's steps, and the verdict read from it: CLI, JSON, page."""
     from packing_core.analysis.costs import training_flops
 
     argv = ("balance", "--synthetic", "support-tickets", "--context", "512", "--ranks", "8", "--micro-batches", "4")
     text, js = cli(*argv), json.loads(cli(*argv, "--format", "json"))
-    step = js["step"]
-    for split, key in (("before", "before"), ("after", "balanced_by_attention")):
-        ranks = js[split]
-        flops = training_flops(np.asarray(ranks["rank_tokens"]), np.asarray(ranks["rank_attention"]), "SmolLM2-135M")
-        assert step["slowest_rank_flops"][key] == pytest.approx(float(flops.max()), rel=1e-12), split
+    step, first = js["step"], js["first_step"]
+    for split in ("before", "after"):        # the first step's ranks: max/mean of the attention cells they hold
+        attention = np.asarray(first[split]["rank_attention"], dtype=float)
+        assert first[split]["attention_imbalance"] == pytest.approx(attention.max() / attention.mean(), rel=1e-12)
+    flops = training_flops(np.asarray(first["before"]["rank_tokens"]), np.asarray(first["before"]["rank_attention"]),
+                           "SmolLM2-135M")
+    assert float(flops.max()) > float(flops.mean())                # as dealt, one rank waits for none
+    assert step["slowest_rank_flops_summed_over_steps"]["balanced_by_attention"] < \
+        step["slowest_rank_flops_summed_over_steps"]["before"]
     assert step["verdict"] in text
     at = open_page("dataset_explorer", dataset="support-tickets", context=512)
     said = "\n".join(m.value for m in at.markdown).replace("\\", "")
     assert f"**{step['verdict'][0].upper() + step['verdict'][1:]}.**" in said
+    per_step = js["attention_imbalance_per_step"]
+    assert metric(at, "A step's max/mean, as dealt") == f"{per_step['before']:.2f}"
+    assert metric(at, "Balanced by attention") == f"{per_step['after']:.2f}"

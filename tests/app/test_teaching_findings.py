@@ -32,14 +32,14 @@ from packing_lab.advice import (
     step_loss_weights,
 )
 from packing_lab.zoo import ZOO
-from tests._support import assert_clean, metric, open_page
+from tests._support import assert_clean, findings_shown, metric, no_exception, open_page
 
 WORKED = _content.WORKED_LENGTHS
 
 
 def text(at) -> str:
     said = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    said += [x.value for x in [*at.success, *at.info, *at.warning]]
+    said += [x.value for x in [*at.success, *at.info, *at.warning, *at.error]]
     return "\n".join(said).replace("\\", "")
 
 
@@ -190,7 +190,8 @@ def test_M3_the_checks_under_a_planted_fault_say_what_they_read(break_, instruct
     at = open_page("masks_and_labels")
     at.toggle(key="w_masks_and_labels.instruction").set_value(instruction).run()
     at.selectbox(key="w_masks_and_labels.break_").set_value(break_).run()
-    assert_clean(at)
+    no_exception(at)                       # a planted fault's error finding is a red card, on purpose
+    assert all(kind == "error" for name, kind in findings_shown(at).items() if name == "documents_share_attention")
     said = text(at)
     assert "as they do whenever the mask is right" not in said
     assert "every document's output matches its alone run (max" not in said or \
@@ -268,8 +269,8 @@ def test_an_understated_max_seqlen_is_planted_checked_and_priced_in_flash_attns_
     assert short.skipped_tokens == 300 - 256 and short.sentence in said        # the 300-token sample's last 44
     assert "choose `flash_attention_2` or `varlen` above to see the check's `max_length_too_small`" in said
     at.selectbox(key="w_masks_and_labels.attn").set_value("flash_attention_2").run()
-    table = next(d.value for d in at.dataframe if "finding" in d.value.columns)
-    assert "max_length_too_small" in set(table["finding"])
+    assert any("(`max_length_too_small`, error)" in e.value for e in at.error)     # a red card, its fix first
+    assert not any("max_length_too_small" in w.value for w in at.warning)
 
 
 # ---------------------------------------------------------------- the greedy packers' guarantees
