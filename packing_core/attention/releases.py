@@ -61,10 +61,16 @@ def release_key(release: str) -> tuple[int, ...]:
     >>> release_key("4.57.6"), release_key("5.0.0.dev0"), release_key("4.46")
     ((4, 57, 6), (5, 0, 0), (4, 46, 0))
     """
-    m = re.fullmatch(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?[A-Za-z].*)?\s*", str(release))
-    if not m:
+    return _parsed(release)[0]
+
+
+def _parsed(release: str) -> tuple[tuple[int, ...], str]:
+    """``release`` as its number and its suffix (``"5.24.0rc1"`` -> ``((5, 24, 0), "rc1")``); ASCII digits only."""
+    m = re.fullmatch(r"\s*v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?([.+-]?[A-Za-z][0-9A-Za-z.+-]*)?\s*", str(release),
+                     re.ASCII)
+    if not m or len(str(release)) > 64:
         raise InputError(f"transformers release {str(release)[:40]!r} is not a version: give one like 4.46.3")
-    return int(m[1]), int(m[2]), int(m[3] or 0)
+    return (int(m[1]), int(m[2]), int(m[3] or 0)), (m[4] or "").lstrip(".+-").lower()
 
 
 def installed_release() -> str:
@@ -155,14 +161,15 @@ def _range_of(key: tuple[int, ...]) -> tuple[dict | None, dict]:
 def release_rules(release: str | None = None) -> ReaderRules:
     """The rules of ``release`` (None: the installed one). Outside the table: the nearest range's, ``covered=False``."""
     here = installed_release()
-    release = release or here or covered_span()[1]
+    if release is None:
+        release = here or covered_span()[1]
     key = release_key(release)
     found, near = _range_of(key)
     rules = near["rules"]
     return ReaderRules(
         release=str(release).strip(), first=near["from"], last=near["to"],
         covered=found is not None and bool(found["measured"]),
-        installed=bool(here) and release_key(here) == key, packed_detection=rules["packed_detection"],
+        installed=bool(here) and _parsed(here) == _parsed(release), packed_detection=rules["packed_detection"],
         detection_gate=rules["detection_gate"], flash_positions=rules["flash_positions"],
         flash_varlen=rules["flash_varlen"], flex=rules["flex"], collator_kwargs=tuple(rules["collator_kwargs"]),
         dtype_keyword=rules["dtype_keyword"], attention_switch=rules["attention_switch"],

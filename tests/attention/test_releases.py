@@ -117,9 +117,19 @@ def test_a_family_the_release_lacks_is_named_as_such():
         check_hf_batch(COLLATOR_BATCH, model_type="lfm2", transformers="4.46.3")
 
 
-def test_a_release_that_is_not_a_version_is_refused_in_one_line():
+@pytest.mark.parametrize("release", ["latest", "", "   ", "\u0664.\u0664\u0666", "4.46.3; rm", "4." + "4" * 80])
+def test_a_release_that_is_not_a_version_is_refused_in_one_line(release):
+    # an empty string is not "the installed one" (None is); Arabic-Indic digits are not 4.46
     with pytest.raises(InputError, match="is not a version"):
-        check_hf_batch(COLLATOR_BATCH, transformers="latest")
+        check_hf_batch(COLLATOR_BATCH, transformers=release)
+
+
+def test_a_pre_release_of_the_installed_release_is_not_called_installed(monkeypatch):
+    import packing_core.attention.releases as releases
+    monkeypatch.setattr(releases, "installed_release", lambda: "4.57.6")
+    assert release_rules("4.57.6").installed and release_rules("v4.57.6 ").installed
+    assert not release_rules("4.57.6rc1").installed and not release_rules("4.57.6.dev0").installed
+    assert release_rules(None).release == "4.57.6"
 
 
 def test_the_span_is_the_first_and_last_release_read():
