@@ -174,6 +174,9 @@ with balance_step:
             f"all {len(sample):,} documents"
         if split.note:
             st.caption(esc(split.note))
+        figure(cached_figure(balance_figure, split.first, title=f"Step 1 of {split.steps:,}: {split.first.rows} "
+                             f"shuffled bfd rows of {basis} over {split.ranks} ranks x {split.micro_batches} "
+                             f"micro-batches x {split.rows_per_micro_batch}", height=320), key=S.key("balance"))
         k1, k2, k3 = st.columns(3)
         k1.metric("A step's max/mean, as dealt", f"{split.before_imbalance:.2f}",
                   help="the slowest rank's attention cost over the mean, averaged over the steps")
@@ -181,9 +184,6 @@ with balance_step:
                   delta=f"slowest rank {-split.cut:.1%}", delta_color=DELTA_COLOURS["fixed"])
         k3.metric("The epoch's total, as dealt", f"{split.epoch_imbalance:.2f}",
                   help="each rank's attention summed over every step: even, whatever the deal")
-        figure(cached_figure(balance_figure, split.first, title=f"Step 1 of {split.steps:,}: {split.first.rows} "
-                             f"shuffled bfd rows of {basis} over {split.ranks} ranks x {split.micro_batches} "
-                             f"micro-batches x {split.rows_per_micro_batch}", height=320), key=S.key("balance"))
         verdict = step_verdict(steps_)
         st.markdown(f"**{esc(verdict[0].upper() + verdict[1:])}.**")
     st.markdown("Ranks wait for each other once per optimizer step, at the gradient all-reduce, so what counts is "

@@ -15,7 +15,7 @@ Seven classes; ``before`` is how many of each passed on the code these fixes sta
     hangs                4       0      4   a benchmark link at its largest settings: minutes to open, now seconds
     memory               6       1      6   an .npz of a void array asking 64 GiB: a raw MemoryError line
     tracebacks           7       0      7   a limit setting of 10**23: OverflowError in every reader
-    unclear             15       1     15   PACKING_LAB_MAX_TURNS=1e3 "not a positive number"; ٣ read as 3
+    unclear             18       1     18   PACKING_LAB_MAX_TURNS=1e3 "not a positive number"; ٣ read as 3
 
 ``CLASS_COUNTS`` below holds the same table; a test keeps it equal to the catalogue.
 """
@@ -49,7 +49,7 @@ from tests._support import (
 CLASSES = ("data-destroyed", "code-executed", "wrong-numbers", "hangs", "memory", "tracebacks", "unclear")
 # class -> (cases, passing before these fixes, passing after): the module docstring's table
 CLASS_COUNTS = {"data-destroyed": (4, 0, 4), "code-executed": (1, 0, 1), "wrong-numbers": (10, 1, 10),
-                "hangs": (4, 0, 4), "memory": (6, 1, 6), "tracebacks": (7, 0, 7), "unclear": (15, 1, 15)}
+                "hangs": (4, 0, 4), "memory": (6, 1, 6), "tracebacks": (7, 0, 7), "unclear": (18, 1, 18)}
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TOO_BIG = "100000000000000000000000"      # 10**23: past what f.read() or a C long can take
 SERVER_MIB = 2 * HOSTILE_LIMIT_MIB        # a page runs in the app's process: the server's bound, 2 GiB
@@ -435,6 +435,13 @@ CASES: list[Case] = [
                            "print([str(w.message) for w in said if 'packing check' in str(w.message)])"),
          check=lambda r, d: "packing check, batch 1: not checked: input_ids is a tensor on the meta device" in r.stdout,
          seconds=60),
+    Case("transformers-release-empty-is-refused", "unclear",
+         lambda d, a: ["check", batch(d), "--transformers", ""], r"transformers release '' is not a version"),
+    Case("transformers-release-in-arabic-indic-digits-is-refused", "unclear",
+         lambda d, a: ["check", batch(d), "--transformers", "٤.٤٦"], r"transformers release '٤.٤٦' is not a version"),
+    Case("transformers-release-of-5000-characters-is-one-short-line", "unclear",
+         lambda d, a: ["check", batch(d), "--transformers", "4." + "4" * 5000],
+         r"transformers release '4\.4{38}' is not a version: give one like 4\.46\.3$"),
     Case("verify-backend-of-transformers-is-one-line", "unclear",
          lambda d, a: ["verify", "--backend", "flash_attention_2"],
          r"argument --backend: .*'flash_attention_2' is transformers' own: pass --attn-implementation flash_attention_2"),
@@ -544,11 +551,11 @@ def test_unclear_settings_digits_and_choices_said_in_one_line(case, outcomes):
 
 
 def test_the_class_table_matches_the_catalogue():
-    """The docstring's table, ``CLASS_COUNTS`` and docs/limits.md count the catalogue's cases as they are."""
+    """The docstring's table, ``CLASS_COUNTS`` and CHANGELOG.md count the catalogue's cases as they are."""
     counted = {cls: sum(c.cls == cls for c in CASES) for cls in CLASSES}
     assert counted == {cls: n for cls, (n, _, _) in CLASS_COUNTS.items()}
     assert all(before <= after <= n for n, before, after in CLASS_COUNTS.values())
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "limits.md").read_text()
+    docs = (Path(__file__).resolve().parents[2] / "CHANGELOG.md").read_text()      # where the history lives
     for cls, (n, before, after) in CLASS_COUNTS.items():
         assert re.search(rf"^\s+{cls}\s+{n}\s+{before}\s+{after}\s", __doc__, re.M), cls
         assert re.search(rf"^\| {cls.replace('-', ' ')} \| {n} \| {before} \| {after} \|", docs, re.M), cls
