@@ -60,6 +60,8 @@ class Source:
             self._names = set(self._zip.namelist())
             self._read = lambda name: self._zip.read(name).decode("utf-8")
         else:                      # folder: the directory that holds the transformers package
+            if folder is None:
+                raise ValueError("give a wheel or the folder that holds the transformers package")
             root = Path(folder)
             self.release = release
             self._names = {p.relative_to(root).as_posix() for p in (root / "transformers").rglob("*.py")}
@@ -71,6 +73,8 @@ class Source:
         from importlib import metadata
 
         spec = importlib.util.find_spec("transformers")
+        if spec is None or spec.origin is None:
+            raise ImportError("transformers is not installed here: read a wheel instead (Source(wheel))")
         return cls(folder=Path(spec.origin).parents[1], release=metadata.version("transformers"))
 
     def has(self, path: str) -> bool:

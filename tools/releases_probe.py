@@ -120,7 +120,7 @@ def collator() -> dict:
 def main(argv=None) -> int:
     families = (argv if argv is not None else sys.argv[1:]) or FAMILIES
     transformers.logging.set_verbosity_error()
-    cells = {}
+    cells: dict[str, dict] = {}
     for mt in families:
         for attn in IMPLEMENTATIONS:
             try:

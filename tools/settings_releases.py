@@ -18,6 +18,7 @@ import re
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from packing_core.attention.releases import release_key
 from tools.releases_code import Source, collator_kwargs
@@ -49,8 +50,9 @@ def trl_facts(wheel: Path) -> dict:
     return {"fields": fields, "strategies": strategies}
 
 
-def first_with(facts: list[tuple[str, dict]], test) -> str:
-    """The first release read for which ``test(facts)`` holds and keeps holding to the newest ("" if none)."""
+def first_with(facts: list[tuple[str, Any]], test) -> str:
+    """In (release, facts) pairs, oldest first: the first release for which ``test(facts)`` holds and keeps
+    holding to the newest ("" if none)."""
     since = ""
     for release, f in facts:
         if test(f):

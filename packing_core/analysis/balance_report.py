@@ -26,6 +26,7 @@ the mean over the epoch's steps:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ def step_balance(plan: Plan, ranks: int, micro_batches: int = 1, rows_per_micro_
     flops = training_flops(linear, attention.astype(np.float64), shape)
     total = float(flops.sum())
     share = float(training_flops(0.0, attention.astype(np.float64), shape).sum()) / total if total else 0.0
-    kw = dict(shuffle=shuffle, seed=seed, fit=fit)
+    kw: dict[str, Any] = dict(shuffle=shuffle, seed=seed, fit=fit)
     return StepBalance(shape, share, balance_steps(plan, ranks, micro_batches, rows_per_micro_batch, **kw),
                        balance_steps(plan, ranks, micro_batches, rows_per_micro_batch, by=flops, **kw), flops)
 

@@ -92,7 +92,7 @@ def leak_findings(eff: EffectiveAttention, docs: IntendedDocuments, allow_cross_
     trained = docs.real if trained is None else trained
     T = docs.real.shape[1]
     shared = shared_attention(eff, docs.document_ids)
-    if shared.count:
+    if shared.count and shared.example is not None:
         r, i, kr, k = shared.example
         d = docs.document_ids
         rows = shared.rows
@@ -156,7 +156,7 @@ def _reader_notes(eff: EffectiveAttention, t: BatchTensors) -> list[Finding]:
             if top < longest:
                 short.append(f"max_length_{side} = {top}, but cu_seq_lens_{side} hold a document of {longest} tokens")
         if short:
-            grid = varlen_grid(t.cu_seq_lens_q, max(int(t.max_length_q), 1))   # flash-attn's forward grid
+            grid = varlen_grid(t.cu_seq_lens_q, max(int(t.max_length_q or 0), 1))   # flash-attn's forward grid
             short.append(f"flash-attn's forward launches {grid.blocks} block(s) of {grid.block} queries per document: "
                          + (f"{grid.skipped_tokens:,} token(s) get no output" if grid.skipped_tokens else
                             f"here they still cover every token; a document over {grid.blocks * grid.block} tokens "

@@ -268,6 +268,8 @@ def _beyond_mixers(fam: Family, signals, docs: IntendedDocuments, trained: np.nd
     if not fam.unexplained(setup) or not hit.any():
         return []
     o = fam.outcome(setup, "logits")
+    if o is None:              # not measured for this setup: nothing to say beyond the mixers
+        return []
     return [Finding("logits_differ_beyond_mixers",
                     f"{fam.model_type} with {setup.replace('_', ' ')}: each mixer keeps the documents apart, yet its "
                     f"logits differ from each document alone by {o.max_diff:.2g} (measured on the tiny model): "

@@ -115,7 +115,7 @@ def run(args, out, err) -> int:
     part = lengths[start:] if args.documents is None else lengths[start:start + args.documents]
     rows = packer.feed(part.tolist()) if args.documents is not None else packer.rows(part.tolist())
     n_rows = tokens = 0
-    shown = []
+    shown: list = []
     for row in rows:
         n_rows += 1
         tokens += sum(length for _, _, length in row)

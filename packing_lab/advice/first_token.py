@@ -77,11 +77,11 @@ class ByteTokens:
 
     @property
     def bos(self) -> str:
-        return min(self.special, key=self.special.get)
+        return min(self.special, key=lambda name: self.special[name])
 
     @property
     def eos(self) -> str:
-        return max(self.special, key=self.special.get)
+        return max(self.special, key=lambda name: self.special[name])
 
     def chat(self, text: str) -> str:
         return f"{self.bos}user\n{text}{self.eos}\n"

@@ -129,12 +129,12 @@ def segments_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16,
         per = {}
         for n in np.unique(piece_len).tolist():
             # A small token-major copy: the backend's layout, small enough to stay cached.
-            x = [t[:n].clone()[None].transpose(1, 2) for t in (q, k, v)]
-            F.scaled_dot_product_attention(*x, is_causal=True)
+            xq, xk, xv = (t[:n].clone()[None].transpose(1, 2) for t in (q, k, v))
+            F.scaled_dot_product_attention(xq, xk, xv, is_causal=True)
             times = []
             for _ in range(4):
                 start = time.perf_counter()
-                F.scaled_dot_product_attention(*x, is_causal=True)
+                F.scaled_dot_product_attention(xq, xk, xv, is_causal=True)
                 times.append(time.perf_counter() - start)
             per[n] = min(times)
         return sum(per[n] for n in piece_len.tolist())
@@ -245,13 +245,15 @@ def flex_breakdown(*, docs: int = 256, context: int = 512, heads: int = 16, head
     cu_t = torch.from_numpy(cu.astype(np.int32))
     # the same work: rows of the padded baseline, each one document, in the model layout both ways
     rows = min(FLEX_SAMPLE_ROWS, pad.n_rows)
-    xr = [torch.randn(rows, context, heads, head_dim, generator=g) for _ in range(3)]
+    rq, rk, rv = (torch.randn(rows, context, heads, head_dim, generator=g) for _ in range(3))
     row_cu = torch.arange(0, rows * context + 1, context, dtype=torch.int32)
     row_spans = tile_spans(row_cu.numpy(), tile)
     fns = {
         "padded": padded,
-        "sdpa_rows": lambda: F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in xr), is_causal=True),
-        "same_work": lambda: attend(*(x.reshape(-1, heads, head_dim) for x in xr), row_cu, context, "flex", tile=tile),
+        "sdpa_rows": lambda: F.scaled_dot_product_attention(rq.transpose(1, 2), rk.transpose(1, 2), rv.transpose(1, 2),
+                                                            is_causal=True),
+        "same_work": lambda: attend(rq.reshape(-1, heads, head_dim), rk.reshape(-1, heads, head_dim),
+                                    rv.reshape(-1, heads, head_dim), row_cu, context, "flex", tile=tile),
         "backend": lambda: attend(q, k, v, cu_t, int(bfd.piece_len.max()), "flex", tile=tile),
     }
     report = progress or (lambda fraction, message: None)

@@ -122,10 +122,11 @@ def mask_figure(masks: dict, doc_ids, position_ids, *, max_side: int = 128,
     for c in range(1, len(masks) + 1) if pickable and len(docs) else ():
         pick_markers(fig, mid, mid, docs, row=1, col=c)
     found = span(doc, highlight) if highlight is not None else None
-    for c in range(1, len(masks) + 1) if found else ():
-        a, b = found[0] - 0.5, found[1] - 0.5
-        frame(fig, a, b, a, b, row=1, col=c)
-        frame(fig, -0.5, L - 0.5, a, b, dash="dot", row=1, col=c)
+    if found is not None:
+        lo, hi = found[0] - 0.5, found[1] - 0.5
+        for c in range(1, len(masks) + 1):
+            frame(fig, lo, hi, lo, hi, row=1, col=c)
+            frame(fig, -0.5, L - 0.5, lo, hi, dash="dot", row=1, col=c)
     return apply_layout(fig, title=title, height=520 if len(masks) < 3 else 420, top=80 if title else 40)
 
 
@@ -259,7 +260,7 @@ def logit_diff_figure(token_diffs, cu_seqlens, tolerance: float, *, floor: float
     doc = np.repeat(np.arange(len(cu) - 1), np.diff(cu))
     shown = np.maximum(diffs, floor)
     fig = go.Figure(go.Bar(
-        x=np.arange(len(diffs)), y=shown, marker=dict(color=[doc_colour(d) for d in doc], line=dict(width=0)),
+        x=np.arange(len(diffs)), y=shown, marker=dict(color=[doc_colour(int(d)) for d in doc], line=dict(width=0)),
         customdata=np.stack([doc, np.arange(len(diffs)) - cu[doc], diffs], axis=1),
         hovertemplate=("token %{x} (document %{customdata[0]}, position %{customdata[1]})<br>"
                        "max |Δlogit| = %{customdata[2]:.2e}<extra></extra>")))

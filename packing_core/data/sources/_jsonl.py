@@ -102,10 +102,10 @@ def _column(values: list, linenos: list[int], src: Named, column: str) -> pa.Arr
         try:
             return pa.array(values, pa.list_(pa.int64()))
         except _ARROW_CONVERSION:   # an id past int64 (a uint64 2**64 - 1): named with its value
-            big = next(((k, t) for k, v in enumerate(values) if v for t in v if not -2**63 <= t < 2**63), None)
-            if big is not None:
-                raise base.SourceError(f"{src.name}: line {linenos[big[0]]}: {base.display(column)!r} holds the token "
-                                       f"id {big[1]:,}, past the int64 range token ids are stored in; fix that line"
+            past = next(((k, t) for k, v in enumerate(values) if v for t in v if not -2**63 <= t < 2**63), None)
+            if past is not None:
+                raise base.SourceError(f"{src.name}: line {linenos[past[0]]}: {base.display(column)!r} holds the token "
+                                       f"id {past[1]:,}, past the int64 range token ids are stored in; fix that line"
                                        ) from None
     try:   # nested records (chat messages): Arrow infers one structure for the batch
         return pa.array(values)
