@@ -80,15 +80,7 @@ def length_values(values, where, fix: str = LENGTH_FIX) -> np.ndarray:
     if arr.null_count:
         fail(int(np.argmax(arr.is_null().to_numpy(zero_copy_only=False))), "has no value")
     out = arr.to_numpy(zero_copy_only=False)
-    big = out > MAX_LENGTH  # in the column's own dtype: a uint64 2**64-1 keeps its value
-    if big.any():
-        i = int(np.argmax(big))
-        fail(i, f"holds {int(out[i]):,}, above the largest length the lab accepts ({MAX_LENGTH:,})")
-    small = out < 1
-    if small.any():
-        i = int(np.argmax(small))
-        fail(i, f"holds {out[i].item()!r}")
-    return out.astype(np.int64)
+    return _in_range(out, fail)
 
 
 _ARROW_FLOAT = {"float16": "halffloat", "float32": "float", "float64": "double"}   # as pyarrow names them
@@ -135,6 +127,14 @@ def _plain_length_values(values, fail) -> np.ndarray:
                 fail(i, f"holds {v:,}, above the largest length the lab accepts ({MAX_LENGTH:,})")
             ints.append(v)
         out = np.array(ints, dtype=np.int64)
+    return _in_range(out, fail)
+
+
+def _in_range(out: np.ndarray, fail) -> np.ndarray:
+    """``out`` as int64 once every value is a length from 1 to ``MAX_LENGTH``; else ``fail`` names the first that is not.
+
+    The comparison runs in the column's own dtype, so a uint64 2**64-1 keeps its value in the message.
+    """
     big = out > MAX_LENGTH
     if big.any():
         i = int(np.argmax(big))

@@ -123,15 +123,8 @@ def packed_detection(src: Source) -> tuple[dict, str]:
     return {"on": True, "gate": gate}, f"{MASKING} _preprocess_mask_arguments: if {gate}: find_packed_sequence_indices"
 
 
-# flash_positions variants: (rows, trigger, starts), each recognised by a line only it has
-FLASH_POSITIONS = {
-    "any_rows_last_not_end_zero": ("any", "last_not_end", "zero"),
-    "any_rows_not_monotone_zero": ("any", "not_monotone", "zero"),
-    "one_row_not_monotone_zero": ("one", "not_monotone", "zero"),
-    "any_rows_always_zero": ("any", "always", "zero"),
-    "one_row_not_arange_zero": ("one", "not_arange", "zero"),
-    "one_row_not_arange_min": ("one", "not_arange", "min"),
-}
+# flash_positions variants: the names of packing_core.attention.releases.FLASH_POSITIONS, each recognised by a
+# line only it has
 
 
 def flash_positions(src: Source) -> tuple[str, str]:
