@@ -90,9 +90,21 @@ class TrainerSettings:
     source: str
     first_run: str = ""     # TRL: the bucketing config of a first run, when asked for one
     releases: str = ""      # which releases have these settings (setting_releases)
+    since: str = ""         # the first release that has every setting of ``call`` ("TRL 0.20.0")
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _trl_since(strategy: str) -> str:
+    """The first TRL release read that has ``packing``, ``padding_free``, ``packing_strategy`` and ``strategy``.
+
+    >>> _trl_since("bfd"), _trl_since("bfd_split")
+    ('TRL 0.20.0', 'TRL 1.0.0')
+    """
+    d = _releases()
+    firsts = [d["trl"][k] for k in ("packing", "padding_free", "packing_strategy")] + [d["trl_strategies"][strategy]]
+    return "TRL " + max(firsts, key=lambda r: tuple(int(x) for x in r.split(".")[:3]))
 
 
 def _trl(context: int, instruction: bool, bucket_first: bool, over: str) -> TrainerSettings:
@@ -123,7 +135,8 @@ def _trl(context: int, instruction: bool, bucket_first: bool, over: str) -> Trai
     return TrainerSettings("TRL 1.16", "\n".join(lines), call, overlong + note,
                            "trl/trainer/sft_config.py SFTConfig; trl/trainer/sft_trainer.py SFTTrainer.__init__ "
                            "(padding_free for bfd, bfd_split); trl/data_utils.py pack_dataset, _pack_bfd; "
-                           "transformers/training_args.py train_sampling_strategy", first, setting_releases("TRL"))
+                           "transformers/training_args.py train_sampling_strategy", first, setting_releases("TRL"),
+                           _trl_since(strategy))
 
 
 def _flattening(context: int, instruction: bool, over: str) -> TrainerSettings:

@@ -94,7 +94,7 @@ def cheatsheet_facts() -> tuple[Fact, ...]:
                       "packing_core.check.rules:RULES", others[0].title))
     for purpose in ("instruction", "pretraining"):
         trl = trainer_settings(2048, purpose)[0]
-        facts.append(Fact(TRL_SETTINGS, f"{purpose.capitalize()}: `{trl.call}`.",
+        facts.append(Fact(TRL_SETTINGS, f"{purpose.capitalize()}: `{trl.call}` ({trl.since} or later).",
                           "packing_core.analysis.trainer_advice", trl.call))
     facts.append(Fact("Verify", "Run each document alone and packed and compare its logits. A correct setup agrees "
                                 "within a tolerance fitted to the dtype.",
