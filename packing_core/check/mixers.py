@@ -238,11 +238,64 @@ def mixer_findings(model_type: str, t: BatchTensors, eff: EffectiveAttention, do
         findings.append(replace(blind, severity="note") if allow_cross_document else blind)
     findings += _beyond_mixers(fam, signals, docs, trained, allow_cross_document)
     findings += _position_start(fam, t, docs, trained, rules)
+    if (window := _sliding_window(fam, eff, trained)) is not None:
+        findings.append(window)
     if eff.attn_implementation in ("sdpa", "flex_attention") and fam.attn_implementation == "eager":
         findings.append(Finding("implementation_not_offered", f"{fam.model_type}: transformers builds {fam.causal_lm} "
                                 f"with eager attention only, so it never runs {eff.attn_implementation}; its layers "
                                 "are measured under eager"))
     return findings, tuple(layers)
+
+
+def family_sliding_window(model_type: str) -> int | None:
+    """The sliding window of ``model_type``'s default config in the installed transformers; None without one.
+
+    Read from the config class (``AutoConfig.for_model``): ``sliding_window`` unless ``use_sliding_window`` is off,
+    or ``layer_types`` holds no ``"sliding_attention"`` layer. A model's own config may set another window.
+
+    >>> family_sliding_window("mistral"), family_sliding_window("llama"), family_sliding_window("qwen2")
+    (4096, None, None)
+    """
+    try:
+        from transformers import AutoConfig
+
+        cfg = AutoConfig.for_model(model_type)
+    except (ImportError, ValueError, KeyError):       # a family this release lacks: no window to read
+        return None
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    window = getattr(cfg, "sliding_window", None)
+    types = getattr(cfg, "layer_types", None)
+    if not window or getattr(cfg, "use_sliding_window", True) is False or \
+            (types is not None and "sliding_attention" not in types):
+        return None
+    return int(window)
+
+
+def _sliding_window(fam: Family, eff: EffectiveAttention, trained: np.ndarray) -> Finding | None:
+    """A 4D mask under sdpa, eager or flex replaces the family's sliding window.
+
+    transformers returns a 4D mask as given before any window is applied: 5.24's
+    ``masking_utils._preprocess_mask_arguments`` ("If the mask is already 4D, simply return as-is")
+    and the early exit of ``create_sliding_window_causal_mask``; 4.46's
+    ``MistralModel._prepare_4d_causal_attention_mask_with_cache_position`` takes a 4D mask as the
+    causal mask and applies ``config.sliding_window`` only when it builds one from 2D. So a query
+    whose mask lets it read a key ``window`` or more tokens back does so in every sliding layer,
+    where the same document alone would not. flash_attention_2/3 take the window as a kernel argument
+    and never read a 4D mask.
+    """
+    if eff.attn_implementation not in MASK_READERS or eff.dense is None:
+        return None
+    window = family_sliding_window(fam.model_type)
+    if window is None or eff.dense.shape[-1] <= window:
+        return None
+    far = np.stack([np.tril(row, k=-window).any(axis=1) for row in eff.dense])     # [B, T]: reads past the window
+    hit = far & trained
+    if not hit.any():
+        return None
+    return Finding("mask_replaces_sliding_window",
+                   f"{fam.model_type}: its default config slides a window of {window:,} tokens, and transformers uses "
+                   f"this 4D mask as given, so {int(far.sum()):,} quer(ies) read keys {window:,} or more tokens back "
+                   f"in every sliding layer; {_where(hit)}", marks=marks_of(far))
 
 
 def _position_start(fam: Family, t: BatchTensors, docs: IntendedDocuments, trained: np.ndarray,

@@ -100,6 +100,11 @@ _TABLE = (
          "no position_ids): pad one document per row. RoBERTa-like models number positions from padding_idx + 1 "
          "(2 with pad id 1): start position_ids there (DataCollatorWithFlattening(position_ids_start=2), "
          "transformers 5.15 on). Check with --model to measure the real model."),
+    Rule("mask_replaces_sliding_window", "error", "A 4D mask drops the sliding window",
+         "transformers uses a 4D attention mask as given, so the sliding-window layers read as far back as the mask "
+         "lets them and a document longer than the window trains on keys the model never sees alone. Build the 4D "
+         "mask with the window too (a key at most window - 1 tokens back), or pass position_ids and no mask "
+         "(transformers then builds the windowed mask per document), or cu_seq_lens for flash_attention_2."),
     Rule("implementation_not_offered", "warning", "The model cannot run this attention implementation",
          "transformers builds this family with eager attention only (from_pretrained(attn_implementation='sdpa') "
          "raises): judge the batch with --attn-implementation eager, the implementation it runs."),
@@ -227,6 +232,8 @@ _TABLE = (
 # Each finding's fix in one line of at most 20 words, an order to follow: what a page shows first, in the finding's
 # colour, with the detail and the whole fix folded under it (tests/check/test_rules_actions.py holds the count).
 _ACTIONS = {
+    "mask_replaces_sliding_window": "Apply the model's sliding window in your 4D mask too, or pass position_ids and "
+                                    "no mask.",
     "documents_share_attention": "Give the reader the boundaries it reads: restarting position_ids with no 2D mask and "
                                  "no cache, or cu_seq_lens.",
     "label_crosses_boundary": "Set the label of each document's first token to -100.",

@@ -33,8 +33,9 @@ EXAMPLE = (120, 90, 300, 40, 55, 30, 210, 65)      # the lab's worked example (p
 # The findings whose fix the sheet prints in full (the other errors by title): what a packed batch most often gets wrong.
 # padding-free (which bfd turns on) is for FlashAttention: on sdpa or eager its one row's mask is (batch tokens)²
 TRL_SETTINGS = "Settings (TRL, rows of 2,048; padding-free needs FlashAttention 2/3)"
+# the findings set out with their whole fix; every other error is named by its title (the page holds no more)
 CHEATSHEET_FINDINGS = ("documents_share_attention", "label_crosses_boundary", "pad_in_loss", "mask_reads_future",
-                       "positions_do_not_restart", "pads_given_position_zero")
+                       "positions_do_not_restart")
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,8 @@ def cheatsheet_facts() -> tuple[Fact, ...]:
                       "packing_core.check.rules:RULES", others[0].title))
     for purpose in ("instruction", "pretraining"):
         trl = trainer_settings(2048, purpose)[0]
-        facts.append(Fact(TRL_SETTINGS, f"{purpose.capitalize()}: `{trl.call}` ({trl.since} or later).",
+        since = trl.since.replace(" ", " ≥ ")          # "TRL ≥ 0.20.0": the first release with every setting
+        facts.append(Fact(TRL_SETTINGS, f"{purpose.capitalize()}: `{trl.call}` ({since}).",
                           "packing_core.analysis.trainer_advice", trl.call))
     facts.append(Fact("Verify", "Run each document alone and packed and compare its logits. A correct setup agrees "
                                 "within a tolerance fitted to the dtype.",

@@ -42,8 +42,8 @@ def test_each_pasted_trl_call_names_the_first_release_that_has_all_its_settings(
     # read from the releases' code (settings_releases.json): padding_free 0.16.1, packing_strategy 0.19.1,
     # 'bfd' 0.20.0, 'bfd_split' 1.0.0; a call needs the newest of its settings
     text = cheatsheet_markdown()
-    assert "packing_strategy='bfd', max_length=2048, padding_free=True)` (TRL 0.20.0 or later)" in text
-    assert "packing_strategy='bfd_split', max_length=2048, padding_free=True)` (TRL 1.0.0 or later)" in text
+    assert "packing_strategy='bfd', max_length=2048, padding_free=True)` (TRL ≥ 0.20.0)" in text
+    assert "packing_strategy='bfd_split', max_length=2048, padding_free=True)` (TRL ≥ 1.0.0)" in text
 
 
 def test_the_sheet_names_every_error_the_check_can_find():
