@@ -54,10 +54,10 @@ def cold_smollm2(where) -> None:
 
     if smollm2_converted() and tokenizer_extracted():
         return
-    from packing_core.models import load_pretrained
+    from packing_core.models.pretrained import convert_pretrained
 
     with waiting(where, WAITS["convert"][0], cold_estimate("convert")) as spent:
-        load_pretrained()
+        convert_pretrained()       # the converted copy and its tokenizer, no model built (a reproduction loads it)
     record_cold("convert", spent())
 
 

@@ -70,11 +70,11 @@ def load_smollm2(where) -> None:
     from packing_lab.demos import WAITS, cold_estimate, record_cold, smollm2_converted
 
     if not smollm2_converted():
-        from packing_core.models import load_pretrained
+        from packing_core.models.pretrained import convert_pretrained
 
         with waiting(where, WAITS["convert"][0] + " (`packing-lab warm` does it before class)",
                      cold_estimate("convert")) as spent:
-            load_pretrained()      # converts and caches the copy; the cached loader below reads it in a second
+            convert_pretrained()   # converts and caches the copy, builds no model: the cached loader below reads it
         st.session_state["leakage_lab.converted_s"] = spent()
         record_cold("convert", spent())
     with where, st.spinner("Loading SmolLM2 from its converted copy (about a second)..."):
