@@ -351,6 +351,13 @@ def markdown(at: AppTest) -> str:
     return "\n".join(m.value for m in at.markdown)
 
 
+def page_text(at: AppTest) -> str:
+    """Every sentence a page shows: its markdown, captions and boxes (success, info, warning, error), unescaped."""
+    said = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    said += [x.value for x in [*at.success, *at.info, *at.warning, *at.error]]
+    return "\n".join(said).replace("\\", "")
+
+
 def errors(at: AppTest) -> str:
     return " ".join(e.value for e in at.error).replace("\\", "")
 

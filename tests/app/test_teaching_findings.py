@@ -33,14 +33,9 @@ from packing_lab.advice import (
 )
 from packing_lab.zoo import ZOO
 from tests._support import assert_clean, findings_shown, metric, no_exception, open_page
+from tests._support import page_text as text
 
 WORKED = _content.WORKED_LENGTHS
-
-
-def text(at) -> str:
-    said = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    said += [x.value for x in [*at.success, *at.info, *at.warning, *at.error]]
-    return "\n".join(said).replace("\\", "")
 
 
 def cli(*argv) -> str:

@@ -48,15 +48,10 @@ from packing_lab.advice import (
 from packing_lab.cli import main
 from packing_lab.zoo import BREAKS, ZOO, broken_batch, zoo_entry
 from tests._support import assert_clean, findings_shown, no_exception, open_page
+from tests._support import page_text as text
 
 ROOT = Path(__file__).parents[2]
 WORKED = _content.WORKED_LENGTHS
-
-
-def text(at) -> str:
-    said = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    said += [x.value for x in [*at.success, *at.info, *at.warning]]
-    return "\n".join(said).replace("\\", "")
 
 
 def cli(*argv) -> str:
