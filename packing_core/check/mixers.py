@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import replace
+from functools import cache
 
 import numpy as np
 
@@ -247,6 +248,7 @@ def mixer_findings(model_type: str, t: BatchTensors, eff: EffectiveAttention, do
     return findings, tuple(layers)
 
 
+@cache         # the installed release's config classes: read once per model type
 def family_sliding_window(model_type: str) -> int | None:
     """The sliding window of ``model_type``'s default config in the installed transformers; None without one.
 
