@@ -50,14 +50,12 @@ def plant(name: str):
 def cold_smollm2(where) -> None:
     """SmolLM2 and its tokenizer, converted from the GGUF file on a cold server under a bar at ``where`` (the
     estimate this server measured, or a first-run guess), before a reproduction needs them."""
-    from packing_lab.demos import WAITS, cold_estimate, record_cold, smollm2_converted, tokenizer_extracted
+    from packing_lab.demos import WAITS, cold_estimate, convert_smollm2, record_cold, smollm2_converted, tokenizer_extracted
 
     if smollm2_converted() and tokenizer_extracted():
         return
-    from packing_core.models.pretrained import convert_pretrained
-
     with waiting(where, WAITS["convert"][0], cold_estimate("convert")) as spent:
-        convert_pretrained()       # the converted copy and its tokenizer, no model built (a reproduction loads it)
+        convert_smollm2()       # the converted copy and its tokenizer, no model built (a reproduction loads it)
     record_cold("convert", spent())
 
 

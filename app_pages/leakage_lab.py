@@ -67,14 +67,12 @@ def loaded(name: str):
 def load_smollm2(where) -> None:
     """Load SmolLM2 once per server, saying so in ``where`` (the top of the step); the first load ever converts it
     under a bar with the seconds against an estimate this server measured (or a first-run guess, said so)."""
-    from packing_lab.demos import WAITS, cold_estimate, record_cold, smollm2_converted
+    from packing_lab.demos import WAITS, cold_estimate, convert_smollm2, record_cold, smollm2_converted
 
     if not smollm2_converted():
-        from packing_core.models.pretrained import convert_pretrained
-
         with waiting(where, WAITS["convert"][0] + " (`packing-lab warm` does it before class)",
                      cold_estimate("convert")) as spent:
-            convert_pretrained()   # converts and caches the copy, builds no model: the cached loader below reads it
+            convert_smollm2()   # converts and caches the copy, builds no model: the cached loader below reads it
         st.session_state["leakage_lab.converted_s"] = spent()
         record_cold("convert", spent())
     with where, st.spinner("Loading SmolLM2 from its converted copy (about a second)..."):

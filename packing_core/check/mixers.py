@@ -290,7 +290,11 @@ def _sliding_window(fam: Family, eff: EffectiveAttention, trained: np.ndarray) -
     window = family_sliding_window(fam.model_type)
     if window is None or eff.dense.shape[-1] <= window:
         return None
-    far = np.stack([np.tril(row, k=-window).any(axis=1) for row in eff.dense])     # [B, T]: reads past the window
+    T = eff.dense.shape[-1]
+    queries = np.arange(T)
+    # per query, the earliest key its mask lets it read (T: none): past the window when window or more tokens back
+    earliest = np.stack([np.where(row.any(axis=1), row.argmax(axis=1), T) for row in eff.dense])      # [B, T]
+    far = earliest <= queries - window
     hit = far & trained
     if not hit.any():
         return None

@@ -11,7 +11,7 @@ from packing_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .bucket_loss import BucketDemo, BucketRun, bucket_loss_demo
-    from .cold import WAITS, record_cold, tokenizer_extracted
+    from .cold import WAITS, convert_smollm2, record_cold, tokenizer_extracted
     from .context_parallel import CP_SCHEMES, CPLesson, cp_dataset_rows, cp_lesson, one_document_work
     from .estimate import (
         BREAKDOWN_LIMIT_S,

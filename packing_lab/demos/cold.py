@@ -79,3 +79,11 @@ def tokenizer_extracted() -> bool:
     from packing_core.models.pretrained import _gguf_folder
 
     return any((cache_dir() / d).is_dir() for d in SMOLLM2_CACHE_DIRS) or _gguf_folder() is None
+
+
+def convert_smollm2() -> str:
+    """Convert SmolLM2 from its GGUF file into the cache and build no model (a page's cached loader reads the copy):
+    what happened, ``"cached"``, ``"converted"``, ``"rebuilt"`` or ``"waited"`` (another process converted it)."""
+    from packing_core.models.pretrained import convert_pretrained
+
+    return convert_pretrained()[1]
