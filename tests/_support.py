@@ -85,16 +85,34 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
-def save_tiny_llama(folder: Path, vocab_size: int, max_positions: int) -> Path:
-    """A real transformers LlamaForCausalLM saved as safetensors in ``folder`` (random init, seed 0, for speed)."""
+def tiny_llama(vocab_size: int = 64, max_positions: int = 64, attn_implementation: str | None = None):
+    """A real transformers LlamaForCausalLM, two layers, random init with seed 0 (for speed), in eval mode."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions)
-    LlamaForCausalLM(cfg).save_pretrained(folder, safe_serialization=True)
+    if attn_implementation is not None:
+        cfg._attn_implementation = attn_implementation
+    return LlamaForCausalLM(cfg).eval()
+
+
+def save_tiny_llama(folder: Path, vocab_size: int, max_positions: int) -> Path:
+    """:func:`tiny_llama` saved as safetensors in ``folder``."""
+    tiny_llama(vocab_size, max_positions).save_pretrained(folder, safe_serialization=True)
     return folder
+
+
+def cli_said(main, *argv) -> str:
+    """What a command line (``main``: the library's or the lab's) prints, stdout and stderr together; --help too."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):   # --help prints and exits
+        main(list(argv), out=out, err=out)
+    return out.getvalue()
 
 
 CHAT_TEMPLATE = ("{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} </s> {% endfor %}"

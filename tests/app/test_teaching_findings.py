@@ -3,9 +3,7 @@
 Each finding's test quotes the old words or numbers (they must be gone) and checks the new ones against
 the library's numbers or the installed library's code, so a page and its test cannot drift apart together.
 """
-import contextlib
 import functools
-import io
 
 import numpy as np
 import pytest
@@ -32,17 +30,14 @@ from packing_lab.advice import (
     step_loss_weights,
 )
 from packing_lab.zoo import ZOO
-from tests._support import assert_clean, findings_shown, metric, no_exception, open_page
+from tests._support import assert_clean, cli_said, findings_shown, metric, no_exception, open_page
 from tests._support import page_text as text
 
 WORKED = _content.WORKED_LENGTHS
 
 
 def cli(*argv) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):   # --help prints and exits
-        main(list(argv), out=out, err=out)
-    return out.getvalue()
+    return cli_said(main, *argv)
 
 
 @functools.cache

@@ -3,10 +3,8 @@
 Each finding's test quotes the old words (they must be gone) and checks the new ones against the
 library's numbers or the installed library's code, so a page and its test cannot drift apart together.
 """
-import contextlib
 import functools
 import inspect
-import io
 import json
 import re
 from pathlib import Path
@@ -47,7 +45,7 @@ from packing_lab.advice import (
 )
 from packing_lab.cli import main
 from packing_lab.zoo import BREAKS, ZOO, broken_batch, zoo_entry
-from tests._support import assert_clean, findings_shown, no_exception, open_page
+from tests._support import assert_clean, cli_said, findings_shown, no_exception, open_page
 from tests._support import page_text as text
 
 ROOT = Path(__file__).parents[2]
@@ -55,10 +53,7 @@ WORKED = _content.WORKED_LENGTHS
 
 
 def cli(*argv) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):   # --help prints and exits
-        main(list(argv), out=out, err=out)
-    return out.getvalue()
+    return cli_said(main, *argv)
 
 
 @functools.cache

@@ -6,22 +6,18 @@ whom, which random weights show as well as trained ones).
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 import packing_core as pc
 from packing_core.verify import run_hf_batch
 from packing_core.verify.batch_run import reconcile
+from tests._support import tiny_llama
 
 EOS = 2
 
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    cfg._attn_implementation = "sdpa"
-    return LlamaForCausalLM(cfg).eval()
+    return tiny_llama(attn_implementation="sdpa")
 
 
 WRAPPED = {"input_ids": np.array([[5, 6, 7, EOS, 8, 9, 10, EOS]]), "attention_mask": np.ones((1, 8), np.int64)}

@@ -6,18 +6,14 @@ The model is a tiny LlamaForCausalLM with random weights (for speed); the blocks
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 import packing_core.verify.chunked as chunked
+from tests._support import tiny_llama
 
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    cfg._attn_implementation = "sdpa"
-    return LlamaForCausalLM(cfg).eval()
+    return tiny_llama(attn_implementation="sdpa")
 
 
 T = 512
